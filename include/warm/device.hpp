@@ -1,0 +1,157 @@
+// Devices: where model weights live and inference runs. A device has an exact byte budget and
+// never over-commits it; every byte charged is returned when the memory holding it is freed.
+//
+// Backends: "host" (aligned host memory, OpenBLAS) and "cuda" (device memory, cuBLAS). Both share
+// the budget, the load pipeline (src/gpu/upload_pipeline.hpp) and the model bookkeeping here.
+//
+// Threading: a device may be used from several threads at once. allocate(), load() and infer()
+// are thread-safe; load() blocks on file I/O and must run on a loader thread, never on an actor
+// scheduler thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "warm/dense_model.hpp"
+#include "warm/error.hpp"
+
+namespace warm {
+
+class device;
+class upload_target;
+
+// An exact byte budget. try_acquire() either takes all of the bytes or none; used() never
+// exceeds capacity(). Lock-free and thread-safe.
+class memory_budget {
+ public:
+  explicit memory_budget(std::uint64_t capacity) : capacity_(capacity) {}
+
+  std::uint64_t capacity() const { return capacity_; }
+  std::uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+  std::uint64_t free() const { return capacity_ - used(); }
+
+  // Takes `bytes` if they fit; false (and nothing taken) otherwise.
+  bool try_acquire(std::uint64_t bytes);
+  // Returns bytes taken earlier. Returning more than is used is a bug (asserts).
+  void release(std::uint64_t bytes);
+
+ private:
+  const std::uint64_t capacity_;
+  std::atomic<std::uint64_t> used_{0};
+};
+
+// Memory on a device, charged to its budget. Destroying it frees the memory and returns exactly
+// size() bytes to the budget. Must not outlive the device that made it.
+class device_buffer {
+ public:
+  virtual ~device_buffer() = default;
+  std::uint64_t size() const { return size_; }
+  // The backend's address of the memory (host pointer or CUDA device pointer).
+  virtual void* address() const = 0;
+
+ protected:
+  explicit device_buffer(std::uint64_t size) : size_(size) {}
+
+ private:
+  std::uint64_t size_;
+};
+
+// What a load measured: the bytes copied and how long reading and copying took.
+struct load_stats {
+  std::uint64_t bytes = 0;
+  double seconds = 0;
+  double gbps() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0; }
+};
+
+// A dense model resident on a device: its weights buffer and layout. Destroying it unloads the
+// model (frees the buffer). Immutable once loaded, so concurrent inferences may share it.
+class resident_model {
+ public:
+  resident_model(const device& owner, dense_spec spec, std::unique_ptr<device_buffer> weights)
+      : owner_(&owner), spec_(std::move(spec)), weights_(std::move(weights)) {}
+
+  const dense_spec& spec() const { return spec_; }
+  std::uint64_t bytes() const { return weights_->size(); }
+  const device& owner() const { return *owner_; }
+  const device_buffer& weights() const { return *weights_; }
+
+ private:
+  const device* owner_;
+  dense_spec spec_;
+  std::unique_ptr<device_buffer> weights_;
+};
+
+// Largest number of activation elements (batch x widest layer) one inference may need.
+inline constexpr std::uint64_t max_activation_elements = std::uint64_t{1} << 27;
+
+class device {
+ public:
+  virtual ~device() = default;
+  device(const device&) = delete;
+  device& operator=(const device&) = delete;
+
+  // "host", "cuda:0": how users name it in device specs.
+  const std::string& name() const { return name_; }
+  std::uint64_t capacity() const { return budget_.capacity(); }
+  std::uint64_t used() const { return budget_.used(); }
+
+  // Charges `bytes` to the budget and allocates them. model_too_large when bytes exceed the
+  // capacity (it can never fit), capacity_exhausted when they do not fit now; on failure the
+  // budget is unchanged. A backend allocation failure (e.g. cudaMalloc) returns the bytes.
+  expected<std::unique_ptr<device_buffer>> allocate(std::uint64_t bytes);
+
+  // Loads a validated model: allocates its data buffer and copies the file's bytes into it with
+  // large sequential reads, once. Fails like allocate(), or load_failed when the file cannot be
+  // read or changed since it was validated. Blocks on I/O: call it from a loader thread.
+  expected<std::unique_ptr<resident_model>> load(const model_file& file, load_stats* stats = nullptr);
+
+  // Runs `model` (which must be resident on this device) on a batch. `input` holds
+  // batch x input_width floats, row-major; `output` is resized to batch x output_width.
+  // invalid_argument for a wrong input size, a zero or oversized batch or a foreign model.
+  expected<void> infer(const resident_model& model, const float* input, std::uint64_t input_count,
+                       std::uint64_t batch, std::vector<float>& output);
+
+ protected:
+  device(std::string name, std::uint64_t capacity) : name_(std::move(name)), budget_(capacity) {}
+
+  // Allocates `bytes` of backend memory; the budget is already charged.
+  virtual expected<std::unique_ptr<device_buffer>> allocate_memory(std::uint64_t bytes) = 0;
+  // The staging scheme that moves file bytes into `destination`.
+  virtual std::unique_ptr<upload_target> upload_target_for(device_buffer& destination) = 0;
+  // Runs a validated request: input size, batch and ownership are already checked.
+  virtual expected<void> run(const resident_model& model, const float* input, std::uint64_t batch,
+                             float* output) = 0;
+
+  // Backends give bytes back from their buffers' destructors.
+  void release(std::uint64_t bytes) { budget_.release(bytes); }
+
+ private:
+  std::string name_;
+  memory_budget budget_;
+};
+
+// A device as users write it: "host:4GiB", "cuda:0:70GiB", "cuda:1" (capacity defaults: host
+// 1 GiB; cuda 90% of the GPU's free memory at start).
+struct device_spec {
+  enum class kind { host, cuda };
+  kind type = kind::host;
+  int ordinal = 0;                        // GPU index for cuda
+  std::optional<std::uint64_t> capacity;  // bytes; nullopt = the default
+  std::string to_string() const;
+};
+
+// Parses a spec; invalid_argument with the reason for anything malformed.
+expected<device_spec> parse_device_spec(const std::string& text);
+
+// Creates a device. unavailable when the spec names a CUDA device and there is none (the message
+// carries the driver's reason) or CUDA support was not built.
+expected<std::unique_ptr<device>> make_device(const device_spec& spec);
+
+// How many CUDA devices are usable, or unavailable with the reason. Never crashes without a GPU.
+expected<int> cuda_device_count();
+
+}  // namespace warm

@@ -1,0 +1,44 @@
+// Model repositories: directory trees <root>/<model-name>/<version>/model.safetensors, the layout
+// of TensorFlow Serving (versions are positive decimal integers). A repository resolves a model
+// path given relative to one of its roots and confines it there: absolute paths, ".." and
+// symlinks that lead outside every root are refused.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "warm/error.hpp"
+
+namespace warm {
+
+inline constexpr const char* model_file_name = "model.safetensors";
+
+// The versions present under a model directory (numeric sub-directories holding a model file),
+// ascending. not_found when the directory does not exist.
+expected<std::vector<std::uint64_t>> list_versions(const std::string& model_dir);
+
+// Finds the model file for `path`, which may be a .safetensors file, a version directory holding
+// model.safetensors, or a model directory (then `version`, or else the highest version, is
+// chosen). No confinement: for offline tools given a path by the user.
+expected<std::string> find_model_file(const std::string& path, std::optional<std::uint64_t> version = {});
+
+class model_repository {
+ public:
+  // Validates the roots: each must be an existing directory. Stores their canonical paths.
+  static expected<model_repository> create(const std::vector<std::string>& roots);
+
+  const std::vector<std::string>& roots() const { return roots_; }
+
+  // Resolves `relative` (e.g. "mnist" or "mnist/3") against each root in order and returns the
+  // canonical path of the model file. invalid_argument for an empty or absolute path or one that
+  // resolves (symlinks included) outside the root; not_found when no root holds it.
+  expected<std::string> resolve(const std::string& relative, std::optional<std::uint64_t> version = {}) const;
+
+ private:
+  explicit model_repository(std::vector<std::string> roots) : roots_(std::move(roots)) {}
+  std::vector<std::string> roots_;
+};
+
+}  // namespace warm

@@ -1,0 +1,72 @@
+#include <cassert>
+#include <chrono>
+
+#include "gpu/upload_pipeline.hpp"
+#include "warm/device.hpp"
+#include "warm/units.hpp"
+
+namespace warm {
+
+bool memory_budget::try_acquire(std::uint64_t bytes) {
+  std::uint64_t current = used_.load(std::memory_order_relaxed);
+  do {
+    if (bytes > capacity_ - current) return false;
+  } while (!used_.compare_exchange_weak(current, current + bytes, std::memory_order_acq_rel,
+                                        std::memory_order_relaxed));
+  return true;
+}
+
+void memory_budget::release(std::uint64_t bytes) {
+  [[maybe_unused]] auto before = used_.fetch_sub(bytes, std::memory_order_acq_rel);
+  assert(before >= bytes && "released more bytes than were acquired");
+}
+
+expected<std::unique_ptr<device_buffer>> device::allocate(std::uint64_t bytes) {
+  if (bytes > capacity())
+    return make_error(errc::model_too_large, name_ + ": " + std::to_string(bytes) + " bytes (" + format_bytes(bytes) +
+                                                 ") exceed the device's capacity of " + format_bytes(capacity()));
+  if (!budget_.try_acquire(bytes))
+    return make_error(errc::capacity_exhausted, name_ + ": " + format_bytes(bytes) + " do not fit; " +
+                                                    format_bytes(budget_.free()) + " of " +
+                                                    format_bytes(capacity()) + " free");
+  auto buffer = allocate_memory(bytes);
+  if (!buffer) budget_.release(bytes);
+  return buffer;
+}
+
+expected<std::unique_ptr<resident_model>> device::load(const model_file& file, load_stats* stats) {
+  auto started = std::chrono::steady_clock::now();
+  auto opened = read_file::open(file.path);
+  if (!opened) return make_error(errc::load_failed, opened.error().message);
+  // The file must still be the one that was validated: same size means same layout.
+  if (opened->size() != file.header.data_offset + file.header.data_bytes)
+    return make_error(errc::load_failed, file.path + ": file changed size since it was validated");
+  auto buffer = allocate(file.spec.data_bytes);
+  if (!buffer) return std::move(buffer).error();
+  auto target = upload_target_for(**buffer);
+  if (auto r = upload(*opened, file.header.data_offset, file.spec.data_bytes, *target); !r)
+    return std::move(r).error();
+  if (stats) {
+    stats->bytes = file.spec.data_bytes;
+    stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  }
+  return std::make_unique<resident_model>(*this, file.spec, std::move(*buffer));
+}
+
+expected<void> device::infer(const resident_model& model, const float* input, std::uint64_t input_count,
+                             std::uint64_t batch, std::vector<float>& output) {
+  const auto& spec = model.spec();
+  if (&model.owner() != this)
+    return make_error(errc::invalid_argument, name_ + ": model is resident on " + model.owner().name());
+  if (batch == 0) return make_error(errc::invalid_argument, "batch must be at least 1");
+  if (batch > max_activation_elements / spec.widest())
+    return make_error(errc::invalid_argument, "batch of " + std::to_string(batch) + " is too large for this model");
+  if (input_count != batch * spec.input_width())
+    return make_error(errc::invalid_argument, "input has " + std::to_string(input_count) + " values; expected [" +
+                                                  std::to_string(batch) + ", " +
+                                                  std::to_string(spec.input_width()) + "]");
+  output.resize(batch * spec.output_width());
+  return run(model, input, batch, output.data());
+}
+
+}  // namespace warm

@@ -1,0 +1,116 @@
+#include "gpu/host_device.hpp"
+
+#include <cblas.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "gpu/activation.hpp"
+#include "gpu/upload_pipeline.hpp"
+
+namespace warm {
+
+void add_bias_activate(float* y, const float* bias, std::uint64_t rows, std::uint64_t cols, activation act) {
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    float* row = y + r * cols;
+    switch (act) {  // hoisted so each loop vectorizes
+      case activation::none:
+        for (std::uint64_t c = 0; c < cols; ++c) row[c] += bias[c];
+        break;
+      case activation::relu:
+        for (std::uint64_t c = 0; c < cols; ++c) row[c] = std::max(row[c] + bias[c], 0.0f);
+        break;
+      default:
+        for (std::uint64_t c = 0; c < cols; ++c) row[c] = activate(act, row[c] + bias[c]);
+        break;
+    }
+  }
+}
+
+namespace {
+
+constexpr std::size_t host_alignment = 64;
+
+class host_buffer final : public device_buffer {
+ public:
+  host_buffer(std::uint64_t size, void* memory, std::function<void(std::uint64_t)> on_free)
+      : device_buffer(size), memory_(memory), on_free_(std::move(on_free)) {}
+  ~host_buffer() override {
+    std::free(memory_);
+    on_free_(size());
+  }
+  void* address() const override { return memory_; }
+
+ private:
+  void* memory_;
+  std::function<void(std::uint64_t)> on_free_;
+};
+
+// One slot, staging straight into the destination: the read() is the only copy.
+class direct_target final : public upload_target {
+ public:
+  explicit direct_target(device_buffer& destination) : base_(static_cast<char*>(destination.address())) {}
+  std::size_t slots() const override { return 1; }
+  std::size_t chunk_bytes() const override { return std::size_t{64} << 20; }
+  void* stage(std::size_t, std::uint64_t offset, std::size_t) override { return base_ + offset; }
+  expected<void> submit(std::size_t, std::uint64_t, std::size_t) override { return {}; }
+  expected<void> wait(std::size_t) override { return {}; }
+
+ private:
+  char* base_;
+};
+
+class host_device final : public device {
+ public:
+  explicit host_device(std::uint64_t capacity) : device("host", capacity) {}
+
+ protected:
+  expected<std::unique_ptr<device_buffer>> allocate_memory(std::uint64_t bytes) override {
+    std::uint64_t rounded = (bytes + host_alignment - 1) / host_alignment * host_alignment;
+    void* memory = std::aligned_alloc(host_alignment, rounded == 0 ? host_alignment : rounded);
+    if (!memory) return make_error(errc::capacity_exhausted, "host: out of memory allocating " + std::to_string(bytes) + " bytes");
+    return std::unique_ptr<device_buffer>(
+        std::make_unique<host_buffer>(bytes, memory, [this](std::uint64_t n) { release(n); }));
+  }
+
+  std::unique_ptr<upload_target> upload_target_for(device_buffer& destination) override {
+    return std::make_unique<direct_target>(destination);
+  }
+
+  expected<void> run(const resident_model& model, const float* input, std::uint64_t batch, float* output) override {
+    const auto& spec = model.spec();
+    const auto* base = static_cast<const char*>(model.weights().address());
+    // Two ping-pong activation buffers per thread, reused across calls (no allocation on the hot path).
+    thread_local std::vector<float> scratch[2];
+    const float* x = input;
+    for (std::size_t i = 0; i < spec.layers.size(); ++i) {
+      const auto& layer = spec.layers[i];
+      bool last = i + 1 == spec.layers.size();
+      float* y = output;
+      if (!last) {
+        auto& buffer = scratch[i % 2];
+        if (buffer.size() < batch * layer.out) buffer.resize(batch * layer.out);
+        y = buffer.data();
+      }
+      const auto* w = reinterpret_cast<const float*>(base + layer.weight_offset);
+      const auto* b = reinterpret_cast<const float*>(base + layer.bias_offset);
+      // y[batch, out] = x[batch, in] · w[out, in]^T
+      auto m = static_cast<blasint>(batch), n = static_cast<blasint>(layer.out), k = static_cast<blasint>(layer.in);
+      if (batch == 1)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w, k, x, 1, 0.0f, y, 1);
+      else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k, 0.0f, y, n);
+      add_bias_activate(y, b, batch, layer.out, last ? activation::none : spec.activation);
+      x = y;
+    }
+    return {};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<device> make_host_device(std::uint64_t capacity) { return std::make_unique<host_device>(capacity); }
+
+}  // namespace warm

@@ -1,0 +1,45 @@
+// A read-only file handle for model files: RAII over a POSIX descriptor, positional reads that
+// retry short reads and EINTR, and a refusal to open anything but a regular file (a FIFO or a
+// device node would block or never end).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "warm/error.hpp"
+
+namespace warm {
+
+class read_file {
+ public:
+  // Opens `path` for reading. not_found when it does not exist, invalid_argument when it is not
+  // a regular file, load_failed for other OS errors. Messages name the path.
+  static expected<read_file> open(const std::string& path);
+
+  read_file(read_file&& other) noexcept;
+  read_file& operator=(read_file&& other) noexcept;
+  read_file(const read_file&) = delete;
+  read_file& operator=(const read_file&) = delete;
+  ~read_file();
+
+  const std::string& path() const { return path_; }
+  std::uint64_t size() const { return size_; }
+  int descriptor() const { return fd_; }
+
+  // Reads exactly `bytes` at `offset` into `out`. A read past the end of the file (the file
+  // shrank) or an I/O error is load_failed.
+  expected<void> read_exactly(void* out, std::size_t bytes, std::uint64_t offset) const;
+
+  // Tells the kernel the file will be read sequentially from start to end (readahead).
+  void advise_sequential() const;
+
+ private:
+  read_file(int fd, std::uint64_t size, std::string path);
+
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+  std::string path_;
+};
+
+}  // namespace warm

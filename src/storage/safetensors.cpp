@@ -1,0 +1,288 @@
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "storage/file.hpp"
+#include "warm/safetensors.hpp"
+
+namespace warm {
+namespace {
+
+using json = nlohmann::json;
+
+struct dtype_entry {
+  dtype type;
+  std::string_view name;
+  std::size_t size;
+};
+
+constexpr std::array<dtype_entry, 15> dtype_table{{
+    {dtype::f64, "F64", 8},
+    {dtype::f32, "F32", 4},
+    {dtype::f16, "F16", 2},
+    {dtype::bf16, "BF16", 2},
+    {dtype::f8_e4m3, "F8_E4M3", 1},
+    {dtype::f8_e5m2, "F8_E5M2", 1},
+    {dtype::i64, "I64", 8},
+    {dtype::i32, "I32", 4},
+    {dtype::i16, "I16", 2},
+    {dtype::i8, "I8", 1},
+    {dtype::u64, "U64", 8},
+    {dtype::u32, "U32", 4},
+    {dtype::u16, "U16", 2},
+    {dtype::u8, "U8", 1},
+    {dtype::boolean, "BOOL", 1},
+}};
+
+// Deepest container the format needs: root object (0) > tensor object (1) > shape array (2).
+constexpr int max_container_depth = 2;
+
+// Thrown from the parse callback to stop nlohmann's parser early; never escapes this file.
+struct reject {
+  std::string reason;
+};
+
+error invalid(std::string message) { return make_error(errc::invalid_argument, std::move(message)); }
+
+std::string in_quotes(std::string_view name) { return "'" + std::string(name) + "'"; }
+
+// Parses the header JSON into a DOM while rejecting excessive nesting and duplicate keys (which
+// nlohmann would otherwise silently collapse to the last value).
+expected<json> parse_json(std::string_view text) {
+  std::vector<std::set<std::string>> open_objects;
+  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        if (depth > max_container_depth) throw reject{"JSON nesting deeper than the format allows"};
+        if (event == json::parse_event_t::object_start) open_objects.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!open_objects.empty()) open_objects.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        if (open_objects.empty()) break;
+        const auto& key = parsed.get_ref<const std::string&>();
+        if (!open_objects.back().insert(key).second) throw reject{"duplicate key " + in_quotes(key)};
+        break;
+      }
+      default:
+        break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text.begin(), text.end(), on_event);
+  } catch (const reject& r) {
+    return invalid("header: " + r.reason);
+  } catch (const json::exception& e) {
+    return invalid(std::string("header is not valid JSON: ") + e.what());
+  }
+}
+
+// A non-negative integer that fits in u64, or nullopt.
+std::optional<std::uint64_t> as_u64(const json& value) {
+  if (value.is_number_unsigned()) return value.get<std::uint64_t>();
+  if (value.is_number_integer() && value.get<std::int64_t>() >= 0)
+    return static_cast<std::uint64_t>(value.get<std::int64_t>());
+  return std::nullopt;
+}
+
+expected<std::map<std::string, std::string>> parse_metadata(const json& value) {
+  if (!value.is_object()) return invalid("__metadata__ must be an object of strings");
+  std::map<std::string, std::string> out;
+  for (const auto& [key, item] : value.items()) {
+    if (!item.is_string()) return invalid("__metadata__ value of " + in_quotes(key) + " is not a string");
+    out.emplace(key, item.get<std::string>());
+  }
+  return out;
+}
+
+expected<tensor_info> parse_tensor(const std::string& name, const json& value) {
+  auto bad = [&](const std::string& why) { return invalid("tensor " + in_quotes(name) + ": " + why); };
+  if (!value.is_object()) return bad("entry is not an object");
+  for (const auto& [key, item] : value.items()) {
+    (void)item;
+    if (key != "dtype" && key != "shape" && key != "data_offsets") return bad("unknown field " + in_quotes(key));
+  }
+  auto dtype_it = value.find("dtype");
+  auto shape_it = value.find("shape");
+  auto offsets_it = value.find("data_offsets");
+  if (dtype_it == value.end()) return bad("missing dtype");
+  if (shape_it == value.end()) return bad("missing shape");
+  if (offsets_it == value.end()) return bad("missing data_offsets");
+
+  tensor_info info;
+  info.name = name;
+  if (!dtype_it->is_string()) return bad("dtype is not a string");
+  auto type = parse_dtype(dtype_it->get_ref<const std::string&>());
+  if (!type) return bad("unknown dtype " + in_quotes(dtype_it->get_ref<const std::string&>()));
+  info.dtype = *type;
+
+  if (!shape_it->is_array()) return bad("shape is not an array");
+  std::uint64_t expected_bytes = dtype_size(info.dtype);
+  for (const auto& dim : *shape_it) {
+    auto d = as_u64(dim);
+    if (!d) return bad("shape has an entry that is not a non-negative integer");
+    info.shape.push_back(*d);
+    if (__builtin_mul_overflow(expected_bytes, *d, &expected_bytes)) return bad("shape size overflows");
+  }
+
+  if (!offsets_it->is_array() || offsets_it->size() != 2) return bad("data_offsets is not [begin, end]");
+  auto begin = as_u64((*offsets_it)[0]);
+  auto end = as_u64((*offsets_it)[1]);
+  if (!begin || !end) return bad("data_offsets are not non-negative integers");
+  if (*end < *begin) return bad("data_offsets end before they begin");
+  info.begin = *begin;
+  info.end = *end;
+  if (info.bytes() != expected_bytes)
+    return bad("shape and dtype need " + std::to_string(expected_bytes) + " bytes but data_offsets span " +
+               std::to_string(info.bytes()));
+  return info;
+}
+
+// Offsets must tile [0, data_bytes) exactly: in bounds, no overlap, no gap, nothing left over.
+expected<void> check_layout(std::vector<tensor_info>& tensors, std::uint64_t data_bytes) {
+  for (const auto& t : tensors)
+    if (t.end > data_bytes)
+      return invalid("tensor " + in_quotes(t.name) + ": data_offsets end at " + std::to_string(t.end) +
+                     ", past the " + std::to_string(data_bytes) + "-byte data buffer");
+  std::sort(tensors.begin(), tensors.end(), [](const tensor_info& a, const tensor_info& b) {
+    return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
+  });
+  std::uint64_t cursor = 0;
+  const tensor_info* previous = nullptr;
+  for (const auto& t : tensors) {
+    if (t.begin < cursor)
+      return invalid("tensor " + in_quotes(t.name) + " overlaps tensor " + in_quotes(previous->name));
+    if (t.begin > cursor)
+      return invalid("gap of " + std::to_string(t.begin - cursor) + " bytes before tensor " + in_quotes(t.name) +
+                     " (data must be contiguous)");
+    cursor = t.end;
+    previous = &t;
+  }
+  if (cursor != data_bytes)
+    return invalid("data buffer has " + std::to_string(data_bytes - cursor) +
+                   " trailing bytes not covered by any tensor");
+  return {};
+}
+
+}  // namespace
+
+std::string_view to_string(dtype type) noexcept {
+  for (const auto& e : dtype_table)
+    if (e.type == type) return e.name;
+  return "?";
+}
+
+std::optional<dtype> parse_dtype(std::string_view name) noexcept {
+  for (const auto& e : dtype_table)
+    if (e.name == name) return e.type;
+  return std::nullopt;
+}
+
+std::size_t dtype_size(dtype type) noexcept {
+  for (const auto& e : dtype_table)
+    if (e.type == type) return e.size;
+  return 1;
+}
+
+std::uint64_t tensor_info::elements() const {
+  std::uint64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+const tensor_info* safetensors_header::find(std::string_view name) const {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+expected<safetensors_header> parse_safetensors_header(std::string_view text, std::uint64_t file_size) {
+  safetensors_header header;
+  header.header_bytes = text.size();
+  if (header.header_bytes > max_header_bytes)
+    return invalid("header of " + std::to_string(header.header_bytes) + " bytes exceeds the " +
+                   std::to_string(max_header_bytes) + "-byte limit");
+  header.data_offset = 8 + header.header_bytes;
+  if (header.data_offset > file_size)
+    return invalid("header length " + std::to_string(header.header_bytes) + " runs past the end of the " +
+                   std::to_string(file_size) + "-byte file");
+  header.data_bytes = file_size - header.data_offset;
+
+  auto root = parse_json(text);
+  if (!root) return std::move(root).error();
+  if (!root->is_object()) return invalid("header is not a JSON object");
+
+  for (const auto& [key, value] : root->items()) {
+    if (key == "__metadata__") {
+      auto metadata = parse_metadata(value);
+      if (!metadata) return std::move(metadata).error();
+      header.metadata = std::move(*metadata);
+      continue;
+    }
+    auto tensor = parse_tensor(key, value);
+    if (!tensor) return std::move(tensor).error();
+    header.tensors.push_back(std::move(*tensor));
+  }
+  if (auto layout = check_layout(header.tensors, header.data_bytes); !layout) return std::move(layout).error();
+  return header;
+}
+
+namespace {
+
+// Reads the 8-byte little-endian length prefix.
+std::uint64_t load_le64(const unsigned char* bytes) {
+  std::uint64_t value = 0;
+  for (int i = 7; i >= 0; --i) value = (value << 8) | bytes[i];
+  return value;
+}
+
+expected<std::uint64_t> check_prefix(const unsigned char* prefix, std::uint64_t file_size) {
+  std::uint64_t n = load_le64(prefix);
+  if (n > max_header_bytes)
+    return invalid("header length " + std::to_string(n) + " exceeds the " + std::to_string(max_header_bytes) +
+                   "-byte limit");
+  if (n > file_size - 8)
+    return invalid("header length " + std::to_string(n) + " runs past the end of the " +
+                   std::to_string(file_size) + "-byte file");
+  return n;
+}
+
+}  // namespace
+
+expected<safetensors_header> parse_safetensors(std::string_view bytes) {
+  if (bytes.size() < 8)
+    return invalid("file of " + std::to_string(bytes.size()) + " bytes is too short for the 8-byte header length");
+  auto n = check_prefix(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  if (!n) return std::move(n).error();
+  return parse_safetensors_header(bytes.substr(8, *n), bytes.size());
+}
+
+expected<safetensors_header> read_safetensors_header(const std::string& path) {
+  auto prefixed = [&](error e) {
+    e.message = path + ": " + e.message;
+    return e;
+  };
+  auto file = read_file::open(path);
+  if (!file) return std::move(file).error();
+  if (file->size() < 8)
+    return prefixed(invalid("file of " + std::to_string(file->size()) +
+                            " bytes is too short for the 8-byte header length"));
+  unsigned char prefix[8];
+  if (auto r = file->read_exactly(prefix, 8, 0); !r) return std::move(r).error();
+  auto n = check_prefix(prefix, file->size());
+  if (!n) return prefixed(std::move(n).error());
+  std::string text(*n, '\0');
+  if (auto r = file->read_exactly(text.data(), text.size(), 8); !r) return std::move(r).error();
+  auto header = parse_safetensors_header(text, file->size());
+  if (!header) return prefixed(std::move(header).error());
+  return header;
+}
+
+}  // namespace warm

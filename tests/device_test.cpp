@@ -1,0 +1,129 @@
+// Device accounting: an exact byte budget that never over-commits and returns every byte.
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "support/test_files.hpp"
+#include "warm/device.hpp"
+#include "warm/model_writer.hpp"
+
+namespace {
+
+std::unique_ptr<warm::device> host(std::uint64_t capacity) {
+  auto dev = warm::make_device(warm::device_spec{warm::device_spec::kind::host, 0, capacity});
+  REQUIRE(dev);
+  return std::move(*dev);
+}
+
+}  // namespace
+
+TEST_CASE("filling a device to capacity, refusing past it, exact bytes back on free") {
+  auto dev = host(1000);
+  CHECK(dev->name() == "host");
+  CHECK(dev->capacity() == 1000);
+  std::vector<std::unique_ptr<warm::device_buffer>> held;
+  for (std::uint64_t size : {100, 250, 333, 17, 300}) {
+    auto buffer = dev->allocate(size);
+    REQUIRE(buffer);
+    CHECK((*buffer)->size() == size);
+    held.push_back(std::move(*buffer));
+  }
+  CHECK(dev->used() == 1000);
+
+  auto refused = dev->allocate(1);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == warm::errc::capacity_exhausted);
+  CHECK(dev->used() == 1000);  // a refusal changes nothing
+
+  auto too_large = dev->allocate(1001);
+  REQUIRE_FALSE(too_large);
+  CHECK(too_large.error().code == warm::errc::model_too_large);
+
+  held.erase(held.begin() + 2);  // free the 333-byte buffer
+  CHECK(dev->used() == 667);
+  CHECK_FALSE(dev->allocate(334));
+  auto exact = dev->allocate(333);
+  REQUIRE(exact);
+  CHECK(dev->used() == 1000);
+  exact->reset();
+  held.clear();
+  CHECK(dev->used() == 0);
+}
+
+TEST_CASE("concurrent allocations never over-commit") {
+  auto dev = host(24 * 1024);  // less than one thread's 30 KiB round: refusals are certain
+  std::vector<std::thread> threads;
+  std::atomic<int> refused{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int round = 0; round < 200; ++round) {
+        std::vector<std::unique_ptr<warm::device_buffer>> mine;
+        for (int i = 0; i < 8; ++i) {
+          auto b = dev->allocate(2048 + 512 * i);
+          if (!b) {
+            ++refused;
+            continue;
+          }
+          CHECK(dev->used() <= dev->capacity());
+          mine.push_back(std::move(*b));
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(dev->used() == 0);
+  CHECK(refused > 0);
+}
+
+TEST_CASE("loading charges exactly the model's data bytes and unloading returns them") {
+  warm::test::temp_dir dir;
+  auto path = dir / "m/1/model.safetensors";
+  REQUIRE(warm::write_dense_model(path, {{64, 32, 8}, warm::activation::relu, 5}));
+  auto model = warm::open_model_file(path);
+  REQUIRE(model);
+  const auto bytes = model->spec.data_bytes;
+
+  auto dev = host(2 * bytes + 10);
+  warm::load_stats stats;
+  auto first = dev->load(*model, &stats);
+  REQUIRE(first);
+  CHECK(stats.bytes == bytes);
+  CHECK(stats.seconds > 0);
+  CHECK((*first)->bytes() == bytes);
+  CHECK(dev->used() == bytes);
+  auto second = dev->load(*model);
+  REQUIRE(second);
+  auto third = dev->load(*model);
+  REQUIRE_FALSE(third);
+  CHECK(third.error().code == warm::errc::capacity_exhausted);
+  CHECK(dev->used() == 2 * bytes);
+  first->reset();
+  second->reset();
+  CHECK(dev->used() == 0);
+
+  auto small = host(bytes - 1);
+  auto refused = small->load(*model);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == warm::errc::model_too_large);
+  CHECK(small->used() == 0);
+}
+
+TEST_CASE("a file that changed or vanished since validation fails the load and leaks nothing") {
+  warm::test::temp_dir dir;
+  auto path = dir / "model.safetensors";
+  REQUIRE(warm::write_dense_model(path, {{16, 4}, warm::activation::none, 1}));
+  auto model = warm::open_model_file(path);
+  REQUIRE(model);
+  auto dev = host(1 << 20);
+
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 4);
+  auto truncated = dev->load(*model);
+  REQUIRE_FALSE(truncated);
+  CHECK(truncated.error().code == warm::errc::load_failed);
+  CHECK_THAT(truncated.error().message, Catch::Contains("changed size"));
+
+  std::filesystem::remove(path);
+  auto vanished = dev->load(*model);
+  REQUIRE_FALSE(vanished);
+  CHECK(vanished.error().code == warm::errc::load_failed);
+  CHECK(dev->used() == 0);
+}
