@@ -41,5 +41,27 @@ grep -q "bad.safetensors" "$dir/stderr" || fail "stderr names the file: $(cat "$
 "$warmctl" make-model --out "$dir/x" --layers 4,2 --activation swish 2> /dev/null; [ $? = 2 ] || fail "bad activation exit status"
 "$warmctl" no-such-command > /dev/null 2>&1; [ $? = 2 ] || fail "unknown command exit status"
 
+# A model written by an independent implementation (the Python recipe in docs/model-format.md).
+python3 - "$dir/py/1/model.safetensors" <<'PY' || fail "python writer"
+import json, os, struct, sys
+def save_dense(path, layers, activation):
+    header, blobs, offset = {"__metadata__": {"warm.kind": "dense", "warm.activation": activation}}, [], 0
+    for i, (weight, bias) in enumerate(layers):
+        for name, rows, shape in ((f"layers.{i}.weight", weight, [len(weight), len(weight[0])]),
+                                  (f"layers.{i}.bias", [bias], [len(bias)])):
+            blob = b"".join(struct.pack(f"<{len(r)}f", *r) for r in rows)
+            header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + len(blob)]}
+            blobs.append(blob)
+            offset += len(blob)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+os.makedirs(os.path.dirname(sys.argv[1]))
+save_dense(sys.argv[1], [([[1, 2, 3], [4, 5, 6]], [0.5, -0.5]), ([[1, -1]], [2])], "tanh")
+PY
+"$warmctl" model-info "$dir/py" > "$dir/py.info" 2>&1 || fail "python-written model rejected: $(cat "$dir/py.info")"
+grep -q "layers:      3 -> 2 -> 1" "$dir/py.info" || fail "python-written model layers: $(cat "$dir/py.info")"
+
 [ "$failures" = 0 ] && echo "warmctl CLI: all checks passed"
 exit $((failures > 0))
