@@ -8,6 +8,8 @@
 #include <functional>
 #include <memory>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 namespace warm {
@@ -140,6 +142,10 @@ expected<void> write_dense_model(const std::string& path, const dense_model_opti
       return make_error(errc::internal, temp + ": write failed: " + std::strerror(errno));
     return {};
   });
+  // Flush to stable storage before the rename publishes the file, so a crash never leaves a
+  // truncated model under the final name.
+  if (ok && (std::fflush(out.get()) != 0 || ::fsync(::fileno(out.get())) != 0))
+    ok = make_error(errc::internal, temp + ": write failed: " + std::strerror(errno));
   if (ok && std::fclose(out.release()) != 0) ok = make_error(errc::internal, temp + ": write failed: " + std::strerror(errno));
   if (ok) {
     fs::rename(temp, target, ec);

@@ -11,7 +11,7 @@ namespace warm::bench {
 struct load_options {
   std::uint64_t bytes = std::uint64_t{1} << 30;  // model size to write and load
   std::string dir;                               // where to write it (default: a temp dir)
-  int repeats = 5;                               // interleaved load / read pairs; medians reported
+  int repeats = 7;                               // interleaved load / read pairs; medians reported
 };
 // `load`: loading onto a host device vs plain read() of the same bytes from the page cache.
 int run_load(const load_options& options);
