@@ -117,8 +117,13 @@ class host_device final : public device {
   expected<void> run(const resident_model& model, const float* input, std::uint64_t batch, float* output) override {
     const auto& spec = model.spec();
     const auto* base = static_cast<const char*>(model.weights().address());
-    // Two ping-pong activation buffers per thread, reused across calls (no allocation on the hot path).
-    thread_local std::vector<float> scratch[2];
+    // Two ping-pong activation buffers per thread, reused across calls so the hit path allocates
+    // nothing. A request larger than the retained limit gets buffers that die with the call, so
+    // one huge batch does not pin memory to a thread forever.
+    constexpr std::uint64_t retained_elements = std::uint64_t{4} << 20;  // 16 MiB per buffer
+    thread_local std::vector<float> retained[2];
+    std::vector<float> transient[2];
+    auto* scratch = batch * spec.widest() <= retained_elements ? retained : transient;
     const float* x = input;
     for (std::size_t i = 0; i < spec.layers.size(); ++i) {
       const auto& layer = spec.layers[i];
