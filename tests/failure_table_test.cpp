@@ -1,0 +1,55 @@
+// Failure records: per-device blocking, fail-fast with the latest error, expiry on a fake clock.
+#include <catch2/catch.hpp>
+
+#include "runtime/failure_table.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+warm::timestamp at(std::chrono::seconds s) { return warm::timestamp{} + s; }
+warm::error failed(const char* why) { return warm::make_error(warm::errc::load_failed, why); }
+
+}  // namespace
+
+TEST_CASE("a failure blocks its device until it expires, then the model may retry") {
+  warm::failure_table table(600s);
+  const std::vector<std::string> devices{"cuda:0", "cuda:1", "host"};
+  CHECK(table.first_eligible("m", devices, at(0s)) == "cuda:0");
+
+  table.record("m", "cuda:0", at(10s), failed("oom on 0"));
+  CHECK_FALSE(table.eligible("m", "cuda:0", at(11s)));
+  CHECK(table.eligible("other", "cuda:0", at(11s)));
+  CHECK(table.first_eligible("m", devices, at(11s)) == "cuda:1");  // retried on another device
+
+  table.record("m", "cuda:1", at(20s), failed("oom on 1"));
+  table.record("m", "host", at(30s), failed("disk gone"));
+  CHECK_FALSE(table.first_eligible("m", devices, at(31s)));  // nothing eligible: fail fast
+  auto latest = table.latest("m", at(31s));
+  REQUIRE(latest);
+  CHECK(latest->device == "host");
+  CHECK(latest->error.message == "disk gone");
+  CHECK(latest->expires == at(630s));
+
+  CHECK(table.first_eligible("m", devices, at(609s)) == std::nullopt);
+  CHECK(table.first_eligible("m", devices, at(610s)) == "cuda:0");  // first record expired
+  CHECK(table.snapshot(at(610s)).size() == 2);
+  CHECK(table.expire(at(610s)) == 1);
+  CHECK(table.size() == 2);
+  CHECK(table.expire(at(700s)) == 2);
+  CHECK(table.size() == 0);
+  CHECK_FALSE(table.latest("m", at(700s)));
+}
+
+TEST_CASE("a new failure on the same device replaces the old record; clear forgets the model") {
+  warm::failure_table table(60s);
+  table.record("m", "host", at(0s), failed("first"));
+  table.record("m", "host", at(50s), failed("second"));
+  CHECK(table.size() == 1);
+  CHECK_FALSE(table.eligible("m", "host", at(100s)));  // the newer record runs until 110 s
+  CHECK(table.latest("m", at(100s))->error.message == "second");
+  table.record("n", "host", at(0s), failed("n"));
+  table.clear("m");
+  CHECK(table.eligible("m", "host", at(100s)));
+  CHECK(table.size() == 1);
+}
