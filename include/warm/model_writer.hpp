@@ -30,7 +30,8 @@ std::vector<std::uint64_t> widths_for_bytes(std::uint64_t bytes, std::uint64_t i
 // Writes `path` (the file, typically <root>/<model>/<version>/model.safetensors), creating parent
 // directories. Weights are uniform in [-1/sqrt(in), 1/sqrt(in)] like PyTorch's nn.Linear. The file
 // is written to a temporary name in the same directory, flushed (fsync) and renamed into place, so
-// readers never see a partial model, even after a crash. Memory use is bounded (streams in chunks) whatever the model's size.
+// readers never see a partial model, even after a crash. Memory use is bounded (streams in
+// chunks) whatever the model's size.
 expected<void> write_dense_model(const std::string& path, const dense_model_options& options);
 
 // The same file as an in-memory image (for small models in tests and fuzz seeds).

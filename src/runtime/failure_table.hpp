@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/load_queue.hpp"
+#include "runtime/timestamp.hpp"
 #include "warm/error.hpp"
 
 namespace warm {

@@ -9,7 +9,6 @@
 // class 1 at once. Each model is queued at most once; cancel() removes it (unregistration).
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -19,9 +18,9 @@
 #include <unordered_map>
 #include <vector>
 
-namespace warm {
+#include "runtime/timestamp.hpp"
 
-using timestamp = std::chrono::steady_clock::time_point;
+namespace warm {
 
 class load_queue {
  public:
