@@ -109,6 +109,12 @@ class device {
   // read or changed since it was validated. Blocks on I/O: call it from a loader thread.
   expected<std::unique_ptr<resident_model>> load(const model_file& file, load_stats* stats = nullptr);
 
+  // The second half of load(): copies the file's bytes into `buffer`, which the caller allocated
+  // on this device (a reservation made before the load started). load_failed when the buffer's
+  // size is not the model's; the buffer is freed on any failure.
+  expected<std::unique_ptr<resident_model>> load_into(const model_file& file, std::unique_ptr<device_buffer> buffer,
+                                                      load_stats* stats = nullptr);
+
   // Runs `model` (which must be resident on this device) on a batch. `input` holds
   // batch x input_width floats, row-major; `output` is resized to batch x output_width.
   // invalid_argument for a wrong input size, a zero or oversized batch or a foreign model.
@@ -134,12 +140,13 @@ class device {
   memory_budget budget_;
 };
 
-// A device as users write it: "host:4GiB", "cuda:0:70GiB", "cuda:1" (capacity defaults: host
-// 1 GiB; cuda 90% of the GPU's free memory at start).
+// A device as users write it: "host:4GiB", "host.1:2GiB" (a second, separately budgeted host
+// device), "cuda:0:70GiB", "cuda:1" (capacity defaults: host 1 GiB; cuda 90% of the GPU's free
+// memory at start).
 struct device_spec {
   enum class kind { host, cuda };
   kind type = kind::host;
-  int ordinal = 0;                        // GPU index for cuda
+  int ordinal = 0;                        // GPU index for cuda; host partition, -1 for plain "host"
   std::optional<std::uint64_t> capacity;  // bytes; nullopt = the default
   std::string to_string() const;
 };

@@ -35,22 +35,32 @@ expected<std::unique_ptr<device_buffer>> device::allocate(std::uint64_t bytes) {
 }
 
 expected<std::unique_ptr<resident_model>> device::load(const model_file& file, load_stats* stats) {
+  auto buffer = allocate(file.spec.data_bytes);
+  if (!buffer) return std::move(buffer).error();
+  return load_into(file, std::move(*buffer), stats);
+}
+
+expected<std::unique_ptr<resident_model>> device::load_into(const model_file& file,
+                                                             std::unique_ptr<device_buffer> buffer,
+                                                             load_stats* stats) {
   auto started = std::chrono::steady_clock::now();
+  if (!buffer || buffer->size() != file.spec.data_bytes)
+    return make_error(errc::load_failed, file.path + ": the model holds " + format_bytes(file.spec.data_bytes) +
+                                             " but " + format_bytes(buffer ? buffer->size() : 0) +
+                                             " were reserved (the file changed since it was registered?)");
   auto opened = read_file::open(file.path);
   if (!opened) return make_error(errc::load_failed, opened.error().message);
   // The file must still be the one that was validated: same size means same layout.
   if (opened->size() != file.header.data_offset + file.header.data_bytes)
     return make_error(errc::load_failed, file.path + ": file changed size since it was validated");
-  auto buffer = allocate(file.spec.data_bytes);
-  if (!buffer) return std::move(buffer).error();
-  auto target = upload_target_for(**buffer);
+  auto target = upload_target_for(*buffer);
   if (auto r = upload(*opened, file.header.data_offset, file.spec.data_bytes, *target); !r)
     return std::move(r).error();
   if (stats) {
     stats->bytes = file.spec.data_bytes;
     stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
-  return std::make_unique<resident_model>(*this, file.spec, std::move(*buffer));
+  return std::make_unique<resident_model>(*this, file.spec, std::move(buffer));
 }
 
 expected<void> device::infer(const resident_model& model, const float* input, std::uint64_t input_count,

@@ -95,7 +95,7 @@ class direct_target final : public upload_target {
 
 class host_device final : public device {
  public:
-  explicit host_device(std::uint64_t capacity) : device("host", capacity) {}
+  host_device(std::uint64_t capacity, std::string name) : device(std::move(name), capacity) {}
 
  protected:
   expected<std::unique_ptr<device_buffer>> allocate_memory(std::uint64_t bytes) override {
@@ -147,6 +147,8 @@ class host_device final : public device {
 
 }  // namespace
 
-std::unique_ptr<device> make_host_device(std::uint64_t capacity) { return std::make_unique<host_device>(capacity); }
+std::unique_ptr<device> make_host_device(std::uint64_t capacity, std::string name) {
+  return std::make_unique<host_device>(capacity, std::move(name));
+}
 
 }  // namespace warm

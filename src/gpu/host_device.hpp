@@ -11,6 +11,6 @@
 namespace warm {
 
 // A host device with `capacity` bytes of budget (named "host").
-std::unique_ptr<device> make_host_device(std::uint64_t capacity);
+std::unique_ptr<device> make_host_device(std::uint64_t capacity, std::string name = "host");
 
 }  // namespace warm

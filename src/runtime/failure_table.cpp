@@ -1,5 +1,7 @@
 #include "runtime/failure_table.hpp"
 
+#include <algorithm>
+
 namespace warm {
 
 void failure_table::record(const std::string& model, const std::string& device, timestamp now, warm::error error) {
@@ -61,6 +63,19 @@ std::size_t failure_table::size() const {
   std::size_t n = 0;
   for (const auto& [model, devices] : records_) n += devices.size();
   return n;
+}
+
+timestamp failure_table::next_eligible(const std::string& model, const std::vector<std::string>& devices,
+                                       timestamp now) const {
+  auto m = records_.find(model);
+  if (m == records_.end()) return now;
+  timestamp earliest = timestamp::max();
+  for (auto& name : devices) {
+    auto r = m->second.find(name);
+    if (r == m->second.end() || r->second.expires <= now) return now;
+    earliest = std::min(earliest, r->second.expires);
+  }
+  return devices.empty() ? now : earliest;
 }
 
 }  // namespace warm

@@ -1,0 +1,32 @@
+// How the loader pool turns a model file into a resident model. The runtime uses file_loader;
+// tests and fault injection substitute their own (failing, slow or gated loaders).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "warm/device.hpp"
+#include "warm/error.hpp"
+
+namespace warm {
+
+class model_loader {
+ public:
+  virtual ~model_loader() = default;
+
+  // Loads the model at `path` (already confined to a repository root) into `buffer`, which was
+  // reserved on `dev` for it. Runs on a loader-pool thread and may block on I/O; may be called
+  // from several threads at once. On failure the buffer is freed (its bytes go back to `dev`).
+  virtual expected<std::unique_ptr<resident_model>> load(device& dev, const std::string& path,
+                                                         std::unique_ptr<device_buffer> buffer,
+                                                         load_stats* stats) = 0;
+};
+
+// Validates the file (open_model_file) and copies its data with device::load_into.
+class file_loader final : public model_loader {
+ public:
+  expected<std::unique_ptr<resident_model>> load(device& dev, const std::string& path,
+                                                 std::unique_ptr<device_buffer> buffer, load_stats* stats) override;
+};
+
+}  // namespace warm

@@ -1,0 +1,119 @@
+// warm::runtime — the embedding API. A host process links libwarm (pkg-config: warm) and gets the
+// whole model cache in-process: registration, on-demand loading with one load per cold start,
+// prioritized loads, eviction, failure records, vmodels and inference.
+//
+//   auto rt = warm::runtime::create({.repositories = {"models"}, .state_dir = "state"});
+//   (*rt)->register_model("mnist", {"mnist"}).get();
+//   auto out = (*rt)->infer({"mnist", {input}}).get();
+//
+// Every method has two forms: one takes a callback (called exactly once, on a warm thread; it
+// must not block), the other returns a std::future. Errors are values (warm::expected).
+// All methods are thread-safe. Destroying the runtime waits for inferences it is running; the
+// caller must not call it concurrently with its destruction.
+//
+// A hit (the model is loaded) runs the inference on the calling thread without sending a
+// message; a miss is answered once the model is loaded, from warm's inference threads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "warm/clock.hpp"
+#include "warm/device.hpp"
+#include "warm/error.hpp"
+#include "warm/model_loader.hpp"
+#include "warm/runtime_types.hpp"
+
+namespace warm {
+
+struct runtime_options {
+  std::vector<std::string> devices{"host:1GiB"};  // device specs, see parse_device_spec
+  std::vector<std::string> repositories;          // model repository roots (at least one)
+  std::string state_dir = "warm-state";           // holds registry.db
+  std::string policy = "lru";                     // eviction policy of every device
+  std::uint32_t max_concurrent_loads = 2;         // loads (reservations included) at once, 1..64
+  std::uint32_t max_load_attempts = 3;            // attempts per load across devices, 1..16
+  std::chrono::nanoseconds failure_expiry = std::chrono::minutes(10);  // how long a failure blocks a device
+  std::uint64_t max_models = 1'000'000;           // registrations the registry accepts
+  std::uint32_t scheduler_threads = 0;            // CAF scheduler threads; 0 = one per core
+  std::uint32_t inference_threads = 0;            // threads running inferences after a miss; 0 = one per core
+  std::shared_ptr<const clock> time;              // default: the steady clock
+  std::shared_ptr<model_loader> loader;           // default: file_loader
+};
+
+struct runtime_impl;
+
+class runtime {
+ public:
+  // Validates the options, opens the registry (loading every stored model and vmodel), creates
+  // the devices and starts the actors. invalid_argument for bad options, unavailable for a device
+  // that cannot be used, the store's error for a state directory it cannot use.
+  static expected<std::unique_ptr<runtime>> create(runtime_options options);
+  ~runtime();
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+
+  // Registers `id` (idempotent for the same info; invalid_argument for different info). The path
+  // must resolve inside a repository root. load_now queues a background load; sync answers only
+  // once the model is loaded (or its load failed). Answered once the registration is durable.
+  void register_model(const std::string& id, model_info info, bool load_now, bool sync, callback<void> done);
+  std::future<expected<void>> register_model(const std::string& id, model_info info, bool load_now = false,
+                                             bool sync = false);
+
+  // Unregisters (unloading asynchronously). invalid_argument while a vmodel references it.
+  void unregister_model(const std::string& id, callback<void> done);
+  std::future<expected<void>> unregister_model(const std::string& id);
+
+  // The model's status; state NOT_FOUND for an unknown id (not an error).
+  void status(const std::string& id, callback<model_status> done);
+  std::future<expected<model_status>> status(const std::string& id);
+
+  // Registered models in id order, starting after `after`, at most `limit` (0 = all).
+  void list_models(const std::string& after, std::uint32_t limit, callback<std::vector<model_status>> done);
+  std::future<expected<std::vector<model_status>>> list_models(const std::string& after = "", std::uint32_t limit = 0);
+
+  // Loads the model (or a vmodel's active model) if needed; counts as a use. sync waits for it.
+  void ensure_loaded(const std::string& id, bool sync, callback<void> done);
+  std::future<expected<void>> ensure_loaded(const std::string& id, bool sync = false);
+
+  // Points vmodel `id` at `target`. The active model keeps serving until the target is loaded,
+  // then the alias flips. expected_target makes it a compare-and-set on the current target.
+  void set_vmodel(const std::string& id, const std::string& target, bool auto_delete_target,
+                  std::optional<std::string> expected_target, callback<warm::vmodel_status> done);
+  std::future<expected<warm::vmodel_status>> set_vmodel(const std::string& id, const std::string& target,
+                                                   bool auto_delete_target = false,
+                                                   std::optional<std::string> expected_target = {});
+  void delete_vmodel(const std::string& id, callback<void> done);
+  std::future<expected<void>> delete_vmodel(const std::string& id);
+  void vmodel_status(const std::string& id, callback<warm::vmodel_status> done);
+  std::future<expected<warm::vmodel_status>> vmodel_status(const std::string& id);
+
+  // Runs the model (or vmodel) named by request.target, loading it first if needed.
+  void infer(infer_request request, callback<infer_result> done);
+  std::future<expected<infer_result>> infer(infer_request request);
+
+  // One snapshot of every actor's state.
+  void inspect(callback<inspection> done);
+  std::future<expected<inspection>> inspect();
+
+  // The devices, in option order.
+  const std::vector<std::shared_ptr<device>>& devices() const;
+
+  runtime_impl& impl() { return *impl_; }
+
+ private:
+  explicit runtime(std::unique_ptr<runtime_impl> impl);
+  std::unique_ptr<runtime_impl> impl_;
+};
+
+// Checks input tensors against a model: one F32 tensor named "input" (or unnamed) of shape
+// [batch, in] or [in], with exactly the bytes the shape says. invalid_argument otherwise.
+// Returns the batch size.
+expected<std::uint64_t> check_inputs(const std::vector<tensor>& inputs, const dense_spec& spec);
+
+}  // namespace warm

@@ -1,0 +1,141 @@
+// The values warm's runtime API speaks: model and vmodel descriptions and statuses, tensors,
+// inference requests and results, and the inspection snapshot. Plain data, no CAF.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "warm/error.hpp"
+#include "warm/safetensors.hpp"
+
+namespace warm {
+
+// A model's state, in ModelMesh's vocabulary plus the internal queued/unloading.
+enum class model_state { not_found, not_loaded, queued, loading, loaded, loading_failed };
+// "NOT_FOUND", "NOT_LOADED", "QUEUED", "LOADING", "LOADED", "LOADING_FAILED".
+std::string_view to_string(model_state state) noexcept;
+
+// What a registration says about a model.
+struct model_info {
+  std::string path;                        // relative to a repository root: "mnist", "mnist/3"
+  std::optional<std::uint64_t> version;    // a version directory; default: the highest
+  std::optional<std::uint64_t> size_hint;  // bytes on a device; default: from the file header
+  bool operator==(const model_info& o) const {
+    return path == o.path && version == o.version && size_hint == o.size_hint;
+  }
+};
+
+// Mean and variance of successful load times (Welford).
+struct load_time_stats {
+  std::uint64_t count = 0;
+  double mean_ms = 0;
+  double variance_ms2 = 0;
+};
+
+struct model_status {
+  std::string id;
+  model_state state = model_state::not_found;
+  std::string device;         // where it is loaded or loading; empty otherwise
+  std::uint64_t bytes = 0;    // bytes it takes on a device
+  std::uint64_t requests = 0;  // uses: inferences and ensureLoaded calls
+  std::uint64_t hits = 0;      // uses served without waiting for a load
+  std::uint32_t in_flight = 0;
+  double idle_seconds = -1;    // since the last use; -1 if never used
+  load_time_stats loads;
+  std::optional<warm::error> last_error;    // the recorded load failure, while it blocks loads
+  double retry_in_seconds = 0;              // loading_failed: until the next attempt is allowed
+};
+
+enum class vmodel_state { not_found, defined, transitioning, transition_failed };
+// "NOT_FOUND", "DEFINED", "TRANSITIONING", "TRANSITION_FAILED".
+std::string_view to_string(vmodel_state state) noexcept;
+
+struct vmodel_status {
+  std::string id;
+  vmodel_state state = vmodel_state::not_found;
+  std::string active;  // the model serving requests
+  std::string target;  // the model it moves to (equal to active when settled)
+  model_state active_state = model_state::not_found;
+  model_state target_state = model_state::not_found;
+  std::optional<warm::error> error;  // why the last transition failed
+};
+
+// A tensor as clients send it: raw little-endian bytes, row-major.
+struct tensor {
+  std::string name;
+  warm::dtype type = warm::dtype::f32;
+  std::vector<std::uint64_t> shape;
+  std::vector<std::byte> data;
+};
+
+struct infer_request {
+  std::string target;           // a model id or a vmodel id
+  std::vector<tensor> inputs;   // dense models take one F32 input [batch, in] (or [in])
+};
+
+struct infer_result {
+  std::vector<tensor> outputs;  // "output" F32 [batch, out]
+  std::string model;            // the model that served it
+  bool cache_hit = false;       // served without waiting for a load
+  double load_wait_ms = 0;      // time spent waiting for the model to load
+};
+
+// Inspection: one snapshot of every actor's state.
+struct resident_info {
+  std::string model;
+  std::uint64_t bytes = 0;
+  std::uint32_t in_flight = 0;
+  std::uint64_t uses = 0;
+  double idle_seconds = 0;
+};
+struct device_info {
+  std::string name;
+  std::string policy;
+  std::uint64_t capacity = 0;
+  std::uint64_t used = 0;        // bytes charged now (resident, reserved and draining)
+  std::uint64_t draining = 0;    // bytes of evicted models still finishing inferences
+  std::uint64_t evictions = 0;
+  std::vector<resident_info> resident;  // most recently installed last
+};
+struct queued_load {
+  std::string model;
+  bool waiting = false;    // a request waits on it (else proactive)
+  double age_ms = 0;       // waiting: since the first waiting request; proactive: since last use
+  std::uint32_t attempts = 0;
+};
+struct running_load {
+  std::string model;
+  std::string device;
+  std::string phase;       // "reserving" or "loading"
+  std::uint32_t attempt = 0;
+};
+struct failure_info {
+  std::string model;
+  std::string device;
+  warm::error error;
+  double age_seconds = 0;
+  double expires_in_seconds = 0;
+};
+struct inspection {
+  std::vector<device_info> devices;
+  std::vector<queued_load> queue;      // in start order
+  std::vector<running_load> running;
+  std::vector<failure_info> failures;
+  std::vector<model_status> models;    // models with runtime state (used at least once)
+  std::uint64_t registered_models = 0;
+  std::uint64_t vmodels = 0;
+  std::uint32_t max_concurrent_loads = 0;
+  std::uint64_t loads_started = 0;
+  std::uint64_t loads_failed = 0;
+};
+
+// Completion callbacks: called exactly once, on an arbitrary warm thread; they must not block.
+template <class T>
+using callback = std::function<void(expected<T>)>;
+
+}  // namespace warm

@@ -1,0 +1,195 @@
+#include "actors/device_actor.hpp"
+
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "warm/units.hpp"
+
+namespace warm {
+namespace {
+
+struct resident {
+  std::shared_ptr<serving_slot> slot;
+  caf::actor owner;
+  std::uint64_t seen_uses = 0;  // slot uses already reported to the policy
+  std::uint64_t order = 0;      // install sequence, for inspection
+};
+
+struct device_state {
+  device_actor_config config;
+  caf::actor pool;
+  std::unordered_map<std::string, resident> residents;
+  std::vector<std::shared_ptr<serving_slot>> draining;  // withdrawn, waiting for leases to end
+  bool pool_waiting = false;  // a reservation was refused; tell the pool when anything frees
+  std::uint64_t installs = 0;
+  std::uint64_t evictions = 0;
+
+  ~device_state() {
+    for (auto& [id, r] : residents) r.slot->withdraw();
+  }
+};
+
+using self_ptr = caf::stateful_actor<device_state>*;
+
+// Hit-path uses are counted in the slots; report them to the policy before it chooses.
+void sync_accesses(device_state& s) {
+  for (auto& [id, r] : s.residents) {
+    auto uses = r.slot->uses();
+    if (uses != r.seen_uses) {
+      r.seen_uses = uses;
+      s.config.policy->on_access(id, r.slot->last_used());
+    }
+  }
+}
+
+void tell_pool_if_waiting(self_ptr self) {
+  if (!self->state.pool_waiting) return;
+  self->state.pool_waiting = false;
+  self->send(self->state.pool, msg::device_freed{self->state.config.index});
+}
+
+// Withdraws a resident model: no new leases; its bytes return when the last one ends.
+void withdraw(self_ptr self, const std::string& model) {
+  auto& s = self->state;
+  auto it = s.residents.find(model);
+  if (it == s.residents.end()) return;
+  auto slot = std::move(it->second.slot);
+  s.residents.erase(it);
+  s.config.policy->on_remove(model);
+  if (!slot->withdraw()) s.draining.push_back(slot);
+}
+
+std::uint64_t draining_bytes(const device_state& s) {
+  std::uint64_t bytes = 0;
+  for (auto& slot : s.draining) bytes += slot->bytes();
+  return bytes;
+}
+
+// Evicts enough idle models for `bytes` more to fit, counting bytes already draining. Evicts
+// nothing when the idle models cannot free enough.
+void make_room(self_ptr self, std::uint64_t bytes) {
+  auto& s = self->state;
+  auto free = s.config.dev->capacity() - s.config.dev->used();
+  auto pending = draining_bytes(s);
+  if (free + pending >= bytes) return;
+  sync_accesses(s);
+  auto victims = s.config.policy->choose_victims(bytes - free - pending, [&](const std::string& model) {
+    auto it = s.residents.find(model);
+    return it == s.residents.end() || it->second.slot->in_flight() != 0;
+  });
+  for (auto& model : victims) {
+    auto owner = s.residents[model].owner;
+    auto slot = s.residents[model].slot;
+    withdraw(self, model);
+    ++s.evictions;
+    self->send(owner, msg::evicted{std::move(slot)});
+  }
+}
+
+// After a refusal: ask every busy resident for an idle event, so the pool hears when one could
+// become a victim. True if one is idle already (the caller may retry at once).
+bool watch_busy_models(device_state& s) {
+  bool idle_now = false;
+  for (auto& [id, r] : s.residents)
+    if (r.slot->in_flight() != 0 && r.slot->notify_when_idle()) idle_now = true;
+  return idle_now;
+}
+
+msg::reserve_result reserve_bytes(self_ptr self, const msg::reserve& m) {
+  auto& s = self->state;
+  msg::reserve_result result;
+  result.load_id = m.load_id;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    make_room(self, m.bytes);
+    auto buffer = s.config.dev->allocate(m.bytes);
+    if (buffer) {
+      result.buffer = std::make_shared<std::unique_ptr<device_buffer>>(std::move(*buffer));
+      return result;
+    }
+    result.error = std::move(buffer).error();
+    if (result.error.code != errc::capacity_exhausted) return result;
+    s.pool_waiting = true;
+    if (!watch_busy_models(s)) break;
+  }
+  return result;
+}
+
+caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> config, caf::actor pool) {
+  self->state.config = std::move(*config);
+  self->state.pool = std::move(pool);
+  auto weak_self = caf::actor_cast<caf::weak_actor_ptr>(self);
+  return {
+      [=](msg::reserve& m) { self->send(self->state.pool, reserve_bytes(self, m)); },
+      [=](msg::install& m) {
+        auto& s = self->state;
+        auto& dev = *s.config.dev;
+        auto release = [weak_self, model = m.model](serving_slot* slot) {
+          return [weak_self, model, slot](serving_slot::event what) {
+            if (auto strong = caf::actor_cast<caf::actor>(weak_self.lock()))
+              caf::anon_send(strong, msg::slot_released{model, slot, what});
+          };
+        };
+        // The slot's callback needs the slot's address: build the slot, then its callback.
+        auto slot = std::make_shared<serving_slot>(m.model, dev, std::move(*m.weights), nullptr);
+        slot->set_release(release(slot.get()));
+        if (s.residents.count(m.model)) {
+          // A newer incarnation of the model (re-registered) replaces a stale copy.
+          auto stale = s.residents[m.model];
+          withdraw(self, m.model);
+          self->send(stale.owner, msg::evicted{stale.slot});
+        }
+        s.residents[m.model] = resident{slot, m.owner, 0, ++s.installs};
+        s.config.policy->on_insert(m.model, slot->bytes(), m.seconds, s.config.time->now());
+        self->send(m.owner, msg::load_done{dev.name(), slot, m.seconds});
+        tell_pool_if_waiting(self);  // a new model may be a victim for a waiting load
+      },
+      [=](msg::unload& m) {
+        auto& s = self->state;
+        auto it = s.residents.find(m.model);
+        if (it != s.residents.end() && it->second.slot == m.slot)
+          withdraw(self, m.model);
+        else if (m.slot && !m.slot->withdraw())
+          s.draining.push_back(m.slot);
+        tell_pool_if_waiting(self);
+      },
+      [=](msg::slot_released& m) {
+        auto& s = self->state;
+        if (m.what == serving_slot::event::quiesced) {
+          auto& d = s.draining;
+          d.erase(std::remove_if(d.begin(), d.end(), [&](auto& slot) { return slot.get() == m.slot; }), d.end());
+        }
+        tell_pool_if_waiting(self);
+      },
+      [=](msg::inspect_device& m) {
+        auto& s = self->state;
+        auto now = s.config.time->now();
+        device_info info;
+        info.name = s.config.dev->name();
+        info.policy = std::string(s.config.policy->name());
+        info.capacity = s.config.dev->capacity();
+        info.used = s.config.dev->used();
+        info.draining = draining_bytes(s);
+        info.evictions = s.evictions;
+        std::vector<std::pair<std::uint64_t, resident_info>> ordered;
+        for (auto& [id, r] : s.residents) {
+          auto used = r.slot->uses() ? std::chrono::duration<double>(now - r.slot->last_used()).count() : -1;
+          ordered.push_back({r.order, {id, r.slot->bytes(), r.slot->in_flight(), r.slot->uses(), used}});
+        }
+        std::sort(ordered.begin(), ordered.end(), [](auto& a, auto& b) { return a.first < b.first; });
+        for (auto& [order, r] : ordered) info.resident.push_back(std::move(r));
+        m.done(std::move(info));
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_device_actor(caf::actor_system& system, device_actor_config config, caf::actor pool) {
+  return system.spawn(device_actor, std::make_shared<device_actor_config>(std::move(config)), std::move(pool));
+}
+
+}  // namespace warm

@@ -1,0 +1,38 @@
+// The device actor: one per device. Owns the device's resident models (their serving slots), asks
+// the cache policy for victims, and makes room before a load. It never over-commits: bytes are
+// charged by the device's budget when reserved and return when a buffer is freed.
+//
+// Messages (all from within the runtime):
+//   reserve{load_id, model, bytes}  from the loader pool → reserve_result to the sender.
+//       model_too_large if bytes exceed the capacity; otherwise evicts policy-chosen victims that
+//       have no inference in flight and reserves the bytes, or answers capacity_exhausted and
+//       sends the pool device_freed once anything frees (a quiesced eviction, an idle model).
+//   install{model, owner, weights}  from the pool → load_done{slot} to the owner (model actor).
+//   unload{model, slot}             from a model actor (unregistration) → withdraws the slot.
+//   slot_released{...}              from a slot's last lease (any thread).
+//   inspect_device{done}            → device_info.
+// On exit every slot it holds is withdrawn, so the weights are freed once leases end.
+#pragma once
+
+#include <caf/fwd.hpp>
+
+#include <cstddef>
+#include <memory>
+
+#include "policy/cache_policy.hpp"
+#include "warm/clock.hpp"
+#include "warm/device.hpp"
+
+namespace warm {
+
+struct device_actor_config {
+  std::size_t index = 0;                  // position in the runtime's device list
+  std::shared_ptr<device> dev;
+  std::unique_ptr<cache_policy> policy;   // moved into the actor's state
+  std::shared_ptr<const clock> time;
+};
+
+// Spawns a device actor reporting to `pool`.
+caf::actor spawn_device_actor(caf::actor_system& system, device_actor_config config, caf::actor pool);
+
+}  // namespace warm

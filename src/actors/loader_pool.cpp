@@ -1,0 +1,338 @@
+#include "actors/loader_pool.hpp"
+
+#include <caf/all.hpp>
+
+#include <unordered_map>
+#include <variant>
+
+#include "actors/messages.hpp"
+#include "runtime/failure_table.hpp"
+#include "runtime/load_queue.hpp"
+#include "warm/units.hpp"
+
+namespace warm {
+namespace {
+
+// ---- workers --------------------------------------------------------------------------------
+
+struct worker_state {
+  std::shared_ptr<model_loader> loader;
+};
+
+// A detached actor (its own thread): runs one load at a time for the pool.
+caf::behavior loader_worker(caf::stateful_actor<worker_state>* self, std::shared_ptr<model_loader> loader,
+                            caf::actor pool) {
+  self->state.loader = std::move(loader);
+  return {
+      [=](msg::load_job& job) {
+        msg::load_result result;
+        result.load_id = job.load_id;
+        load_stats stats;
+        auto loaded = self->state.loader->load(*job.dev, job.path, std::move(*job.buffer), &stats);
+        if (loaded)
+          result.model = std::make_shared<std::unique_ptr<resident_model>>(std::move(*loaded));
+        else
+          result.error = std::move(loaded).error();
+        result.seconds = stats.seconds;
+        self->send(pool, std::move(result));
+      },
+  };
+}
+
+// ---- the pool -------------------------------------------------------------------------------
+
+enum class phase { queued, reserving, loading };
+
+struct load_record {
+  std::uint64_t id = 0;
+  std::string model;
+  caf::actor owner;
+  std::string path;
+  std::uint64_t bytes = 0;
+  load_queue::entry entry;  // how it was queued, to queue it again after a refusal or failure
+  phase at = phase::queued;
+  std::size_t device = 0;
+  std::uint32_t attempts = 0;
+  bool cancelled = false;
+};
+
+struct pool_state {
+  loader_pool_config config;
+  std::vector<caf::actor> devices;
+  std::vector<std::string> device_names;
+  std::vector<bool> blocked;       // refused a reservation; waits for device_freed
+  std::vector<caf::actor> idle_workers;
+  load_queue queue;
+  failure_table failures{std::chrono::minutes(10)};
+  std::unordered_map<std::string, load_record> loads;           // by model id
+  std::unordered_map<std::string, msg::enqueue_load> deferred;  // a new owner behind a cancelled load
+  std::unordered_map<std::uint64_t, std::string> by_id;
+  std::uint32_t running = 0;  // reserving + loading
+  std::uint64_t next_id = 1;
+  std::uint64_t started = 0;
+  std::uint64_t failed = 0;
+};
+
+using self_ptr = caf::stateful_actor<pool_state>*;
+
+timestamp now(self_ptr self) { return self->state.config.time->now(); }
+
+void requeue(pool_state& s, load_record& r) {
+  r.at = phase::queued;
+  if (r.entry.kind == load_queue::priority::waiting)
+    s.queue.push_waiting(r.model, r.entry.first_wait);
+  else
+    s.queue.push_proactive(r.model, r.entry.last_used);
+}
+
+void forget(pool_state& s, const std::string& model) {
+  auto it = s.loads.find(model);
+  if (it == s.loads.end()) return;
+  s.by_id.erase(it->second.id);
+  s.loads.erase(it);
+}
+
+void enqueue(self_ptr self, msg::enqueue_load& m);
+
+// The load is over (done, failed or cancelled): forget it and start a deferred successor.
+void finish(self_ptr self, const std::string& model) {
+  auto& s = self->state;
+  forget(s, model);
+  auto d = s.deferred.find(model);
+  if (d != s.deferred.end()) {
+    auto next = std::move(d->second);
+    s.deferred.erase(d);
+    enqueue(self, next);
+  }
+}
+
+void fail(self_ptr self, load_record& r, warm::error error) {
+  auto& s = self->state;
+  ++s.failed;
+  auto retry_at = s.failures.next_eligible(r.model, s.device_names, now(self));
+  self->send(r.owner, msg::load_failed{std::move(error), retry_at});
+  finish(self, r.model);
+}
+
+// Where a queued load may go now: a device index, `blocked` (wait for room), or a final error.
+struct blocked_t {};
+using placement = std::variant<std::size_t, blocked_t, warm::error>;
+
+placement place(self_ptr self, const load_record& r) {
+  auto& s = self->state;
+  auto t = now(self);
+  bool eligible_any = false, fits_any = false;
+  std::optional<std::size_t> best;
+  std::uint64_t best_free = 0;
+  for (std::size_t i = 0; i < s.devices.size(); ++i) {
+    if (!s.failures.eligible(r.model, s.device_names[i], t)) continue;
+    eligible_any = true;
+    auto& dev = *s.config.devices[i];
+    if (r.bytes > dev.capacity()) continue;
+    fits_any = true;
+    if (s.blocked[i]) continue;
+    auto free = dev.capacity() - dev.used();
+    if (!best || free > best_free) best = i, best_free = free;
+  }
+  if (!eligible_any) {
+    auto latest = s.failures.latest(r.model, t);
+    return latest ? latest->error : make_error(errc::load_failed, r.model + ": no device may load it");
+  }
+  if (!fits_any)
+    return make_error(errc::model_too_large, r.model + ": " + format_bytes(r.bytes) +
+                                                 " exceed the capacity of every device it may load on");
+  if (!best) return blocked_t{};
+  return *best;
+}
+
+void dispatch(self_ptr self) {
+  auto& s = self->state;
+  while (s.running < s.config.max_concurrent_loads && !s.queue.empty()) {
+    std::optional<placement> chosen;
+    auto next = s.queue.pop_first([&](const load_queue::entry& e) {
+      auto p = place(self, s.loads.at(e.model));
+      if (std::holds_alternative<blocked_t>(p)) return false;
+      chosen = std::move(p);
+      return true;
+    });
+    if (!next) return;  // everything left waits for room
+    auto& r = s.loads.at(next->model);
+    if (auto* error = std::get_if<warm::error>(&*chosen)) {
+      fail(self, r, *error);
+      continue;
+    }
+    r.device = std::get<std::size_t>(*chosen);
+    r.at = phase::reserving;
+    ++s.running;
+    self->send(s.devices[r.device], msg::reserve{r.id, r.model, r.bytes});
+  }
+}
+
+void enqueue(self_ptr self, msg::enqueue_load& m) {
+  auto& s = self->state;
+  auto it = s.loads.find(m.model);
+  if (it != s.loads.end() && it->second.owner != m.owner) {
+    if (it->second.cancelled) {
+      s.deferred[m.model] = m;  // after the old incarnation's load is gone
+      return;
+    }
+    // A stale record whose owner is gone without cancelling: replace it.
+    if (it->second.at == phase::queued) {
+      s.queue.cancel(m.model);
+      forget(s, m.model);
+      it = s.loads.end();
+    }
+  }
+  if (it == s.loads.end()) {
+    load_record r;
+    r.id = s.next_id++;
+    r.model = m.model;
+    r.owner = m.owner;
+    r.path = m.path;
+    r.bytes = m.bytes;
+    r.entry.model = m.model;
+    s.by_id[r.id] = m.model;
+    it = s.loads.emplace(m.model, std::move(r)).first;
+  }
+  auto& r = it->second;
+  if (m.waiting) {
+    if (r.entry.kind != load_queue::priority::waiting || m.when < r.entry.first_wait) r.entry.first_wait = m.when;
+    r.entry.kind = load_queue::priority::waiting;
+  } else if (r.entry.kind == load_queue::priority::proactive) {
+    r.entry.last_used = std::max(r.entry.last_used, m.when);
+  }
+  if (r.at == phase::queued) {
+    if (m.waiting)
+      s.queue.push_waiting(m.model, m.when);
+    else
+      s.queue.push_proactive(m.model, m.when);
+  }
+  dispatch(self);
+}
+
+caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> config) {
+  auto& s = self->state;
+  s.config = std::move(*config);
+  s.failures = failure_table(s.config.failure_expiry);
+  for (auto& d : s.config.devices) s.device_names.push_back(d->name());
+  s.blocked.assign(s.config.devices.size(), false);
+  for (std::uint32_t i = 0; i < s.config.max_concurrent_loads; ++i) {
+    auto worker = self->spawn<caf::detached>(loader_worker, s.config.loader, caf::actor_cast<caf::actor>(self));
+    self->link_to(worker);
+    s.idle_workers.push_back(worker);
+  }
+  return {
+      [=](msg::attach_devices& m) { self->state.devices = std::move(m.devices); },
+      [=](msg::enqueue_load& m) { enqueue(self, m); },
+      [=](msg::cancel_load& m) {
+        auto& s = self->state;
+        auto it = s.loads.find(m.model);
+        if (it == s.loads.end() || it->second.owner != m.owner) {
+          s.deferred.erase(m.model);
+          return;
+        }
+        auto& r = it->second;
+        s.failures.clear(m.model);
+        if (r.at == phase::queued) {
+          s.queue.cancel(m.model);
+          self->send(r.owner, msg::load_cancelled{});
+          finish(self, m.model);
+        } else {
+          r.cancelled = true;  // answered when the reservation or the load comes back
+        }
+      },
+      [=](msg::reserve_result& m) {
+        auto& s = self->state;
+        auto id = s.by_id.find(m.load_id);
+        if (id == s.by_id.end()) return;
+        auto& r = s.loads.at(id->second);
+        if (r.cancelled) {
+          --s.running;
+          m.buffer.reset();
+          self->send(r.owner, msg::load_cancelled{});
+          finish(self, r.model);
+        } else if (m.buffer) {
+          r.at = phase::loading;
+          ++r.attempts;
+          ++s.started;
+          auto worker = s.idle_workers.back();
+          s.idle_workers.pop_back();
+          self->send(r.owner, msg::load_started{s.device_names[r.device]});
+          self->send(worker, msg::load_job{r.id, s.config.devices[r.device], r.path, std::move(m.buffer)});
+        } else if (m.error.code == errc::capacity_exhausted) {
+          --s.running;
+          s.blocked[r.device] = true;
+          requeue(s, r);
+        } else {
+          --s.running;
+          fail(self, r, std::move(m.error));
+        }
+        dispatch(self);
+      },
+      [=](msg::load_result& m) {
+        auto& s = self->state;
+        s.idle_workers.push_back(caf::actor_cast<caf::actor>(self->current_sender()));
+        --s.running;
+        auto id = s.by_id.find(m.load_id);
+        if (id == s.by_id.end()) return dispatch(self);
+        auto& r = s.loads.at(id->second);
+        auto device = r.device;
+        if (r.cancelled) {
+          m.model.reset();  // frees the bytes
+          s.blocked[device] = false;
+          self->send(r.owner, msg::load_cancelled{});
+          finish(self, r.model);
+        } else if (m.model) {
+          s.failures.clear(r.model);
+          self->send(s.devices[device], msg::install{r.model, r.owner, std::move(m.model), m.seconds});
+          finish(self, r.model);
+        } else {
+          s.blocked[device] = false;  // the failed load's buffer is gone
+          s.failures.record(r.model, s.device_names[device], now(self), m.error);
+          bool retry = r.attempts < s.config.max_attempts &&
+                       s.failures.first_eligible(r.model, s.device_names, now(self)).has_value();
+          if (retry)
+            requeue(s, r);
+          else
+            fail(self, r, std::move(m.error));
+        }
+        dispatch(self);
+      },
+      [=](msg::device_freed& m) {
+        if (m.device < self->state.blocked.size()) self->state.blocked[m.device] = false;
+        dispatch(self);
+      },
+      [=](msg::inspect_loads& m) {
+        auto& s = self->state;
+        auto t = now(self);
+        auto ms = [&](timestamp a) { return std::chrono::duration<double, std::milli>(t - a).count(); };
+        std::vector<queued_load> queued;
+        for (auto& e : s.queue.snapshot()) {
+          bool waiting = e.kind == load_queue::priority::waiting;
+          queued.push_back({e.model, waiting, ms(waiting ? e.first_wait : e.last_used), s.loads.at(e.model).attempts});
+        }
+        std::vector<running_load> running;
+        for (auto& [model, r] : s.loads)
+          if (r.at != phase::queued)
+            running.push_back({model, s.device_names[r.device], r.at == phase::reserving ? "reserving" : "loading",
+                               r.attempts});
+        std::vector<failure_info> failures;
+        for (auto& f : s.failures.snapshot(t))
+          failures.push_back({f.model, f.device, f.error, std::chrono::duration<double>(t - f.when).count(),
+                              std::chrono::duration<double>(f.expires - t).count()});
+        m.done(std::move(queued), std::move(running), std::move(failures), s.started, s.failed);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_loader_pool(caf::actor_system& system, loader_pool_config config) {
+  return system.spawn(loader_pool, std::make_shared<loader_pool_config>(std::move(config)));
+}
+
+void attach_devices(const caf::actor& pool, std::vector<caf::actor> device_actors) {
+  caf::anon_send(pool, msg::attach_devices{std::move(device_actors)});
+}
+
+}  // namespace warm

@@ -1,0 +1,50 @@
+// The loader pool actor: the load queue, failure records, retries and the loader workers.
+//
+// Loads run on `max_concurrent_loads` worker actors spawned detached (each its own thread), never
+// on CAF scheduler threads; a worker reports its result as a message. A load goes
+//   queued → reserving (a device actor makes room) → loading (a worker copies the bytes)
+//   → installed on the device, which tells the model actor; or → failed / cancelled.
+// Reservations count against max_concurrent_loads, so at most that many loads hold bytes
+// without being resident.
+//
+// Messages:
+//   enqueue_load{model, owner, path, bytes, waiting, when} from a model actor. Queues (or
+//       promotes) the load; answers load_failed at once when no device may take it.
+//   cancel_load{model, owner}      from a model actor (unregistration) → load_cancelled when it
+//       was queued or in flight; nothing when there was no load.
+//   reserve_result / load_result   from device actors and workers.
+//   device_freed{device}           from a device actor that refused a reservation earlier.
+//   inspect_loads{done}            → queue, running loads, failure records, counters.
+//
+// Failures: a failed load records (model, device, time, error) and is retried at once on another
+// device with no unexpired record, up to `max_attempts` in all; then the owner gets load_failed
+// with the last error and the time when a record next expires. model_too_large is never retried.
+#pragma once
+
+#include <caf/fwd.hpp>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "warm/clock.hpp"
+#include "warm/device.hpp"
+#include "warm/model_loader.hpp"
+
+namespace warm {
+
+struct loader_pool_config {
+  std::vector<std::shared_ptr<device>> devices;
+  std::shared_ptr<model_loader> loader;
+  std::shared_ptr<const clock> time;
+  std::uint32_t max_concurrent_loads = 2;
+  std::uint32_t max_attempts = 3;
+  std::chrono::nanoseconds failure_expiry = std::chrono::minutes(10);
+};
+
+// Spawns the pool and its workers. Device actors are attached afterwards (they need the pool's
+// handle): send the pool a caf::actor vector through attach_devices().
+caf::actor spawn_loader_pool(caf::actor_system& system, loader_pool_config config);
+void attach_devices(const caf::actor& pool, std::vector<caf::actor> device_actors);
+
+}  // namespace warm

@@ -1,0 +1,239 @@
+// The messages warm's actors exchange. Every message is a struct named for what it says; the
+// receiving actor is named in its comment. Replies to clients travel as callbacks (warm::callback)
+// invoked on the replying actor's thread; replies between actors are messages.
+//
+// These types never cross a process boundary, so they are registered as CAF's "unsafe" (local
+// only) message types instead of carrying serialization code.
+#pragma once
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/actor.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/serving_slot.hpp"
+#include "warm/clock.hpp"
+#include "warm/device.hpp"
+#include "warm/runtime_types.hpp"
+
+namespace warm::msg {
+
+// ---- client-facing results -------------------------------------------------------------------
+
+// A model ready to serve: a lease on its slot. The slot pointer keeps the slot alive for as long
+// as the lease (declared after it, so destroyed first) is held.
+struct acquired {
+  std::string model;
+  std::shared_ptr<serving_slot> slot;
+  serving_slot::lease lease;
+  bool hit = false;      // no load was waited for
+  double wait_ms = 0;    // time from the request's arrival to the lease
+};
+
+enum class use_kind {
+  wait,       // the caller waits for the model (inference, ensureLoaded --sync)
+  proactive,  // load in the background (loadNow, ensureLoaded without waiting)
+};
+
+// ---- to the registry ------------------------------------------------------------------------
+
+struct register_model {
+  std::string id;
+  model_info info;
+  bool load_now = false;
+  bool sync = false;  // reply once loaded (or failed), not just once durable
+  callback<void> done;
+};
+struct unregister_model {
+  std::string id;
+  callback<void> done;
+};
+// Uses `target` (model or vmodel id): a wait use answers `done` with a lease, a proactive use
+// answers as soon as the load is queued (with an empty lease).
+struct use_model {
+  std::string target;
+  use_kind kind = use_kind::wait;
+  timestamp arrival{};
+  std::function<void(expected<acquired>)> done;
+};
+struct get_status {
+  std::string id;
+  callback<model_status> done;
+};
+struct list_models {
+  std::string after;        // page start: ids greater than this
+  std::uint32_t limit = 0;  // 0 = all
+  callback<std::vector<model_status>> done;
+};
+struct set_vmodel {
+  std::string id;
+  std::string target;
+  bool auto_delete_target = false;
+  std::optional<std::string> expected_target;  // compare-and-set on the current target
+  callback<vmodel_status> done;
+};
+struct delete_vmodel {
+  std::string id;
+  callback<void> done;
+};
+struct get_vmodel_status {
+  std::string id;
+  callback<vmodel_status> done;
+};
+// Statuses of every model with a live actor, plus registry totals.
+struct inspect_models {
+  std::function<void(std::vector<model_status>, std::uint64_t registered, std::uint64_t vmodels)> done;
+};
+// A target model of a vmodel finished loading (or failed): the registry flips or marks failure.
+struct vmodel_target_ready {
+  std::string vmodel;
+  std::string target;
+  expected<void> result;
+};
+// Commits pending registry writes (sent by the registry to itself after a batch of requests).
+struct flush_registry {};
+
+// ---- to a model actor -----------------------------------------------------------------------
+
+struct model_use {
+  use_kind kind = use_kind::wait;
+  timestamp arrival{};
+  std::function<void(expected<acquired>)> done;  // may be empty for proactive uses
+};
+struct model_status_request {
+  callback<model_status> done;
+};
+// Unregistration: cancel, unload, fail waiters with not_found, then stop.
+struct model_unregister {};
+struct load_started {
+  std::string device;
+};
+struct load_done {
+  std::string device;
+  std::shared_ptr<serving_slot> slot;
+  double seconds = 0;
+};
+// The pool gave up on the load: `error` is final (after retries); new uses fail fast with it
+// until `retry_at`.
+struct load_failed {
+  warm::error error;
+  timestamp retry_at{};
+};
+// The pool dropped a cancelled load; nothing of it remains.
+struct load_cancelled {};
+// The device evicted the model; `slot` is withdrawn and will free its bytes when quiescent.
+struct evicted {
+  std::shared_ptr<serving_slot> slot;
+};
+
+// ---- to the loader pool ---------------------------------------------------------------------
+
+struct enqueue_load {
+  std::string model;
+  caf::actor owner;
+  std::string path;
+  std::uint64_t bytes = 0;
+  bool waiting = false;
+  timestamp when{};  // waiting: the first waiting request's arrival; proactive: the last use
+};
+struct cancel_load {
+  std::string model;
+  caf::actor owner;
+};
+struct reserve_result {
+  std::uint64_t load_id = 0;
+  std::shared_ptr<std::unique_ptr<device_buffer>> buffer;  // set on success
+  warm::error error;                                          // else why not
+};
+struct load_result {
+  std::uint64_t load_id = 0;
+  std::shared_ptr<std::unique_ptr<resident_model>> model;  // set on success
+  warm::error error;
+  double seconds = 0;
+};
+// A device freed bytes (or gained an evictable model) after refusing a reservation.
+struct device_freed {
+  std::size_t device = 0;
+};
+// The device actors, in the runtime's device order (sent once, right after spawning).
+struct attach_devices {
+  std::vector<caf::actor> devices;
+};
+struct inspect_loads {
+  std::function<void(std::vector<queued_load>, std::vector<running_load>, std::vector<failure_info>,
+                     std::uint64_t started, std::uint64_t failed)>
+      done;
+};
+
+// ---- to a device actor ----------------------------------------------------------------------
+
+struct reserve {
+  std::uint64_t load_id = 0;
+  std::string model;
+  std::uint64_t bytes = 0;
+};
+struct install {
+  std::string model;
+  caf::actor owner;
+  std::shared_ptr<std::unique_ptr<resident_model>> weights;
+  double seconds = 0;
+};
+struct unload {
+  std::string model;
+  std::shared_ptr<serving_slot> slot;
+};
+struct slot_released {
+  std::string model;
+  const serving_slot* slot = nullptr;
+  serving_slot::event what = serving_slot::event::quiesced;
+};
+struct inspect_device {
+  callback<device_info> done;
+};
+
+// ---- to a loader worker ---------------------------------------------------------------------
+
+struct load_job {
+  std::uint64_t load_id = 0;
+  std::shared_ptr<device> dev;
+  std::string path;
+  std::shared_ptr<std::unique_ptr<device_buffer>> buffer;
+};
+
+}  // namespace warm::msg
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::register_model)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::unregister_model)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::use_model)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::get_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::list_models)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::set_vmodel)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::delete_vmodel)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::get_vmodel_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::inspect_models)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::vmodel_target_ready)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::flush_registry)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_use)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_status_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_unregister)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_started)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_done)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_failed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_cancelled)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::evicted)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::enqueue_load)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::cancel_load)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::reserve_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::device_freed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::attach_devices)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::inspect_loads)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::reserve)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::install)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::unload)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::slot_released)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::inspect_device)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_job)

@@ -1,0 +1,239 @@
+#include "actors/model_actor.hpp"
+
+#include <caf/all.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "actors/messages.hpp"
+
+namespace warm {
+namespace {
+
+struct waiter {
+  timestamp arrival;
+  std::function<void(expected<msg::acquired>)> done;
+};
+
+struct model_state_data {
+  std::string id;
+  std::string path;
+  std::uint64_t bytes = 0;
+  caf::actor pool;
+  std::shared_ptr<route_table> routes;
+  std::shared_ptr<const clock> time;
+
+  model_state state = model_state::not_loaded;
+  std::shared_ptr<serving_slot> slot;  // while LOADED
+  caf::actor slot_device;              // the device actor holding `slot`
+  std::string device;                  // where loaded or loading
+  std::vector<waiter> waiters;
+  bool load_pending = false;           // the pool holds a load of ours (queued or running)
+  bool started = false;                // ... and it has started
+  bool unregistered = false;
+
+  // Uses are counted in two places: leases are counted by the slot (hit path included), uses that
+  // found no slot by this actor. hits = slot leases - leases handed to waiters.
+  std::uint64_t misses = 0;
+  std::uint64_t waiter_leases = 0;
+  std::uint64_t slot_uses_counted = 0;  // leases of past slots, folded in when a slot is dropped
+  timestamp last_used{};
+  load_time_stats loads;
+  std::optional<warm::error> last_error;
+  timestamp retry_at{};
+};
+
+using self_ptr = caf::stateful_actor<model_state_data>*;
+
+double ms_between(timestamp a, timestamp b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+
+// Forgets the slot (evicted, withdrawn or unregistered); its uses stay counted.
+void drop_slot(self_ptr self) {
+  auto& s = self->state;
+  if (!s.slot) return;
+  s.slot_uses_counted += s.slot->uses();
+  if (s.slot->uses() && s.slot->last_used() > s.last_used) s.last_used = s.slot->last_used();
+  s.routes->erase_slot(s.id, s.slot.get());
+  s.slot.reset();
+  s.slot_device = nullptr;
+  s.device.clear();
+  if (s.state == model_state::loaded) s.state = model_state::not_loaded;
+}
+
+void request_load(self_ptr self, bool waiting, timestamp when) {
+  auto& s = self->state;
+  if (s.started) return;  // a running load will answer every waiter
+  if (!s.load_pending && s.state != model_state::loading) s.state = model_state::queued;
+  s.load_pending = true;
+  self->send(s.pool, msg::enqueue_load{s.id, caf::actor_cast<caf::actor>(self), s.path, s.bytes, waiting, when});
+}
+
+void stop_if_done(self_ptr self) {
+  if (self->state.unregistered && !self->state.load_pending) self->quit();
+}
+
+void answer_waiters(self_ptr self) {
+  auto& s = self->state;
+  auto now = s.time->now();
+  auto waiters = std::move(s.waiters);
+  s.waiters.clear();
+  for (auto& w : waiters) {
+    auto lease = s.slot->try_acquire(now);
+    if (!lease) {  // evicted before we could hand it out: wait for the next load
+      s.waiters.push_back(std::move(w));
+      continue;
+    }
+    ++s.waiter_leases;
+    w.done(msg::acquired{s.id, s.slot, std::move(lease), false, ms_between(w.arrival, now)});
+  }
+  if (!s.waiters.empty()) {
+    drop_slot(self);
+    request_load(self, true, s.waiters.front().arrival);
+  }
+}
+
+void fail_waiters(self_ptr self, const warm::error& error) {
+  auto waiters = std::move(self->state.waiters);
+  self->state.waiters.clear();
+  for (auto& w : waiters) w.done(error);
+}
+
+model_status status_of(const model_state_data& s) {
+  model_status st;
+  auto now = s.time->now();
+  st.id = s.id;
+  st.state = s.state;
+  st.device = s.device;
+  st.bytes = s.bytes;
+  auto leases = s.slot_uses_counted + (s.slot ? s.slot->uses() : 0);
+  st.hits = leases - s.waiter_leases;
+  st.requests = st.hits + s.misses;
+  st.in_flight = s.slot ? s.slot->in_flight() : 0;
+  auto last = s.last_used;
+  if (s.slot && s.slot->uses() && s.slot->last_used() > last) last = s.slot->last_used();
+  st.idle_seconds = st.requests ? std::chrono::duration<double>(now - last).count() : -1;
+  st.loads = s.loads;
+  if (s.state == model_state::loading_failed) {
+    st.last_error = s.last_error;
+    st.retry_in_seconds = std::max(0.0, std::chrono::duration<double>(s.retry_at - now).count());
+  }
+  return st;
+}
+
+void on_use(self_ptr self, msg::model_use& m) {
+  auto& s = self->state;
+  auto now = s.time->now();
+  if (s.unregistered) {
+    if (m.done) m.done(make_error(errc::not_found, "model '" + s.id + "' is not registered"));
+    return;
+  }
+  if (s.slot) {
+    auto lease = s.slot->try_acquire(now);
+    if (lease) {
+      if (m.done) m.done(msg::acquired{s.id, s.slot, std::move(lease), true, 0});
+      return;
+    }
+    drop_slot(self);  // withdrawn: the eviction notice is on its way
+  }
+  ++s.misses;
+  s.last_used = std::max(s.last_used, m.arrival);
+  if (s.state == model_state::loading_failed) {
+    if (now < s.retry_at) {
+      if (m.done) m.done(make_error(s.last_error->code == errc::model_too_large ? errc::model_too_large : errc::load_failed,
+                                    s.last_error->message));
+      return;
+    }
+    s.state = model_state::not_loaded;
+  }
+  if (m.kind == msg::use_kind::proactive) {
+    if (!s.load_pending) request_load(self, false, s.last_used);
+    if (m.done) m.done(msg::acquired{s.id, nullptr, {}, false, 0});
+    return;
+  }
+  bool first = s.waiters.empty();
+  s.waiters.push_back({m.arrival, std::move(m.done)});
+  if (first) request_load(self, true, m.arrival);
+}
+
+caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> config) {
+  auto& s = self->state;
+  s.id = config->id;
+  s.path = config->path;
+  s.bytes = config->bytes;
+  s.pool = *config->pool;
+  s.routes = config->routes;
+  s.time = config->time;
+  return {
+      [=](msg::model_use& m) { on_use(self, m); },
+      [=](msg::model_status_request& m) { m.done(status_of(self->state)); },
+      [=](msg::load_started& m) {
+        auto& s = self->state;
+        s.started = true;
+        s.state = model_state::loading;
+        s.device = m.device;
+      },
+      [=](msg::load_done& m) {
+        auto& s = self->state;
+        s.load_pending = s.started = false;
+        auto device = caf::actor_cast<caf::actor>(self->current_sender());
+        if (s.unregistered) {
+          self->send(device, msg::unload{s.id, m.slot});
+          return stop_if_done(self);
+        }
+        drop_slot(self);
+        s.slot = m.slot;
+        s.slot_device = device;
+        s.device = m.device;
+        s.state = model_state::loaded;
+        s.last_error.reset();
+        auto& l = s.loads;  // Welford's running mean and variance
+        double x = m.seconds * 1e3;
+        ++l.count;
+        double delta = x - l.mean_ms;
+        l.mean_ms += delta / l.count;
+        l.variance_ms2 += (delta * (x - l.mean_ms) - l.variance_ms2) / l.count;
+        s.routes->put_slot(s.id, s.slot);
+        answer_waiters(self);
+      },
+      [=](msg::load_failed& m) {
+        auto& s = self->state;
+        s.load_pending = s.started = false;
+        s.device.clear();
+        s.state = model_state::loading_failed;
+        s.retry_at = m.retry_at;
+        auto code = m.error.code == errc::model_too_large ? errc::model_too_large : errc::load_failed;
+        s.last_error = make_error(code, m.error.message);
+        fail_waiters(self, *s.last_error);
+        stop_if_done(self);
+      },
+      [=](msg::load_cancelled&) {
+        auto& s = self->state;
+        s.load_pending = s.started = false;
+        if (!s.unregistered && !s.waiters.empty()) request_load(self, true, s.waiters.front().arrival);
+        stop_if_done(self);
+      },
+      [=](msg::evicted& m) {
+        auto& s = self->state;
+        if (s.slot != m.slot) return;
+        drop_slot(self);
+      },
+      [=](msg::model_unregister&) {
+        auto& s = self->state;
+        s.unregistered = true;
+        if (s.load_pending) self->send(s.pool, msg::cancel_load{s.id, caf::actor_cast<caf::actor>(self)});
+        if (s.slot) self->send(s.slot_device, msg::unload{s.id, s.slot});
+        drop_slot(self);
+        s.state = model_state::not_found;
+        fail_waiters(self, make_error(errc::not_found, "model '" + s.id + "' was unregistered"));
+        stop_if_done(self);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_model_actor(caf::actor_system& system, const model_actor_config& config) {
+  return system.spawn(model_actor, std::make_shared<model_actor_config>(config));
+}
+
+}  // namespace warm

@@ -1,0 +1,45 @@
+// The model actor: one per registered model that has been used (the registry spawns it on first
+// use, so idle registrations cost only a registry row). Owns the model's state machine:
+//
+//   NOT_LOADED ──use──▶ QUEUED ──load_started──▶ LOADING ──load_done──▶ LOADED
+//        ▲                 │                        │                      │
+//        │                 └──────load_failed───────┴──▶ LOADING_FAILED    │
+//        └──────────────── evicted (or a withdrawn slot seen on use) ◀─────┘
+//   LOADING_FAILED ──use after retry_at──▶ QUEUED;  any state ──model_unregister──▶ (stops)
+//
+// Every waiting use is kept until the load completes and then answered with a lease, or with
+// the load's error: one load per cold start however many requests arrive. A use while the model
+// is LOADED is answered at once (the hit path normally never gets here: see route_table).
+//
+// Messages:
+//   model_use{kind, arrival, done}  from the registry (a client's request).
+//   model_status_request{done}      → model_status.
+//   model_unregister{}              from the registry: cancels the queued load, unloads, fails
+//       waiters with not_found; the actor stops once no load of it is in flight.
+//   load_started / load_failed / load_cancelled  from the loader pool.
+//   load_done{slot} / evicted{slot}             from a device actor.
+#pragma once
+
+#include <caf/fwd.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/route_table.hpp"
+#include "warm/clock.hpp"
+
+namespace warm {
+
+struct model_actor_config {
+  std::string id;
+  std::string path;         // the resolved model file
+  std::uint64_t bytes = 0;  // what a device must reserve for it
+  caf::actor* pool = nullptr;  // borrowed for spawning: copied into the actor
+  std::shared_ptr<route_table> routes;
+  std::shared_ptr<const clock> time;
+};
+
+caf::actor spawn_model_actor(caf::actor_system& system, const model_actor_config& config);
+
+}  // namespace warm

@@ -1,0 +1,410 @@
+#include "actors/registry_actor.hpp"
+
+#include <caf/all.hpp>
+
+#include <map>
+
+#include "actors/gather.hpp"
+#include "actors/messages.hpp"
+#include "actors/model_actor.hpp"
+#include "warm/dense_model.hpp"
+
+namespace warm {
+
+expected<void> check_id(const std::string& id, const char* what) {
+  if (id.empty() || id.size() > 256)
+    return make_error(errc::invalid_argument, std::string(what) + " id must be 1 to 256 bytes long");
+  for (unsigned char c : id)
+    if (c <= 0x20 || c >= 0x7f || c == '/')
+      return make_error(errc::invalid_argument, std::string(what) + " id '" + id +
+                                                    "' may hold only printable ASCII without spaces or '/'");
+  return {};
+}
+
+namespace {
+
+struct model_entry {
+  model_record record;
+  std::string file;         // resolved model file; empty until resolved
+  std::uint64_t bytes = 0;  // device bytes (size hint or header)
+  caf::actor actor;         // spawned at first use
+};
+
+struct vmodel_entry {
+  vmodel_record record;
+  vmodel_state state = vmodel_state::defined;
+  std::optional<warm::error> error;
+};
+
+struct registry_state {
+  registry_config config;
+  caf::actor pool;
+  std::map<std::string, model_entry> models;
+  std::map<std::string, vmodel_entry> vmodels;
+  std::vector<registry_change> staged;
+  std::vector<std::function<void(expected<void>)>> after_commit;
+  bool flush_sent = false;
+
+  // The registry stops last among the runtime's actors: it takes its model actors with it.
+  ~registry_state() {
+    for (auto& [id, e] : models)
+      if (e.actor) caf::anon_send_exit(e.actor, caf::exit_reason::user_shutdown);
+  }
+};
+
+using self_ptr = caf::stateful_actor<registry_state>*;
+
+warm::error unknown(const std::string& id) {
+  return make_error(errc::not_found, "no model or vmodel '" + id + "' is registered");
+}
+
+// Stages a change; `then` runs once it is durable (or with the commit's error).
+void stage(self_ptr self, std::vector<registry_change> changes, std::function<void(expected<void>)> then) {
+  auto& s = self->state;
+  for (auto& c : changes) s.staged.push_back(std::move(c));
+  s.after_commit.push_back(std::move(then));
+  if (!s.flush_sent) {
+    s.flush_sent = true;
+    self->send(self, msg::flush_registry{});
+  }
+}
+
+void reload_from_store(self_ptr self);
+
+void flush(self_ptr self) {
+  auto& s = self->state;
+  s.flush_sent = false;
+  auto changes = std::move(s.staged);
+  auto callbacks = std::move(s.after_commit);
+  s.staged.clear();
+  s.after_commit.clear();
+  auto committed = changes.empty() ? expected<void>{} : s.config.store->apply(changes);
+  if (!committed) reload_from_store(self);  // memory must not claim what the disk lacks
+  for (auto& cb : callbacks) cb(committed);
+}
+
+// Resolves the model file and its size (at registration, or at first use after a restart).
+expected<void> resolve(registry_state& s, model_entry& e) {
+  auto file = s.config.repository->resolve(e.record.path, e.record.version);
+  if (!file) return std::move(file).error();
+  std::uint64_t bytes = 0;
+  if (e.record.size_hint) {
+    bytes = *e.record.size_hint;
+  } else {
+    auto opened = open_model_file(*file);
+    if (!opened) return std::move(opened).error();
+    bytes = opened->spec.data_bytes;
+  }
+  e.file = std::move(*file);
+  e.bytes = bytes;
+  return {};
+}
+
+expected<caf::actor> actor_for(self_ptr self, model_entry& e) {
+  auto& s = self->state;
+  if (e.actor) return e.actor;
+  if (e.file.empty())
+    if (auto r = resolve(s, e); !r) return make_error(errc::load_failed, r.error().message);
+  e.actor = spawn_model_actor(self->system(), {e.record.id, e.file, e.bytes, &s.pool, s.config.routes, s.config.time});
+  return e.actor;
+}
+
+void use(self_ptr self, const std::string& model, msg::use_kind kind, timestamp arrival,
+         std::function<void(expected<msg::acquired>)> done) {
+  auto& s = self->state;
+  auto it = s.models.find(model);
+  if (it == s.models.end()) {
+    if (done) done(unknown(model));
+    return;
+  }
+  auto actor = actor_for(self, it->second);
+  if (!actor) {
+    if (done) done(std::move(actor).error());
+    return;
+  }
+  self->send(*actor, msg::model_use{kind, arrival, std::move(done)});
+}
+
+void drop_model(self_ptr self, const std::string& id) {
+  auto& s = self->state;
+  auto it = s.models.find(id);
+  if (it == s.models.end()) return;
+  if (it->second.actor) self->send(it->second.actor, msg::model_unregister{});
+  s.models.erase(it);
+}
+
+bool referenced(const registry_state& s, const std::string& model, std::string* by = nullptr) {
+  for (auto& [id, v] : s.vmodels)
+    if (v.record.active == model || v.record.target == model) {
+      if (by) *by = id;
+      return true;
+    }
+  return false;
+}
+
+// Unregisters models marked auto-delete that no vmodel references any more.
+std::vector<registry_change> collect_orphans(self_ptr self, std::vector<std::string> candidates) {
+  std::vector<registry_change> changes;
+  for (auto& m : candidates) {
+    auto it = self->state.models.find(m);
+    if (it == self->state.models.end() || !it->second.record.auto_delete || referenced(self->state, m)) continue;
+    drop_model(self, m);
+    changes.push_back(erase_model{m});
+  }
+  return changes;
+}
+
+void reload_from_store(self_ptr self) {
+  auto& s = self->state;
+  auto contents = s.config.store->load();
+  if (!contents) return;  // keep memory as it is; the next commit reports the disk's state
+  std::map<std::string, model_entry> models;
+  for (auto& r : contents->models) {
+    auto old = s.models.find(r.id);
+    if (old != s.models.end() && old->second.record == r) {
+      models.emplace(r.id, std::move(old->second));
+      s.models.erase(old);
+    } else {
+      models.emplace(r.id, model_entry{r, {}, 0, nullptr});
+    }
+  }
+  for (auto& [id, e] : s.models)
+    if (e.actor) self->send(e.actor, msg::model_unregister{});
+  s.models = std::move(models);
+  for (auto& [id, v] : s.vmodels) s.config.routes->erase_alias(id);
+  s.vmodels.clear();
+  for (auto& v : contents->vmodels) {
+    s.vmodels[v.id] = vmodel_entry{v, v.active == v.target ? vmodel_state::defined : vmodel_state::transitioning, {}};
+    if (!v.active.empty()) s.config.routes->put_alias(v.id, v.active);
+  }
+}
+
+// Asks the model actors for the statuses of `ids` (NOT_LOADED / NOT_FOUND without an actor).
+void statuses(self_ptr self, const std::vector<std::string>& ids, std::function<void(std::vector<model_status>)> done) {
+  auto& s = self->state;
+  auto g = gather<model_status>::create(ids.size(), std::move(done));
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    auto it = s.models.find(ids[i]);
+    if (it == s.models.end()) {
+      model_status st;
+      st.id = ids[i];
+      g->set(i, st);
+    } else if (!it->second.actor) {
+      model_status st;
+      st.id = ids[i];
+      st.state = model_state::not_loaded;
+      st.bytes = it->second.bytes;
+      g->set(i, st);
+    } else {
+      self->send(it->second.actor, msg::model_status_request{[g, i](expected<model_status> st) { g->set(i, std::move(*st)); }});
+    }
+  }
+}
+
+void vmodel_status_of(self_ptr self, const std::string& id, callback<vmodel_status> done) {
+  auto it = self->state.vmodels.find(id);
+  if (it == self->state.vmodels.end()) {
+    done(make_error(errc::not_found, "no vmodel '" + id + "'"));
+    return;
+  }
+  vmodel_status v;
+  v.id = id;
+  v.state = it->second.state;
+  v.active = it->second.record.active;
+  v.target = it->second.record.target;
+  v.error = it->second.error;
+  statuses(self, {v.active, v.target}, [v, done](std::vector<model_status> st) mutable {
+    v.active_state = st[0].state;
+    v.target_state = st[1].state;
+    done(std::move(v));
+  });
+}
+
+// Starts loading a vmodel's target; the flip happens on vmodel_target_ready.
+void load_target(self_ptr self, const std::string& vmodel, const std::string& target) {
+  auto registry = caf::actor_cast<caf::actor>(self);
+  use(self, target, msg::use_kind::wait, self->state.config.time->now(),
+      [registry, vmodel, target](expected<msg::acquired> a) {
+        expected<void> result;
+        if (!a) result = std::move(a).error();
+        caf::anon_send(registry, msg::vmodel_target_ready{vmodel, target, std::move(result)});
+      });
+}
+
+void on_register(self_ptr self, msg::register_model& m) {
+  auto& s = self->state;
+  auto reply = std::move(m.done);
+  if (auto ok = check_id(m.id, "model"); !ok) return reply(ok.error());
+  if (s.vmodels.count(m.id)) return reply(make_error(errc::invalid_argument, "'" + m.id + "' is a vmodel id"));
+  if (m.info.path.empty()) return reply(make_error(errc::invalid_argument, "model path is empty"));
+  auto then = [self, id = m.id, load_now = m.load_now || m.sync, sync = m.sync, reply](expected<void> r) {
+    if (!r || !load_now) return reply(r);
+    if (!sync) {
+      use(self, id, msg::use_kind::proactive, self->state.config.time->now(), nullptr);
+      return reply({});
+    }
+    use(self, id, msg::use_kind::wait, self->state.config.time->now(), [reply](expected<msg::acquired> a) {
+      reply(a ? expected<void>{} : expected<void>{std::move(a).error()});
+    });
+  };
+  auto existing = s.models.find(m.id);
+  if (existing != s.models.end()) {
+    auto& r = existing->second.record;
+    if (r.path != m.info.path || r.version != m.info.version || r.size_hint != m.info.size_hint)
+      return reply(make_error(errc::invalid_argument, "model '" + m.id + "' is registered with different info (path '" +
+                                                          r.path + "')"));
+    return stage(self, {}, then);  // idempotent: answered with the next commit
+  }
+  if (s.models.size() >= s.config.max_models)
+    return reply(make_error(errc::capacity_exhausted,
+                            "the registry holds its limit of " + std::to_string(s.config.max_models) + " models"));
+  model_entry e{{m.id, m.info.path, m.info.version, m.info.size_hint, false}, {}, 0, nullptr};
+  if (auto r = resolve(s, e); !r) return reply(std::move(r).error());
+  auto record = e.record;
+  s.models.emplace(m.id, std::move(e));
+  stage(self, {put_model{std::move(record)}}, then);
+}
+
+void on_unregister(self_ptr self, msg::unregister_model& m) {
+  auto& s = self->state;
+  if (!s.models.count(m.id)) return m.done(make_error(errc::not_found, "no model '" + m.id + "' is registered"));
+  std::string by;
+  if (referenced(s, m.id, &by))
+    return m.done(make_error(errc::invalid_argument, "model '" + m.id + "' is in use by vmodel '" + by + "'"));
+  drop_model(self, m.id);
+  stage(self, {erase_model{m.id}}, std::move(m.done));
+}
+
+void on_set_vmodel(self_ptr self, msg::set_vmodel& m) {
+  auto& s = self->state;
+  auto reply = std::move(m.done);
+  if (auto ok = check_id(m.id, "vmodel"); !ok) return reply(ok.error());
+  if (s.models.count(m.id)) return reply(make_error(errc::invalid_argument, "'" + m.id + "' is a model id"));
+  auto target = s.models.find(m.target);
+  if (target == s.models.end()) return reply(make_error(errc::not_found, "no model '" + m.target + "' is registered"));
+  std::vector<registry_change> changes;
+  if (m.auto_delete_target && !target->second.record.auto_delete) {
+    target->second.record.auto_delete = true;
+    changes.push_back(put_model{target->second.record});
+  }
+  auto it = s.vmodels.find(m.id);
+  bool start_load = false;
+  if (it == s.vmodels.end()) {
+    if (m.expected_target && !m.expected_target->empty())
+      return reply(make_error(errc::invalid_argument, "vmodel '" + m.id + "' does not exist; expected target '" +
+                                                          *m.expected_target + "'"));
+    vmodel_entry v{{m.id, m.target, m.target}, vmodel_state::defined, {}};
+    s.vmodels.emplace(m.id, v);
+    s.config.routes->put_alias(m.id, m.target);
+    changes.push_back(put_vmodel{v.record});
+    use(self, m.target, msg::use_kind::proactive, s.config.time->now(), nullptr);
+  } else {
+    auto& v = it->second;
+    if (m.expected_target && *m.expected_target != v.record.target)
+      return reply(make_error(errc::invalid_argument, "vmodel '" + m.id + "' targets '" + v.record.target +
+                                                          "', not the expected '" + *m.expected_target + "'"));
+    if (v.record.target != m.target || v.state == vmodel_state::transition_failed) {
+      auto previous_target = v.record.target;
+      v.record.target = m.target;
+      v.error.reset();
+      v.state = v.record.active == m.target ? vmodel_state::defined : vmodel_state::transitioning;
+      changes.push_back(put_vmodel{v.record});
+      start_load = v.state == vmodel_state::transitioning;
+      auto orphans = collect_orphans(self, {previous_target});
+      changes.insert(changes.end(), orphans.begin(), orphans.end());
+    }
+  }
+  auto id = m.id;
+  stage(self, std::move(changes), [self, id, start_load, target = m.target, reply](expected<void> r) {
+    if (!r) return reply(std::move(r).error());
+    if (start_load) load_target(self, id, target);
+    vmodel_status_of(self, id, reply);
+  });
+}
+
+void on_target_ready(self_ptr self, msg::vmodel_target_ready& m) {
+  auto& s = self->state;
+  auto it = s.vmodels.find(m.vmodel);
+  if (it == s.vmodels.end() || it->second.record.target != m.target || it->second.state != vmodel_state::transitioning)
+    return;  // superseded by a later setVModel or deleted
+  auto& v = it->second;
+  if (!m.result) {
+    v.state = vmodel_state::transition_failed;
+    v.error = m.result.error();
+    return;
+  }
+  auto previous = v.record.active;
+  v.record.active = m.target;
+  v.state = vmodel_state::defined;
+  s.config.routes->put_alias(m.vmodel, m.target);
+  std::vector<registry_change> changes{put_vmodel{v.record}};
+  auto orphans = collect_orphans(self, {previous});
+  changes.insert(changes.end(), orphans.begin(), orphans.end());
+  stage(self, std::move(changes), [](expected<void>) {});
+}
+
+void on_delete_vmodel(self_ptr self, msg::delete_vmodel& m) {
+  auto& s = self->state;
+  auto it = s.vmodels.find(m.id);
+  if (it == s.vmodels.end()) return m.done(make_error(errc::not_found, "no vmodel '" + m.id + "'"));
+  auto record = it->second.record;
+  s.vmodels.erase(it);
+  s.config.routes->erase_alias(m.id);
+  std::vector<registry_change> changes{erase_vmodel{m.id}};
+  auto orphans = collect_orphans(self, {record.active, record.target});
+  changes.insert(changes.end(), orphans.begin(), orphans.end());
+  stage(self, std::move(changes), std::move(m.done));
+}
+
+caf::behavior registry_actor(self_ptr self, std::shared_ptr<registry_config> config) {
+  auto& s = self->state;
+  s.config = std::move(*config);
+  s.pool = *s.config.pool;
+  s.config.pool = nullptr;
+  reload_from_store(self);
+  return {
+      [=](msg::register_model& m) { on_register(self, m); },
+      [=](msg::unregister_model& m) { on_unregister(self, m); },
+      [=](msg::use_model& m) {
+        auto& s = self->state;
+        auto v = s.vmodels.find(m.target);
+        const auto& model = v == s.vmodels.end() ? m.target : v->second.record.active;
+        use(self, model, m.kind, m.arrival, std::move(m.done));
+      },
+      [=](msg::get_status& m) {
+        statuses(self, {m.id}, [done = std::move(m.done)](std::vector<model_status> st) { done(std::move(st[0])); });
+      },
+      [=](msg::list_models& m) {
+        auto& s = self->state;
+        std::vector<std::string> ids;
+        for (auto it = s.models.upper_bound(m.after); it != s.models.end(); ++it) {
+          if (m.limit && ids.size() >= m.limit) break;
+          ids.push_back(it->first);
+        }
+        statuses(self, ids, [done = std::move(m.done)](std::vector<model_status> st) { done(std::move(st)); });
+      },
+      [=](msg::set_vmodel& m) { on_set_vmodel(self, m); },
+      [=](msg::delete_vmodel& m) { on_delete_vmodel(self, m); },
+      [=](msg::get_vmodel_status& m) { vmodel_status_of(self, m.id, std::move(m.done)); },
+      [=](msg::vmodel_target_ready& m) { on_target_ready(self, m); },
+      [=](msg::inspect_models& m) {
+        auto& s = self->state;
+        std::vector<std::string> ids;
+        for (auto& [id, e] : s.models)
+          if (e.actor) ids.push_back(id);
+        auto registered = s.models.size(), vmodels = s.vmodels.size();
+        statuses(self, ids, [done = std::move(m.done), registered, vmodels](std::vector<model_status> st) {
+          done(std::move(st), registered, vmodels);
+        });
+      },
+      [=](msg::flush_registry&) { flush(self); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_registry(caf::actor_system& system, registry_config config) {
+  return system.spawn<caf::detached>(registry_actor, std::make_shared<registry_config>(std::move(config)));
+}
+
+}  // namespace warm

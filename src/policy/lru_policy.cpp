@@ -1,0 +1,36 @@
+#include "policy/lru_policy.hpp"
+
+namespace warm {
+
+void lru_policy::on_insert(const std::string& model, std::uint64_t bytes, double, timestamp) {
+  on_remove(model);
+  order_.push_front({model, bytes});
+  index_[model] = order_.begin();
+}
+
+void lru_policy::on_access(const std::string& model, timestamp) {
+  auto it = index_.find(model);
+  if (it != index_.end()) order_.splice(order_.begin(), order_, it->second);
+}
+
+void lru_policy::on_remove(const std::string& model) {
+  auto it = index_.find(model);
+  if (it == index_.end()) return;
+  order_.erase(it->second);
+  index_.erase(it);
+}
+
+std::vector<std::string> lru_policy::choose_victims(std::uint64_t bytes,
+                                                    const std::function<bool(const std::string&)>& pinned) const {
+  std::vector<std::string> victims;
+  std::uint64_t freed = 0;
+  for (auto it = order_.rbegin(); it != order_.rend() && freed < bytes; ++it) {
+    if (pinned(it->model)) continue;
+    victims.push_back(it->model);
+    freed += it->bytes;
+  }
+  if (freed < bytes) victims.clear();
+  return victims;
+}
+
+}  // namespace warm

@@ -1,0 +1,29 @@
+// Least recently used: evicts the models whose last access is oldest until the new one fits.
+#pragma once
+
+#include <list>
+#include <unordered_map>
+
+#include "policy/cache_policy.hpp"
+
+namespace warm {
+
+class lru_policy final : public cache_policy {
+ public:
+  std::string_view name() const override { return "lru"; }
+  void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) override;
+  void on_access(const std::string& model, timestamp now) override;
+  void on_remove(const std::string& model) override;
+  std::vector<std::string> choose_victims(std::uint64_t bytes,
+                                          const std::function<bool(const std::string&)>& pinned) const override;
+
+ private:
+  struct entry {
+    std::string model;
+    std::uint64_t bytes;
+  };
+  std::list<entry> order_;  // most recent first
+  std::unordered_map<std::string, std::list<entry>::iterator> index_;
+};
+
+}  // namespace warm

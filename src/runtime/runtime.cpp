@@ -1,0 +1,364 @@
+#include "warm/runtime.hpp"
+
+#include <caf/all.hpp>
+#include <tbb/task_arena.h>
+
+#include <cstring>
+#include <thread>
+
+#include "actors/device_actor.hpp"
+#include "actors/loader_pool.hpp"
+#include "actors/messages.hpp"
+#include "actors/registry_actor.hpp"
+#include "warm/model_repository.hpp"
+#include "warm/runtime_actors.hpp"
+
+namespace warm {
+
+struct runtime_impl {
+  runtime_options options;
+  std::shared_ptr<const clock> time;
+  std::vector<std::shared_ptr<device>> devices;
+  std::shared_ptr<route_table> routes = std::make_shared<route_table>();
+  std::unique_ptr<caf::actor_system_config> config;
+  std::unique_ptr<caf::actor_system> system;
+  caf::actor registry, pool;
+  std::vector<caf::actor> device_actors;
+  std::unique_ptr<tbb::task_arena> executor;
+  std::atomic<std::int64_t> executing{0};  // slow-path inferences queued or running
+};
+
+namespace {
+
+template <class T>
+std::pair<callback<T>, std::future<expected<T>>> promised() {
+  auto promise = std::make_shared<std::promise<expected<T>>>();
+  auto future = promise->get_future();
+  return {[promise](expected<T> r) { promise->set_value(std::move(r)); }, std::move(future)};
+}
+
+// Runs the inference for a held lease and packages the result. The lease is released before
+// returning, so the caller's callback never runs with the slot in use.
+expected<infer_result> execute(serving_slot::lease lease, const std::string& model, const infer_request& request,
+                               bool hit, double wait_ms) {
+  const auto& spec = lease.model().spec();
+  auto batch = check_inputs(request.inputs, spec);
+  if (!batch) return std::move(batch).error();
+  thread_local std::vector<float> input, output;
+  const auto& data = request.inputs.front().data;
+  input.resize(data.size() / sizeof(float));
+  std::memcpy(input.data(), data.data(), data.size());
+  auto ran = lease.owner().infer(lease.model(), input.data(), input.size(), *batch, output);
+  lease.reset();
+  if (!ran) return std::move(ran).error();
+  infer_result result;
+  tensor out;
+  out.name = "output";
+  out.type = dtype::f32;
+  out.shape = {*batch, spec.output_width()};
+  out.data.resize(output.size() * sizeof(float));
+  std::memcpy(out.data.data(), output.data(), out.data.size());
+  result.outputs.push_back(std::move(out));
+  result.model = model;
+  result.cache_hit = hit;
+  result.load_wait_ms = wait_ms;
+  return result;
+}
+
+expected<void> check_options(const runtime_options& o) {
+  if (o.devices.empty()) return make_error(errc::invalid_argument, "at least one device is required");
+  if (o.repositories.empty()) return make_error(errc::invalid_argument, "at least one model repository is required");
+  if (o.max_concurrent_loads < 1 || o.max_concurrent_loads > 64)
+    return make_error(errc::invalid_argument, "max_concurrent_loads must be 1..64");
+  if (o.max_load_attempts < 1 || o.max_load_attempts > 16)
+    return make_error(errc::invalid_argument, "max_load_attempts must be 1..16");
+  if (o.failure_expiry <= std::chrono::nanoseconds::zero())
+    return make_error(errc::invalid_argument, "failure_expiry must be positive");
+  if (o.max_models == 0) return make_error(errc::invalid_argument, "max_models must be positive");
+  return {};
+}
+
+}  // namespace
+
+expected<std::uint64_t> check_inputs(const std::vector<tensor>& inputs, const dense_spec& spec) {
+  if (inputs.size() != 1)
+    return make_error(errc::invalid_argument, "the model takes 1 input tensor; got " + std::to_string(inputs.size()));
+  const auto& t = inputs.front();
+  if (!t.name.empty() && t.name != "input")
+    return make_error(errc::invalid_argument, "unknown input tensor '" + t.name + "'; the model's input is 'input'");
+  if (t.type != dtype::f32)
+    return make_error(errc::invalid_argument, "input must be F32, not " + std::string(to_string(t.type)));
+  if (t.shape.empty() || t.shape.size() > 2)
+    return make_error(errc::invalid_argument, "input must have rank 1 or 2; got rank " + std::to_string(t.shape.size()));
+  auto width = spec.input_width();
+  if (t.shape.back() != width)
+    return make_error(errc::invalid_argument, "input's inner dimension is " + std::to_string(t.shape.back()) +
+                                                  "; the model takes " + std::to_string(width));
+  std::uint64_t batch = t.shape.size() == 2 ? t.shape[0] : 1;
+  if (batch == 0) return make_error(errc::invalid_argument, "batch must be at least 1");
+  if (batch > max_activation_elements / spec.widest())
+    return make_error(errc::invalid_argument, "batch of " + std::to_string(batch) + " is too large for this model");
+  if (t.data.size() != batch * width * sizeof(float))
+    return make_error(errc::invalid_argument, "input holds " + std::to_string(t.data.size()) + " bytes; shape [" +
+                                                  std::to_string(batch) + ", " + std::to_string(width) + "] needs " +
+                                                  std::to_string(batch * width * sizeof(float)));
+  return batch;
+}
+
+expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
+  if (auto ok = check_options(options); !ok) return std::move(ok).error();
+  auto impl = std::make_unique<runtime_impl>();
+  impl->time = options.time ? options.time : std::make_shared<steady_clock>();
+  if (!options.loader) options.loader = std::make_shared<file_loader>();
+
+  std::vector<std::unique_ptr<cache_policy>> policies;
+  for (auto& text : options.devices) {
+    auto spec = parse_device_spec(text);
+    if (!spec) return std::move(spec).error();
+    auto dev = make_device(*spec);
+    if (!dev) return std::move(dev).error();
+    for (auto& other : impl->devices)
+      if (other->name() == (*dev)->name())
+        return make_error(errc::invalid_argument, "device '" + other->name() + "' is given twice");
+    impl->devices.push_back(std::move(*dev));
+    auto policy = make_policy(options.policy);
+    if (!policy) return std::move(policy).error();
+    policies.push_back(std::move(*policy));
+  }
+  auto repository = model_repository::create(options.repositories);
+  if (!repository) return std::move(repository).error();
+  auto store = registry_store::open(options.state_dir);
+  if (!store) return std::move(store).error();
+
+  impl->config = std::make_unique<caf::actor_system_config>();
+  if (options.scheduler_threads) impl->config->set("scheduler.max-threads", options.scheduler_threads);
+  impl->system = std::make_unique<caf::actor_system>(*impl->config);
+  auto threads = options.inference_threads ? static_cast<int>(options.inference_threads) : tbb::task_arena::automatic;
+  impl->executor = std::make_unique<tbb::task_arena>(threads);
+
+  loader_pool_config pool;
+  pool.devices = impl->devices;
+  pool.loader = options.loader;
+  pool.time = impl->time;
+  pool.max_concurrent_loads = options.max_concurrent_loads;
+  pool.max_attempts = options.max_load_attempts;
+  pool.failure_expiry = options.failure_expiry;
+  impl->pool = spawn_loader_pool(*impl->system, std::move(pool));
+  for (std::size_t i = 0; i < impl->devices.size(); ++i)
+    impl->device_actors.push_back(
+        spawn_device_actor(*impl->system, {i, impl->devices[i], std::move(policies[i]), impl->time}, impl->pool));
+  attach_devices(impl->pool, impl->device_actors);
+
+  registry_config registry;
+  registry.store = std::make_unique<registry_store>(std::move(*store));
+  registry.repository = std::make_shared<model_repository>(std::move(*repository));
+  registry.pool = &impl->pool;
+  registry.routes = impl->routes;
+  registry.time = impl->time;
+  registry.max_models = options.max_models;
+  impl->registry = spawn_registry(*impl->system, std::move(registry));
+  impl->options = std::move(options);
+  return std::unique_ptr<runtime>(new runtime(std::move(impl)));
+}
+
+runtime::runtime(std::unique_ptr<runtime_impl> impl) : impl_(std::move(impl)) {}
+
+runtime::~runtime() {
+  auto& i = *impl_;
+  while (i.executing.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  caf::anon_send_exit(i.registry, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(i.pool, caf::exit_reason::user_shutdown);
+  for (auto& d : i.device_actors) caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
+  i.registry = nullptr;
+  i.pool = nullptr;
+  i.device_actors.clear();
+  i.system->await_all_actors_done();
+  // Every slot left in the hit path's index gives its weights back before the devices go.
+  for (auto& [model, slot] : i.routes->current().slots) slot->withdraw();
+  i.system.reset();
+  i.executor.reset();
+}
+
+const std::vector<std::shared_ptr<device>>& runtime::devices() const { return impl_->devices; }
+
+runtime_actors actors_of(runtime& rt) {
+  auto& i = rt.impl();
+  return {i.system.get(), i.registry, i.pool, i.device_actors};
+}
+
+// ---- registration and status ----------------------------------------------------------------
+
+void runtime::register_model(const std::string& id, model_info info, bool load_now, bool sync, callback<void> done) {
+  caf::anon_send(impl_->registry, msg::register_model{id, std::move(info), load_now, sync, std::move(done)});
+}
+
+std::future<expected<void>> runtime::register_model(const std::string& id, model_info info, bool load_now, bool sync) {
+  auto [cb, future] = promised<void>();
+  register_model(id, std::move(info), load_now, sync, std::move(cb));
+  return std::move(future);
+}
+
+void runtime::unregister_model(const std::string& id, callback<void> done) {
+  caf::anon_send(impl_->registry, msg::unregister_model{id, std::move(done)});
+}
+
+std::future<expected<void>> runtime::unregister_model(const std::string& id) {
+  auto [cb, future] = promised<void>();
+  unregister_model(id, std::move(cb));
+  return std::move(future);
+}
+
+void runtime::status(const std::string& id, callback<model_status> done) {
+  caf::anon_send(impl_->registry, msg::get_status{id, std::move(done)});
+}
+
+std::future<expected<model_status>> runtime::status(const std::string& id) {
+  auto [cb, future] = promised<model_status>();
+  status(id, std::move(cb));
+  return std::move(future);
+}
+
+void runtime::list_models(const std::string& after, std::uint32_t limit, callback<std::vector<model_status>> done) {
+  caf::anon_send(impl_->registry, msg::list_models{after, limit, std::move(done)});
+}
+
+std::future<expected<std::vector<model_status>>> runtime::list_models(const std::string& after, std::uint32_t limit) {
+  auto [cb, future] = promised<std::vector<model_status>>();
+  list_models(after, limit, std::move(cb));
+  return std::move(future);
+}
+
+void runtime::ensure_loaded(const std::string& id, bool sync, callback<void> done) {
+  auto kind = sync ? msg::use_kind::wait : msg::use_kind::proactive;
+  caf::anon_send(impl_->registry, msg::use_model{id, kind, impl_->time->now(), [done](expected<msg::acquired> a) {
+                                                   done(a ? expected<void>{} : expected<void>{std::move(a).error()});
+                                                 }});
+}
+
+std::future<expected<void>> runtime::ensure_loaded(const std::string& id, bool sync) {
+  auto [cb, future] = promised<void>();
+  ensure_loaded(id, sync, std::move(cb));
+  return std::move(future);
+}
+
+// ---- vmodels --------------------------------------------------------------------------------
+
+void runtime::set_vmodel(const std::string& id, const std::string& target, bool auto_delete_target,
+                         std::optional<std::string> expected_target, callback<warm::vmodel_status> done) {
+  caf::anon_send(impl_->registry,
+                 msg::set_vmodel{id, target, auto_delete_target, std::move(expected_target), std::move(done)});
+}
+
+std::future<expected<vmodel_status>> runtime::set_vmodel(const std::string& id, const std::string& target,
+                                                         bool auto_delete_target,
+                                                         std::optional<std::string> expected_target) {
+  auto [cb, future] = promised<warm::vmodel_status>();
+  set_vmodel(id, target, auto_delete_target, std::move(expected_target), std::move(cb));
+  return std::move(future);
+}
+
+void runtime::delete_vmodel(const std::string& id, callback<void> done) {
+  caf::anon_send(impl_->registry, msg::delete_vmodel{id, std::move(done)});
+}
+
+std::future<expected<void>> runtime::delete_vmodel(const std::string& id) {
+  auto [cb, future] = promised<void>();
+  delete_vmodel(id, std::move(cb));
+  return std::move(future);
+}
+
+void runtime::vmodel_status(const std::string& id, callback<warm::vmodel_status> done) {
+  caf::anon_send(impl_->registry, msg::get_vmodel_status{id, std::move(done)});
+}
+
+std::future<expected<vmodel_status>> runtime::vmodel_status(const std::string& id) {
+  auto [cb, future] = promised<warm::vmodel_status>();
+  vmodel_status(id, std::move(cb));
+  return std::move(future);
+}
+
+// ---- inference ------------------------------------------------------------------------------
+
+void runtime::infer(infer_request request, callback<infer_result> done) {
+  auto& i = *impl_;
+  auto now = i.time->now();
+  const std::string* model = nullptr;
+  if (auto* slot = route_table::find(i.routes->current(), request.target, &model)) {
+    if (auto lease = slot->try_acquire(now)) {
+      auto served = *model;  // the snapshot may change once the lease is released
+      return done(execute(std::move(lease), served, request, true, 0));
+    }
+  }
+  // A miss: the model actor answers with a lease once the model is loaded; the inference then
+  // runs on the executor, never on the actor's thread.
+  auto shared = std::make_shared<std::pair<infer_request, callback<infer_result>>>(std::move(request), std::move(done));
+  auto target = shared->first.target;
+  auto* impl = impl_.get();
+  caf::anon_send(i.registry, msg::use_model{target, msg::use_kind::wait, now, [impl, shared](expected<msg::acquired> a) {
+                                              if (!a) return shared->second(std::move(a).error());
+                                              auto held = std::make_shared<msg::acquired>(std::move(*a));
+                                              impl->executing.fetch_add(1);
+                                              impl->executor->enqueue([impl, shared, held] {
+                                                auto result = execute(std::move(held->lease), held->model, shared->first,
+                                                                      held->hit, held->wait_ms);
+                                                held->slot.reset();
+                                                shared->second(std::move(result));
+                                                impl->executing.fetch_sub(1);
+                                              });
+                                            }});
+}
+
+std::future<expected<infer_result>> runtime::infer(infer_request request) {
+  auto [cb, future] = promised<infer_result>();
+  infer(std::move(request), std::move(cb));
+  return std::move(future);
+}
+
+// ---- inspection -----------------------------------------------------------------------------
+
+void runtime::inspect(callback<inspection> done) {
+  auto& i = *impl_;
+  struct partial {
+    inspection result;
+    std::atomic<std::size_t> remaining;
+    callback<inspection> done;
+    void arrive() {
+      if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) done(std::move(result));
+    }
+  };
+  auto p = std::make_shared<partial>();
+  p->remaining = 2 + i.device_actors.size();
+  p->done = std::move(done);
+  p->result.devices.resize(i.device_actors.size());
+  p->result.max_concurrent_loads = i.options.max_concurrent_loads;
+  caf::anon_send(i.registry, msg::inspect_models{[p](std::vector<model_status> models, std::uint64_t registered,
+                                                     std::uint64_t vmodels) {
+                   p->result.models = std::move(models);
+                   p->result.registered_models = registered;
+                   p->result.vmodels = vmodels;
+                   p->arrive();
+                 }});
+  caf::anon_send(i.pool, msg::inspect_loads{[p](std::vector<queued_load> queue, std::vector<running_load> running,
+                                                std::vector<failure_info> failures, std::uint64_t started,
+                                                std::uint64_t failed) {
+                   p->result.queue = std::move(queue);
+                   p->result.running = std::move(running);
+                   p->result.failures = std::move(failures);
+                   p->result.loads_started = started;
+                   p->result.loads_failed = failed;
+                   p->arrive();
+                 }});
+  for (std::size_t d = 0; d < i.device_actors.size(); ++d)
+    caf::anon_send(i.device_actors[d], msg::inspect_device{[p, d](expected<device_info> info) {
+                     p->result.devices[d] = std::move(*info);
+                     p->arrive();
+                   }});
+}
+
+std::future<expected<inspection>> runtime::inspect() {
+  auto [cb, future] = promised<inspection>();
+  inspect(std::move(cb));
+  return std::move(future);
+}
+
+}  // namespace warm

@@ -1,0 +1,69 @@
+#include "runtime/serving_slot.hpp"
+
+#include <cassert>
+
+namespace warm {
+
+serving_slot::serving_slot(std::string model, device& owner, std::unique_ptr<resident_model> weights,
+                           release_fn on_release)
+    : model_(std::move(model)),
+      owner_(&owner),
+      bytes_(weights->bytes()),
+      weights_(std::move(weights)),
+      on_release_(std::move(on_release)) {}
+
+serving_slot::~serving_slot() { assert(in_flight_.load() == 0 && "a lease outlived its slot"); }
+
+serving_slot::lease& serving_slot::lease::operator=(lease&& other) noexcept {
+  if (this != &other) {
+    reset();
+    slot_ = std::exchange(other.slot_, nullptr);
+  }
+  return *this;
+}
+
+void serving_slot::lease::reset() {
+  if (slot_) std::exchange(slot_, nullptr)->release();
+}
+
+serving_slot::lease serving_slot::try_acquire(timestamp now) {
+  in_flight_.fetch_add(1);
+  if (withdrawn_.load()) {
+    release();
+    return lease{};
+  }
+  uses_.fetch_add(1, std::memory_order_relaxed);
+  last_used_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+  return lease{this};
+}
+
+bool serving_slot::withdraw() {
+  withdrawn_.store(true);
+  if (in_flight_.load() == 0) quiesce();
+  return quiesced_.load();
+}
+
+bool serving_slot::notify_when_idle() {
+  want_idle_.store(true);
+  if (in_flight_.load() != 0) return false;
+  // Zero now: whoever clears the flag first owns it; either way the caller sees idle.
+  want_idle_.store(false);
+  return true;
+}
+
+void serving_slot::release() {
+  if (in_flight_.fetch_sub(1) != 1) return;
+  if (withdrawn_.load())
+    quiesce();
+  else if (want_idle_.exchange(false) && on_release_)
+    on_release_(event::idle);
+}
+
+void serving_slot::quiesce() {
+  if (quiesced_.exchange(true)) return;
+  weights_.reset();  // frees the device memory and returns its bytes to the budget
+  if (on_release_) on_release_(event::quiesced);
+  on_release_ = nullptr;  // no event can follow; drop what the callback holds (actor handles)
+}
+
+}  // namespace warm

@@ -1,0 +1,106 @@
+// A model resident on a device, as requests see it: leases count the inferences in flight, and a
+// withdrawal (eviction, unregistration) stops new leases and frees the weights when the last
+// lease ends. This is how an unload waits for in-flight inferences without a lock: the hit path
+// takes a lease with one atomic increment and never sends a message.
+//
+// Protocol (sequentially consistent atomics, Dekker style):
+//   acquire:  in_flight += 1; if withdrawn { release; fail }     — the lease holder may then read
+//             the weights until it releases;
+//   withdraw: withdrawn = true; if in_flight == 0 { quiesce }    — no new lease can succeed after;
+//   release:  if (in_flight -= 1) == 0: withdrawn ? quiesce : (idle wanted ? notify);
+//   quiesce:  exactly once — frees the weights, then calls on_release.
+// A lease that observed `withdrawn == false` after its increment was counted before the
+// withdrawal looked, so the weights outlive every successful lease.
+//
+// on_release runs on whichever thread made the slot quiescent or idle (a client thread, an
+// executor thread or the withdrawing actor): it must only post a message.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "warm/clock.hpp"
+#include "warm/device.hpp"
+
+namespace warm {
+
+class serving_slot {
+ public:
+  // Why on_release was called.
+  enum class event { quiesced, idle };
+  using release_fn = std::function<void(event)>;
+
+  // `weights` must be resident on `owner`, which must outlive the slot.
+  serving_slot(std::string model, device& owner, std::unique_ptr<resident_model> weights, release_fn on_release);
+  ~serving_slot();
+
+  // Sets the callback; only before the slot is shared (it is not synchronized).
+  void set_release(release_fn on_release) { on_release_ = std::move(on_release); }
+  serving_slot(const serving_slot&) = delete;
+  serving_slot& operator=(const serving_slot&) = delete;
+
+  // A counted use of the weights. Move-only; releasing (destroying) it may quiesce the slot.
+  class lease {
+   public:
+    lease() = default;
+    lease(lease&& other) noexcept : slot_(std::exchange(other.slot_, nullptr)) {}
+    lease& operator=(lease&& other) noexcept;
+    ~lease() { reset(); }
+    explicit operator bool() const { return slot_ != nullptr; }
+    void reset();
+
+    const serving_slot& slot() const { return *slot_; }
+    const resident_model& model() const { return *slot_->weights_; }
+    device& owner() const { return *slot_->owner_; }
+
+   private:
+    friend class serving_slot;
+    explicit lease(serving_slot* slot) : slot_(slot) {}
+    serving_slot* slot_ = nullptr;
+  };
+
+  // A lease, or an empty one once the slot is withdrawn. Records a use at `now`. The caller keeps
+  // the slot alive (holds its shared_ptr) for as long as the lease lives.
+  lease try_acquire(timestamp now);
+
+  // Stops new leases. Returns true when the slot is quiescent on return (no lease was held);
+  // otherwise the last lease's release quiesces it. Idempotent.
+  bool withdraw();
+
+  // Asks for one `idle` event when the in-flight count next drops to zero. Returns true if it is
+  // already zero (no event will come for this request).
+  bool notify_when_idle();
+
+  const std::string& model() const { return model_; }
+  const device& owner() const { return *owner_; }
+  std::uint64_t bytes() const { return bytes_; }
+  std::uint32_t in_flight() const { return in_flight_.load(); }
+  bool withdrawn() const { return withdrawn_.load(); }
+  bool quiesced() const { return quiesced_.load(); }
+  // Successful acquisitions and the time of the last one (relaxed; for policies and inspection).
+  std::uint64_t uses() const { return uses_.load(std::memory_order_relaxed); }
+  timestamp last_used() const { return timestamp{timestamp::duration{last_used_.load(std::memory_order_relaxed)}}; }
+
+ private:
+  void release();
+  void quiesce();
+
+  const std::string model_;
+  device* const owner_;
+  const std::uint64_t bytes_;
+  std::unique_ptr<resident_model> weights_;
+  release_fn on_release_;
+
+  std::atomic<std::uint32_t> in_flight_{0};
+  std::atomic<bool> withdrawn_{false};
+  std::atomic<bool> quiesced_{false};
+  std::atomic<bool> want_idle_{false};
+  std::atomic<std::uint64_t> uses_{0};
+  std::atomic<timestamp::duration::rep> last_used_{0};
+};
+
+}  // namespace warm
