@@ -1,0 +1,154 @@
+// Room before a load, LRU victims, busy models never evicted, and quiescing: the device actor
+// driven through warm::runtime. Leases are held through the registry's use_model message, the
+// way an in-flight inference holds one.
+#include <catch2/catch.hpp>
+
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <future>
+
+#include "actors/messages.hpp"
+#include "support/runtime_fixture.hpp"
+#include "warm/runtime_actors.hpp"
+
+using namespace std::chrono_literals;
+using namespace warm;
+using warm::test::eventually;
+using warm::test::small_model_bytes;
+
+namespace {
+
+// Room for exactly two small models.
+const std::string two_models = "host:" + std::to_string(2 * small_model_bytes + 100);
+
+// Holds a lease on `id` (loading it if needed) until the returned object is destroyed.
+std::shared_ptr<msg::acquired> hold(runtime& rt, const std::string& id) {
+  auto promise = std::make_shared<std::promise<expected<msg::acquired>>>();
+  auto future = promise->get_future();
+  caf::anon_send(actors_of(rt).registry,
+                 msg::use_model{id, msg::use_kind::wait, {}, [promise](expected<msg::acquired> a) {
+                                  promise->set_value(std::move(a));
+                                }});
+  auto a = future.get();
+  REQUIRE(a);
+  return std::make_shared<msg::acquired>(std::move(*a));
+}
+
+std::vector<std::string> resident(runtime& rt) {
+  std::vector<std::string> out;
+  auto snapshot = rt.inspect().get();
+  for (auto& r : snapshot->devices.at(0).resident) out.push_back(r.model);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool infer_ok(runtime& rt, const std::string& id) { return rt.infer({id, {test::input()}}).get().has_value(); }
+
+}  // namespace
+
+TEST_CASE("a load evicts the least recently used model to make room") {
+  test::runtime_fixture f({"a", "b", "c"}, {two_models});
+  f.register_all();
+  REQUIRE(infer_ok(*f.rt, "a"));
+  f.time->advance(1s);
+  REQUIRE(infer_ok(*f.rt, "b"));
+  f.time->advance(1s);
+  REQUIRE(infer_ok(*f.rt, "a"));  // a hit: b is now the least recently used
+  f.time->advance(1s);
+  REQUIRE(infer_ok(*f.rt, "c"));
+  CHECK(resident(*f.rt) == std::vector<std::string>{"a", "c"});
+  CHECK(test::state_of(*f.rt, "b") == model_state::not_loaded);
+  auto dev = f.rt->inspect().get()->devices.at(0);
+  CHECK(dev.used == 2 * small_model_bytes);
+  CHECK(dev.evictions == 1);
+  REQUIRE(infer_ok(*f.rt, "b"));  // it comes back on demand, evicting a (used at 2 s; c at 3 s)
+  CHECK(resident(*f.rt) == std::vector<std::string>{"b", "c"});
+}
+
+TEST_CASE("a model with an inference in flight is never a victim; a load waits until room frees") {
+  test::runtime_fixture f({"a", "b", "c", "d"}, {two_models});
+  f.register_all();
+  auto lease_a = hold(*f.rt, "a");
+  f.time->advance(1s);
+  REQUIRE(infer_ok(*f.rt, "b"));
+  f.time->advance(1s);
+  // a is least recently used but busy: c must evict b.
+  auto lease_c = hold(*f.rt, "c");
+  CHECK(resident(*f.rt) == std::vector<std::string>{"a", "c"});
+
+  // Both residents busy: d waits in the queue and nothing is over-committed.
+  auto d = f.rt->infer({"d", {test::input()}});
+  REQUIRE(eventually([&] { return test::state_of(*f.rt, "d") == model_state::queued; }));
+  CHECK(d.wait_for(50ms) == std::future_status::timeout);
+  auto snapshot = f.rt->inspect().get();
+  CHECK(snapshot->queue.size() == 1);
+  CHECK(snapshot->devices[0].used <= snapshot->devices[0].capacity);
+
+  lease_a.reset();  // a's inference ends: it becomes a victim and d loads
+  auto result = d.get();
+  REQUIRE(result);
+  CHECK_FALSE(result->cache_hit);
+  CHECK(resident(*f.rt) == std::vector<std::string>{"c", "d"});
+  lease_c.reset();
+}
+
+TEST_CASE("unregistering waits for in-flight inferences before the bytes return") {
+  test::runtime_fixture f({"a"}, {two_models});
+  f.register_all();
+  auto lease = hold(*f.rt, "a");
+  REQUIRE(f.rt->unregister_model("a").get());
+  REQUIRE(eventually([&] { return resident(*f.rt).empty(); }));
+  auto dev = f.rt->inspect().get()->devices.at(0);
+  CHECK(dev.used == small_model_bytes);  // still held by the lease
+  CHECK(dev.draining == small_model_bytes);
+  CHECK(lease->lease.model().spec().input_width() == 16);  // the weights are still there to use
+  lease.reset();
+  REQUIRE(eventually([&] { return f.rt->inspect().get()->devices.at(0).used == 0; }));
+  CHECK(f.rt->inspect().get()->devices.at(0).draining == 0);
+  auto st = f.rt->status("a").get();
+  CHECK(st->state == model_state::not_found);
+}
+
+TEST_CASE("requests for an evicted model reload it and none is lost") {
+  test::runtime_fixture f({"a", "b", "c"}, {"host:" + std::to_string(small_model_bytes + 100)}, 1);
+  f.register_all();
+  REQUIRE(infer_ok(*f.rt, "a"));
+  // Interleave requests for three models on a device that holds one: every request is answered.
+  std::atomic<int> answered{0}, ok{0};
+  for (int round = 0; round < 50; ++round)
+    for (const char* id : {"b", "a", "c"})
+      f.rt->infer({id, {test::input()}}, [&](expected<infer_result> r) {
+        ok += r.has_value();
+        ++answered;
+      });
+  REQUIRE(eventually([&] { return answered == 150; }));
+  CHECK(ok == 150);
+  auto snapshot = f.rt->inspect().get();
+  CHECK(snapshot->devices[0].resident.size() == 1);
+  CHECK(snapshot->devices[0].used == small_model_bytes);
+}
+
+TEST_CASE("a model larger than every device fails at once with model_too_large") {
+  test::runtime_fixture f({"a"}, {"host:300"});
+  f.register_all();
+  auto r = f.rt->infer({"a", {test::input()}}).get();
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::model_too_large);
+  CHECK(f.loader->loads_of("a") == 0);
+  auto st = f.rt->status("a").get();
+  CHECK(st->state == model_state::loading_failed);
+}
+
+TEST_CASE("device accounting returns to zero after everything is unregistered") {
+  test::runtime_fixture f({"a", "b", "c"}, {two_models, "host.1:" + std::to_string(small_model_bytes + 10)});
+  f.register_all();
+  for (int i = 0; i < 5; ++i)
+    for (auto& m : f.names) REQUIRE(infer_ok(*f.rt, m));
+  for (auto& m : f.names) REQUIRE(f.rt->unregister_model(m).get());
+  REQUIRE(eventually([&] {
+    for (auto& d : f.rt->devices())
+      if (d->used() != 0) return false;
+    return true;
+  }));
+}
