@@ -53,3 +53,13 @@ TEST_CASE("a new failure on the same device replaces the old record; clear forge
   CHECK(table.eligible("m", "host", at(100s)));
   CHECK(table.size() == 1);
 }
+
+TEST_CASE("next_expiry is when the model's first record expires") {
+  warm::failure_table table(600s);
+  CHECK(table.next_expiry("m", at(5s)) == at(5s));  // no record: now
+  table.record("m", "a", at(10s), failed("x"));
+  table.record("m", "b", at(20s), failed("y"));
+  CHECK(table.next_expiry("m", at(30s)) == at(610s));
+  CHECK(table.next_expiry("m", at(610s)) == at(620s));
+  CHECK(table.next_expiry("m", at(620s)) == at(620s));
+}

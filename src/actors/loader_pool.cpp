@@ -109,7 +109,7 @@ void finish(self_ptr self, const std::string& model) {
 void fail(self_ptr self, load_record& r, warm::error error) {
   auto& s = self->state;
   ++s.failed;
-  auto retry_at = s.failures.next_eligible(r.model, s.device_names, now(self));
+  auto retry_at = s.failures.next_expiry(r.model, now(self));
   self->send(r.owner, msg::load_failed{std::move(error), retry_at});
   finish(self, r.model);
 }

@@ -65,17 +65,13 @@ std::size_t failure_table::size() const {
   return n;
 }
 
-timestamp failure_table::next_eligible(const std::string& model, const std::vector<std::string>& devices,
-                                       timestamp now) const {
+timestamp failure_table::next_expiry(const std::string& model, timestamp now) const {
   auto m = records_.find(model);
   if (m == records_.end()) return now;
-  timestamp earliest = timestamp::max();
-  for (auto& name : devices) {
-    auto r = m->second.find(name);
-    if (r == m->second.end() || r->second.expires <= now) return now;
-    earliest = std::min(earliest, r->second.expires);
-  }
-  return devices.empty() ? now : earliest;
+  std::optional<timestamp> earliest;
+  for (auto& [device, r] : m->second)
+    if (r.expires > now && (!earliest || r.expires < *earliest)) earliest = r.expires;
+  return earliest.value_or(now);
 }
 
 }  // namespace warm

@@ -44,9 +44,9 @@ class failure_table {
   std::optional<std::string> first_eligible(const std::string& model, const std::vector<std::string>& devices,
                                             timestamp now) const;
 
-  // When `model` may next load on one of `devices`: `now` if one is eligible, else the earliest
-  // expiry among their records.
-  timestamp next_eligible(const std::string& model, const std::vector<std::string>& devices, timestamp now) const;
+  // When the first of the model's unexpired records expires; `now` if it has none. A model that
+  // gave up loading fails fast until then.
+  timestamp next_expiry(const std::string& model, timestamp now) const;
 
   // The model's most recent unexpired record, the error to fail fast with; nullopt if none.
   std::optional<failure_record> latest(const std::string& model, timestamp now) const;

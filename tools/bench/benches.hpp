@@ -3,8 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
+
+#include <unistd.h>
 
 namespace warm::bench {
 
@@ -24,7 +28,56 @@ struct exec_options {
 // `exec`: direct executor throughput and latency for a small model on the host device.
 int run_exec(const exec_options& options);
 
+struct coldstorm_options {
+  std::uint64_t requests = 1000;                    // concurrent inferences fired at the cold model
+  std::vector<std::uint64_t> layers{2048, 2048, 2048};  // ~32 MiB of weights: a load of some ms
+};
+// `coldstorm`: N concurrent inferences (callback API) at one registered, unloaded model. Reports
+// how many loads ran (1 is the contract), the load time and when the last answer arrived;
+// ratio = last_answer_ms / load_ms.
+int run_coldstorm(const coldstorm_options& options);
+
+struct hitpath_options {
+  std::vector<std::uint64_t> layers{256, 256};
+  double seconds = 5.0;  // total, split evenly over rounds x 3 phases
+  int threads = 2;       // client threads per phase
+  int rounds = 4;        // interleaved direct / warm / warm-future rounds; medians reported
+};
+// `hitpath`: inference on a loaded model through warm::runtime::infer (callback and future forms)
+// vs device::infer called directly on the same model loaded onto a separate host device.
+// ratio = warm_rps / direct_rps.
+int run_hitpath(const hitpath_options& options);
+
+struct registry_options {
+  std::uint64_t models = 100000;  // ids registered, all naming the same model file
+  std::uint64_t queries = 10000;  // sequential status() calls on random ids
+};
+// `registry`: throughput of asynchronous registrations, resident memory per registered model,
+// and status() latency.
+int run_registry(const registry_options& options);
+
 // Percentile (0..100) of samples, which it sorts.
 double percentile(std::vector<double>& samples, double pct);
+
+// A fresh directory under the system temp dir, removed (recursively) on destruction.
+class scratch_dir {
+ public:
+  explicit scratch_dir(const std::string& scenario)
+      : path_(std::filesystem::temp_directory_path() / ("warm-bench-" + scenario + "-" + std::to_string(::getpid()))) {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+    std::filesystem::create_directories(path_, ec);
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  scratch_dir(const scratch_dir&) = delete;
+  scratch_dir& operator=(const scratch_dir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 }  // namespace warm::bench
