@@ -22,6 +22,10 @@ std::string_view to_string(model_state state) noexcept;
 
 // What a registration says about a model.
 struct model_info {
+  model_info() = default;
+  model_info(std::string p, std::optional<std::uint64_t> v = {}, std::optional<std::uint64_t> hint = {})
+      : path(std::move(p)), version(v), size_hint(hint) {}
+
   std::string path;                        // relative to a repository root: "mnist", "mnist/3"
   std::optional<std::uint64_t> version;    // a version directory; default: the highest
   std::optional<std::uint64_t> size_hint;  // bytes on a device; default: from the file header

@@ -2,8 +2,11 @@
 // baseline measured in the same run (a ratio), because shared machines are noisy.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -78,6 +81,26 @@ class scratch_dir {
 
  private:
   std::filesystem::path path_;
+};
+
+// Counts completions that arrive on other threads; wait() returns once `expected` arrived, or
+// false when `limit` passed first. Thread-safe.
+class countdown {
+ public:
+  explicit countdown(std::uint64_t expected) : left_(expected) {}
+  void arrive() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (left_ > 0 && --left_ == 0) done_.notify_all();
+  }
+  bool wait(std::chrono::seconds limit) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return done_.wait_for(lock, limit, [&] { return left_ == 0; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_;
+  std::uint64_t left_;
 };
 
 }  // namespace warm::bench

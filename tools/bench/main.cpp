@@ -44,6 +44,44 @@ int main(int argc, char** argv) {
     rc = warm::bench::run_exec(exec);
   });
 
+  warm::bench::coldstorm_options coldstorm;
+  std::string coldstorm_layers = "2048,2048,2048";
+  auto* coldstorm_cmd = app.add_subcommand("coldstorm", "Concurrent inferences at one cold model: one load, answers when it ends");
+  coldstorm_cmd->add_option("--requests", coldstorm.requests, "Concurrent requests")->capture_default_str()->check(CLI::Range(1, 10000000));
+  coldstorm_cmd->add_option("--layers", coldstorm_layers, "Layer widths of the model")->capture_default_str();
+  coldstorm_cmd->callback([&] {
+    auto widths = warm::parse_widths(coldstorm_layers);
+    if (!widths) {
+      std::cerr << "warm-bench: " << widths.error().message << "\n";
+      return;
+    }
+    coldstorm.layers = *widths;
+    rc = warm::bench::run_coldstorm(coldstorm);
+  });
+
+  warm::bench::hitpath_options hitpath;
+  std::string hitpath_layers = "256,256";
+  auto* hitpath_cmd = app.add_subcommand("hitpath", "runtime::infer on a loaded model vs device::infer directly");
+  hitpath_cmd->add_option("--layers", hitpath_layers, "Layer widths")->capture_default_str();
+  hitpath_cmd->add_option("--seconds", hitpath.seconds, "Total duration")->capture_default_str()->check(CLI::Range(0.1, 600.0));
+  hitpath_cmd->add_option("--threads", hitpath.threads, "Client threads")->capture_default_str()->check(CLI::Range(1, 256));
+  hitpath_cmd->add_option("--rounds", hitpath.rounds, "Interleaved rounds")->capture_default_str()->check(CLI::Range(1, 100));
+  hitpath_cmd->callback([&] {
+    auto widths = warm::parse_widths(hitpath_layers);
+    if (!widths) {
+      std::cerr << "warm-bench: " << widths.error().message << "\n";
+      return;
+    }
+    hitpath.layers = *widths;
+    rc = warm::bench::run_hitpath(hitpath);
+  });
+
+  warm::bench::registry_options registry;
+  auto* registry_cmd = app.add_subcommand("registry", "Register many models: throughput, memory per model, status latency");
+  registry_cmd->add_option("--models", registry.models, "Models to register")->capture_default_str()->check(CLI::Range(1, 10000000));
+  registry_cmd->add_option("--queries", registry.queries, "status() calls timed")->capture_default_str()->check(CLI::Range(0, 100000000));
+  registry_cmd->callback([&] { rc = warm::bench::run_registry(registry); });
+
   CLI11_PARSE(app, argc, argv);
   return rc;
 }

@@ -1,0 +1,113 @@
+// Registration, status, listing and restart through warm::runtime (registry actor + SQLite).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "support/runtime_fixture.hpp"
+#include "warm/model_repository.hpp"
+#include "warm/model_writer.hpp"
+
+using namespace std::chrono_literals;
+using namespace warm;
+using warm::test::eventually;
+
+namespace {
+
+errc code_of(const expected<void>& r) { return r ? errc::internal : r.error().code; }
+
+}  // namespace
+
+TEST_CASE("registration is idempotent for the same info and refuses different info") {
+  test::runtime_fixture f({"a", "b"});
+  CHECK(f.rt->register_model("a", {"a"}).get());
+  CHECK(f.rt->register_model("a", {"a"}).get());
+  auto different = f.rt->register_model("a", {"b"}).get();
+  REQUIRE_FALSE(different);
+  CHECK(different.error().code == errc::invalid_argument);
+  CHECK(code_of(f.rt->register_model("a", {"a", 1}).get()) == errc::invalid_argument);  // version differs
+  CHECK(f.rt->register_model("versioned", {"b", 1}).get());
+  CHECK(f.rt->register_model("versioned", {"b", 1}).get());
+}
+
+TEST_CASE("paths that leave the repository, bad ids and bad files are refused with clear errors") {
+  test::runtime_fixture f({"a"});
+  auto outside = f.dir / "outside/m/1/model.safetensors";
+  REQUIRE(write_dense_model(outside, {{4, 2}, activation::none, 1}));
+  std::filesystem::create_directory_symlink(f.dir / "outside/m", f.dir / "repo/escape");
+
+  CHECK(code_of(f.rt->register_model("x", {"../outside/m"}).get()) == errc::invalid_argument);
+  CHECK(code_of(f.rt->register_model("x", {outside}).get()) == errc::invalid_argument);
+  CHECK(code_of(f.rt->register_model("x", {"escape"}).get()) == errc::invalid_argument);
+  CHECK(code_of(f.rt->register_model("x", {"missing"}).get()) == errc::not_found);
+  CHECK(code_of(f.rt->register_model("x", {""}).get()) == errc::invalid_argument);
+  CHECK(code_of(f.rt->register_model("", {"a"}).get()) == errc::invalid_argument);
+  CHECK(code_of(f.rt->register_model("has space", {"a"}).get()) == errc::invalid_argument);
+  CHECK(code_of(f.rt->register_model("a/b", {"a"}).get()) == errc::invalid_argument);
+  CHECK(code_of(f.rt->register_model(std::string(257, 'x'), {"a"}).get()) == errc::invalid_argument);
+
+  test::write_file(f.dir / "repo/bad/1/model.safetensors", "not a safetensors file at all");
+  auto bad = f.rt->register_model("bad", {"bad"}).get();
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code == errc::invalid_argument);
+
+  CHECK(f.rt->list_models().get()->empty());  // nothing was registered by the failures
+  CHECK(code_of(f.rt->unregister_model("nope").get()) == errc::not_found);
+}
+
+TEST_CASE("status of unknown, idle and loaded models; paged listing") {
+  test::runtime_fixture f({"a", "b", "c"});
+  f.register_all();
+  CHECK(f.rt->status("zzz").get()->state == model_state::not_found);
+  auto idle = f.rt->status("b").get();
+  CHECK(idle->state == model_state::not_loaded);
+  CHECK(idle->bytes == test::small_model_bytes);
+  CHECK(idle->requests == 0);
+  REQUIRE(f.rt->ensure_loaded("b", true).get());
+  auto loaded = f.rt->status("b").get();
+  CHECK(loaded->state == model_state::loaded);
+  CHECK(loaded->device == "host");
+  CHECK(loaded->requests == 1);
+
+  auto page = f.rt->list_models("", 2).get();
+  REQUIRE(page->size() == 2);
+  CHECK((*page)[0].id == "a");
+  CHECK((*page)[1].state == model_state::loaded);
+  auto rest = f.rt->list_models("b", 2).get();
+  REQUIRE(rest->size() == 1);
+  CHECK((*rest)[0].id == "c");
+}
+
+TEST_CASE("a restarted runtime comes back with every registered model and vmodel") {
+  test::runtime_fixture f({"a", "b", "c"});
+  f.register_all();
+  REQUIRE(f.rt->set_vmodel("v", "b").get());
+  REQUIRE(f.rt->unregister_model("c").get());
+  f.stop();
+  f.start();
+  auto models = f.rt->list_models().get();
+  REQUIRE(models->size() == 2);
+  CHECK((*models)[0].id == "a");
+  CHECK((*models)[1].id == "b");
+  auto v = f.rt->vmodel_status("v").get();
+  REQUIRE(v);
+  CHECK(v->active == "b");
+  auto r = f.rt->infer({"v", {test::input()}}).get();
+  REQUIRE(r);
+  CHECK(r->model == "b");
+  CHECK(code_of(f.rt->register_model("a", {"b"}).get()) == errc::invalid_argument);  // still registered
+}
+
+TEST_CASE("registration with load_now loads in the background; sync waits for the load") {
+  test::runtime_fixture f({"a", "b"});
+  REQUIRE(f.rt->register_model("a", {"a"}, true).get());
+  REQUIRE(eventually([&] { return test::state_of(*f.rt, "a") == model_state::loaded; }));
+  REQUIRE(f.rt->register_model("b", {"b"}, false, true).get());
+  CHECK(test::state_of(*f.rt, "b") == model_state::loaded);
+}
+
+TEST_CASE("the registry refuses registrations past max_models") {
+  test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2, [](runtime_options& o) { o.max_models = 1; });
+  REQUIRE(f.rt->register_model("a", {"a"}).get());
+  CHECK(code_of(f.rt->register_model("b", {"b"}).get()) == errc::capacity_exhausted);
+  CHECK(f.rt->register_model("a", {"a"}).get());  // idempotent re-registration still fine
+}

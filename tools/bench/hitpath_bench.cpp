@@ -1,0 +1,233 @@
+// warm-bench hitpath: what the cache costs on a hit, against calling the device directly.
+//
+// The same model file is loaded twice: into a warm::runtime (ensure_loaded, sync) and, for the
+// baseline, onto a separate host device with device::load. Then `rounds` times, interleaved
+// (the machine is noisy), three phases of seconds / (3 x rounds) each, `threads` client threads
+// in every phase, batch 1:
+//   direct       device::infer(resident, input, output) in a loop — the floor;
+//   warm         runtime::infer(request, callback): a hit runs the inference and the callback
+//                inline on the calling thread; the request (its input tensor) is copied per
+//                call, as a caller of the by-value API must;
+//   warm_future  runtime::infer(request).get(): the same through a promise/future.
+// Every 16th call is timed with steady_clock for latency. Reported: the median over rounds of
+// each phase's requests/s, ratio = the median over rounds of warm_rps / direct_rps (each pair saw
+// the same machine state), and p50/p99 of the warm (callback) phase's sampled latencies. A call
+// that misses (the model was not resident) or fails makes the run fail.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "benches.hpp"
+#include "warm/device.hpp"
+#include "warm/model_repository.hpp"
+#include "warm/model_writer.hpp"
+#include "warm/runtime.hpp"
+
+namespace warm::bench {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// One client thread's tally for a phase.
+struct tally {
+  std::uint64_t calls = 0;
+  std::uint64_t failures = 0;  // errors, and misses on the warm paths
+  std::string first_failure;
+  std::vector<double> latencies_us;  // every 16th call
+  clock_type::time_point end;
+};
+
+// A call of the phase's kind, made by client thread `t`; false on an error or a miss.
+using call_fn = std::function<bool(int t, std::string& why)>;
+
+struct phase_result {
+  double rps = 0;
+  std::uint64_t failures = 0;
+  std::string first_failure;
+  std::vector<double> latencies_us;
+};
+
+// Runs `threads` threads calling `call` for `seconds`, started together.
+phase_result run_phase(int threads, double seconds, const call_fn& call) {
+  std::vector<tally> tallies(static_cast<std::size_t>(threads));
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  clock_type::time_point start, deadline;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      auto& mine = tallies[static_cast<std::size_t>(t)];
+      mine.latencies_us.reserve(1 << 16);
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      for (std::uint64_t n = 0;; ++n) {
+        bool ok;
+        std::string why;
+        if ((n & 15) == 0) {  // check the deadline and sample latency every 16th call
+          auto before = clock_type::now();
+          if (before >= deadline) break;
+          ok = call(t, why);
+          mine.latencies_us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - before).count());
+        } else {
+          ok = call(t, why);
+        }
+        ++mine.calls;
+        if (!ok && mine.failures++ == 0) mine.first_failure = why;
+      }
+      mine.end = clock_type::now();
+    });
+  }
+  while (ready.load() != threads) std::this_thread::yield();
+  start = clock_type::now();
+  deadline = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+  go.store(true, std::memory_order_release);
+  for (auto& th : pool) th.join();
+
+  phase_result result;
+  std::uint64_t calls = 0;
+  auto end = start;
+  for (auto& t : tallies) {
+    calls += t.calls;
+    end = std::max(end, t.end);
+    result.failures += t.failures;
+    if (result.first_failure.empty()) result.first_failure = t.first_failure;
+    result.latencies_us.insert(result.latencies_us.end(), t.latencies_us.begin(), t.latencies_us.end());
+  }
+  result.rps = static_cast<double>(calls) / std::chrono::duration<double>(end - start).count();
+  return result;
+}
+
+tensor random_input(std::uint64_t width) {
+  std::vector<float> values(width);
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  for (auto& v : values) v = uniform(rng);
+  tensor t;
+  t.name = "input";
+  t.type = dtype::f32;
+  t.shape = {1, width};
+  t.data.resize(values.size() * sizeof(float));
+  std::memcpy(t.data.data(), values.data(), t.data.size());
+  return t;
+}
+
+double median(std::vector<double> v) { return percentile(v, 50); }
+
+}  // namespace
+
+int run_hitpath(const hitpath_options& options) {
+  auto fail = [](const std::string& message) {
+    std::fprintf(stderr, "warm-bench hitpath: %s\n", message.c_str());
+    return 1;
+  };
+  if (options.layers.size() < 2) return fail("--layers needs at least two widths");
+  if (options.threads < 1 || options.rounds < 1) return fail("--threads and --rounds must be at least 1");
+
+  scratch_dir dir("hitpath");
+  const std::string id = "hit";
+  auto path = (dir.path() / "repo" / id / "1" / model_file_name).string();
+  if (auto r = write_dense_model(path, {options.layers, activation::relu, 1}); !r) return fail(r.error().to_string());
+  const auto bytes = dense_data_bytes(options.layers);
+
+  // The runtime, with the model resident.
+  runtime_options ro;
+  ro.devices = {"host:" + std::to_string(std::max<std::uint64_t>(std::uint64_t{1} << 30, 2 * bytes))};
+  ro.repositories = {(dir.path() / "repo").string()};
+  ro.state_dir = (dir.path() / "state").string();
+  auto created = runtime::create(ro);
+  if (!created) return fail(created.error().to_string());
+  auto& rt = *created;
+  if (auto r = rt->register_model(id, {id}).get(); !r) return fail(r.error().to_string());
+  if (auto r = rt->ensure_loaded(id, true).get(); !r) return fail(r.error().to_string());
+
+  // The baseline: the same file on a device of its own.
+  auto model = open_model_file(path);
+  if (!model) return fail(model.error().to_string());
+  auto dev = make_device(device_spec{device_spec::kind::host, 0, model->spec.data_bytes});
+  if (!dev) return fail(dev.error().to_string());
+  auto resident = (*dev)->load(*model);
+  if (!resident) return fail(resident.error().to_string());
+
+  const infer_request base{id, {random_input(model->spec.input_width())}};
+  const auto& base_data = base.inputs.front().data;
+  std::vector<float> direct_input(base_data.size() / sizeof(float));
+  std::memcpy(direct_input.data(), base_data.data(), base_data.size());
+  std::vector<std::vector<float>> direct_output(static_cast<std::size_t>(options.threads));
+
+  call_fn direct = [&](int t, std::string& why) {
+    auto r = (*dev)->infer(**resident, direct_input.data(), direct_input.size(), 1,
+                           direct_output[static_cast<std::size_t>(t)]);
+    if (!r) why = r.error().to_string();
+    return bool(r);
+  };
+
+  // Callback form: a hit answers inline; a miss would answer later on another thread, so wait
+  // for it (and count it as a failure: a resident model must not miss).
+  struct answer {
+    std::atomic<bool> done{false};
+    bool ok = false;
+    std::string why;
+  };
+  std::vector<answer> answers(static_cast<std::size_t>(options.threads));
+  call_fn warm_callback = [&](int t, std::string& why) {
+    auto& a = answers[static_cast<std::size_t>(t)];
+    a.done.store(false, std::memory_order_relaxed);
+    rt->infer(base, [&a](expected<infer_result> r) {
+      a.ok = r && r->cache_hit;
+      if (!a.ok) a.why = r ? "a resident model missed" : r.error().to_string();
+      a.done.store(true, std::memory_order_release);
+    });
+    while (!a.done.load(std::memory_order_acquire)) std::this_thread::yield();
+    if (!a.ok) why = a.why;
+    return a.ok;
+  };
+
+  call_fn warm_future = [&](int, std::string& why) {
+    auto r = rt->infer(base).get();
+    if (!r) why = r.error().to_string();
+    else if (!r->cache_hit) why = "a resident model missed";
+    return r && r->cache_hit;
+  };
+
+  const double phase_seconds = options.seconds / (3.0 * options.rounds);
+  std::vector<double> direct_rps, warm_rps, future_rps, ratios, warm_latencies;
+  for (int round = 0; round < options.rounds; ++round) {
+    for (auto* phase : {&direct, &warm_callback, &warm_future}) {
+      auto result = run_phase(options.threads, phase_seconds, *phase);
+      if (result.failures) return fail(std::to_string(result.failures) + " calls failed; first: " + result.first_failure);
+      if (phase == &direct) direct_rps.push_back(result.rps);
+      if (phase == &warm_future) future_rps.push_back(result.rps);
+      if (phase == &warm_callback) {
+        warm_rps.push_back(result.rps);
+        ratios.push_back(result.rps / direct_rps.back());
+        warm_latencies.insert(warm_latencies.end(), result.latencies_us.begin(), result.latencies_us.end());
+      }
+    }
+  }
+  resident->reset();
+  rt.reset();
+
+  nlohmann::ordered_json out{{"scenario", "hitpath"},
+                             {"layers", options.layers},
+                             {"threads", options.threads},
+                             {"direct_rps", median(direct_rps)},
+                             {"warm_rps", median(warm_rps)},
+                             {"warm_future_rps", median(future_rps)},
+                             {"ratio", median(ratios)},
+                             {"p50_us", percentile(warm_latencies, 50)},
+                             {"p99_us", percentile(warm_latencies, 99)},
+                             {"rounds", options.rounds}};
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+}  // namespace warm::bench
