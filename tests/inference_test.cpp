@@ -1,0 +1,124 @@
+// Inference through warm::runtime: results equal the executor's, inputs are checked against the
+// model, and the reply says who served it, whether it hit and how long it waited.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "support/runtime_fixture.hpp"
+#include "warm/model_repository.hpp"
+
+using namespace std::chrono_literals;
+using namespace warm;
+
+namespace {
+
+std::vector<float> floats(const tensor& t) {
+  std::vector<float> out(t.data.size() / sizeof(float));
+  std::memcpy(out.data(), t.data.data(), t.data.size());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a miss waits for the load and a hit does not; outputs equal the executor's") {
+  test::runtime_fixture f({"m"});
+  f.register_all();
+  f.loader->hold();
+  auto pending = f.rt->infer({"m", {test::input(3)}});
+  REQUIRE(f.loader->wait_started(1));
+  f.time->advance(40ms);
+  f.loader->open_gate();
+  auto miss = pending.get();
+  REQUIRE(miss);
+  CHECK_FALSE(miss->cache_hit);
+  CHECK(miss->load_wait_ms == Approx(40));
+  CHECK(miss->model == "m");
+  REQUIRE(miss->outputs.size() == 1);
+  CHECK(miss->outputs[0].name == "output");
+  CHECK(miss->outputs[0].shape == std::vector<std::uint64_t>{3, 8});
+
+  auto hit = f.rt->infer({"m", {test::input(3)}}).get();
+  REQUIRE(hit);
+  CHECK(hit->cache_hit);
+  CHECK(hit->load_wait_ms == 0);
+  CHECK(floats(hit->outputs[0]) == floats(miss->outputs[0]));
+
+  // The same file run directly on a separate device gives the same numbers.
+  auto file = open_model_file(f.dir / "repo/m/1/model.safetensors");
+  REQUIRE(file);
+  auto dev = make_device(*parse_device_spec("host:1MiB"));
+  REQUIRE(dev);
+  auto resident = (*dev)->load(*file);
+  REQUIRE(resident);
+  std::vector<float> in(3 * 16, 0.5f), out;
+  REQUIRE((*dev)->infer(**resident, in.data(), in.size(), 3, out));
+  CHECK(floats(hit->outputs[0]) == out);
+}
+
+TEST_CASE("inputs that do not match the model are invalid_argument, not a crash") {
+  test::runtime_fixture f({"m"});
+  f.register_all();
+  auto check = [&](infer_request request) {
+    auto r = f.rt->infer(std::move(request)).get();
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == errc::invalid_argument);
+    return r.error().message;
+  };
+  auto wrong_dtype = test::input();
+  wrong_dtype.type = dtype::f16;
+  CHECK(check({"m", {wrong_dtype}}).find("F32") != std::string::npos);
+  auto wrong_width = test::input(1, 15);
+  CHECK(check({"m", {wrong_width}}).find("inner dimension") != std::string::npos);
+  auto wrong_rank = test::input();
+  wrong_rank.shape = {1, 1, 16};
+  check({"m", {wrong_rank}});
+  auto short_data = test::input(2);
+  short_data.data.resize(short_data.data.size() - 4);
+  CHECK(check({"m", {short_data}}).find("bytes") != std::string::npos);
+  auto zero_batch = test::input();
+  zero_batch.shape = {0, 16};
+  zero_batch.data.clear();
+  check({"m", {zero_batch}});
+  auto wrong_name = test::input();
+  wrong_name.name = "pixels";
+  check({"m", {wrong_name}});
+  check({"m", {test::input(), test::input()}});
+  check({"m", {}});
+
+  auto rank1 = test::input();
+  rank1.shape = {16};
+  auto r = f.rt->infer({"m", {rank1}}).get();
+  REQUIRE(r);
+  CHECK(r->outputs[0].shape == std::vector<std::uint64_t>{1, 8});
+
+  auto unknown = f.rt->infer({"nope", {test::input()}}).get();
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().code == errc::not_found);
+}
+
+TEST_CASE("inspection shows devices, residents, models and counters") {
+  test::runtime_fixture f({"a", "b"});
+  f.register_all();
+  REQUIRE(f.rt->infer({"a", {test::input()}}).get());
+  REQUIRE(f.rt->infer({"a", {test::input()}}).get());
+  auto snapshot = f.rt->inspect().get();
+  REQUIRE(snapshot);
+  CHECK(snapshot->registered_models == 2);
+  REQUIRE(snapshot->devices.size() == 1);
+  auto& dev = snapshot->devices[0];
+  CHECK(dev.name == "host");
+  CHECK(dev.policy == "lru");
+  CHECK(dev.capacity == 64 * 1024);
+  CHECK(dev.used == test::small_model_bytes);
+  REQUIRE(dev.resident.size() == 1);
+  CHECK(dev.resident[0].model == "a");
+  CHECK(dev.resident[0].uses == 2);
+  REQUIRE(snapshot->models.size() == 1);  // only models used so far have actors
+  CHECK(snapshot->models[0].id == "a");
+  CHECK(snapshot->models[0].requests == 2);
+  CHECK(snapshot->models[0].hits == 1);
+  CHECK(snapshot->models[0].loads.count == 1);
+  CHECK(snapshot->loads_started == 1);
+  CHECK(snapshot->queue.empty());
+  CHECK(snapshot->running.empty());
+}
