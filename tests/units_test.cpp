@@ -36,7 +36,13 @@ TEST_CASE("device specs parse as users write them") {
   CHECK(*gpu->capacity == 70ull << 30);
   CHECK_FALSE(warm::parse_device_spec("cuda:0")->capacity);
   CHECK_FALSE(warm::parse_device_spec("host")->capacity);
-  for (const char* bad : {"", "tpu:0", "cuda", "cuda:x", "cuda:-1:1GiB", "host:0", "host:lots", "host:1GiB:2", "cuda:0:1GiB:3"}) {
+  auto part = warm::parse_device_spec("host.2:1MiB");
+  REQUIRE(part);
+  CHECK(part->partition == 2);
+  CHECK(part->to_string() == "host.2:1048576");
+  CHECK(warm::parse_device_spec("host")->partition == -1);
+  CHECK((*warm::make_device(*part))->name() == "host.2");
+  for (const char* bad : {"", "host.", "host.x", "host.-1", "tpu:0", "cuda", "cuda:x", "cuda:-1:1GiB", "host:0", "host:lots", "host:1GiB:2", "cuda:0:1GiB:3"}) {
     INFO(bad);
     auto r = warm::parse_device_spec(bad);
     REQUIRE_FALSE(r);

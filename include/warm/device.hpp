@@ -146,8 +146,9 @@ class device {
 struct device_spec {
   enum class kind { host, cuda };
   kind type = kind::host;
-  int ordinal = 0;                        // GPU index for cuda; host partition, -1 for plain "host"
+  int ordinal = 0;                        // GPU index for cuda
   std::optional<std::uint64_t> capacity;  // bytes; nullopt = the default
+  int partition = -1;                     // host.N: N; -1 for plain "host"
   std::string to_string() const;
 };
 

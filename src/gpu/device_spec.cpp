@@ -11,14 +11,13 @@ inline constexpr std::uint64_t default_host_capacity = std::uint64_t{1} << 30;
 
 std::string device_spec::to_string() const {
   std::string out = type == kind::cuda ? "cuda:" + std::to_string(ordinal)
-                    : ordinal < 0       ? "host"
-                                        : "host." + std::to_string(ordinal);
+                    : partition < 0     ? "host"
+                                        : "host." + std::to_string(partition);
   if (capacity) out += ":" + std::to_string(*capacity);
   return out;
 }
 
 expected<device_spec> parse_device_spec(const std::string& text) {
-  // (host specs start with ordinal -1: the unnumbered "host")
   auto bad = [&](const std::string& why) {
     return make_error(errc::invalid_argument,
                       "bad device '" + text + "': " + why + " (expected host[:SIZE] or cuda:N[:SIZE], e.g. host:4GiB)");
@@ -32,19 +31,17 @@ expected<device_spec> parse_device_spec(const std::string& text) {
   }
   device_spec spec;
   std::size_t size_at = 1;
-  spec.ordinal = -1;
   if (parts[0] == "host") {
     spec.type = device_spec::kind::host;
   } else if (parts[0].rfind("host.", 0) == 0) {
     // host.N: a separately budgeted partition of host memory (several host devices).
     spec.type = device_spec::kind::host;
     auto index = parts[0].substr(5);
-    auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), spec.ordinal);
-    if (index.empty() || ec != std::errc{} || end != index.data() + index.size() || spec.ordinal < 0)
+    auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), spec.partition);
+    if (index.empty() || ec != std::errc{} || end != index.data() + index.size() || spec.partition < 0)
       return bad("host partition '" + index + "' is not a non-negative integer");
   } else if (parts[0] == "cuda") {
     spec.type = device_spec::kind::cuda;
-    spec.ordinal = 0;
     if (parts.size() < 2) return bad("missing GPU index");
     const auto& index = parts[1];
     auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), spec.ordinal);
@@ -66,7 +63,7 @@ expected<device_spec> parse_device_spec(const std::string& text) {
 
 expected<std::unique_ptr<device>> make_device(const device_spec& spec) {
   if (spec.type == device_spec::kind::host) return make_host_device(spec.capacity.value_or(default_host_capacity),
-                            spec.ordinal < 0 ? "host" : "host." + std::to_string(spec.ordinal));
+                            spec.partition < 0 ? "host" : "host." + std::to_string(spec.partition));
   return make_cuda_device(spec.ordinal, spec.capacity);
 }
 

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -37,8 +38,8 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-// One client thread's tally for a phase.
-struct tally {
+// One client thread's tally for a phase (a cache line of its own: no false sharing).
+struct alignas(64) tally {
   std::uint64_t calls = 0;
   std::uint64_t failures = 0;  // errors, and misses on the warm paths
   std::string first_failure;
@@ -152,7 +153,10 @@ int run_hitpath(const hitpath_options& options) {
   // The baseline: the same file on a device of its own.
   auto model = open_model_file(path);
   if (!model) return fail(model.error().to_string());
-  auto dev = make_device(device_spec{device_spec::kind::host, 0, model->spec.data_bytes});
+  device_spec baseline;  // fields by name: the spec's layout is not part of this bench
+  baseline.type = device_spec::kind::host;
+  baseline.capacity = model->spec.data_bytes;
+  auto dev = make_device(baseline);
   if (!dev) return fail(dev.error().to_string());
   auto resident = (*dev)->load(*model);
   if (!resident) return fail(resident.error().to_string());
@@ -161,18 +165,21 @@ int run_hitpath(const hitpath_options& options) {
   const auto& base_data = base.inputs.front().data;
   std::vector<float> direct_input(base_data.size() / sizeof(float));
   std::memcpy(direct_input.data(), base_data.data(), base_data.size());
-  std::vector<std::vector<float>> direct_output(static_cast<std::size_t>(options.threads));
+  struct alignas(64) output_buffer {
+    std::vector<float> values;
+  };
+  std::vector<output_buffer> direct_output(static_cast<std::size_t>(options.threads));
 
   call_fn direct = [&](int t, std::string& why) {
     auto r = (*dev)->infer(**resident, direct_input.data(), direct_input.size(), 1,
-                           direct_output[static_cast<std::size_t>(t)]);
+                           direct_output[static_cast<std::size_t>(t)].values);
     if (!r) why = r.error().to_string();
     return bool(r);
   };
 
   // Callback form: a hit answers inline; a miss would answer later on another thread, so wait
   // for it (and count it as a failure: a resident model must not miss).
-  struct answer {
+  struct alignas(64) answer {
     std::atomic<bool> done{false};
     bool ok = false;
     std::string why;
@@ -206,6 +213,9 @@ int run_hitpath(const hitpath_options& options) {
       if (result.failures) return fail(std::to_string(result.failures) + " calls failed; first: " + result.first_failure);
       if (phase == &direct) direct_rps.push_back(result.rps);
       if (phase == &warm_future) future_rps.push_back(result.rps);
+      if (std::getenv("WARM_BENCH_VERBOSE"))
+        std::fprintf(stderr, "round %d %s %.0f rps\n", round,
+                     phase == &direct ? "direct" : phase == &warm_callback ? "warm" : "future", result.rps);
       if (phase == &warm_callback) {
         warm_rps.push_back(result.rps);
         ratios.push_back(result.rps / direct_rps.back());
