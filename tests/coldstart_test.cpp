@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <thread>
 
 #include "support/runtime_fixture.hpp"
 
@@ -136,4 +137,24 @@ TEST_CASE("at most max_concurrent_loads loads run at once") {
     return true;
   }));
   CHECK(f.loader->started().size() == 5);
+}
+
+TEST_CASE("stopping the runtime answers every waiting request") {
+  test::runtime_fixture f({"slow"});
+  f.register_all();
+  f.loader->hold();
+  std::vector<std::future<expected<infer_result>>> waiting;
+  for (int i = 0; i < 20; ++i) waiting.push_back(f.rt->infer({"slow", {test::input()}}));
+  REQUIRE(f.loader->wait_started(1));
+  std::thread opener([&] {
+    std::this_thread::sleep_for(50ms);  // the load finishes while the actors stop
+    f.loader->open_gate();
+  });
+  f.stop();
+  opener.join();
+  for (auto& w : waiting) {
+    REQUIRE(w.wait_for(0s) == std::future_status::ready);
+    auto r = w.get();  // never a broken promise
+    if (!r) CHECK(r.error().code == errc::unavailable);
+  }
 }

@@ -41,6 +41,12 @@ struct model_state_data {
   load_time_stats loads;
   std::optional<warm::error> last_error;
   timestamp retry_at{};
+
+  // Stopping (runtime shutdown) answers whoever still waits.
+  ~model_state_data() {
+    for (auto& w : waiters)
+      if (w.done) w.done(make_error(errc::unavailable, "model '" + id + "': the runtime is shutting down"));
+  }
 };
 
 using self_ptr = caf::stateful_actor<model_state_data>*;

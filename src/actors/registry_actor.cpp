@@ -45,8 +45,12 @@ struct registry_state {
   std::vector<std::function<void(expected<void>)>> after_commit;
   bool flush_sent = false;
 
-  // The registry stops last among the runtime's actors: it takes its model actors with it.
+  // The registry stops last among the runtime's actors. It still commits what is staged but
+  // answers those requests `unavailable` (their follow-ups, such as a load, cannot run any more;
+  // retrying is safe since registration is idempotent), and takes its model actors with it.
   ~registry_state() {
+    if (!staged.empty()) (void)config.store->apply(staged);
+    for (auto& cb : after_commit) cb(make_error(errc::unavailable, "the runtime is shutting down"));
     for (auto& [id, e] : models)
       if (e.actor) caf::anon_send_exit(e.actor, caf::exit_reason::user_shutdown);
   }

@@ -30,11 +30,22 @@ struct runtime_impl {
 
 namespace {
 
+// A callback that fulfils a future. If every copy of the callback is destroyed without being
+// called (a request dropped from a mailbox at shutdown), the future gets `unavailable` instead of
+// a broken promise.
 template <class T>
 std::pair<callback<T>, std::future<expected<T>>> promised() {
-  auto promise = std::make_shared<std::promise<expected<T>>>();
-  auto future = promise->get_future();
-  return {[promise](expected<T> r) { promise->set_value(std::move(r)); }, std::move(future)};
+  struct once {
+    std::promise<expected<T>> promise;
+    std::atomic<bool> done{false};
+    void set(expected<T> r) {
+      if (!done.exchange(true)) promise.set_value(std::move(r));
+    }
+    ~once() { set(make_error(errc::unavailable, "the warm runtime stopped before answering")); }
+  };
+  auto state = std::make_shared<once>();
+  auto future = state->promise.get_future();
+  return {[state](expected<T> r) { state->set(std::move(r)); }, std::move(future)};
 }
 
 // Runs the inference for a held lease and packages the result. The lease is released before

@@ -183,6 +183,7 @@ int run_hitpath(const hitpath_options& options) {
     std::atomic<bool> done{false};
     bool ok = false;
     std::string why;
+    std::uint64_t deferred = 0;  // answers that came after infer() returned (not inline)
   };
   std::vector<answer> answers(static_cast<std::size_t>(options.threads));
   call_fn warm_callback = [&](int t, std::string& why) {
@@ -193,7 +194,10 @@ int run_hitpath(const hitpath_options& options) {
       if (!a.ok) a.why = r ? "a resident model missed" : r.error().to_string();
       a.done.store(true, std::memory_order_release);
     });
-    while (!a.done.load(std::memory_order_acquire)) std::this_thread::yield();
+    if (!a.done.load(std::memory_order_acquire)) {
+      ++a.deferred;
+      while (!a.done.load(std::memory_order_acquire)) std::this_thread::yield();
+    }
     if (!a.ok) why = a.why;
     return a.ok;
   };
@@ -214,8 +218,9 @@ int run_hitpath(const hitpath_options& options) {
       if (phase == &direct) direct_rps.push_back(result.rps);
       if (phase == &warm_future) future_rps.push_back(result.rps);
       if (std::getenv("WARM_BENCH_VERBOSE"))
-        std::fprintf(stderr, "round %d %s %.0f rps\n", round,
-                     phase == &direct ? "direct" : phase == &warm_callback ? "warm" : "future", result.rps);
+        std::fprintf(stderr, "round %d %s %.0f rps, deferred answers so far %llu\n", round,
+                     phase == &direct ? "direct" : phase == &warm_callback ? "warm" : "future", result.rps,
+                     static_cast<unsigned long long>(answers[0].deferred + (answers.size() > 1 ? answers[1].deferred : 0)));
       if (phase == &warm_callback) {
         warm_rps.push_back(result.rps);
         ratios.push_back(result.rps / direct_rps.back());
