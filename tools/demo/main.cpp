@@ -1,14 +1,16 @@
-// warm-demo: the foundation end to end, as `tools/run` shows it until the daemon exists. Writes a
-// dense model into a repository, validates it, loads it onto a device, runs a batch, unloads.
+// warm-demo: the runtime end to end, as `tools/run` shows it until the daemon exists. Writes a
+// dense model into a repository, starts an embedded warm::runtime, registers the model, runs a
+// cold inference (one load) and a warm one (a hit), and prints the runtime's state.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <random>
 
-#include "warm/device.hpp"
 #include "warm/model_repository.hpp"
 #include "warm/model_writer.hpp"
+#include "warm/runtime.hpp"
 #include "warm/units.hpp"
 
 namespace {
@@ -21,10 +23,11 @@ int fail(const warm::error& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"warm-demo: write a model, load it on a device and run inference"};
-  std::string repo = "demo-repo", layers = "784,512,10", device_text = "host:256MiB";
+  CLI::App app{"warm-demo: write a model, serve it from an embedded warm runtime"};
+  std::string repo = "demo-repo", state = "demo-state", layers = "784,512,10", device_text = "host:256MiB";
   std::uint64_t batch = 4;
   app.add_option("--repo", repo, "Model repository root")->capture_default_str();
+  app.add_option("--state", state, "State directory (the registry)")->capture_default_str();
   app.add_option("--layers", layers, "Layer widths of the demo model")->capture_default_str();
   app.add_option("--device", device_text, "Device spec")->capture_default_str();
   app.add_option("--batch", batch, "Batch size")->capture_default_str()->check(CLI::Range(1, 1024));
@@ -36,41 +39,57 @@ int main(int argc, char** argv) {
   if (auto r = warm::write_dense_model(path, {*widths, warm::activation::relu, 7}); !r) return fail(r.error());
   std::printf("wrote     %s (dense %s, relu)\n", path.c_str(), layers.c_str());
 
-  auto repository = warm::model_repository::create({repo});
-  if (!repository) return fail(repository.error());
-  auto resolved = repository->resolve("demo");
-  if (!resolved) return fail(resolved.error());
-  auto model = warm::open_model_file(*resolved);
-  if (!model) return fail(model.error());
-  std::printf("validated %s: %zu layers, %llu parameters, %s\n", resolved->c_str(), model->spec.layers.size(),
-              static_cast<unsigned long long>(model->spec.parameters()), warm::format_bytes(model->spec.data_bytes).c_str());
+  warm::runtime_options options;
+  options.devices = {device_text};
+  options.repositories = {repo};
+  options.state_dir = state;
+  auto rt = warm::runtime::create(options);
+  if (!rt) return fail(rt.error());
+  auto& runtime = **rt;
+  std::printf("started   runtime on %s, registry in %s/registry.db\n", device_text.c_str(), state.c_str());
 
-  auto spec = warm::parse_device_spec(device_text);
-  if (!spec) return fail(spec.error());
-  auto dev = warm::make_device(*spec);
-  if (!dev) return fail(dev.error());
-  warm::load_stats stats;
-  auto resident = (*dev)->load(*model, &stats);
-  if (!resident) return fail(resident.error());
-  std::printf("loaded    onto %s in %.2f ms (%.2f GB/s); device uses %s of %s\n", (*dev)->name().c_str(),
-              stats.seconds * 1e3, stats.gbps(), warm::format_bytes((*dev)->used()).c_str(),
-              warm::format_bytes((*dev)->capacity()).c_str());
+  // Idempotent: a second run finds the model registered with the same info.
+  if (auto r = runtime.register_model("demo", {"demo"}).get(); !r) return fail(r.error());
+  auto status = runtime.status("demo").get();
+  if (!status) return fail(status.error());
+  std::printf("registered demo: %s, %s on a device\n", std::string(warm::to_string(status->state)).c_str(),
+              warm::format_bytes(status->bytes).c_str());
 
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(0, 1);
-  std::vector<float> input(batch * model->spec.input_width()), output;
-  for (auto& x : input) x = uniform(rng);
-  if (auto r = (*dev)->infer(**resident, input.data(), input.size(), batch, output); !r) return fail(r.error());
-  const auto width = model->spec.output_width();
-  std::printf("inferred  batch of %llu random inputs -> output [%llu, %llu]\n", static_cast<unsigned long long>(batch),
-              static_cast<unsigned long long>(batch), static_cast<unsigned long long>(width));
-  for (std::uint64_t b = 0; b < batch; ++b) {
-    const float* row = output.data() + b * width;
-    auto best = std::max_element(row, row + width) - row;
-    std::printf("          row %llu: argmax %lld (%.4f)\n", static_cast<unsigned long long>(b), static_cast<long long>(best),
-                row[best]);
+  std::vector<float> values(batch * widths->front());
+  for (auto& x : values) x = uniform(rng);
+  warm::tensor input{"input", warm::dtype::f32, {batch, widths->front()}, {}};
+  input.data.resize(values.size() * sizeof(float));
+  std::memcpy(input.data.data(), values.data(), input.data.size());
+
+  for (const char* round : {"cold", "warm"}) {
+    auto result = runtime.infer({"demo", {input}}).get();
+    if (!result) return fail(result.error());
+    std::printf("inferred  (%s) by %s: %s, waited %.2f ms for the load\n", round, result->model.c_str(),
+                result->cache_hit ? "cache hit" : "cache miss", result->load_wait_ms);
+    if (std::string(round) == "warm") {
+      const auto& out = result->outputs.front();
+      auto width = out.shape.back();
+      std::vector<float> rows(out.data.size() / sizeof(float));
+      std::memcpy(rows.data(), out.data.data(), out.data.size());
+      for (std::uint64_t b = 0; b < batch; ++b) {
+        const float* row = rows.data() + b * width;
+        auto best = std::max_element(row, row + width) - row;
+        std::printf("          row %llu: argmax %lld (%.4f)\n", static_cast<unsigned long long>(b),
+                    static_cast<long long>(best), row[best]);
+      }
+    }
   }
-  resident->reset();
-  std::printf("unloaded  device uses %s\n", warm::format_bytes((*dev)->used()).c_str());
+
+  auto snapshot = runtime.inspect().get();
+  if (!snapshot) return fail(snapshot.error());
+  for (auto& d : snapshot->devices)
+    std::printf("device    %s (%s): %s of %s used, %zu resident\n", d.name.c_str(), d.policy.c_str(),
+                warm::format_bytes(d.used).c_str(), warm::format_bytes(d.capacity).c_str(), d.resident.size());
+  for (auto& m : snapshot->models)
+    std::printf("model     %s: %s on %s, %llu requests, %llu hits, load %.2f ms\n", m.id.c_str(),
+                std::string(warm::to_string(m.state)).c_str(), m.device.c_str(),
+                static_cast<unsigned long long>(m.requests), static_cast<unsigned long long>(m.hits), m.loads.mean_ms);
   return 0;
 }
