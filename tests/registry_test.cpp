@@ -111,3 +111,26 @@ TEST_CASE("the registry refuses registrations past max_models") {
   CHECK(code_of(f.rt->register_model("b", {"b"}).get()) == errc::capacity_exhausted);
   CHECK(f.rt->register_model("a", {"a"}).get());  // idempotent re-registration still fine
 }
+
+TEST_CASE("unregistering during a load and registering again serves the new registration") {
+  test::runtime_fixture f({"a"});
+  f.register_all();
+  f.loader->hold();
+  auto first = f.rt->infer({"a", {test::input()}});
+  REQUIRE(f.loader->wait_started(1));
+  REQUIRE(f.rt->unregister_model("a").get());
+  auto gone = first.get();  // answered at once, not after the load
+  REQUIRE_FALSE(gone);
+  CHECK(gone.error().code == errc::not_found);
+  REQUIRE(f.rt->register_model("a", {"a"}).get());
+  auto second = f.rt->infer({"a", {test::input()}});
+  f.loader->open_gate();
+  auto served = second.get();
+  REQUIRE(served);
+  CHECK(served->model == "a");
+  REQUIRE(eventually([&] { return f.rt->devices()[0]->used() == test::small_model_bytes; }));
+  auto snapshot = f.rt->inspect().get();
+  REQUIRE(snapshot->devices[0].resident.size() == 1);
+  REQUIRE(f.rt->unregister_model("a").get());
+  REQUIRE(eventually([&] { return f.rt->devices()[0]->used() == 0; }));
+}

@@ -172,16 +172,15 @@ void enqueue(self_ptr self, msg::enqueue_load& m) {
   auto& s = self->state;
   auto it = s.loads.find(m.model);
   if (it != s.loads.end() && it->second.owner != m.owner) {
-    if (it->second.cancelled) {
-      s.deferred[m.model] = m;  // after the old incarnation's load is gone
+    // Another incarnation of the model (unregistered, then registered again) still has a load.
+    if (it->second.at != phase::queued) {
+      s.deferred[m.model] = m;  // starts when that load is over
       return;
     }
-    // A stale record whose owner is gone without cancelling: replace it.
-    if (it->second.at == phase::queued) {
-      s.queue.cancel(m.model);
-      forget(s, m.model);
-      it = s.loads.end();
-    }
+    s.queue.cancel(m.model);
+    self->send(it->second.owner, msg::load_cancelled{});
+    forget(s, m.model);
+    it = s.loads.end();
   }
   if (it == s.loads.end()) {
     load_record r;
@@ -228,7 +227,8 @@ caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> con
         auto& s = self->state;
         auto it = s.loads.find(m.model);
         if (it == s.loads.end() || it->second.owner != m.owner) {
-          s.deferred.erase(m.model);
+          auto d = s.deferred.find(m.model);
+          if (d != s.deferred.end() && d->second.owner == m.owner) s.deferred.erase(d);
           return;
         }
         auto& r = it->second;
