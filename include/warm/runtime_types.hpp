@@ -48,6 +48,7 @@ struct model_status {
   std::uint64_t bytes = 0;    // bytes it takes on a device
   std::uint64_t requests = 0;  // uses: inferences and ensureLoaded calls
   std::uint64_t hits = 0;      // uses served without waiting for a load
+  double requests_per_second = 0;  // moving average (60 s time constant)
   std::uint32_t in_flight = 0;
   double idle_seconds = -1;    // since the last use; -1 if never used
   load_time_stats loads;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "runtime/rate_meter.hpp"
 
 namespace warm {
 namespace {
@@ -39,6 +40,7 @@ struct model_state_data {
   std::uint64_t slot_uses_counted = 0;  // leases of past slots, folded in when a slot is dropped
   timestamp last_used{};
   load_time_stats loads;
+  rate_meter rate;  // uses per second, sampled at each use seen here and each status query
   std::optional<warm::error> last_error;
   timestamp retry_at{};
 
@@ -104,9 +106,16 @@ void fail_waiters(self_ptr self, const warm::error& error) {
   for (auto& w : waiters) w.done(error);
 }
 
-model_status status_of(const model_state_data& s) {
+std::uint64_t total_uses(const model_state_data& s) {
+  auto leases = s.slot_uses_counted + (s.slot ? s.slot->uses() : 0);
+  return leases - s.waiter_leases + s.misses;
+}
+
+model_status status_of(model_state_data& s) {
   model_status st;
   auto now = s.time->now();
+  s.rate.sample(total_uses(s), now);
+  st.requests_per_second = s.rate.per_second();
   st.id = s.id;
   st.state = s.state;
   st.device = s.device;
@@ -142,6 +151,7 @@ void on_use(self_ptr self, msg::model_use& m) {
     drop_slot(self);  // withdrawn: the eviction notice is on its way
   }
   ++s.misses;
+  s.rate.sample(total_uses(s), now);
   s.last_used = std::max(s.last_used, m.arrival);
   if (s.state == model_state::loading_failed) {
     if (now < s.retry_at) {
