@@ -48,7 +48,7 @@ struct hitpath_options {
 };
 // `hitpath`: inference on a loaded model through warm::runtime::infer (callback and future forms)
 // vs device::infer called directly on the same model loaded onto a separate host device.
-// ratio = warm_rps / direct_rps.
+// ratio = the median over rounds of warm_rps / direct_rps.
 int run_hitpath(const hitpath_options& options);
 
 struct registry_options {

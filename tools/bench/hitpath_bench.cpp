@@ -179,8 +179,9 @@ int run_hitpath(const hitpath_options& options) {
     return bool(r);
   };
 
-  // Callback form: a hit answers inline; a miss would answer later on another thread, so wait
-  // for it (and count it as a failure: a resident model must not miss).
+  // Callback form: a hit on the route table answers inline. An answer that comes later (through
+  // the actors, on another thread) is waited for and counted as deferred; cache_hit false (the
+  // model had to be loaded) fails the run.
   struct alignas(64) answer {
     std::atomic<bool> done{false};
     bool ok = false;
