@@ -127,3 +127,29 @@ TEST_CASE("a file that changed or vanished since validation fails the load and l
   CHECK(vanished.error().code == warm::errc::load_failed);
   CHECK(dev->used() == 0);
 }
+
+TEST_CASE("a reservation charges the budget, returns it unused, and becomes a buffer when allocated") {
+  auto dev = host(1000);
+  auto other = host(1000);
+  {
+    auto r = dev->reserve(600);
+    REQUIRE(r);
+    CHECK(dev->used() == 600);
+    CHECK(dev->reserve(500).error().code == warm::errc::capacity_exhausted);
+    CHECK(dev->reserve(1001).error().code == warm::errc::model_too_large);
+  }
+  CHECK(dev->used() == 0);  // destroyed unused: bytes back
+  auto r = dev->reserve(600);
+  REQUIRE(r);
+  auto foreign = other->allocate(std::move(*r));
+  REQUIRE_FALSE(foreign);
+  CHECK(foreign.error().code == warm::errc::invalid_argument);
+  CHECK(dev->used() == 0);  // the refused reservation went back too
+  auto again = dev->reserve(600);
+  auto buffer = dev->allocate(std::move(*again));
+  REQUIRE(buffer);
+  CHECK((*buffer)->size() == 600);
+  CHECK(dev->used() == 600);
+  buffer->reset();
+  CHECK(dev->used() == 0);
+}

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "warm/dense_model.hpp"
@@ -60,6 +61,31 @@ class device_buffer {
   std::uint64_t size_;
 };
 
+// Bytes charged to a device's budget but not yet allocated. The device actor reserves (cheap, on
+// its own thread) and hands the reservation to a loader thread, which allocates (slow: fresh
+// memory is zero-filled) and copies. Move-only; destroying an unused reservation returns its
+// bytes. Must not outlive its device.
+class memory_reservation {
+ public:
+  memory_reservation() = default;
+  memory_reservation(memory_reservation&& other) noexcept
+      : owner_(std::exchange(other.owner_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  memory_reservation& operator=(memory_reservation&& other) noexcept;
+  ~memory_reservation() { reset(); }
+
+  std::uint64_t bytes() const { return bytes_; }
+  const device* owner() const { return owner_; }
+  explicit operator bool() const { return owner_ != nullptr; }
+  // Returns the bytes now.
+  void reset();
+
+ private:
+  friend class device;
+  memory_reservation(device* owner, std::uint64_t bytes) : owner_(owner), bytes_(bytes) {}
+  device* owner_ = nullptr;
+  std::uint64_t bytes_ = 0;
+};
+
 // What a load measured: the bytes copied and how long reading and copying took.
 struct load_stats {
   std::uint64_t bytes = 0;
@@ -104,15 +130,21 @@ class device {
   // budget is unchanged. A backend allocation failure (e.g. cudaMalloc) returns the bytes.
   expected<std::unique_ptr<device_buffer>> allocate(std::uint64_t bytes);
 
+  // allocate() in two steps. reserve() charges the budget only (fails like allocate()); the
+  // second allocates the reserved bytes, consuming the reservation (which must be this
+  // device's), and returns them to the budget if the backend's allocation fails.
+  expected<memory_reservation> reserve(std::uint64_t bytes);
+  expected<std::unique_ptr<device_buffer>> allocate(memory_reservation reservation);
+
   // Loads a validated model: allocates its data buffer and copies the file's bytes into it with
   // large sequential reads, once. Fails like allocate(), or load_failed when the file cannot be
   // read or changed since it was validated. Blocks on I/O: call it from a loader thread.
   expected<std::unique_ptr<resident_model>> load(const model_file& file, load_stats* stats = nullptr);
 
-  // The second half of load(): copies the file's bytes into `buffer`, which the caller allocated
-  // on this device (a reservation made before the load started). load_failed when the buffer's
-  // size is not the model's; the buffer is freed on any failure.
-  expected<std::unique_ptr<resident_model>> load_into(const model_file& file, std::unique_ptr<device_buffer> buffer,
+  // load() with the bytes reserved beforehand (by the device actor, before the load started):
+  // allocates the reservation and copies the file into it; the stats time both. load_failed
+  // when the reservation's size is not the model's; the bytes go back on any failure.
+  expected<std::unique_ptr<resident_model>> load_into(const model_file& file, memory_reservation reservation,
                                                       load_stats* stats = nullptr);
 
   // Runs `model` (which must be resident on this device) on a batch. `input` holds
@@ -134,6 +166,9 @@ class device {
 
   // Backends give bytes back from their buffers' destructors.
   void release(std::uint64_t bytes) { budget_.release(bytes); }
+
+ private:
+  friend class memory_reservation;
 
  private:
   std::string name_;
@@ -158,6 +193,12 @@ expected<device_spec> parse_device_spec(const std::string& text);
 // Creates a device. unavailable when the spec names a CUDA device and there is none (the message
 // carries the driver's reason) or CUDA support was not built.
 expected<std::unique_ptr<device>> make_device(const device_spec& spec);
+
+// How many threads the host backend's BLAS may use for one call. Process-wide (OpenBLAS keeps a
+// single setting). warm runs many requests in parallel, so one thread per call (the runtime's
+// default) avoids BLAS threads fighting request threads for the cores; large batches on an idle
+// machine gain from more.
+void set_host_blas_threads(int threads);
 
 // How many CUDA devices are usable, or unavailable with the reason. Never crashes without a GPU.
 expected<int> cuda_device_count();

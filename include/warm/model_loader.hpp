@@ -14,19 +14,19 @@ class model_loader {
  public:
   virtual ~model_loader() = default;
 
-  // Loads the model at `path` (already confined to a repository root) into `buffer`, which was
-  // reserved on `dev` for it. Runs on a loader-pool thread and may block on I/O; may be called
-  // from several threads at once. On failure the buffer is freed (its bytes go back to `dev`).
+  // Loads the model at `path` (already confined to a repository root) into memory of `dev`,
+  // allocated from `reservation` (its bytes were charged before the load started). Runs on a
+  // loader-pool thread and may block on I/O; may be called from several threads at once. On
+  // failure the reservation's bytes go back to `dev`.
   virtual expected<std::unique_ptr<resident_model>> load(device& dev, const std::string& path,
-                                                         std::unique_ptr<device_buffer> buffer,
-                                                         load_stats* stats) = 0;
+                                                         memory_reservation reservation, load_stats* stats) = 0;
 };
 
 // Validates the file (open_model_file) and copies its data with device::load_into.
 class file_loader final : public model_loader {
  public:
-  expected<std::unique_ptr<resident_model>> load(device& dev, const std::string& path,
-                                                 std::unique_ptr<device_buffer> buffer, load_stats* stats) override;
+  expected<std::unique_ptr<resident_model>> load(device& dev, const std::string& path, memory_reservation reservation,
+                                                 load_stats* stats) override;
 };
 
 }  // namespace warm

@@ -42,6 +42,7 @@ struct runtime_options {
   std::uint64_t max_models = 1'000'000;           // registrations the registry accepts
   std::uint32_t scheduler_threads = 0;            // CAF scheduler threads; 0 = one per core
   std::uint32_t inference_threads = 0;            // threads running inferences after a miss; 0 = one per core
+  std::uint32_t blas_threads = 1;                 // host BLAS threads per call (process-wide), 0 = leave as is
   std::shared_ptr<const clock> time;              // default: the steady clock
   std::shared_ptr<model_loader> loader;           // default: file_loader
 };

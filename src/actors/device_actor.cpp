@@ -105,12 +105,12 @@ msg::reserve_result reserve_bytes(self_ptr self, const msg::reserve& m) {
   result.load_id = m.load_id;
   for (int attempt = 0; attempt < 2; ++attempt) {
     make_room(self, m.bytes);
-    auto buffer = s.config.dev->allocate(m.bytes);
-    if (buffer) {
-      result.buffer = std::make_shared<std::unique_ptr<device_buffer>>(std::move(*buffer));
+    auto reserved = s.config.dev->reserve(m.bytes);  // budget only: the loader thread allocates
+    if (reserved) {
+      result.reservation = std::make_shared<memory_reservation>(std::move(*reserved));
       return result;
     }
-    result.error = std::move(buffer).error();
+    result.error = std::move(reserved).error();
     if (result.error.code != errc::capacity_exhausted) return result;
     s.pool_waiting = true;
     if (!watch_busy_models(s)) break;

@@ -28,7 +28,7 @@ caf::behavior loader_worker(caf::stateful_actor<worker_state>* self, std::shared
         msg::load_result result;
         result.load_id = job.load_id;
         load_stats stats;
-        auto loaded = self->state.loader->load(*job.dev, job.path, std::move(*job.buffer), &stats);
+        auto loaded = self->state.loader->load(*job.dev, job.path, std::move(*job.reservation), &stats);
         if (loaded)
           result.model = std::make_shared<std::unique_ptr<resident_model>>(std::move(*loaded));
         else
@@ -248,17 +248,17 @@ caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> con
         auto& r = s.loads.at(id->second);
         if (r.cancelled) {
           --s.running;
-          m.buffer.reset();
+          m.reservation.reset();
           self->send(r.owner, msg::load_cancelled{});
           finish(self, r.model);
-        } else if (m.buffer) {
+        } else if (m.reservation) {
           r.at = phase::loading;
           ++r.attempts;
           ++s.started;
           auto worker = s.idle_workers.back();
           s.idle_workers.pop_back();
           self->send(r.owner, msg::load_started{s.device_names[r.device]});
-          self->send(worker, msg::load_job{r.id, s.config.devices[r.device], r.path, std::move(m.buffer)});
+          self->send(worker, msg::load_job{r.id, s.config.devices[r.device], r.path, std::move(m.reservation)});
         } else if (m.error.code == errc::capacity_exhausted) {
           --s.running;
           s.blocked[r.device] = true;

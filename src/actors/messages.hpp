@@ -145,8 +145,8 @@ struct cancel_load {
 };
 struct reserve_result {
   std::uint64_t load_id = 0;
-  std::shared_ptr<std::unique_ptr<device_buffer>> buffer;  // set on success
-  warm::error error;                                          // else why not
+  std::shared_ptr<memory_reservation> reservation;  // set on success
+  warm::error error;                                 // else why not
 };
 struct load_result {
   std::uint64_t load_id = 0;
@@ -200,7 +200,7 @@ struct load_job {
   std::uint64_t load_id = 0;
   std::shared_ptr<device> dev;
   std::string path;
-  std::shared_ptr<std::unique_ptr<device_buffer>> buffer;
+  std::shared_ptr<memory_reservation> reservation;
 };
 
 }  // namespace warm::msg

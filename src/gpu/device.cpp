@@ -21,7 +21,20 @@ void memory_budget::release(std::uint64_t bytes) {
   assert(before >= bytes && "released more bytes than were acquired");
 }
 
-expected<std::unique_ptr<device_buffer>> device::allocate(std::uint64_t bytes) {
+memory_reservation& memory_reservation::operator=(memory_reservation&& other) noexcept {
+  if (this != &other) {
+    reset();
+    owner_ = std::exchange(other.owner_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void memory_reservation::reset() {
+  if (owner_) std::exchange(owner_, nullptr)->release(std::exchange(bytes_, 0));
+}
+
+expected<memory_reservation> device::reserve(std::uint64_t bytes) {
   if (bytes > capacity())
     return make_error(errc::model_too_large, name_ + ": " + std::to_string(bytes) + " bytes (" + format_bytes(bytes) +
                                                  ") exceed the device's capacity of " + format_bytes(capacity()));
@@ -29,38 +42,54 @@ expected<std::unique_ptr<device_buffer>> device::allocate(std::uint64_t bytes) {
     return make_error(errc::capacity_exhausted, name_ + ": " + format_bytes(bytes) + " do not fit; " +
                                                     format_bytes(budget_.free()) + " of " +
                                                     format_bytes(capacity()) + " free");
-  auto buffer = allocate_memory(bytes);
-  if (!buffer) budget_.release(bytes);
+  return memory_reservation(this, bytes);
+}
+
+expected<std::unique_ptr<device_buffer>> device::allocate(memory_reservation reservation) {
+  if (reservation.owner() != this)
+    return make_error(errc::invalid_argument, name_ + ": the reservation belongs to another device");
+  auto buffer = allocate_memory(reservation.bytes());
+  if (buffer) {  // the buffer now owns the bytes: its destructor returns them
+    reservation.owner_ = nullptr;
+    reservation.bytes_ = 0;
+  }
   return buffer;
 }
 
-expected<std::unique_ptr<resident_model>> device::load(const model_file& file, load_stats* stats) {
-  auto buffer = allocate(file.spec.data_bytes);
-  if (!buffer) return std::move(buffer).error();
-  return load_into(file, std::move(*buffer), stats);
+expected<std::unique_ptr<device_buffer>> device::allocate(std::uint64_t bytes) {
+  auto reservation = reserve(bytes);
+  if (!reservation) return std::move(reservation).error();
+  return allocate(std::move(*reservation));
 }
 
-expected<std::unique_ptr<resident_model>> device::load_into(const model_file& file,
-                                                             std::unique_ptr<device_buffer> buffer,
+expected<std::unique_ptr<resident_model>> device::load(const model_file& file, load_stats* stats) {
+  auto reservation = reserve(file.spec.data_bytes);
+  if (!reservation) return std::move(reservation).error();
+  return load_into(file, std::move(*reservation), stats);
+}
+
+expected<std::unique_ptr<resident_model>> device::load_into(const model_file& file, memory_reservation reservation,
                                                              load_stats* stats) {
   auto started = std::chrono::steady_clock::now();
-  if (!buffer || buffer->size() != file.spec.data_bytes)
+  if (reservation.bytes() != file.spec.data_bytes)
     return make_error(errc::load_failed, file.path + ": the model holds " + format_bytes(file.spec.data_bytes) +
-                                             " but " + format_bytes(buffer ? buffer->size() : 0) +
+                                             " but " + format_bytes(reservation.bytes()) +
                                              " were reserved (the file changed since it was registered?)");
   auto opened = read_file::open(file.path);
   if (!opened) return make_error(errc::load_failed, opened.error().message);
   // The file must still be the one that was validated: same size means same layout.
   if (opened->size() != file.header.data_offset + file.header.data_bytes)
     return make_error(errc::load_failed, file.path + ": file changed size since it was validated");
-  auto target = upload_target_for(*buffer);
+  auto buffer = allocate(std::move(reservation));
+  if (!buffer) return std::move(buffer).error();
+  auto target = upload_target_for(**buffer);
   if (auto r = upload(*opened, file.header.data_offset, file.spec.data_bytes, *target); !r)
     return std::move(r).error();
   if (stats) {
     stats->bytes = file.spec.data_bytes;
     stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
-  return std::make_unique<resident_model>(*this, file.spec, std::move(buffer));
+  return std::make_unique<resident_model>(*this, file.spec, std::move(*buffer));
 }
 
 expected<void> device::infer(const resident_model& model, const float* input, std::uint64_t input_count,

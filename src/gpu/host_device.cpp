@@ -147,6 +147,8 @@ class host_device final : public device {
 
 }  // namespace
 
+void set_host_blas_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
+
 std::unique_ptr<device> make_host_device(std::uint64_t capacity, std::string name) {
   return std::make_unique<host_device>(capacity, std::move(name));
 }

@@ -3,10 +3,10 @@
 namespace warm {
 
 expected<std::unique_ptr<resident_model>> file_loader::load(device& dev, const std::string& path,
-                                                            std::unique_ptr<device_buffer> buffer, load_stats* stats) {
+                                                            memory_reservation reservation, load_stats* stats) {
   auto file = open_model_file(path);
   if (!file) return make_error(errc::load_failed, file.error().message);
-  return dev.load_into(*file, std::move(buffer), stats);
+  return dev.load_into(*file, std::move(reservation), stats);
 }
 
 }  // namespace warm

@@ -1,7 +1,6 @@
 #include "warm/runtime.hpp"
 
 #include <caf/all.hpp>
-#include <tbb/task_arena.h>
 
 #include <cstring>
 #include <thread>
@@ -10,6 +9,7 @@
 #include "actors/loader_pool.hpp"
 #include "actors/messages.hpp"
 #include "actors/registry_actor.hpp"
+#include "runtime/executor.hpp"
 #include "warm/model_repository.hpp"
 #include "warm/runtime_actors.hpp"
 
@@ -24,8 +24,7 @@ struct runtime_impl {
   std::unique_ptr<caf::actor_system> system;
   caf::actor registry, pool;
   std::vector<caf::actor> device_actors;
-  std::unique_ptr<tbb::task_arena> executor;
-  std::atomic<std::int64_t> executing{0};  // slow-path inferences queued or running
+  std::unique_ptr<warm::executor> executor;  // runs inferences after a miss
 };
 
 namespace {
@@ -144,8 +143,9 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   impl->config = std::make_unique<caf::actor_system_config>();
   if (options.scheduler_threads) impl->config->set("scheduler.max-threads", options.scheduler_threads);
   impl->system = std::make_unique<caf::actor_system>(*impl->config);
-  auto threads = options.inference_threads ? static_cast<int>(options.inference_threads) : tbb::task_arena::automatic;
-  impl->executor = std::make_unique<tbb::task_arena>(threads);
+  if (options.blas_threads) set_host_blas_threads(static_cast<int>(options.blas_threads));
+  auto threads = options.inference_threads ? options.inference_threads : std::max(1u, std::thread::hardware_concurrency());
+  impl->executor = std::make_unique<warm::executor>(threads);
 
   loader_pool_config pool;
   pool.devices = impl->devices;
@@ -176,7 +176,6 @@ runtime::runtime(std::unique_ptr<runtime_impl> impl) : impl_(std::move(impl)) {}
 
 runtime::~runtime() {
   auto& i = *impl_;
-  while (i.executing.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   caf::anon_send_exit(i.registry, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(i.pool, caf::exit_reason::user_shutdown);
   for (auto& d : i.device_actors) caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
@@ -184,10 +183,10 @@ runtime::~runtime() {
   i.pool = nullptr;
   i.device_actors.clear();
   i.system->await_all_actors_done();
+  i.executor.reset();  // no actor is left to submit: run what is queued
   // Every slot left in the hit path's index gives its weights back before the devices go.
   for (auto& [model, slot] : i.routes->current().slots) slot->withdraw();
   i.system.reset();
-  i.executor.reset();
 }
 
 const std::vector<std::shared_ptr<device>>& runtime::devices() const { return impl_->devices; }
@@ -308,13 +307,11 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
   caf::anon_send(i.registry, msg::use_model{target, msg::use_kind::wait, now, [impl, shared](expected<msg::acquired> a) {
                                               if (!a) return shared->second(std::move(a).error());
                                               auto held = std::make_shared<msg::acquired>(std::move(*a));
-                                              impl->executing.fetch_add(1);
-                                              impl->executor->enqueue([impl, shared, held] {
+                                              impl->executor->submit([shared, held] {
                                                 auto result = execute(std::move(held->lease), held->model, shared->first,
                                                                       held->hit, held->wait_ms);
                                                 held->slot.reset();
                                                 shared->second(std::move(result));
-                                                impl->executing.fetch_sub(1);
                                               });
                                             }});
 }

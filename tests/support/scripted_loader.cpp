@@ -12,8 +12,7 @@ std::string scripted_loader::model_of(const std::string& path) {
 }
 
 expected<std::unique_ptr<resident_model>> scripted_loader::load(device& dev, const std::string& path,
-                                                                std::unique_ptr<device_buffer> buffer,
-                                                                load_stats* stats) {
+                                                                memory_reservation reservation, load_stats* stats) {
   auto model = model_of(path);
   bool fails = false;
   {
@@ -26,7 +25,7 @@ expected<std::unique_ptr<resident_model>> scripted_loader::load(device& dev, con
     fails = failing_.count({model, ""}) || failing_.count({model, dev.name()});
   }
   if (fails) return make_error(errc::load_failed, model + ": injected failure on " + dev.name());
-  return files_.load(dev, path, std::move(buffer), stats);
+  return files_.load(dev, path, std::move(reservation), stats);
 }
 
 void scripted_loader::hold() {

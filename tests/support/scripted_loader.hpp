@@ -17,7 +17,7 @@ namespace warm::test {
 class scripted_loader final : public model_loader {
  public:
   expected<std::unique_ptr<resident_model>> load(device& dev, const std::string& path,
-                                                 std::unique_ptr<device_buffer> buffer, load_stats* stats) override;
+                                                 memory_reservation reservation, load_stats* stats) override;
 
   // Loads block after starting until let_through() admits them (one per call), while held.
   void hold();

@@ -1,0 +1,40 @@
+// A fixed pool of threads running submitted tasks in submission order: where inferences run after
+// a miss (never on an actor's thread). oneTBB's arenas were tried first; on a 2-core machine TBB
+// caps its workers at cores - 1 process-wide, which left one thread for all misses.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace warm {
+
+class executor {
+ public:
+  // Starts `threads` threads (at least 1).
+  explicit executor(unsigned threads);
+  // Runs every task already submitted, then joins the threads. Tasks must not submit once the
+  // destructor has started.
+  ~executor();
+  executor(const executor&) = delete;
+  executor& operator=(const executor&) = delete;
+
+  // Queues `task`; thread-safe.
+  void submit(std::function<void()> task);
+
+  unsigned threads() const { return static_cast<unsigned>(threads_.size()); }
+
+ private:
+  void run();
+
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace warm
