@@ -32,8 +32,9 @@ struct exec_options {
 int run_exec(const exec_options& options);
 
 struct coldstorm_options {
-  std::uint64_t requests = 1000;                    // concurrent inferences fired at the cold model
+  std::uint64_t requests = 1000;                    // concurrent requests fired at the cold model
   std::vector<std::uint64_t> layers{2048, 2048, 2048};  // ~32 MiB of weights: a load of some ms
+  std::string kind = "ensure";  // "ensure": ensureLoaded(sync) requests; "infer": batch-1 inferences
 };
 // `coldstorm`: N concurrent inferences (callback API) at one registered, unloaded model. Reports
 // how many loads ran (1 is the contract), the load time and when the last answer arrived;

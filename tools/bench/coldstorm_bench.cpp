@@ -2,7 +2,9 @@
 // should be answered about when that load finishes.
 //
 // One model (~32 MiB by default) is registered but not loaded. The calling thread then fires
-// `requests` inferences with the callback API as fast as it can (the requests are built
+// `requests` requests with the callback API — ensure_loaded(sync) by default (--kind ensure: the
+// cost of coalescing alone), or batch-1 inferences (--kind infer: each answer then also pays a
+// full pass over the weights, ~1 ms for 32 MiB, so the ratio is bound by compute, not by warm) as fast as it can (the requests are built
 // beforehand, so the burst times only warm), and each callback stamps when it ran, relative to
 // the first call. Reported:
 //   loads           status().loads.count after the storm (the contract: 1)
@@ -60,6 +62,8 @@ int run_coldstorm(const coldstorm_options& options) {
   };
   if (options.requests == 0) return fail("--requests must be at least 1");
   if (options.layers.size() < 2) return fail("--layers needs at least two widths");
+  if (options.kind != "ensure" && options.kind != "infer") return fail("--kind must be ensure or infer");
+  const bool infer = options.kind == "infer";
 
   scratch_dir dir("coldstorm");
   const std::string id = "storm";
@@ -86,16 +90,22 @@ int run_coldstorm(const coldstorm_options& options) {
 
   const auto t0 = clock_type::now();
   for (std::uint64_t i = 0; i < options.requests; ++i) {
-    rt->infer(std::move(burst[i]), [&, i](expected<infer_result> r) {
+    auto answer = [&, i](const warm::error* error, bool hit) {
       answered_at[i] = clock_type::now();
-      if (!r) {
-        if (!have_error.exchange(true)) first_error = r.error().to_string();
+      if (error) {
+        if (!have_error.exchange(true)) first_error = error->to_string();
         errors.fetch_add(1);
-      } else if (r->cache_hit) {
+      } else if (hit) {
         hits.fetch_add(1);
       }
       answers.arrive();
-    });
+    };
+    if (infer)
+      rt->infer(std::move(burst[i]), [answer](expected<infer_result> r) {
+        answer(r ? nullptr : &r.error(), r && r->cache_hit);
+      });
+    else
+      rt->ensure_loaded(id, true, [answer](expected<void> r) { answer(r ? nullptr : &r.error(), false); });
   }
   const auto issued = clock_type::now();
   if (!answers.wait(std::chrono::seconds(300))) return fail("not every request was answered within 300 s");
@@ -117,6 +127,7 @@ int run_coldstorm(const coldstorm_options& options) {
   double last_ms = ms_between(t0, *last);
   double load_ms = st->loads.mean_ms;
   nlohmann::ordered_json out{{"scenario", "coldstorm"},
+                             {"kind", options.kind},
                              {"requests", options.requests},
                              {"loads", st->loads.count},
                              {"answered", options.requests - errors.load()},

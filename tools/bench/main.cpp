@@ -46,9 +46,12 @@ int main(int argc, char** argv) {
 
   warm::bench::coldstorm_options coldstorm;
   std::string coldstorm_layers = "2048,2048,2048";
-  auto* coldstorm_cmd = app.add_subcommand("coldstorm", "Concurrent inferences at one cold model: one load, answers when it ends");
+  auto* coldstorm_cmd = app.add_subcommand("coldstorm", "Concurrent requests at one cold model: one load, answers when it ends");
   coldstorm_cmd->add_option("--requests", coldstorm.requests, "Concurrent requests")->capture_default_str()->check(CLI::Range(1, 10000000));
   coldstorm_cmd->add_option("--layers", coldstorm_layers, "Layer widths of the model")->capture_default_str();
+  coldstorm_cmd->add_option("--kind", coldstorm.kind, "Requests: ensure (ensureLoaded --sync) or infer (batch 1)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ensure", "infer"}));
   coldstorm_cmd->callback([&] {
     auto widths = warm::parse_widths(coldstorm_layers);
     if (!widths) {
