@@ -8,7 +8,7 @@
 #include <atomic>
 #include <future>
 
-#include "actors/messages.hpp"
+#include "warm/actor_messages.hpp"
 #include "support/runtime_fixture.hpp"
 #include "warm/runtime_actors.hpp"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/route_table.hpp"
-#include "runtime/serving_slot.hpp"
+#include "warm/serving_slot.hpp"
 #include "support/test_files.hpp"
 #include "warm/model_writer.hpp"
 

@@ -1,5 +1,5 @@
 // For hosts that are CAF applications themselves: the runtime's actor system and actor handles.
-// The messages they understand are in src/actors/messages.hpp (warm::msg); they are local-only
+// The messages they understand are in warm/actor_messages.hpp (warm::msg); they are local-only
 // types. Most hosts should use warm::runtime's methods instead.
 #pragma once
 
@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "warm/actor_messages.hpp"
 #include "warm/runtime.hpp"
 
 namespace warm {

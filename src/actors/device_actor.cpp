@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "warm/actor_messages.hpp"
 #include "warm/units.hpp"
 
 namespace warm {

@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <variant>
 
-#include "actors/messages.hpp"
+#include "warm/actor_messages.hpp"
 #include "runtime/failure_table.hpp"
 #include "runtime/load_queue.hpp"
 #include "warm/units.hpp"

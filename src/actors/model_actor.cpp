@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "warm/actor_messages.hpp"
 #include "runtime/rate_meter.hpp"
 
 namespace warm {

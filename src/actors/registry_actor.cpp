@@ -5,7 +5,7 @@
 #include <map>
 
 #include "actors/gather.hpp"
-#include "actors/messages.hpp"
+#include "warm/actor_messages.hpp"
 #include "actors/model_actor.hpp"
 #include "warm/dense_model.hpp"
 

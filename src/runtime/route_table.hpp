@@ -15,7 +15,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "runtime/serving_slot.hpp"
+#include "warm/serving_slot.hpp"
 
 namespace warm {
 

@@ -7,7 +7,7 @@
 
 #include "actors/device_actor.hpp"
 #include "actors/loader_pool.hpp"
-#include "actors/messages.hpp"
+#include "warm/actor_messages.hpp"
 #include "actors/registry_actor.hpp"
 #include "runtime/executor.hpp"
 #include "warm/model_repository.hpp"

@@ -1,4 +1,4 @@
-#include "runtime/serving_slot.hpp"
+#include "warm/serving_slot.hpp"
 
 #include <cassert>
 

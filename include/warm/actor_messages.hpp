@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/serving_slot.hpp"
+#include "warm/serving_slot.hpp"
 #include "warm/clock.hpp"
 #include "warm/device.hpp"
 #include "warm/runtime_types.hpp"
