@@ -75,22 +75,8 @@ TEST_CASE("every acknowledged registration and vmodel change survives kill -9") 
     FILE* in = fdopen(pipe_fds[0], "r");
     char buffer[256];
     int seen = 0;
-    while (seen < wanted && std::fgets(buffer, sizeof buffer, in)) {
-      std::istringstream line(buffer);
-      std::string kind, id, target;
-      line >> kind >> id >> target;
-      if (kind == "M") {
-        models.insert(id);
-        next = std::max(next, std::stoi(id.substr(1)) + 1);
-      } else {
-        vmodels[id] = target;
-      }
-      ++seen;
-    }
-    kill(pid, SIGKILL);
-    // Acknowledgements written before the kill still count.
-    while (std::fgets(buffer, sizeof buffer, in)) {
-      std::istringstream line(buffer);
+    auto record = [&](const char* text) {
+      std::istringstream line(text);
       std::string kind, id, target;
       line >> kind >> id >> target;
       if (kind == "M") {
@@ -99,7 +85,13 @@ TEST_CASE("every acknowledged registration and vmodel change survives kill -9") 
       } else if (kind == "V") {
         vmodels[id] = target;
       }
+    };
+    while (seen < wanted && std::fgets(buffer, sizeof buffer, in)) {
+      record(buffer);
+      ++seen;
     }
+    kill(pid, SIGKILL);
+    while (std::fgets(buffer, sizeof buffer, in)) record(buffer);  // acknowledged before the kill
     std::fclose(in);
     int status = 0;
     waitpid(pid, &status, 0);

@@ -13,6 +13,8 @@
 
 #include <unistd.h>
 
+#include "warm/runtime.hpp"
+
 namespace warm::bench {
 
 struct load_options {
@@ -83,6 +85,15 @@ class scratch_dir {
  private:
   std::filesystem::path path_;
 };
+
+// A runtime over `dir`/repo holding one registered dense model `id` with these layer widths, on a
+// host device with room for it (at least 1 GiB). *model_path gets the model file's path.
+expected<std::unique_ptr<runtime>> single_model_runtime(const scratch_dir& dir, const std::string& id,
+                                                       const std::vector<std::uint64_t>& layers,
+                                                       std::string* model_path = nullptr);
+
+// An F32 input [1, width] of uniform values in [-1, 1).
+tensor random_input(std::uint64_t width, std::uint64_t seed = 42);
 
 // Counts completions that arrive on other threads; wait() returns once `expected` arrived, or
 // false when `limit` passed first. Thread-safe.

@@ -39,19 +39,6 @@ double ms_between(clock_type::time_point a, clock_type::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-infer_request random_request(const std::string& target, std::uint64_t width) {
-  std::vector<float> values(width);
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> uniform(-1, 1);
-  for (auto& v : values) v = uniform(rng);
-  tensor t;
-  t.name = "input";
-  t.type = dtype::f32;
-  t.shape = {1, width};
-  t.data.resize(values.size() * sizeof(float));
-  std::memcpy(t.data.data(), values.data(), t.data.size());
-  return infer_request{target, {std::move(t)}};
-}
 
 }  // namespace
 
@@ -67,20 +54,11 @@ int run_coldstorm(const coldstorm_options& options) {
 
   scratch_dir dir("coldstorm");
   const std::string id = "storm";
-  auto path = (dir.path() / "repo" / id / "1" / model_file_name).string();
-  if (auto r = write_dense_model(path, {options.layers, activation::relu, 1}); !r) return fail(r.error().to_string());
-  const auto bytes = dense_data_bytes(options.layers);
-
-  runtime_options ro;
-  ro.devices = {"host:" + std::to_string(std::max<std::uint64_t>(std::uint64_t{1} << 30, 2 * bytes))};
-  ro.repositories = {(dir.path() / "repo").string()};
-  ro.state_dir = (dir.path() / "state").string();
-  auto created = runtime::create(ro);
+  auto created = single_model_runtime(dir, id, options.layers);
   if (!created) return fail(created.error().to_string());
   auto& rt = *created;
-  if (auto r = rt->register_model(id, {id}).get(); !r) return fail(r.error().to_string());
 
-  const auto base = random_request(id, options.layers.front());
+  const infer_request base{id, {random_input(options.layers.front(), 7)}};
   std::vector<infer_request> burst(options.requests, base);
   std::vector<clock_type::time_point> answered_at(options.requests);
   std::atomic<std::uint64_t> errors{0}, hits{0};

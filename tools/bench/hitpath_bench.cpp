@@ -109,19 +109,6 @@ phase_result run_phase(int threads, double seconds, const call_fn& call) {
   return result;
 }
 
-tensor random_input(std::uint64_t width) {
-  std::vector<float> values(width);
-  std::mt19937 rng(42);
-  std::uniform_real_distribution<float> uniform(-1, 1);
-  for (auto& v : values) v = uniform(rng);
-  tensor t;
-  t.name = "input";
-  t.type = dtype::f32;
-  t.shape = {1, width};
-  t.data.resize(values.size() * sizeof(float));
-  std::memcpy(t.data.data(), values.data(), t.data.size());
-  return t;
-}
 
 double median(std::vector<double> v) { return percentile(v, 50); }
 
@@ -137,19 +124,11 @@ int run_hitpath(const hitpath_options& options) {
 
   scratch_dir dir("hitpath");
   const std::string id = "hit";
-  auto path = (dir.path() / "repo" / id / "1" / model_file_name).string();
-  if (auto r = write_dense_model(path, {options.layers, activation::relu, 1}); !r) return fail(r.error().to_string());
-  const auto bytes = dense_data_bytes(options.layers);
-
   // The runtime, with the model resident.
-  runtime_options ro;
-  ro.devices = {"host:" + std::to_string(std::max<std::uint64_t>(std::uint64_t{1} << 30, 2 * bytes))};
-  ro.repositories = {(dir.path() / "repo").string()};
-  ro.state_dir = (dir.path() / "state").string();
-  auto created = runtime::create(ro);
+  std::string path;
+  auto created = single_model_runtime(dir, id, options.layers, &path);
   if (!created) return fail(created.error().to_string());
   auto& rt = *created;
-  if (auto r = rt->register_model(id, {id}).get(); !r) return fail(r.error().to_string());
   if (auto r = rt->ensure_loaded(id, true).get(); !r) return fail(r.error().to_string());
 
   // The baseline: the same file on a device of its own.
