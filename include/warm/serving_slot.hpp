@@ -78,11 +78,12 @@ class serving_slot {
   const std::string& model() const { return model_; }
   const device& owner() const { return *owner_; }
   std::uint64_t bytes() const { return bytes_; }
-  std::uint32_t in_flight() const { return in_flight_.load(); }
+  std::uint32_t in_flight() const { return static_cast<std::uint32_t>(counts_.load() & in_flight_mask); }
   bool withdrawn() const { return withdrawn_.load(); }
   bool quiesced() const { return quiesced_.load(); }
-  // Successful acquisitions and the time of the last one (relaxed; for policies and inspection).
-  std::uint64_t uses() const { return uses_.load(std::memory_order_relaxed); }
+  // Successful acquisitions and (to within last_used_resolution) the time of the last one.
+  // Relaxed: for policies and inspection.
+  std::uint64_t uses() const { return (counts_.load(std::memory_order_relaxed) >> use_shift) - refused_.load(std::memory_order_relaxed); }
   timestamp last_used() const { return timestamp{timestamp::duration{last_used_.load(std::memory_order_relaxed)}}; }
 
  private:
@@ -95,11 +96,19 @@ class serving_slot {
   std::unique_ptr<resident_model> weights_;
   release_fn on_release_;
 
-  std::atomic<std::uint32_t> in_flight_{0};
+  // One word so that a lease costs one read-modify-write on the hit path: the low 24 bits count
+  // leases in flight, the high 40 bits count acquisitions (refused ones are subtracted by uses()).
+  static constexpr int use_shift = 24;
+  static constexpr std::uint64_t in_flight_mask = (std::uint64_t{1} << use_shift) - 1;
+  static constexpr std::uint64_t one_use = std::uint64_t{1} << use_shift;
+  // last_used is rewritten only when it moves by more than this: fewer writes to a shared line.
+  static constexpr timestamp::duration::rep last_used_resolution = 100'000;  // ns
+
+  std::atomic<std::uint64_t> counts_{0};
   std::atomic<bool> withdrawn_{false};
   std::atomic<bool> quiesced_{false};
   std::atomic<bool> want_idle_{false};
-  std::atomic<std::uint64_t> uses_{0};
+  std::atomic<std::uint64_t> refused_{0};
   std::atomic<timestamp::duration::rep> last_used_{0};
 };
 

@@ -12,7 +12,7 @@ serving_slot::serving_slot(std::string model, device& owner, std::unique_ptr<res
       weights_(std::move(weights)),
       on_release_(std::move(on_release)) {}
 
-serving_slot::~serving_slot() { assert(in_flight_.load() == 0 && "a lease outlived its slot"); }
+serving_slot::~serving_slot() { assert(in_flight() == 0 && "a lease outlived its slot"); }
 
 serving_slot::lease& serving_slot::lease::operator=(lease&& other) noexcept {
   if (this != &other) {
@@ -27,32 +27,34 @@ void serving_slot::lease::reset() {
 }
 
 serving_slot::lease serving_slot::try_acquire(timestamp now) {
-  in_flight_.fetch_add(1);
+  counts_.fetch_add(one_use + 1);
   if (withdrawn_.load()) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
     release();
     return lease{};
   }
-  uses_.fetch_add(1, std::memory_order_relaxed);
-  last_used_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+  auto ticks = now.time_since_epoch().count();
+  if (ticks - last_used_.load(std::memory_order_relaxed) > last_used_resolution)
+    last_used_.store(ticks, std::memory_order_relaxed);
   return lease{this};
 }
 
 bool serving_slot::withdraw() {
   withdrawn_.store(true);
-  if (in_flight_.load() == 0) quiesce();
+  if (in_flight() == 0) quiesce();
   return quiesced_.load();
 }
 
 bool serving_slot::notify_when_idle() {
   want_idle_.store(true);
-  if (in_flight_.load() != 0) return false;
+  if (in_flight() != 0) return false;
   // Zero now: whoever clears the flag first owns it; either way the caller sees idle.
   want_idle_.store(false);
   return true;
 }
 
 void serving_slot::release() {
-  if (in_flight_.fetch_sub(1) != 1) return;
+  if ((counts_.fetch_sub(1) & in_flight_mask) != 1) return;
   if (withdrawn_.load())
     quiesce();
   else if (want_idle_.exchange(false) && on_release_)
