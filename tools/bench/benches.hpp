@@ -57,6 +57,7 @@ int run_hitpath(const hitpath_options& options);
 struct registry_options {
   std::uint64_t models = 100000;  // ids registered, all naming the same model file
   std::uint64_t queries = 10000;  // sequential status() calls on random ids
+  std::uint64_t touch = 0;        // then load this many of them (each gets a model actor and a slot)
 };
 // `registry`: throughput of asynchronous registrations, resident memory per registered model,
 // and status() latency.

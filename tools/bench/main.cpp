@@ -83,6 +83,8 @@ int main(int argc, char** argv) {
   auto* registry_cmd = app.add_subcommand("registry", "Register many models: throughput, memory per model, status latency");
   registry_cmd->add_option("--models", registry.models, "Models to register")->capture_default_str()->check(CLI::Range(1, 10000000));
   registry_cmd->add_option("--queries", registry.queries, "status() calls timed")->capture_default_str()->check(CLI::Range(0, 100000000));
+  registry_cmd->add_option("--touch", registry.touch, "Then load this many models (bytes per loaded model)")
+      ->capture_default_str();
   registry_cmd->callback([&] { rc = warm::bench::run_registry(registry); });
 
   CLI11_PARSE(app, argc, argv);
