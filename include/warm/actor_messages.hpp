@@ -16,6 +16,7 @@
 
 #include "warm/serving_slot.hpp"
 #include "warm/clock.hpp"
+#include "warm/importance.hpp"
 #include "warm/device.hpp"
 #include "warm/runtime_types.hpp"
 
@@ -194,6 +195,29 @@ struct inspect_device {
   callback<device_info> done;
 };
 
+// ---- importance scoring (policies with periodic scores, e.g. iam) ----------------------------
+
+// From the scorer: send me your policy's score inputs (no answer for policies without scores).
+struct collect_scores {
+  caf::actor scorer;
+};
+// To the scorer: a snapshot of one device's score inputs.
+struct scores_collected {
+  std::size_t device = 0;
+  std::vector<score_input> inputs;
+  double bias = 1;
+  timestamp taken{};
+};
+// From the scorer: a freshly built heap to replace the live one, in one message.
+struct swap_scores {
+  std::shared_ptr<const importance_heap> heap;
+};
+// The scorer's own timer.
+struct rescore_tick {};
+struct inspect_scorer {
+  std::function<void(std::uint64_t rebuilds, double last_build_seconds)> done;
+};
+
 // ---- to a loader worker ---------------------------------------------------------------------
 
 struct load_job {
@@ -237,3 +261,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::unload)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::slot_released)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::inspect_device)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_job)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::collect_scores)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::scores_collected)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::swap_scores)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::rescore_tick)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::inspect_scorer)

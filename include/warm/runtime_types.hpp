@@ -105,6 +105,7 @@ struct device_info {
   std::uint64_t used = 0;        // bytes charged now (resident, reserved and draining)
   std::uint64_t draining = 0;    // bytes of evicted models still finishing inferences
   std::uint64_t evictions = 0;
+  std::uint64_t score_swaps = 0;  // importance heaps swapped in (policies that rescore)
   std::vector<resident_info> resident;  // most recently installed last
 };
 struct queued_load {
@@ -137,6 +138,8 @@ struct inspection {
   std::uint32_t max_concurrent_loads = 0;
   std::uint64_t loads_started = 0;
   std::uint64_t loads_failed = 0;
+  std::uint64_t importance_rebuilds = 0;       // heaps built by the importance scorer
+  double importance_rebuild_seconds = 0;       // how long the last one took
 };
 
 // Completion callbacks: called exactly once, on an arbitrary warm thread; they must not block.

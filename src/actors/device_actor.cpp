@@ -27,6 +27,7 @@ struct device_state {
   bool pool_waiting = false;  // a reservation was refused; tell the pool when anything frees
   std::uint64_t installs = 0;
   std::uint64_t evictions = 0;
+  std::uint64_t swaps = 0;  // importance heaps swapped in
 
   ~device_state() {
     for (auto& [id, r] : residents) r.slot->withdraw();
@@ -40,8 +41,8 @@ void sync_accesses(device_state& s) {
   for (auto& [id, r] : s.residents) {
     auto uses = r.slot->uses();
     if (uses != r.seen_uses) {
+      s.config.policy->on_access(id, r.slot->last_used(), uses - r.seen_uses);
       r.seen_uses = uses;
-      s.config.policy->on_access(id, r.slot->last_used());
     }
   }
 }
@@ -53,13 +54,13 @@ void tell_pool_if_waiting(self_ptr self) {
 }
 
 // Withdraws a resident model: no new leases; its bytes return when the last one ends.
-void withdraw(self_ptr self, const std::string& model) {
+void withdraw(self_ptr self, const std::string& model, bool evicted) {
   auto& s = self->state;
   auto it = s.residents.find(model);
   if (it == s.residents.end()) return;
   auto slot = std::move(it->second.slot);
   s.residents.erase(it);
-  s.config.policy->on_remove(model);
+  s.config.policy->on_remove(model, evicted);
   if (!slot->withdraw()) s.draining.push_back(slot);
 }
 
@@ -71,20 +72,21 @@ std::uint64_t draining_bytes(const device_state& s) {
 
 // Evicts enough idle models for `bytes` more to fit, counting bytes already draining. Evicts
 // nothing when the idle models cannot free enough.
-void make_room(self_ptr self, std::uint64_t bytes) {
+void make_room(self_ptr self, const std::string& incoming, std::uint64_t bytes) {
   auto& s = self->state;
   auto free = s.config.dev->capacity() - s.config.dev->used();
   auto pending = draining_bytes(s);
   if (free + pending >= bytes) return;
   sync_accesses(s);
-  auto victims = s.config.policy->choose_victims(bytes - free - pending, [&](const std::string& model) {
+  auto pinned = [&](const std::string& model) {
     auto it = s.residents.find(model);
     return it == s.residents.end() || it->second.slot->in_flight() != 0;
-  });
+  };
+  auto victims = s.config.policy->choose_victims(incoming, bytes - free - pending, pinned, s.config.time->now());
   for (auto& model : victims) {
     auto owner = s.residents[model].owner;
     auto slot = s.residents[model].slot;
-    withdraw(self, model);
+    withdraw(self, model, true);
     ++s.evictions;
     self->send(owner, msg::evicted{std::move(slot)});
   }
@@ -104,7 +106,7 @@ msg::reserve_result reserve_bytes(self_ptr self, const msg::reserve& m) {
   msg::reserve_result result;
   result.load_id = m.load_id;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    make_room(self, m.bytes);
+    make_room(self, m.model, m.bytes);
     auto reserved = s.config.dev->reserve(m.bytes);  // budget only: the loader thread allocates
     if (reserved) {
       result.reservation = std::make_shared<memory_reservation>(std::move(*reserved));
@@ -139,11 +141,12 @@ caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> c
         if (s.residents.count(m.model)) {
           // A newer incarnation of the model (re-registered) replaces a stale copy.
           auto stale = s.residents[m.model];
-          withdraw(self, m.model);
+          withdraw(self, m.model, false);
           self->send(stale.owner, msg::evicted{stale.slot});
         }
         s.residents[m.model] = resident{slot, m.owner, 0, ++s.installs};
         s.config.policy->on_insert(m.model, slot->bytes(), m.seconds, s.config.time->now());
+        // Uses already counted by the slot (the waiters' leases) reach the policy at the next sync.
         self->send(m.owner, msg::load_done{dev.name(), slot, m.seconds});
         tell_pool_if_waiting(self);  // a new model may be a victim for a waiting load
       },
@@ -151,7 +154,7 @@ caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> c
         auto& s = self->state;
         auto it = s.residents.find(m.model);
         if (it != s.residents.end() && it->second.slot == m.slot)
-          withdraw(self, m.model);
+          withdraw(self, m.model, false);
         else if (m.slot && !m.slot->withdraw())
           s.draining.push_back(m.slot);
         tell_pool_if_waiting(self);
@@ -164,6 +167,18 @@ caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> c
         }
         tell_pool_if_waiting(self);
       },
+      [=](msg::collect_scores& m) {
+        auto& s = self->state;
+        auto* rescorer = s.config.policy->rescorer();
+        if (!rescorer) return;
+        sync_accesses(s);
+        auto now = s.config.time->now();
+        self->send(m.scorer, msg::scores_collected{s.config.index, rescorer->score_inputs(now), rescorer->bias(), now});
+      },
+      [=](msg::swap_scores& m) {
+        if (auto* rescorer = self->state.config.policy->rescorer()) rescorer->swap_scores(std::move(m.heap));
+        ++self->state.swaps;
+      },
       [=](msg::inspect_device& m) {
         auto& s = self->state;
         auto now = s.config.time->now();
@@ -174,6 +189,7 @@ caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> c
         info.used = s.config.dev->used();
         info.draining = draining_bytes(s);
         info.evictions = s.evictions;
+        info.score_swaps = s.swaps;
         std::vector<std::pair<std::uint64_t, resident_info>> ordered;
         for (auto& [id, r] : s.residents) {
           auto used = r.slot->uses() ? std::chrono::duration<double>(now - r.slot->last_used()).count() : -1;

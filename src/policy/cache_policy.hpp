@@ -1,11 +1,20 @@
 // Eviction policies: which resident models a device gives up so that a new one fits. Pure logic
-// with time from the caller, shared by the daemon's device actors and the offline simulator.
+// with time from the caller, shared by the daemon's device actors and the offline simulator: the
+// same code, never a second implementation. docs/policies.md describes each policy.
 //
-// Contract: the device tells the policy about every insert, access and removal of a model it
-// holds. choose_victims() does not change the policy's state; the device removes (on_remove) the
-// victims it actually evicts.
+// Contract (the caller is the device actor or the simulator):
+//  1. on_insert when a model becomes resident (after its load), then on_access for the request
+//     that caused the load and for every later use; `count` folds several uses at one time.
+//  2. on_remove when the model leaves: `evicted` when the policy chose it, false when it left for
+//     another reason (unregistration). Unknown models are ignored by every call.
+//  3. choose_victims answers, without removing anything, resident models in eviction order whose
+//     bytes add up to at least `bytes` (to make room for `incoming`, which is not resident),
+//     never one for which `pinned` is true; empty when the unpinned models cannot free enough. It may update aging state (SRRIP). The caller then
+//     on_remove(…, true)s the victims it evicts, in order.
+//  4. Not thread-safe: one owner (an actor) calls it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -13,10 +22,27 @@
 #include <string_view>
 #include <vector>
 
+#include "warm/importance.hpp"
 #include "warm/clock.hpp"
 #include "warm/error.hpp"
+#include "warm/policy_options.hpp"
 
 namespace warm {
+
+using pinned_fn = std::function<bool(const std::string&)>;
+
+// The periodic re-scoring interface of policies that have one (IAM): the importance scorer (or
+// the simulator) takes a snapshot of the inputs, builds a fresh heap away from the device, and
+// swaps it in.
+class rescoring {
+ public:
+  virtual ~rescoring() = default;
+  // What scores need, for every resident model, as of `now`.
+  virtual std::vector<score_input> score_inputs(timestamp now) = 0;
+  // Replaces the live heap (built from score_inputs by build_importance_heap).
+  virtual void swap_scores(std::shared_ptr<const importance_heap> heap) = 0;
+  virtual double bias() const = 0;
+};
 
 class cache_policy {
  public:
@@ -26,18 +52,25 @@ class cache_policy {
 
   // A model became resident: `bytes` on the device, `load_seconds` the cost of loading it again.
   virtual void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) = 0;
-  // The resident model served a request at `now`.
-  virtual void on_access(const std::string& model, timestamp now) = 0;
-  // The model left the device.
-  virtual void on_remove(const std::string& model) = 0;
+  // The resident model served `count` requests, the last at `now`.
+  virtual void on_access(const std::string& model, timestamp now, std::uint64_t count = 1) = 0;
+  // The model left the device (`evicted`: chosen by this policy).
+  virtual void on_remove(const std::string& model, bool evicted) = 0;
 
-  // Resident models to evict, in eviction order, whose bytes add up to at least `bytes`, never
-  // one for which `pinned` is true. Empty when the unpinned models cannot free enough.
-  virtual std::vector<std::string> choose_victims(std::uint64_t bytes,
-                                                  const std::function<bool(const std::string&)>& pinned) const = 0;
+  virtual std::vector<std::string> choose_victims(const std::string& incoming, std::uint64_t bytes,
+                                                  const pinned_fn& pinned, timestamp now) = 0;
+
+  // Resident models the policy tracks, for tests and inspection.
+  virtual std::size_t size() const = 0;
+
+  // The re-scoring interface, or null for policies without periodic scores.
+  virtual rescoring* rescorer() { return nullptr; }
 };
 
-// The policies by name ("lru"); invalid_argument listing the known names otherwise.
-expected<std::unique_ptr<cache_policy>> make_policy(std::string_view name);
+// The policies' names, in the order docs/policies.md lists them.
+const std::vector<std::string>& policy_names();
+
+// A policy by name; invalid_argument listing the known names otherwise.
+expected<std::unique_ptr<cache_policy>> make_policy(std::string_view name, const policy_options& options = {});
 
 }  // namespace warm

@@ -3,25 +3,25 @@
 namespace warm {
 
 void lru_policy::on_insert(const std::string& model, std::uint64_t bytes, double, timestamp) {
-  on_remove(model);
+  on_remove(model, false);
   order_.push_front({model, bytes});
   index_[model] = order_.begin();
 }
 
-void lru_policy::on_access(const std::string& model, timestamp) {
+void lru_policy::on_access(const std::string& model, timestamp, std::uint64_t) {
   auto it = index_.find(model);
   if (it != index_.end()) order_.splice(order_.begin(), order_, it->second);
 }
 
-void lru_policy::on_remove(const std::string& model) {
+void lru_policy::on_remove(const std::string& model, bool) {
   auto it = index_.find(model);
   if (it == index_.end()) return;
   order_.erase(it->second);
   index_.erase(it);
 }
 
-std::vector<std::string> lru_policy::choose_victims(std::uint64_t bytes,
-                                                    const std::function<bool(const std::string&)>& pinned) const {
+std::vector<std::string> lru_policy::choose_victims(const std::string&, std::uint64_t bytes, const pinned_fn& pinned,
+                                                    timestamp) {
   std::vector<std::string> victims;
   std::uint64_t freed = 0;
   for (auto it = order_.rbegin(); it != order_.rend() && freed < bytes; ++it) {

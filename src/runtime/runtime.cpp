@@ -9,6 +9,7 @@
 #include "actors/loader_pool.hpp"
 #include "warm/actor_messages.hpp"
 #include "actors/registry_actor.hpp"
+#include "actors/scorer_actor.hpp"
 #include "runtime/executor.hpp"
 #include "warm/model_repository.hpp"
 #include "warm/runtime_actors.hpp"
@@ -22,7 +23,7 @@ struct runtime_impl {
   std::shared_ptr<route_table> routes = std::make_shared<route_table>();
   std::unique_ptr<caf::actor_system_config> config;
   std::unique_ptr<caf::actor_system> system;
-  caf::actor registry, pool;
+  caf::actor registry, pool, scorer;  // scorer: only when a policy rescores
   std::vector<caf::actor> device_actors;
   std::unique_ptr<warm::executor> executor;  // runs inferences after a miss
 };
@@ -85,6 +86,7 @@ expected<void> check_options(const runtime_options& o) {
   if (o.failure_expiry <= std::chrono::nanoseconds::zero())
     return make_error(errc::invalid_argument, "failure_expiry must be positive");
   if (o.max_models == 0) return make_error(errc::invalid_argument, "max_models must be positive");
+  if (o.rescore_period.count() <= 0) return make_error(errc::invalid_argument, "rescore_period must be positive");
   return {};
 }
 
@@ -122,6 +124,7 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   if (!options.loader) options.loader = std::make_shared<file_loader>();
 
   std::vector<std::unique_ptr<cache_policy>> policies;
+  bool policies_rescore = false;
   for (auto& text : options.devices) {
     auto spec = parse_device_spec(text);
     if (!spec) return std::move(spec).error();
@@ -131,8 +134,12 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
       if (other->name() == (*dev)->name())
         return make_error(errc::invalid_argument, "device '" + other->name() + "' is given twice");
     impl->devices.push_back(std::move(*dev));
-    auto policy = make_policy(options.policy);
+    auto tuning = options.policy_tuning;
+    tuning.capacity = impl->devices.back()->capacity();
+    tuning.rescore_period = std::chrono::seconds(0);  // the scorer actor rebuilds instead
+    auto policy = make_policy(options.policy, tuning);
     if (!policy) return std::move(policy).error();
+    policies_rescore = policies_rescore || (*policy)->rescorer() != nullptr;
     policies.push_back(std::move(*policy));
   }
   auto repository = model_repository::create(options.repositories);
@@ -159,6 +166,9 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
     impl->device_actors.push_back(
         spawn_device_actor(*impl->system, {i, impl->devices[i], std::move(policies[i]), impl->time}, impl->pool));
   attach_devices(impl->pool, impl->device_actors);
+  if (policies_rescore) {
+    impl->scorer = spawn_scorer(*impl->system, {impl->device_actors, options.rescore_period, impl->time});
+  }
 
   registry_config registry;
   registry.store = std::make_unique<registry_store>(std::move(*store));
@@ -178,6 +188,8 @@ runtime::~runtime() {
   auto& i = *impl_;
   caf::anon_send_exit(i.registry, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(i.pool, caf::exit_reason::user_shutdown);
+  if (i.scorer) caf::anon_send_exit(i.scorer, caf::exit_reason::user_shutdown);
+  i.scorer = nullptr;
   for (auto& d : i.device_actors) caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
   i.registry = nullptr;
   i.pool = nullptr;
@@ -335,7 +347,7 @@ void runtime::inspect(callback<inspection> done) {
     }
   };
   auto p = std::make_shared<partial>();
-  p->remaining = 2 + i.device_actors.size();
+  p->remaining = 2 + i.device_actors.size() + (i.scorer ? 1 : 0);
   p->done = std::move(done);
   p->result.devices.resize(i.device_actors.size());
   p->result.max_concurrent_loads = i.options.max_concurrent_loads;
@@ -356,6 +368,12 @@ void runtime::inspect(callback<inspection> done) {
                    p->result.loads_failed = failed;
                    p->arrive();
                  }});
+  if (i.scorer)
+    caf::anon_send(i.scorer, msg::inspect_scorer{[p](std::uint64_t rebuilds, double seconds) {
+                     p->result.importance_rebuilds = rebuilds;
+                     p->result.importance_rebuild_seconds = seconds;
+                     p->arrive();
+                   }});
   for (std::size_t d = 0; d < i.device_actors.size(); ++d)
     caf::anon_send(i.device_actors[d], msg::inspect_device{[p, d](expected<device_info> info) {
                      p->result.devices[d] = std::move(*info);

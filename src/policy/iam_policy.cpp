@@ -1,0 +1,95 @@
+#include "policy/iam_policy.hpp"
+
+#include <unordered_set>
+
+namespace warm {
+
+iam_policy::iam_policy(const policy_options& options)
+    : options_(options), live_(build_importance_heap({}, options.iam_bias, timestamp{})) {}
+
+iam_policy::rate_state& iam_policy::rates_of(const std::string& model) {
+  auto it = rates_.find(model);
+  if (it == rates_.end()) it = rates_.emplace(model, rate_state{rate_meter(options_.rate_tau), 0, {}}).first;
+  return it->second;
+}
+
+double iam_policy::rate(const std::string& model, timestamp now) {
+  auto& r = rates_of(model);
+  if (options_.iam_rate == "window") {
+    auto horizon = now - std::chrono::duration_cast<timestamp::duration>(options_.rate_window);
+    while (!r.window.empty() && r.window.front().first < horizon) r.window.pop_front();
+    std::uint64_t n = 0;
+    for (auto& [t, c] : r.window) n += c;
+    return static_cast<double>(n) / options_.rate_window.count();
+  }
+  r.ewma.sample(r.count, now);
+  return r.ewma.per_second();
+}
+
+void iam_policy::on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) {
+  residents_[model] = {bytes, load_seconds};
+  score_input in{model, bytes, load_seconds, rate(model, now)};
+  fresh_.set(model, live_->rank_of(utility(in), options_.iam_bias), bytes);
+}
+
+void iam_policy::on_access(const std::string& model, timestamp now, std::uint64_t count) {
+  auto& r = rates_of(model);
+  r.count += count;
+  if (options_.iam_rate == "window")
+    r.window.push_back({now, count});
+  else
+    r.ewma.sample(r.count, now);
+}
+
+void iam_policy::on_remove(const std::string& model, bool) {
+  residents_.erase(model);
+  fresh_.erase(model);
+}
+
+std::vector<score_input> iam_policy::score_inputs(timestamp now) {
+  std::vector<score_input> inputs;
+  inputs.reserve(residents_.size());
+  for (auto& [model, r] : residents_) inputs.push_back({model, r.bytes, r.penalty, rate(model, now)});
+  return inputs;
+}
+
+void iam_policy::swap_scores(std::shared_ptr<const importance_heap> heap) {
+  live_ = std::move(heap);
+  std::unordered_set<std::string> scored;
+  for (auto& e : live_->entries) scored.insert(e.model);
+  for (auto& model : fresh_.in_order())
+    if (scored.count(model)) fresh_.erase(model);
+}
+
+std::vector<std::string> iam_policy::choose_victims(const std::string&, std::uint64_t bytes, const pinned_fn& pinned,
+                                                    timestamp now) {
+  if (options_.rescore_period.count() > 0 &&
+      now - live_->built >= std::chrono::duration_cast<timestamp::duration>(options_.rescore_period))
+    swap_scores(build_importance_heap(score_inputs(now), options_.iam_bias, now));
+
+  // Merge the live heap (skipping models gone or re-inserted since it was built) with the fresh
+  // inserts, lowest rank first.
+  auto fresh = fresh_.in_order();
+  std::size_t h = 0, f = 0;
+  std::vector<std::string> victims;
+  std::uint64_t freed = 0;
+  auto heap_usable = [&](const importance_entry& e) {
+    return residents_.count(e.model) && !fresh_.contains(e.model) && !pinned(e.model);
+  };
+  while (freed < bytes) {
+    while (h < live_->entries.size() && !heap_usable(live_->entries[h])) ++h;
+    while (f < fresh.size() && pinned(fresh[f])) ++f;
+    bool have_h = h < live_->entries.size(), have_f = f < fresh.size();
+    if (!have_h && !have_f) return {};
+    const std::string* model;
+    if (have_h && (!have_f || live_->entries[h].rank <= fresh_.find(fresh[f])->key))
+      model = &live_->entries[h++].model;
+    else
+      model = &fresh[f++];
+    victims.push_back(*model);
+    freed += residents_.at(*model).bytes;
+  }
+  return victims;
+}
+
+}  // namespace warm
