@@ -112,7 +112,7 @@ TEST_CASE("inspection shows devices, residents, models and counters") {
   CHECK(dev.used == test::small_model_bytes);
   REQUIRE(dev.resident.size() == 1);
   CHECK(dev.resident[0].model == "a");
-  CHECK(dev.resident[0].uses == 2);
+  CHECK(dev.resident[0].uses == 1);  // the hit; the miss was the load's own reference
   REQUIRE(snapshot->models.size() == 1);  // only models used so far have actors
   CHECK(snapshot->models[0].id == "a");
   CHECK(snapshot->models[0].requests == 2);

@@ -63,9 +63,10 @@ class serving_slot {
     serving_slot* slot_ = nullptr;
   };
 
-  // A lease, or an empty one once the slot is withdrawn. Records a use at `now`. The caller keeps
-  // the slot alive (holds its shared_ptr) for as long as the lease lives.
-  lease try_acquire(timestamp now);
+  // A lease, or an empty one once the slot is withdrawn. Records a use at `now` unless
+  // `count_use` is false (requests that waited for the load: the load was their reference).
+  // The caller keeps the slot alive (holds its shared_ptr) for as long as the lease lives.
+  lease try_acquire(timestamp now, bool count_use = true);
 
   // Stops new leases. Returns true when the slot is quiescent on return (no lease was held);
   // otherwise the last lease's release quiesces it. Idempotent.

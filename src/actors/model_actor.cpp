@@ -33,11 +33,10 @@ struct model_state_data {
   bool started = false;                // ... and it has started
   bool unregistered = false;
 
-  // Uses are counted in two places: leases are counted by the slot (hit path included), uses that
-  // found no slot by this actor. hits = slot leases - leases handed to waiters.
+  // Uses are counted in two places: hits by the slot (the hit path never reaches this actor),
+  // uses that found no slot (misses, waiting or failing) by this actor.
   std::uint64_t misses = 0;
-  std::uint64_t waiter_leases = 0;
-  std::uint64_t slot_uses_counted = 0;  // leases of past slots, folded in when a slot is dropped
+  std::uint64_t slot_uses_counted = 0;  // hits on past slots, folded in when a slot is dropped
   timestamp last_used{};
   load_time_stats loads;
   rate_meter rate;  // uses per second, sampled at each use seen here and each status query
@@ -86,12 +85,11 @@ void answer_waiters(self_ptr self) {
   auto waiters = std::move(s.waiters);
   s.waiters.clear();
   for (auto& w : waiters) {
-    auto lease = s.slot->try_acquire(now);
+    auto lease = s.slot->try_acquire(now, false);  // the load was their use, counted as a miss
     if (!lease) {  // evicted before we could hand it out: wait for the next load
       s.waiters.push_back(std::move(w));
       continue;
     }
-    ++s.waiter_leases;
     w.done(msg::acquired{s.id, s.slot, std::move(lease), false, ms_between(w.arrival, now)});
   }
   if (!s.waiters.empty()) {
@@ -107,8 +105,7 @@ void fail_waiters(self_ptr self, const warm::error& error) {
 }
 
 std::uint64_t total_uses(const model_state_data& s) {
-  auto leases = s.slot_uses_counted + (s.slot ? s.slot->uses() : 0);
-  return leases - s.waiter_leases + s.misses;
+  return s.slot_uses_counted + (s.slot ? s.slot->uses() : 0) + s.misses;
 }
 
 model_status status_of(model_state_data& s) {
@@ -120,8 +117,7 @@ model_status status_of(model_state_data& s) {
   st.state = s.state;
   st.device = s.device;
   st.bytes = s.bytes;
-  auto leases = s.slot_uses_counted + (s.slot ? s.slot->uses() : 0);
-  st.hits = leases - s.waiter_leases;
+  st.hits = s.slot_uses_counted + (s.slot ? s.slot->uses() : 0);
   st.requests = st.hits + s.misses;
   st.in_flight = s.slot ? s.slot->in_flight() : 0;
   auto last = s.last_used;

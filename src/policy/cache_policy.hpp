@@ -3,8 +3,9 @@
 // same code, never a second implementation. docs/policies.md describes each policy.
 //
 // Contract (the caller is the device actor or the simulator):
-//  1. on_insert when a model becomes resident (after its load), then on_access for the request
-//     that caused the load and for every later use; `count` folds several uses at one time.
+//  1. on_insert when a model becomes resident (after its load): the load is the model's first
+//     reference (the request that missed, with every request that waited on the same load).
+//     on_access for every later use; `count` folds several uses at one time.
 //  2. on_remove when the model leaves: `evicted` when the policy chose it, false when it left for
 //     another reason (unregistration). Unknown models are ignored by every call.
 //  3. choose_victims answers, without removing anything, resident models in eviction order whose

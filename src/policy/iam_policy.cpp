@@ -28,6 +28,7 @@ double iam_policy::rate(const std::string& model, timestamp now) {
 
 void iam_policy::on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) {
   residents_[model] = {bytes, load_seconds};
+  on_access(model, now, 1);  // the request that missed
   score_input in{model, bytes, load_seconds, rate(model, now)};
   fresh_.set(model, live_->rank_of(utility(in), options_.iam_bias), bytes);
 }

@@ -12,7 +12,7 @@ class lfu_policy final : public cache_policy {
  public:
   std::string_view name() const override { return "lfu"; }
   void on_insert(const std::string& model, std::uint64_t bytes, double, timestamp) override {
-    models_.set(model, {0, ++clock_}, bytes);
+    models_.set(model, {1, ++clock_}, bytes);  // the request that loaded it
   }
   void on_access(const std::string& model, timestamp, std::uint64_t count) override {
     if (auto* e = models_.find(model)) models_.set(model, {e->key.first + count, ++clock_}, e->bytes);

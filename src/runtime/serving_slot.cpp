@@ -26,13 +26,15 @@ void serving_slot::lease::reset() {
   if (slot_) std::exchange(slot_, nullptr)->release();
 }
 
-serving_slot::lease serving_slot::try_acquire(timestamp now) {
-  counts_.fetch_add(one_use + 1);
+serving_slot::lease serving_slot::try_acquire(timestamp now, bool count_use) {
+  const std::uint64_t add = count_use ? one_use + 1 : 1;
+  counts_.fetch_add(add);
   if (withdrawn_.load()) {
-    refused_.fetch_add(1, std::memory_order_relaxed);
+    if (count_use) refused_.fetch_add(1, std::memory_order_relaxed);
     release();
     return lease{};
   }
+  if (!count_use) return lease{this};
   auto ticks = now.time_since_epoch().count();
   if (ticks - last_used_.load(std::memory_order_relaxed) > last_used_resolution)
     last_used_.store(ticks, std::memory_order_relaxed);

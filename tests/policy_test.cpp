@@ -1,0 +1,200 @@
+// Every policy on hand-made access sequences with known victim orders, IAM's ranks against the
+// formula, and its shadow-heap swap.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "policy/arc_policy.hpp"
+#include "policy/gdsf_policy.hpp"
+#include "policy/iam_policy.hpp"
+#include "policy/lfu_policy.hpp"
+#include "policy/lru_policy.hpp"
+#include "policy/srrip_policy.hpp"
+
+using namespace warm;
+using namespace std::chrono_literals;
+using strings = std::vector<std::string>;
+
+namespace {
+
+timestamp at(double seconds) {
+  return timestamp{} + std::chrono::duration_cast<timestamp::duration>(std::chrono::duration<double>(seconds));
+}
+bool none(const std::string&) { return false; }
+pinned_fn only(std::string model) {
+  return [model](const std::string& m) { return m == model; };
+}
+
+}  // namespace
+
+TEST_CASE("lru evicts the least recently used until the bytes fit") {
+  lru_policy p;
+  p.on_insert("a", 100, 1, at(1));
+  p.on_insert("b", 100, 1, at(2));
+  p.on_insert("c", 100, 1, at(3));
+  p.on_access("a", at(4), 1);
+  CHECK(p.choose_victims("x", 150, none, at(5)) == strings{"b", "c"});
+  CHECK(p.choose_victims("x", 150, only("b"), at(5)) == strings{"c", "a"});
+  CHECK(p.choose_victims("x", 301, none, at(5)).empty());  // cannot free enough
+  CHECK(p.choose_victims("x", 300, only("a"), at(5)).empty());
+  p.on_remove("b", true);
+  CHECK(p.choose_victims("x", 100, none, at(5)) == strings{"c"});
+  CHECK(p.size() == 2);
+}
+
+TEST_CASE("lfu evicts the fewest requests since (re)load, ties least recently used") {
+  lfu_policy p;
+  for (auto m : {"a", "b", "c"}) p.on_insert(m, 100, 1, at(0));
+  p.on_access("a", at(1), 3);
+  p.on_access("c", at(2), 2);
+  p.on_access("b", at(3), 1);
+  CHECK(p.choose_victims("x", 100, none, at(4)) == strings{"b"});
+  CHECK(p.choose_victims("x", 200, none, at(4)) == strings{"b", "c"});
+  p.on_access("b", at(5), 1);  // b: 2 requests, used after c: c goes first
+  CHECK(p.choose_victims("x", 100, none, at(6)) == strings{"c"});
+  p.on_insert("d", 100, 1, at(7));
+  p.on_insert("e", 100, 1, at(8));
+  CHECK(p.choose_victims("x", 200, none, at(9)) == strings{"d", "e"});  // both 0: older first
+  p.on_remove("a", true);
+  p.on_insert("a", 100, 1, at(10));  // reloaded: its count starts again
+  CHECK(p.choose_victims("x", 300, none, at(11)) == strings{"d", "e", "a"});
+}
+
+TEST_CASE("srrip inserts long, promotes hits to near, ages until a distant victim appears") {
+  srrip_policy p;
+  for (auto m : {"a", "b", "c"}) p.on_insert(m, 100, 1, at(0));
+  CHECK(p.rrpv("a") == 2);
+  p.on_access("b", at(1), 1);
+  CHECK(p.rrpv("b") == 0);
+  CHECK(p.choose_victims("x", 100, none, at(2)) == strings{"a"});  // one round of aging
+  CHECK(p.rrpv("a") == 3);
+  CHECK(p.rrpv("b") == 1);
+  CHECK(p.rrpv("c") == 3);
+  CHECK(p.choose_victims("x", 200, only("a"), at(2)) == strings{"c", "b"});
+  CHECK(p.rrpv("b") == 3);
+  CHECK(p.choose_victims("x", 400, none, at(2)).empty());
+}
+
+TEST_CASE("gdsf ranks by L + frequency x penalty / size and inflates L on eviction") {
+  gdsf_policy p;
+  p.on_insert("a", 100, 1, at(0));  // the load counts as the first request
+  p.on_insert("b", 100, 2, at(0));
+  p.on_insert("c", 200, 2, at(0));
+  CHECK(p.priority("a") == Approx(0.01));
+  for (auto m : {"a", "b", "c"}) p.on_access(m, at(1), 1);
+  CHECK(p.priority("a") == Approx(0.02));
+  CHECK(p.priority("b") == Approx(0.04));
+  CHECK(p.priority("c") == Approx(0.02));
+  CHECK(p.choose_victims("x", 100, none, at(2)) == strings{"a"});  // tie with c: keyed first
+  p.on_remove("a", true);
+  CHECK(p.inflation() == Approx(0.02));
+  p.on_insert("d", 100, 1, at(3));
+  CHECK(p.priority("d") == Approx(0.03));  // L + 1 x 1 s / 100 B
+  p.on_access("d", at(3), 1);
+  CHECK(p.priority("d") == Approx(0.04));
+  CHECK(p.choose_victims("x", 300, none, at(4)) == strings{"c", "b"});  // b keyed before d
+  p.on_remove("b", false);  // unregistered: no inflation
+  CHECK(p.inflation() == Approx(0.02));
+}
+
+TEST_CASE("arc keeps seen-twice models, remembers evictions as ghosts and adapts p in bytes") {
+  arc_policy p(400);
+  p.on_insert("a", 100, 1, at(0));
+  p.on_insert("b", 100, 1, at(1));
+  p.on_access("a", at(2), 1);  // a seen again: T2
+  CHECK(p.where("a") == arc_policy::t2);
+  CHECK(p.where("b") == arc_policy::t1);
+  p.on_insert("c", 100, 1, at(3));
+  CHECK(p.target() == 0);
+  CHECK(p.choose_victims("x", 100, none, at(4)) == strings{"b"});  // T1 (200 B) is over p = 0
+  p.on_remove("b", true);
+  CHECK(p.where("b") == arc_policy::b1);
+  p.on_insert("x", 100, 1, at(4));
+  // b comes back: a B1 hit would raise p to 100; T1 (x, c: 200 B) is still over it.
+  CHECK(p.choose_victims("b", 100, none, at(5)) == strings{"c"});
+  p.on_remove("c", true);
+  p.on_insert("b", 100, 1, at(5));
+  CHECK(p.target() == Approx(100));
+  CHECK(p.where("b") == arc_policy::t2);  // a ghost hit enters T2
+  CHECK(p.where("c") == arc_policy::b1);
+  // T1 holds x (100 B) = p: now T2's least recent goes first.
+  CHECK(p.choose_victims("y", 100, none, at(6)) == strings{"a"});
+  CHECK(p.choose_victims("y", 300, none, at(6)).size() == 3);
+  CHECK(p.choose_victims("y", 300, only("a"), at(6)).empty());
+  CHECK(p.bytes_in(arc_policy::b1) == 100);
+}
+
+TEST_CASE("importance ranks follow the formula") {
+  std::vector<score_input> inputs{{"a", 100, 1.0, 1.0}, {"b", 100, 2.0, 1.0}, {"c", 100, 1.0, 0.5}, {"d", 200, 2.0, 0.5}};
+  auto heap = build_importance_heap(inputs, 2.0, at(0));
+  REQUIRE(heap->entries.size() == 4);
+  // utilities: a 0.01, b 0.02, c 0.005, d 0.005 → c and d tie at the bottom
+  CHECK(heap->entries[0].model == "c");
+  CHECK(heap->entries[1].model == "d");
+  CHECK(heap->entries[2].model == "a");
+  CHECK(heap->entries[3].model == "b");
+  CHECK(heap->entries[0].rank == Approx(std::log(0 + 2.0)));
+  CHECK(heap->entries[1].rank == Approx(std::log(0 + 2.0)));  // d is not above c
+  CHECK(heap->entries[2].rank == Approx(std::log(2 + 2.0)));
+  CHECK(heap->entries[3].rank == Approx(std::log(3 + 2.0)));
+  CHECK(heap->rank_of(0.015, 2.0) == Approx(std::log(3 + 2.0)));
+  CHECK(heap->rank_of(0.001, 2.0) == Approx(std::log(2.0)));
+}
+
+TEST_CASE("iam evicts from its live heap until a rebuilt one is swapped in") {
+  policy_options o;
+  o.iam_rate = "window";
+  o.rate_window = 10s;
+  o.rescore_period = 0s;  // the test plays the scorer
+  iam_policy p(o);
+  p.on_insert("a", 100, 1, at(0));
+  p.on_insert("b", 100, 1, at(0));
+  p.on_access("a", at(1), 5);
+  p.on_access("b", at(1), 1);
+  p.swap_scores(build_importance_heap(p.score_inputs(at(2)), p.bias(), at(2)));
+  CHECK(p.live().entries.front().model == "b");
+  CHECK(p.choose_victims("x", 100, none, at(3)) == strings{"b"});
+
+  // Traffic flips, but the live heap still decides until the next swap.
+  p.on_access("b", at(4), 50);
+  CHECK(p.rate("b", at(4)) == Approx(5.2));  // (1 load + 1 + 50) / 10 s
+  CHECK(p.choose_victims("x", 100, none, at(5)) == strings{"b"});
+  p.swap_scores(build_importance_heap(p.score_inputs(at(5)), p.bias(), at(5)));
+  CHECK(p.choose_victims("x", 100, none, at(5)) == strings{"a"});
+  CHECK(p.choose_victims("x", 100, only("a"), at(5)) == strings{"b"});
+
+  // A model inserted between rebuilds is ranked at insertion against the live heap.
+  p.on_access("c", at(5), 100);  // busy before it was ever loaded
+  p.on_insert("c", 100, 1, at(5));
+  CHECK(p.choose_victims("x", 200, none, at(6)) == strings{"a", "b"});
+  p.on_remove("a", true);
+  CHECK(p.choose_victims("x", 200, none, at(6)) == strings{"b", "c"});
+}
+
+TEST_CASE("iam rebuilds by itself every rescore_period when nothing drives it") {
+  policy_options o;
+  o.iam_rate = "window";
+  o.rate_window = 10s;
+  o.rescore_period = 1s;
+  iam_policy p(o);
+  p.on_insert("a", 100, 1, at(0));
+  p.on_insert("b", 100, 1, at(0));
+  p.on_access("b", at(0.5), 9);
+  CHECK(p.choose_victims("x", 100, none, at(2)) == strings{"a"});
+  CHECK(p.live().built == at(2));
+  p.on_access("a", at(2.5), 30);
+  CHECK(p.choose_victims("x", 100, none, at(2.5)) == strings{"a"});  // within the period
+  CHECK(p.choose_victims("x", 100, none, at(3)) == strings{"b"});
+}
+
+TEST_CASE("make_policy knows every policy by name and refuses others") {
+  for (auto& name : policy_names()) {
+    auto p = make_policy(name, {});
+    REQUIRE(p);
+    CHECK((*p)->name() == name);
+  }
+  CHECK(make_policy("mru").error().code == errc::invalid_argument);
+  policy_options bad;
+  bad.iam_rate = "median";
+  CHECK_FALSE(make_policy("iam", bad));
+}
