@@ -63,6 +63,13 @@ struct registry_options {
 // and status() latency.
 int run_registry(const registry_options& options);
 
+struct policy_bench_options {
+  std::uint64_t resident = 10000;  // models on the device
+  double seconds = 1.0;            // per policy
+};
+// `policy`: eviction decisions per second of every policy with `resident` models.
+int run_policy(const policy_bench_options& options);
+
 // Percentile (0..100) of samples, which it sorts.
 double percentile(std::vector<double>& samples, double pct);
 

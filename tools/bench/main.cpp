@@ -87,6 +87,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   registry_cmd->callback([&] { rc = warm::bench::run_registry(registry); });
 
+  warm::bench::policy_bench_options policy;
+  auto* policy_cmd = app.add_subcommand("policy", "Eviction decisions per second of every policy");
+  policy_cmd->add_option("--resident", policy.resident, "Resident models")->capture_default_str();
+  policy_cmd->add_option("--seconds", policy.seconds, "Duration per policy")->capture_default_str()->check(CLI::Range(0.05, 600.0));
+  policy_cmd->callback([&] { rc = warm::bench::run_policy(policy); });
+
   CLI11_PARSE(app, argc, argv);
   return rc;
 }

@@ -1,0 +1,79 @@
+// warm-bench policy: eviction decisions per second for each policy with `resident` models on the
+// device, the policy code exactly as the device actor runs it. One decision = choose victims for
+// an incoming model, evict them, insert the newcomer, plus the accesses of ten hits; simulated
+// time advances 1 ms per decision, so iam rebuilds its heap (all resident models) every 1000.
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "benches.hpp"
+#include "policy/cache_policy.hpp"
+
+namespace warm::bench {
+
+int run_policy(const policy_bench_options& options) {
+  if (options.resident < 2) {
+    std::fprintf(stderr, "warm-bench policy: --resident must be at least 2\n");
+    return 1;
+  }
+  nlohmann::ordered_json results = nlohmann::json::array();
+  for (auto& name : policy_names()) {
+    std::mt19937_64 rng(1);
+    std::uniform_int_distribution<std::uint64_t> size(1, 100);
+    policy_options tuning;
+    tuning.capacity = options.resident * 100;
+    auto made = make_policy(name, tuning);
+    if (!made) return 1;
+    auto& policy = **made;
+    std::vector<std::string> ids;                       // resident models, for picking hits
+    std::unordered_map<std::string, std::size_t> where;  // id → index in ids
+    timestamp now{};
+    std::uint64_t next = 0;
+    auto insert = [&] {
+      auto id = "m" + std::to_string(next++);
+      auto b = size(rng);
+      policy.on_insert(id, b, static_cast<double>(b) / 1000, now);  // load time ∝ size
+      where[id] = ids.size();
+      ids.push_back(id);
+    };
+    auto remove = [&](const std::string& id) {
+      auto i = where.at(id);
+      where[ids.back()] = i;
+      std::swap(ids[i], ids.back());
+      ids.pop_back();
+      where.erase(id);
+    };
+    for (std::uint64_t i = 0; i < options.resident; ++i) insert();
+    auto none = [](const std::string&) { return false; };
+
+    std::uint64_t decisions = 0;
+    auto start = std::chrono::steady_clock::now();
+    auto deadline = start + std::chrono::duration<double>(options.seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      for (int batch = 0; batch < 64; ++batch) {
+        now += std::chrono::milliseconds(1);
+        for (int hit = 0; hit < 10; ++hit) {
+          std::uniform_int_distribution<std::size_t> pick(0, ids.size() - 1);
+          policy.on_access(ids[pick(rng)], now, 1);
+        }
+        auto victims = policy.choose_victims("m" + std::to_string(next), size(rng), none, now);
+        for (auto& v : victims) {
+          policy.on_remove(v, true);
+          remove(v);
+        }
+        insert();
+        ++decisions;
+      }
+    }
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    results.push_back({{"policy", name}, {"decisions_per_s", static_cast<double>(decisions) / seconds}});
+  }
+  nlohmann::ordered_json out{{"scenario", "policy"}, {"resident", options.resident}, {"results", results}};
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+}  // namespace warm::bench
