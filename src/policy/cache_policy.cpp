@@ -3,6 +3,7 @@
 #include "policy/arc_policy.hpp"
 #include "policy/gdsf_policy.hpp"
 #include "policy/iam_policy.hpp"
+#include "policy/kdf_policy.hpp"
 #include "policy/lfu_policy.hpp"
 #include "policy/lru_policy.hpp"
 #include "policy/srrip_policy.hpp"
@@ -10,7 +11,7 @@
 namespace warm {
 
 const std::vector<std::string>& policy_names() {
-  static const std::vector<std::string> names{"lru", "lfu", "arc", "srrip", "gdsf", "iam"};
+  static const std::vector<std::string> names{"lru", "lfu", "arc", "srrip", "gdsf", "iam", "kdf"};
   return names;
 }
 
@@ -27,6 +28,11 @@ expected<std::unique_ptr<cache_policy>> make_policy(std::string_view name, const
     if (options.rate_tau.count() <= 0 || options.rate_window.count() <= 0 || options.iam_bias <= 0)
       return make_error(errc::invalid_argument, "iam needs a positive rate time constant, window and bias");
     p = std::make_unique<iam_policy>(options);
+  }
+  if (name == "kdf") {
+    if (options.kdf_tau.count() < 0 || options.kdf_horizon < 0 || options.kdf_window.count() <= 0)
+      return make_error(errc::invalid_argument, "kdf needs tau >= 0, horizon >= 0 and a positive window");
+    p = std::make_unique<kdf_policy>(options);
   }
   if (!p) {
     std::string known;

@@ -1,0 +1,80 @@
+// kdf — "knapsack over decayed frequency", warm's own policy.
+//
+// Value. Keeping model i resident saves its load time P_i each time it is requested again. kdf
+// predicts that from an exponentially decayed count of its requests, c_i(t) = Σ_k e^{−(t−t_k)/τ}
+// (kept across evictions: a model that was popular before it was evicted is still known to be),
+// and values the model at v_i = P_i · f(c_i), with f(c) = c, or with a saturating
+// f(c) = 1 − e^{−h·c} (evicting a hot model costs about one reload, not one per request).
+//
+// Victims. To free B bytes kdf evicts the set of unpinned residents with the least total value
+// whose bytes reach B — a knapsack, solved exactly over up to 16 candidates (else greedily by
+// value per byte, improved by any single model that frees B alone for less). Greedy-by-density
+// policies (GDSF, IAM) evict more value than needed when sizes differ a lot.
+//
+// Adapting online. The best τ and h depend on the workload, so kdf runs a few experts — one per
+// (τ, h) in a fixed grid — each in a shadow cache of the same capacity fed with every request,
+// and charges each expert the load time of its own shadow misses, decayed with time constant
+// `kdf_window`. Real evictions follow the expert with the lowest recent cost. Shadow caches cost
+// a few hash-map entries per expert and model; the experts' knapsacks run on their own misses.
+#pragma once
+
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "policy/cache_policy.hpp"
+
+namespace warm {
+
+class kdf_policy final : public cache_policy {
+ public:
+  explicit kdf_policy(const policy_options& options);
+
+  std::string_view name() const override { return "kdf"; }
+  void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) override;
+  void on_access(const std::string& model, timestamp now, std::uint64_t count) override;
+  void on_remove(const std::string& model, bool evicted) override;
+  std::vector<std::string> choose_victims(const std::string& incoming, std::uint64_t bytes, const pinned_fn& pinned,
+                                          timestamp now) override;
+  std::size_t size() const override { return residents_.size(); }
+
+  // The expert whose parameters real evictions follow now: (τ seconds, h).
+  std::pair<double, double> leader() const;
+
+ private:
+  struct decayed {
+    double value = 0;
+    timestamp at{};
+  };
+  struct model_info {
+    std::uint64_t bytes = 0;
+    double penalty = 0;
+  };
+  struct expert {
+    double tau = 0;      // seconds; 0 = no decay
+    double horizon = 0;  // 0 = linear value
+    std::unordered_map<std::string, decayed> counts;
+    std::unordered_set<std::string> shadow;  // its shadow cache
+    std::uint64_t shadow_bytes = 0;
+    decayed cost;  // decayed load seconds of its shadow misses
+  };
+  struct candidate {
+    const std::string* model;
+    std::uint64_t bytes;
+    double value;
+  };
+
+  static double decay(const decayed& d, timestamp now, double tau);
+  double value(const expert& e, const std::string& model, timestamp now) const;
+  // The least-value subset of `cands` whose bytes reach `bytes`, in ascending value.
+  static std::vector<std::string> knapsack(std::vector<candidate> cands, std::uint64_t bytes);
+  void request(const std::string& model, timestamp now, std::uint64_t count);
+
+  std::uint64_t capacity_;
+  double window_;
+  std::vector<expert> experts_;
+  std::unordered_map<std::string, model_info> known_;    // every model seen (sizes, penalties)
+  std::unordered_map<std::string, model_info> residents_;
+};
+
+}  // namespace warm
