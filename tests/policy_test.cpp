@@ -6,7 +6,9 @@
 
 #include "policy/arc_policy.hpp"
 #include "policy/gdsf_policy.hpp"
+#include "policy/expert_policy.hpp"
 #include "policy/iam_policy.hpp"
+#include "policy/kdf_policy.hpp"
 #include "policy/lfu_policy.hpp"
 #include "policy/lru_policy.hpp"
 #include "policy/srrip_policy.hpp"
@@ -197,4 +199,70 @@ TEST_CASE("make_policy knows every policy by name and refuses others") {
   policy_options bad;
   bad.iam_rate = "median";
   CHECK_FALSE(make_policy("iam", bad));
+}
+
+TEST_CASE("kdf evicts the least total value that frees the bytes, not the least dense models") {
+  policy_options o;
+  o.kdf_tau = std::chrono::seconds(0);  // plain counts, linear value: value = requests x load s
+  o.kdf_horizon = 0;
+  auto made = make_policy("kdf", o);
+  REQUIRE(made);
+  auto& p = **made;
+  // Two small dense models and one large model worth less in total.
+  p.on_insert("small1", 100, 1.0, at(0));
+  p.on_insert("small2", 100, 1.0, at(0));
+  p.on_insert("large", 300, 2.5, at(0));
+  p.on_access("small1", at(1), 1);  // small1: 2 requests x 1 s = 2; small2: 1 x 1 = 1; large: 1 x 2.5
+  // 200 bytes: greedy by value per byte takes small2 (0.01/B) then small1 (0.02/B) = value 3;
+  // the large model alone frees 300 for value 2.5.
+  CHECK(p.choose_victims("x", 200, none, at(2)) == strings{"large"});
+  CHECK(p.choose_victims("x", 100, none, at(2)) == strings{"small2"});
+  CHECK(p.choose_victims("x", 200, only("large"), at(2)) == strings{"small2", "small1"});
+  p.on_remove("large", true);
+  p.on_insert("large", 300, 2.5, at(3));  // reloaded: its count remembers the earlier request
+  CHECK(p.choose_victims("x", 350, only("small2"), at(3)) == strings{"small1", "large"});
+}
+
+TEST_CASE("kdf's counts decay with tau and its value saturates with h") {
+  policy_options o;
+  o.kdf_tau = std::chrono::seconds(100);
+  o.kdf_horizon = 0;
+  kdf_policy decaying(o);
+  decaying.on_insert("old", 100, 1, at(0));
+  decaying.on_access("old", at(0), 9);   // 10 requests at t=0 → e^-3 · 10 ≈ 0.5 at t=300
+  decaying.on_insert("new", 100, 1, at(299));
+  CHECK(decaying.choose_victims("x", 100, none, at(300)) == strings{"old"});
+
+  o.kdf_tau = std::chrono::seconds(0);
+  o.kdf_horizon = 0.5;
+  kdf_policy saturating(o);
+  saturating.on_insert("hot", 100, 1.0, at(0));
+  saturating.on_access("hot", at(0), 99);  // 100 requests: value → 1 − e^-50 ≈ 1 s
+  saturating.on_insert("cold", 100, 2.0, at(0));  // 1 request: value (1 − e^-0.5) · 2 ≈ 0.79 s
+  CHECK(saturating.choose_victims("x", 100, none, at(1)) == strings{"cold"});
+  saturating.on_access("cold", at(1), 2);  // 3 requests: (1 − e^-1.5) · 2 ≈ 1.55 s > hot's 1 s
+  CHECK(saturating.choose_victims("x", 100, none, at(1)) == strings{"hot"});
+}
+
+TEST_CASE("kdf-adaptive follows the expert whose shadow cache missed least") {
+  policy_options o;
+  o.capacity = 200;
+  o.kdf_window = std::chrono::seconds(1000);
+  expert_policy p(o, expert_policy::default_experts(o));
+  CHECK(p.name() == "kdf-adaptive");
+  // A cyclic pattern over three models where only counting without decay keeps the right ones
+  // would be long to build by hand; check the mechanics instead: every expert sees every request
+  // and the leader is a known expert label that stays put without new misses.
+  for (int round = 0; round < 20; ++round)
+    for (auto m : {"a", "b", "c"}) {
+      auto now = at(round * 10.0 + (m[0] - 'a'));
+      if (round == 0)
+        p.on_insert(m, 100, 1, now);
+      else
+        p.on_access(m, now, 1);
+    }
+  auto leader = p.leader(at(300));
+  CHECK(leader.rfind("kdf(", 0) == 0);
+  CHECK(p.leader(at(300)) == leader);
+  CHECK(p.choose_victims("d", 100, none, at(300)).size() == 1);
 }

@@ -12,6 +12,7 @@
 
 #include "support/runtime_fixture.hpp"
 #include "warm/actor_messages.hpp"
+#include "policy/cache_policy.hpp"
 #include "warm/runtime_actors.hpp"
 
 using namespace std::chrono_literals;
@@ -32,14 +33,14 @@ std::shared_ptr<msg::acquired> hold(runtime& rt, const std::string& id) {
   return std::make_shared<msg::acquired>(std::move(*a));
 }
 
-}  // namespace
-
-TEST_CASE("iam heaps swapped in while requests race evictions keep pinned models and exact accounting") {
+// Two clients hammer 11 models on a device with room for four while m0 stays pinned; returns
+// after `duration`, having checked the device's accounting every 5 ms.
+void race(const std::string& policy, std::chrono::milliseconds duration) {
+  INFO("policy " << policy);
   std::vector<std::string> names;
   for (int i = 0; i < 12; ++i) names.push_back("m" + std::to_string(i));
-  // Room for four models.
-  test::runtime_fixture f(names, {"host:" + std::to_string(4 * small_model_bytes + 100)}, 2, [](runtime_options& o) {
-    o.policy = "iam";
+  test::runtime_fixture f(names, {"host:" + std::to_string(4 * small_model_bytes + 100)}, 2, [&](runtime_options& o) {
+    o.policy = policy;
     o.rescore_period = 2ms;
   });
   f.register_all();
@@ -63,7 +64,7 @@ TEST_CASE("iam heaps swapped in while requests race evictions keep pinned models
 
   bool consistent = true, pinned_resident = true;
   int checks = 0, swaps_seen = 0;
-  for (auto deadline = std::chrono::steady_clock::now() + 1500ms; std::chrono::steady_clock::now() < deadline;) {
+  for (auto deadline = std::chrono::steady_clock::now() + duration; std::chrono::steady_clock::now() < deadline;) {
     auto snapshot = f.rt->inspect().get();
     REQUIRE(snapshot);
     auto& dev = snapshot->devices.at(0);
@@ -90,10 +91,12 @@ TEST_CASE("iam heaps swapped in while requests race evictions keep pinned models
   CHECK(pinned_resident);
   CHECK(failed == 0);
   CHECK(answered > 20);
-  CHECK(swaps_seen > 10);
   auto snapshot = f.rt->inspect().get();
-  CHECK(snapshot->importance_rebuilds > 10);
   CHECK(snapshot->devices[0].evictions > 5);
+  if (policy == "iam") {
+    CHECK(swaps_seen > 10);
+    CHECK(snapshot->importance_rebuilds > 10);
+  }
 
   // Quiet now: the device holds exactly its residents.
   pinned.reset();
@@ -103,4 +106,14 @@ TEST_CASE("iam heaps swapped in while requests race evictions keep pinned models
     for (auto& r : s->devices[0].resident) resident += r.bytes;
     return s->devices[0].used == resident && s->devices[0].draining == 0;
   }));
+}
+
+}  // namespace
+
+TEST_CASE("iam heaps swapped in while requests race evictions keep pinned models and exact accounting") {
+  race("iam", 1500ms);
+}
+
+TEST_CASE("every policy keeps pinned models and exact accounting under racing requests") {
+  for (auto& policy : policy_names()) race(policy, 250ms);
 }

@@ -19,11 +19,10 @@ struct policy_options {
   // iam: how often the policy rebuilds its own scores when no scorer drives it (the simulator);
   // 0 = never by itself. The daemon's importance scorer rebuilds every scorer period instead.
   std::chrono::duration<double> rescore_period = std::chrono::seconds(1);
-  // kdf: fixed parameters (time constant of the decayed request counts, value saturation h);
-  // both 0 (the default) = adapt online among built-in experts. kdf_window: time constant of
-  // the experts' decayed costs.
-  std::chrono::duration<double> kdf_tau = std::chrono::seconds(0);
-  double kdf_horizon = 0;
+  // kdf: time constant of the decayed request counts (0 = no decay) and the saturation h of a
+  // model's value (0 = linear). kdf-adaptive: time constant of its experts' decayed costs.
+  std::chrono::duration<double> kdf_tau = std::chrono::seconds(1200);
+  double kdf_horizon = 0.2;
   std::chrono::duration<double> kdf_window = std::chrono::seconds(600);
 };
 

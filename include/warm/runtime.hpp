@@ -36,7 +36,7 @@ struct runtime_options {
   std::vector<std::string> devices{"host:1GiB"};  // device specs, see parse_device_spec
   std::vector<std::string> repositories;          // model repository roots (at least one)
   std::string state_dir = "warm-state";           // holds registry.db
-  std::string policy = "lru";                     // eviction policy of every device (docs/policies.md)
+  std::string policy = "kdf";                     // eviction policy of every device (docs/policies.md)
   policy_options policy_tuning;                   // the policies' parameters (capacity is set per device)
   std::chrono::milliseconds rescore_period{1000};  // how often the importance scorer rebuilds heaps
   std::uint32_t max_concurrent_loads = 2;         // loads (reservations included) at once, 1..64

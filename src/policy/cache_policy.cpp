@@ -2,6 +2,7 @@
 
 #include "policy/arc_policy.hpp"
 #include "policy/gdsf_policy.hpp"
+#include "policy/expert_policy.hpp"
 #include "policy/iam_policy.hpp"
 #include "policy/kdf_policy.hpp"
 #include "policy/lfu_policy.hpp"
@@ -11,7 +12,7 @@
 namespace warm {
 
 const std::vector<std::string>& policy_names() {
-  static const std::vector<std::string> names{"lru", "lfu", "arc", "srrip", "gdsf", "iam", "kdf"};
+  static const std::vector<std::string> names{"lru", "lfu", "arc", "srrip", "gdsf", "iam", "kdf", "kdf-adaptive"};
   return names;
 }
 
@@ -29,10 +30,13 @@ expected<std::unique_ptr<cache_policy>> make_policy(std::string_view name, const
       return make_error(errc::invalid_argument, "iam needs a positive rate time constant, window and bias");
     p = std::make_unique<iam_policy>(options);
   }
-  if (name == "kdf") {
+  if (name == "kdf" || name == "kdf-adaptive") {
     if (options.kdf_tau.count() < 0 || options.kdf_horizon < 0 || options.kdf_window.count() <= 0)
       return make_error(errc::invalid_argument, "kdf needs tau >= 0, horizon >= 0 and a positive window");
-    p = std::make_unique<kdf_policy>(options);
+    if (name == "kdf")
+      p = std::make_unique<kdf_policy>(options);
+    else
+      p = std::make_unique<expert_policy>(options, expert_policy::default_experts(options));
   }
   if (!p) {
     std::string known;

@@ -33,6 +33,7 @@ void runtime_fixture::start() {
   options.loader = loader;
   options.scheduler_threads = 2;
   options.inference_threads = 2;
+  options.policy = "lru";  // tests with known victims; others choose theirs in `adjust`
   if (adjust) adjust(options);
   auto created = runtime::create(std::move(options));
   if (!created) throw std::runtime_error(created.error().to_string());

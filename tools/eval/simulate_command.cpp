@@ -33,9 +33,9 @@ void add_simulate_command(CLI::App& app, int& rc) {
   struct options {
     std::string trace, catalog, capacity, policies = "lru,lfu,arc,srrip,gdsf,iam,opt";
     double rescore_s = 1.0;
-    double kdf_tau_s = 0;
+    double kdf_tau_s = 1200;
     double kdf_window_s = 600;
-    double kdf_horizon = 0;
+    double kdf_horizon = 0.2;
   };
   auto o = std::make_shared<options>();
   auto* cmd = app.add_subcommand("simulate", "Run a trace through cache policies (JSON per policy)");
@@ -47,7 +47,7 @@ void add_simulate_command(CLI::App& app, int& rc) {
   cmd->add_option("--kdf-tau", o->kdf_tau_s, "kdf: decay time constant of request counts, seconds (0 = none)")
       ->capture_default_str();
   cmd->add_option("--kdf-window", o->kdf_window_s, "kdf: time constant of the experts' costs, seconds")->capture_default_str();
-  cmd->add_option("--kdf-horizon", o->kdf_horizon, "kdf: saturation of value (0 = linear)")->capture_default_str();
+  cmd->add_option("--kdf-horizon", o->kdf_horizon, "kdf: value saturation h (0 = linear)")->capture_default_str();
   cmd->add_option("--rescore", o->rescore_s, "iam: seconds of trace time between heap rebuilds")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 86400.0));
