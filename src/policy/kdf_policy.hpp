@@ -7,7 +7,7 @@
 // f(c) = 1 − e^{−h·c} (evicting a hot model costs about one reload, not one per request).
 //
 // Victims. To free B bytes kdf evicts the set of unpinned residents with the least total value
-// whose bytes reach B — a knapsack, solved exactly over up to 16 candidates (else greedily by
+// whose bytes reach B — a knapsack, solved exactly over up to 12 candidates (else greedily by
 // value per byte, improved by any single model that frees B alone for less). Greedy-by-density
 // policies (GDSF, IAM) evict more value than needed when sizes differ a lot.
 //
@@ -50,15 +50,23 @@ class kdf_policy final : public cache_policy {
     double value;
   };
 
-  double decayed_count(const std::string& model, timestamp now) const;
+  double decayed_count(const decayed& d, timestamp now) const;
   double value(const std::string& model, timestamp now) const;
+  // Candidates up to which the knapsack is solved exactly (2^n subsets).
+  static constexpr std::size_t exact_limit = 12;
   // The least-value subset of `cands` whose bytes reach `bytes`, in ascending value.
   static std::vector<std::string> knapsack(std::vector<candidate> cands, std::uint64_t bytes);
 
   double tau_;      // seconds; 0 = no decay
   double horizon_;  // 0 = linear value
   std::unordered_map<std::string, decayed> counts_;  // every model seen, kept across evictions
-  std::unordered_map<std::string, model_info> residents_;
+  // Resident models, pointing at their count (unordered_map keeps element addresses stable).
+  struct resident {
+    model_info info;
+    const decayed* count = nullptr;
+  };
+  std::unordered_map<std::string, resident> residents_;
+  double value_of(const resident& r, timestamp now) const;
 };
 
 }  // namespace warm
