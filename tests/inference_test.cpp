@@ -122,3 +122,24 @@ TEST_CASE("inspection shows devices, residents, models and counters") {
   CHECK(snapshot->queue.empty());
   CHECK(snapshot->running.empty());
 }
+
+TEST_CASE("each device may run its own policy; unknown policies are refused at creation") {
+  test::runtime_fixture f({"a"}, {"host.0:64KiB", "host.1:64KiB"}, 2, [](runtime_options& o) {
+    o.policy = "gdsf";
+    o.device_policies = {"", "iam"};
+  });
+  auto snapshot = f.rt->inspect().get();
+  REQUIRE(snapshot->devices.size() == 2);
+  CHECK(snapshot->devices[0].policy == "gdsf");
+  CHECK(snapshot->devices[1].policy == "iam");
+
+  runtime_options bad;
+  bad.repositories = {f.dir / "repo"};
+  bad.state_dir = f.dir / "state2";
+  bad.policy = "fifo";
+  auto refused = runtime::create(bad);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == errc::invalid_argument);
+  CHECK(refused.error().message.find("kdf") != std::string::npos);  // lists the known names
+  CHECK(runtime_options{}.policy == "kdf");
+}

@@ -37,6 +37,7 @@ struct runtime_options {
   std::vector<std::string> repositories;          // model repository roots (at least one)
   std::string state_dir = "warm-state";           // holds registry.db
   std::string policy = "kdf";                     // eviction policy of every device (docs/policies.md)
+  std::vector<std::string> device_policies;       // per device, in `devices` order; "" or missing = `policy`
   policy_options policy_tuning;                   // the policies' parameters (capacity is set per device)
   std::chrono::milliseconds rescore_period{1000};  // how often the importance scorer rebuilds heaps
   std::uint32_t max_concurrent_loads = 2;         // loads (reservations included) at once, 1..64

@@ -86,6 +86,8 @@ expected<void> check_options(const runtime_options& o) {
   if (o.failure_expiry <= std::chrono::nanoseconds::zero())
     return make_error(errc::invalid_argument, "failure_expiry must be positive");
   if (o.max_models == 0) return make_error(errc::invalid_argument, "max_models must be positive");
+  if (o.device_policies.size() > o.devices.size())
+    return make_error(errc::invalid_argument, "more device policies than devices");
   if (o.rescore_period.count() <= 0) return make_error(errc::invalid_argument, "rescore_period must be positive");
   return {};
 }
@@ -137,7 +139,11 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
     auto tuning = options.policy_tuning;
     tuning.capacity = impl->devices.back()->capacity();
     tuning.rescore_period = std::chrono::seconds(0);  // the scorer actor rebuilds instead
-    auto policy = make_policy(options.policy, tuning);
+    auto index = impl->devices.size() - 1;
+    const auto& name = index < options.device_policies.size() && !options.device_policies[index].empty()
+                           ? options.device_policies[index]
+                           : options.policy;
+    auto policy = make_policy(name, tuning);
     if (!policy) return std::move(policy).error();
     policies_rescore = policies_rescore || (*policy)->rescorer() != nullptr;
     policies.push_back(std::move(*policy));
