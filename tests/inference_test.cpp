@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <mutex>
 
 #include "support/runtime_fixture.hpp"
 #include "warm/model_repository.hpp"
@@ -142,4 +143,29 @@ TEST_CASE("each device may run its own policy; unknown policies are refused at c
   CHECK(refused.error().code == errc::invalid_argument);
   CHECK(refused.error().message.find("kdf") != std::string::npos);  // lists the known names
   CHECK(runtime_options{}.policy == "kdf");
+}
+
+TEST_CASE("watchers see every state change of a load, in order") {
+  test::runtime_fixture f({"a", "bad"});
+  f.register_all();
+  std::mutex mutex;
+  std::vector<std::string> seen;
+  auto id = f.rt->watch([&](const model_event& e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    seen.push_back(e.model + ":" + std::string(to_string(e.state)));
+  });
+  REQUIRE(f.rt->ensure_loaded("a", true).get());
+  f.loader->fail("bad");
+  CHECK_FALSE(f.rt->ensure_loaded("bad", true).get());
+  auto snapshot = [&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    return seen;
+  };
+  REQUIRE(test::eventually([&] { return snapshot().size() == 6; }));
+  CHECK(snapshot() == std::vector<std::string>{"a:QUEUED", "a:LOADING", "a:LOADED", "bad:QUEUED", "bad:LOADING",
+                                               "bad:LOADING_FAILED"});
+  f.rt->unwatch(id);
+  REQUIRE(f.rt->unregister_model("a").get());
+  REQUIRE(test::eventually([&] { return test::state_of(*f.rt, "a") == model_state::not_found; }));
+  CHECK(snapshot().size() == 6);  // unwatched: the unregistration was not delivered
 }

@@ -218,6 +218,20 @@ struct inspect_scorer {
   std::function<void(std::uint64_t rebuilds, double last_build_seconds)> done;
 };
 
+// ---- state-change events ----------------------------------------------------------------------
+
+// From a model actor to the watch hub, on every state transition.
+struct state_changed {
+  model_event event;
+};
+struct add_watcher {
+  std::uint64_t id = 0;
+  std::function<void(const model_event&)> listener;
+};
+struct remove_watcher {
+  std::uint64_t id = 0;
+};
+
 // ---- to a loader worker ---------------------------------------------------------------------
 
 struct load_job {
@@ -261,6 +275,9 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::unload)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::slot_released)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::inspect_device)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_job)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::state_changed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::add_watcher)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::remove_watcher)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::collect_scores)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::scores_collected)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::swap_scores)

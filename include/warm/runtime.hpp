@@ -102,6 +102,11 @@ class runtime {
   void infer(infer_request request, callback<infer_result> done);
   std::future<expected<infer_result>> infer(infer_request request);
 
+  // Calls `listener` on every model state change from now on (in order, on a warm thread; it must
+  // not block), until unwatch(id). Returns the id.
+  std::uint64_t watch(std::function<void(const model_event&)> listener);
+  void unwatch(std::uint64_t id);
+
   // One snapshot of every actor's state.
   void inspect(callback<inspection> done);
   std::future<expected<inspection>> inspect();

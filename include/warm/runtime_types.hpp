@@ -142,6 +142,16 @@ struct inspection {
   double importance_rebuild_seconds = 0;       // how long the last one took
 };
 
+// A model's state changed (TensorFlow Serving's state monitor): what watchers receive.
+struct model_event {
+  std::string model;
+  model_state previous = model_state::not_loaded;
+  model_state state = model_state::not_loaded;
+  std::string device;                // where it is loaded or loading
+  std::optional<warm::error> error;  // LOADING_FAILED: why
+  std::uint64_t sequence = 0;        // increases by one per event of this runtime
+};
+
 // Completion callbacks: called exactly once, on an arbitrary warm thread; they must not block.
 template <class T>
 using callback = std::function<void(expected<T>)>;

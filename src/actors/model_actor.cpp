@@ -23,6 +23,7 @@ struct model_state_data {
   caf::actor pool;
   std::shared_ptr<route_table> routes;
   std::shared_ptr<const clock> time;
+  caf::actor hub;  // the watch hub: every state change is reported there
 
   model_state state = model_state::not_loaded;
   std::shared_ptr<serving_slot> slot;  // while LOADED
@@ -52,6 +53,20 @@ struct model_state_data {
 
 using self_ptr = caf::stateful_actor<model_state_data>*;
 
+// Every transition goes through here, so watchers see each one.
+void set_state(self_ptr self, model_state next) {
+  auto& s = self->state;
+  if (s.state == next) return;
+  model_event e;
+  e.model = s.id;
+  e.previous = s.state;
+  e.state = next;
+  e.device = s.device;
+  if (next == model_state::loading_failed) e.error = s.last_error;
+  s.state = next;
+  if (s.hub) self->send(s.hub, msg::state_changed{std::move(e)});
+}
+
 double ms_between(timestamp a, timestamp b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
 
 // Forgets the slot (evicted, withdrawn or unregistered); its uses stay counted.
@@ -64,13 +79,13 @@ void drop_slot(self_ptr self) {
   s.slot.reset();
   s.slot_device = nullptr;
   s.device.clear();
-  if (s.state == model_state::loaded) s.state = model_state::not_loaded;
+  if (s.state == model_state::loaded) set_state(self, model_state::not_loaded);
 }
 
 void request_load(self_ptr self, bool waiting, timestamp when) {
   auto& s = self->state;
   if (s.started) return;  // a running load will answer every waiter
-  if (!s.load_pending && s.state != model_state::loading) s.state = model_state::queued;
+  if (!s.load_pending && s.state != model_state::loading) set_state(self, model_state::queued);
   s.load_pending = true;
   self->send(s.pool, msg::enqueue_load{s.id, caf::actor_cast<caf::actor>(self), s.path, s.bytes, waiting, when});
 }
@@ -155,7 +170,7 @@ void on_use(self_ptr self, msg::model_use& m) {
                                     s.last_error->message));
       return;
     }
-    s.state = model_state::not_loaded;
+    set_state(self, model_state::not_loaded);
   }
   if (m.kind == msg::use_kind::proactive) {
     if (!s.load_pending) request_load(self, false, s.last_used);
@@ -175,14 +190,15 @@ caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> con
   s.pool = *config->pool;
   s.routes = config->routes;
   s.time = config->time;
+  if (config->hub) s.hub = *config->hub;
   return {
       [=](msg::model_use& m) { on_use(self, m); },
       [=](msg::model_status_request& m) { m.done(status_of(self->state)); },
       [=](msg::load_started& m) {
         auto& s = self->state;
         s.started = true;
-        s.state = model_state::loading;
         s.device = m.device;
+        set_state(self, model_state::loading);
       },
       [=](msg::load_done& m) {
         auto& s = self->state;
@@ -196,8 +212,8 @@ caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> con
         s.slot = m.slot;
         s.slot_device = device;
         s.device = m.device;
-        s.state = model_state::loaded;
         s.last_error.reset();
+        set_state(self, model_state::loaded);
         auto& l = s.loads;  // Welford's running mean and variance
         double x = m.seconds * 1e3;
         ++l.count;
@@ -211,10 +227,10 @@ caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> con
         auto& s = self->state;
         s.load_pending = s.started = false;
         s.device.clear();
-        s.state = model_state::loading_failed;
         s.retry_at = m.retry_at;
         auto code = m.error.code == errc::model_too_large ? errc::model_too_large : errc::load_failed;
         s.last_error = make_error(code, m.error.message);
+        set_state(self, model_state::loading_failed);
         fail_waiters(self, *s.last_error);
         stop_if_done(self);
       },
@@ -235,7 +251,7 @@ caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> con
         if (s.load_pending) self->send(s.pool, msg::cancel_load{s.id, caf::actor_cast<caf::actor>(self)});
         if (s.slot) self->send(s.slot_device, msg::unload{s.id, s.slot});
         drop_slot(self);
-        s.state = model_state::not_found;
+        set_state(self, model_state::not_found);
         fail_waiters(self, make_error(errc::not_found, "model '" + s.id + "' was unregistered"));
         stop_if_done(self);
       },

@@ -38,6 +38,7 @@ struct model_actor_config {
   caf::actor* pool = nullptr;  // borrowed for spawning: copied into the actor
   std::shared_ptr<route_table> routes;
   std::shared_ptr<const clock> time;
+  caf::actor* hub = nullptr;  // borrowed for spawning: where state changes go (may be null)
 };
 
 caf::actor spawn_model_actor(caf::actor_system& system, const model_actor_config& config);

@@ -38,7 +38,7 @@ struct vmodel_entry {
 
 struct registry_state {
   registry_config config;
-  caf::actor pool;
+  caf::actor pool, hub;
   std::map<std::string, model_entry> models;
   std::map<std::string, vmodel_entry> vmodels;
   std::vector<registry_change> staged;
@@ -109,7 +109,8 @@ expected<caf::actor> actor_for(self_ptr self, model_entry& e) {
   if (e.actor) return e.actor;
   if (e.file.empty())
     if (auto r = resolve(s, e); !r) return make_error(errc::load_failed, r.error().message);
-  e.actor = spawn_model_actor(self->system(), {e.record.id, e.file, e.bytes, &s.pool, s.config.routes, s.config.time});
+  e.actor = spawn_model_actor(self->system(),
+                              {e.record.id, e.file, e.bytes, &s.pool, s.config.routes, s.config.time, &s.hub});
   return e.actor;
 }
 
@@ -365,6 +366,8 @@ caf::behavior registry_actor(self_ptr self, std::shared_ptr<registry_config> con
   s.config = std::move(*config);
   s.pool = *s.config.pool;
   s.config.pool = nullptr;
+  if (s.config.hub) s.hub = *s.config.hub;
+  s.config.hub = nullptr;
   reload_from_store(self);
   return {
       [=](msg::register_model& m) { on_register(self, m); },

@@ -27,6 +27,7 @@ struct registry_config {
   std::unique_ptr<registry_store> store;
   std::shared_ptr<const model_repository> repository;
   caf::actor* pool = nullptr;  // borrowed while spawning
+  caf::actor* hub = nullptr;   // borrowed while spawning: model actors report state changes there
   std::shared_ptr<route_table> routes;
   std::shared_ptr<const clock> time;
   std::uint64_t max_models = 1'000'000;

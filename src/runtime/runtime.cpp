@@ -10,6 +10,7 @@
 #include "warm/actor_messages.hpp"
 #include "actors/registry_actor.hpp"
 #include "actors/scorer_actor.hpp"
+#include "actors/watch_hub.hpp"
 #include "runtime/executor.hpp"
 #include "warm/model_repository.hpp"
 #include "warm/runtime_actors.hpp"
@@ -23,7 +24,8 @@ struct runtime_impl {
   std::shared_ptr<route_table> routes = std::make_shared<route_table>();
   std::unique_ptr<caf::actor_system_config> config;
   std::unique_ptr<caf::actor_system> system;
-  caf::actor registry, pool, scorer;  // scorer: only when a policy rescores
+  caf::actor registry, pool, scorer, hub;  // scorer: only when a policy rescores
+  std::atomic<std::uint64_t> next_watch{1};
   std::vector<caf::actor> device_actors;
   std::unique_ptr<warm::executor> executor;  // runs inferences after a miss
 };
@@ -179,7 +181,9 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   registry_config registry;
   registry.store = std::make_unique<registry_store>(std::move(*store));
   registry.repository = std::make_shared<model_repository>(std::move(*repository));
+  impl->hub = spawn_watch_hub(*impl->system);
   registry.pool = &impl->pool;
+  registry.hub = &impl->hub;
   registry.routes = impl->routes;
   registry.time = impl->time;
   registry.max_models = options.max_models;
@@ -195,6 +199,8 @@ runtime::~runtime() {
   caf::anon_send_exit(i.registry, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(i.pool, caf::exit_reason::user_shutdown);
   if (i.scorer) caf::anon_send_exit(i.scorer, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(i.hub, caf::exit_reason::user_shutdown);
+  i.hub = nullptr;
   i.scorer = nullptr;
   for (auto& d : i.device_actors) caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
   i.registry = nullptr;
@@ -339,6 +345,16 @@ std::future<expected<infer_result>> runtime::infer(infer_request request) {
   infer(std::move(request), std::move(cb));
   return std::move(future);
 }
+
+// ---- watching ---------------------------------------------------------------------------------
+
+std::uint64_t runtime::watch(std::function<void(const model_event&)> listener) {
+  auto id = impl_->next_watch.fetch_add(1);
+  caf::anon_send(impl_->hub, msg::add_watcher{id, std::move(listener)});
+  return id;
+}
+
+void runtime::unwatch(std::uint64_t id) { caf::anon_send(impl_->hub, msg::remove_watcher{id}); }
 
 // ---- inspection -----------------------------------------------------------------------------
 
