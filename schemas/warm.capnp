@@ -1,0 +1,233 @@
+@0x8de851269d7b0669;
+# warm's RPC interface (Cap'n Proto 0.9). One capability, `Warm`, serves everything a client of
+# the model cache needs: registration, loading, vmodels, inference, inspection and state-change
+# watching. It mirrors the embedding API (include/warm/runtime.hpp) one to one.
+#
+# Conventions:
+#  - Errors are values: every result carries a `status`; the server never answers a bad request
+#    by failing the call or dropping the connection. When `status.code` is not `ok`, the other
+#    result fields are unset (default).
+#  - Ids (models and vmodels share one namespace) are 1..256 bytes of printable ASCII without
+#    spaces or '/'.
+#  - Sizes are bytes; times are milliseconds unless the name says otherwise.
+#  - A server listening on TCP with remote access enabled hands out `Authenticator` as its
+#    bootstrap capability instead of `Warm`: present the token to get `Warm`.
+
+$import "/capnp/c++.capnp".namespace("warm::rpc");
+
+struct Status {
+  # The outcome of a call: `ok`, or an error code with a human-readable message (no trailing
+  # period, names the object and what is wrong).
+  code @0 :Code;
+  message @1 :Text;
+
+  enum Code {
+    ok @0;
+    notFound @1;          # no such model, vmodel or file
+    invalidArgument @2;   # the request is malformed or inconsistent (bad id, shape, dtype, path)
+    modelTooLarge @3;     # the model can never fit on any device
+    capacityExhausted @4; # no room now (e.g. the registry's model limit)
+    loadFailed @5;        # loading failed (the recorded failure, until it expires)
+    unavailable @6;       # the server is shutting down, or a resource is not usable
+    timeout @7;           # a deadline passed
+    internal @8;          # a bug in warm; never the client's fault
+    unauthenticated @9;   # a missing or wrong token
+    tooLarge @10;         # the request exceeds a configured limit (bytes, tensors)
+  }
+}
+
+struct ModelInfo {
+  # What a registration says about a model.
+  path @0 :Text;           # relative to one of the server's repository roots: "mnist" or "mnist/3"
+  version @1 :UInt64;      # a version directory; 0 = the highest present
+  sizeHint @2 :UInt64;     # bytes on a device; 0 = read from the model file's header
+}
+
+enum ModelState {
+  # ModelMesh's vocabulary plus QUEUED (a load waits for a loader or for room).
+  notFound @0;
+  notLoaded @1;
+  queued @2;
+  loading @3;
+  loaded @4;
+  loadingFailed @5;
+}
+
+struct ModelStatus {
+  id @0 :Text;
+  state @1 :ModelState;
+  device @2 :Text;             # where it is loaded or loading; empty otherwise
+  bytes @3 :UInt64;            # bytes it takes on a device
+  requests @4 :UInt64;         # uses: inferences and ensureLoaded calls
+  hits @5 :UInt64;             # uses served without waiting for a load
+  requestsPerSecond @6 :Float64; # moving average (60 s time constant)
+  inFlight @7 :UInt32;         # inferences running now
+  idleSeconds @8 :Float64;     # since the last use; -1 if never used
+  loadCount @9 :UInt64;        # successful loads
+  loadMeanMs @10 :Float64;     # their mean duration
+  loadStddevMs @11 :Float64;   # and standard deviation
+  lastError @12 :Status;       # LOADING_FAILED: the recorded failure (code loadFailed or modelTooLarge)
+  retryInSeconds @13 :Float64; # LOADING_FAILED: until the next attempt is allowed
+}
+
+enum VModelState {
+  notFound @0;
+  defined @1;           # settled: active == target
+  transitioning @2;     # the target is loading; the active model still serves
+  transitionFailed @3;  # the target failed to load; the active model still serves
+}
+
+struct VModelStatus {
+  id @0 :Text;
+  state @1 :VModelState;
+  active @2 :Text;             # the model serving requests
+  target @3 :Text;             # the model it moves to (equal to active when settled)
+  activeState @4 :ModelState;
+  targetState @5 :ModelState;
+  error @6 :Status;            # why the last transition failed (transitionFailed)
+}
+
+struct Tensor {
+  # A tensor as raw little-endian bytes, row-major.
+  name @0 :Text;        # dense models take "input" (or an empty name) and return "output"
+  dtype @1 :Text;       # safetensors names: "F32", "F16", "BF16", "I64", ...; dense models take F32
+  shape @2 :List(UInt64);
+  data @3 :Data;        # exactly product(shape) × size(dtype) bytes
+}
+
+struct InferRequest {
+  target @0 :Text;      # a model id or a vmodel id
+  inputs @1 :List(Tensor);
+}
+
+struct InferResult {
+  outputs @0 :List(Tensor);
+  model @1 :Text;       # the model that served it (the vmodel's active model for a vmodel)
+  cacheHit @2 :Bool;    # served without waiting for a load
+  loadWaitMs @3 :Float64; # time spent waiting for the model to load
+}
+
+struct ResidentModel {
+  model @0 :Text;
+  bytes @1 :UInt64;
+  inFlight @2 :UInt32;
+  uses @3 :UInt64;
+  idleSeconds @4 :Float64;
+}
+
+struct DeviceInfo {
+  name @0 :Text;
+  policy @1 :Text;
+  capacity @2 :UInt64;
+  used @3 :UInt64;             # charged now: resident, reserved for loads and draining
+  draining @4 :UInt64;         # evicted models still finishing inferences
+  evictions @5 :UInt64;
+  scoreSwaps @6 :UInt64;       # importance heaps swapped in (iam)
+  resident @7 :List(ResidentModel);  # in install order
+}
+
+struct QueuedLoad {
+  model @0 :Text;
+  waiting @1 :Bool;            # a request waits on it (else proactive)
+  ageMs @2 :Float64;           # waiting: since the first waiting request; proactive: since last use
+  attempts @3 :UInt32;
+}
+
+struct RunningLoad {
+  model @0 :Text;
+  device @1 :Text;
+  phase @2 :Text;              # "reserving" or "loading"
+  attempt @3 :UInt32;
+}
+
+struct FailureRecord {
+  model @0 :Text;
+  device @1 :Text;
+  error @2 :Status;
+  ageSeconds @3 :Float64;
+  expiresInSeconds @4 :Float64;
+}
+
+struct Inspection {
+  # One snapshot of every actor's state.
+  devices @0 :List(DeviceInfo);
+  queue @1 :List(QueuedLoad);          # in start order
+  running @2 :List(RunningLoad);
+  failures @3 :List(FailureRecord);
+  models @4 :List(ModelStatus);        # models that have been used (have a model actor)
+  registeredModels @5 :UInt64;
+  vmodels @6 :UInt64;
+  maxConcurrentLoads @7 :UInt32;
+  loadsStarted @8 :UInt64;
+  loadsFailed @9 :UInt64;
+  importanceRebuilds @10 :UInt64;
+  importanceRebuildSeconds @11 :Float64;
+}
+
+struct ModelEvent {
+  # A model's state changed.
+  model @0 :Text;
+  previous @1 :ModelState;
+  state @2 :ModelState;
+  device @3 :Text;
+  error @4 :Status;            # LOADING_FAILED: why
+  sequence @5 :UInt64;         # increases by one per event on this server
+}
+
+interface StateListener {
+  # Implemented by a client that watches; the server calls it once per state change, in order.
+  modelStateChanged @0 (event :ModelEvent) -> ();
+}
+
+interface WatchHandle {
+  # Held by a watching client: dropping it (or disconnecting) stops the watch.
+}
+
+interface Warm {
+  registerModel @0 (id :Text, info :ModelInfo, loadNow :Bool, sync :Bool) -> (status :Status);
+  # Registers `id`. Idempotent for the same info; different info is invalidArgument. A path that
+  # resolves outside every repository root (.., absolute, symlinks) is invalidArgument. loadNow
+  # queues a background load; sync answers only once the model is loaded (or its load failed).
+  # Answered once the registration is durable.
+
+  unregisterModel @1 (id :Text) -> (status :Status);
+  # Unregisters and unloads asynchronously. invalidArgument while a vmodel references it.
+
+  getModelStatus @2 (id :Text) -> (status :Status, model :ModelStatus);
+  # status ok and model.state notFound for an unknown id.
+
+  ensureLoaded @3 (id :Text, sync :Bool) -> (status :Status);
+  # Loads the model (or a vmodel's active model) if needed; counts as a use. sync waits for it.
+
+  setVModel @4 (id :Text, target :Text, autoDeleteTarget :Bool, expectedTarget :Text)
+      -> (status :Status, vmodel :VModelStatus);
+  # Points vmodel `id` at model `target`; the active model keeps serving until the target is
+  # loaded, then the alias flips. autoDeleteTarget: unregister the target once no vmodel uses it.
+  # expectedTarget, when set (non-null), makes it a compare-and-set on the current target.
+
+  deleteVModel @5 (id :Text) -> (status :Status);
+
+  getVModelStatus @6 (id :Text) -> (status :Status, vmodel :VModelStatus);
+  # notFound for an unknown vmodel.
+
+  listModels @7 (after :Text, limit :UInt32) -> (status :Status, models :List(ModelStatus), next :Text);
+  # Registered models in id order, starting after `after` (empty = from the start), at most
+  # `limit` (0 = the server's page size). `next` is the id to pass as `after` for the next page,
+  # empty at the end.
+
+  infer @8 (request :InferRequest) -> (status :Status, result :InferResult);
+  # Runs the model (loading it first if needed). Inputs are checked against the model: a wrong
+  # dtype, rank, inner dimension or byte count is invalidArgument.
+
+  inspect @9 () -> (status :Status, inspection :Inspection);
+
+  watch @10 (listener :StateListener) -> (status :Status, handle :WatchHandle);
+  # Calls `listener` on every model state change from now on, until `handle` is dropped.
+}
+
+interface Authenticator {
+  # The bootstrap capability of a TCP listener with remote access: nothing else is reachable
+  # without the token.
+  authenticate @0 (token :Text) -> (status :Status, warm :Warm);
+  # unauthenticated (and no capability) for a wrong token.
+}
