@@ -4,6 +4,7 @@
 //   trace    — trace_command.cpp: a request trace from Azure Functions counts or a Zipf law
 //   catalog  — catalog_command.cpp: a synthetic model catalog, or the mCache paper's seven models
 //   simulate — simulate_command.cpp: the policy simulator
+//   models   — models_command.cpp: a catalog written as dense model files
 #pragma once
 
 #include <iostream>
@@ -30,5 +31,6 @@ inline int report(const std::string& command, const warm::error& e, int rc) {
 void add_trace_command(CLI::App& app, int& rc);
 void add_catalog_command(CLI::App& app, int& rc);
 void add_simulate_command(CLI::App& app, int& rc);
+void add_models_command(CLI::App& app, int& rc);
 
 }  // namespace warm::eval_cli

@@ -1,0 +1,425 @@
+#include "rpc/convert.hpp"
+
+#include <cmath>
+#include <cstring>
+
+namespace warm::rpc {
+
+using Code = Status::Code;
+
+// ---- status --------------------------------------------------------------------------------
+
+Code to_capnp(errc code) noexcept {
+  switch (code) {
+    case errc::not_found: return Code::NOT_FOUND;
+    case errc::invalid_argument: return Code::INVALID_ARGUMENT;
+    case errc::model_too_large: return Code::MODEL_TOO_LARGE;
+    case errc::capacity_exhausted: return Code::CAPACITY_EXHAUSTED;
+    case errc::load_failed: return Code::LOAD_FAILED;
+    case errc::unavailable: return Code::UNAVAILABLE;
+    case errc::timeout: return Code::TIMEOUT;
+    case errc::internal: return Code::INTERNAL;
+  }
+  return Code::INTERNAL;
+}
+
+std::optional<errc> to_errc(Code code) noexcept {
+  switch (code) {
+    case Code::OK: return std::nullopt;
+    case Code::NOT_FOUND: return errc::not_found;
+    case Code::INVALID_ARGUMENT: return errc::invalid_argument;
+    case Code::MODEL_TOO_LARGE: return errc::model_too_large;
+    case Code::CAPACITY_EXHAUSTED: return errc::capacity_exhausted;
+    case Code::LOAD_FAILED: return errc::load_failed;
+    case Code::UNAVAILABLE: return errc::unavailable;
+    case Code::TIMEOUT: return errc::timeout;
+    case Code::INTERNAL: return errc::internal;
+    case Code::UNAUTHENTICATED: return errc::invalid_argument;
+    case Code::TOO_LARGE: return errc::invalid_argument;
+  }
+  return errc::internal;  // a code from a newer peer
+}
+
+std::string_view code_name(Code code) noexcept {
+  switch (code) {
+    case Code::OK: return "ok";
+    case Code::UNAUTHENTICATED: return "unauthenticated";
+    case Code::TOO_LARGE: return "too_large";
+    default: break;
+  }
+  auto e = to_errc(code);
+  return e ? warm::to_string(*e) : std::string_view("unknown");
+}
+
+void set_ok(Status::Builder out) {
+  out.setCode(Code::OK);
+  out.setMessage("");
+}
+
+void set_status(Status::Builder out, Code code, std::string_view message) {
+  out.setCode(code);
+  out.setMessage(capnp::Text::Reader(message.data(), message.size()));
+}
+
+void to_capnp(const warm::error& err, Status::Builder out) { set_status(out, to_capnp(err.code), err.message); }
+
+expected<void> from_capnp(Status::Reader status) {
+  auto code = to_errc(status.getCode());
+  if (!code) return {};
+  return make_error(*code, to_std(status.getMessage()));
+}
+
+std::optional<warm::error> optional_error(Status::Reader status) {
+  auto code = to_errc(status.getCode());
+  if (!code) return std::nullopt;
+  return make_error(*code, to_std(status.getMessage()));
+}
+
+namespace {
+
+void to_capnp(const std::optional<warm::error>& err, Status::Builder out) {
+  if (err)
+    to_capnp(*err, out);
+  else
+    set_ok(out);
+}
+
+}  // namespace
+
+// ---- enums ---------------------------------------------------------------------------------
+
+ModelState to_capnp(model_state state) noexcept {
+  switch (state) {
+    case model_state::not_found: return ModelState::NOT_FOUND;
+    case model_state::not_loaded: return ModelState::NOT_LOADED;
+    case model_state::queued: return ModelState::QUEUED;
+    case model_state::loading: return ModelState::LOADING;
+    case model_state::loaded: return ModelState::LOADED;
+    case model_state::loading_failed: return ModelState::LOADING_FAILED;
+  }
+  return ModelState::NOT_FOUND;
+}
+
+model_state from_capnp(ModelState state) noexcept {
+  switch (state) {
+    case ModelState::NOT_FOUND: return model_state::not_found;
+    case ModelState::NOT_LOADED: return model_state::not_loaded;
+    case ModelState::QUEUED: return model_state::queued;
+    case ModelState::LOADING: return model_state::loading;
+    case ModelState::LOADED: return model_state::loaded;
+    case ModelState::LOADING_FAILED: return model_state::loading_failed;
+  }
+  return model_state::not_found;
+}
+
+VModelState to_capnp(vmodel_state state) noexcept {
+  switch (state) {
+    case vmodel_state::not_found: return VModelState::NOT_FOUND;
+    case vmodel_state::defined: return VModelState::DEFINED;
+    case vmodel_state::transitioning: return VModelState::TRANSITIONING;
+    case vmodel_state::transition_failed: return VModelState::TRANSITION_FAILED;
+  }
+  return VModelState::NOT_FOUND;
+}
+
+vmodel_state from_capnp(VModelState state) noexcept {
+  switch (state) {
+    case VModelState::NOT_FOUND: return vmodel_state::not_found;
+    case VModelState::DEFINED: return vmodel_state::defined;
+    case VModelState::TRANSITIONING: return vmodel_state::transitioning;
+    case VModelState::TRANSITION_FAILED: return vmodel_state::transition_failed;
+  }
+  return vmodel_state::not_found;
+}
+
+// ---- registrations and statuses ------------------------------------------------------------
+
+void to_capnp(const model_info& info, ModelInfo::Builder out) {
+  out.setPath(to_text(info.path));
+  out.setVersion(info.version.value_or(0));
+  out.setSizeHint(info.size_hint.value_or(0));
+}
+
+model_info from_capnp(ModelInfo::Reader info) {
+  model_info out(to_std(info.getPath()));
+  if (info.getVersion() != 0) out.version = info.getVersion();
+  if (info.getSizeHint() != 0) out.size_hint = info.getSizeHint();
+  return out;
+}
+
+void to_capnp(const model_status& s, ModelStatus::Builder out) {
+  out.setId(to_text(s.id));
+  out.setState(to_capnp(s.state));
+  out.setDevice(to_text(s.device));
+  out.setBytes(s.bytes);
+  out.setRequests(s.requests);
+  out.setHits(s.hits);
+  out.setRequestsPerSecond(s.requests_per_second);
+  out.setInFlight(s.in_flight);
+  out.setIdleSeconds(s.idle_seconds);
+  out.setLoadCount(s.loads.count);
+  out.setLoadMeanMs(s.loads.mean_ms);
+  out.setLoadStddevMs(s.loads.variance_ms2 > 0 ? std::sqrt(s.loads.variance_ms2) : 0.0);
+  to_capnp(s.last_error, out.initLastError());
+  out.setRetryInSeconds(s.retry_in_seconds);
+}
+
+model_status from_capnp(ModelStatus::Reader s) {
+  model_status out;
+  out.id = to_std(s.getId());
+  out.state = from_capnp(s.getState());
+  out.device = to_std(s.getDevice());
+  out.bytes = s.getBytes();
+  out.requests = s.getRequests();
+  out.hits = s.getHits();
+  out.requests_per_second = s.getRequestsPerSecond();
+  out.in_flight = s.getInFlight();
+  out.idle_seconds = s.getIdleSeconds();
+  out.loads.count = s.getLoadCount();
+  out.loads.mean_ms = s.getLoadMeanMs();
+  out.loads.variance_ms2 = s.getLoadStddevMs() * s.getLoadStddevMs();
+  out.last_error = optional_error(s.getLastError());
+  out.retry_in_seconds = s.getRetryInSeconds();
+  return out;
+}
+
+void to_capnp(const vmodel_status& s, VModelStatus::Builder out) {
+  out.setId(to_text(s.id));
+  out.setState(to_capnp(s.state));
+  out.setActive(to_text(s.active));
+  out.setTarget(to_text(s.target));
+  out.setActiveState(to_capnp(s.active_state));
+  out.setTargetState(to_capnp(s.target_state));
+  to_capnp(s.error, out.initError());
+}
+
+vmodel_status from_capnp(VModelStatus::Reader s) {
+  vmodel_status out;
+  out.id = to_std(s.getId());
+  out.state = from_capnp(s.getState());
+  out.active = to_std(s.getActive());
+  out.target = to_std(s.getTarget());
+  out.active_state = from_capnp(s.getActiveState());
+  out.target_state = from_capnp(s.getTargetState());
+  out.error = optional_error(s.getError());
+  return out;
+}
+
+// ---- tensors and inference -----------------------------------------------------------------
+
+expected<std::uint64_t> tensor_bytes(dtype type, const capnp::List<std::uint64_t>::Reader& shape) {
+  std::uint64_t n = dtype_size(type);
+  for (std::uint64_t d : shape)
+    if (d == 0) return std::uint64_t(0);  // empty, however large the other dimensions
+  for (std::uint64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n))
+      return make_error(errc::invalid_argument, "tensor shape overflows 64 bits");
+  }
+  return n;
+}
+
+void to_capnp(const tensor& t, Tensor::Builder out) {
+  out.setName(to_text(t.name));
+  auto dt = to_string(t.type);
+  out.setDtype(capnp::Text::Reader(dt.data(), dt.size()));
+  auto shape = out.initShape(static_cast<unsigned>(t.shape.size()));
+  for (unsigned i = 0; i < t.shape.size(); ++i) shape.set(i, t.shape[i]);
+  out.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(t.data.data()), t.data.size()));
+}
+
+expected<tensor> from_capnp(Tensor::Reader t) {
+  tensor out;
+  out.name = to_std(t.getName());
+  auto dt_text = t.getDtype();
+  auto dt = parse_dtype(std::string_view(dt_text.cStr(), dt_text.size()));
+  if (!dt) return make_error(errc::invalid_argument, "unknown dtype \"" + to_std(dt_text) + "\"");
+  out.type = *dt;
+  auto shape = t.getShape();
+  auto bytes = tensor_bytes(*dt, shape);
+  if (!bytes) return bytes.error();
+  auto data = t.getData();
+  if (*bytes != data.size())
+    return make_error(errc::invalid_argument, "tensor data is " + std::to_string(data.size()) +
+                                                  " bytes, its shape and dtype say " + std::to_string(*bytes));
+  out.shape.reserve(shape.size());
+  for (std::uint64_t d : shape) out.shape.push_back(d);
+  out.data.resize(data.size());
+  if (data.size() != 0) std::memcpy(out.data.data(), data.begin(), data.size());
+  return out;
+}
+
+namespace {
+
+void tensors_to_capnp(const std::vector<tensor>& in, capnp::List<Tensor>::Builder out) {
+  for (unsigned i = 0; i < in.size(); ++i) to_capnp(in[i], out[i]);
+}
+
+expected<std::vector<tensor>> tensors_from_capnp(capnp::List<Tensor>::Reader in, const char* what) {
+  std::vector<tensor> out;
+  out.reserve(in.size());
+  for (unsigned i = 0; i < in.size(); ++i) {
+    auto t = from_capnp(in[i]);
+    if (!t) {
+      auto name = to_std(in[i].getName());
+      return make_error(errc::invalid_argument, std::string(what) + " " + std::to_string(i) +
+                                                    (name.empty() ? "" : " (\"" + name + "\")") + ": " +
+                                                    t.error().message);
+    }
+    out.push_back(std::move(*t));
+  }
+  return out;
+}
+
+}  // namespace
+
+void to_capnp(const infer_request& request, InferRequest::Builder out) {
+  out.setTarget(to_text(request.target));
+  tensors_to_capnp(request.inputs, out.initInputs(static_cast<unsigned>(request.inputs.size())));
+}
+
+expected<infer_request> from_capnp(InferRequest::Reader request) {
+  auto inputs = tensors_from_capnp(request.getInputs(), "input");
+  if (!inputs) return inputs.error();
+  infer_request out;
+  out.target = to_std(request.getTarget());
+  out.inputs = std::move(*inputs);
+  return out;
+}
+
+void to_capnp(const infer_result& result, InferResult::Builder out) {
+  tensors_to_capnp(result.outputs, out.initOutputs(static_cast<unsigned>(result.outputs.size())));
+  out.setModel(to_text(result.model));
+  out.setCacheHit(result.cache_hit);
+  out.setLoadWaitMs(result.load_wait_ms);
+}
+
+expected<infer_result> from_capnp(InferResult::Reader result) {
+  auto outputs = tensors_from_capnp(result.getOutputs(), "output");
+  if (!outputs) return outputs.error();
+  infer_result out;
+  out.outputs = std::move(*outputs);
+  out.model = to_std(result.getModel());
+  out.cache_hit = result.getCacheHit();
+  out.load_wait_ms = result.getLoadWaitMs();
+  return out;
+}
+
+// ---- inspection and events -----------------------------------------------------------------
+
+void to_capnp(const inspection& s, Inspection::Builder out) {
+  auto devices = out.initDevices(static_cast<unsigned>(s.devices.size()));
+  for (unsigned i = 0; i < s.devices.size(); ++i) {
+    const auto& d = s.devices[i];
+    auto o = devices[i];
+    o.setName(to_text(d.name));
+    o.setPolicy(to_text(d.policy));
+    o.setCapacity(d.capacity);
+    o.setUsed(d.used);
+    o.setDraining(d.draining);
+    o.setEvictions(d.evictions);
+    o.setScoreSwaps(d.score_swaps);
+    auto resident = o.initResident(static_cast<unsigned>(d.resident.size()));
+    for (unsigned j = 0; j < d.resident.size(); ++j) {
+      const auto& r = d.resident[j];
+      resident[j].setModel(to_text(r.model));
+      resident[j].setBytes(r.bytes);
+      resident[j].setInFlight(r.in_flight);
+      resident[j].setUses(r.uses);
+      resident[j].setIdleSeconds(r.idle_seconds);
+    }
+  }
+  auto queue = out.initQueue(static_cast<unsigned>(s.queue.size()));
+  for (unsigned i = 0; i < s.queue.size(); ++i) {
+    queue[i].setModel(to_text(s.queue[i].model));
+    queue[i].setWaiting(s.queue[i].waiting);
+    queue[i].setAgeMs(s.queue[i].age_ms);
+    queue[i].setAttempts(s.queue[i].attempts);
+  }
+  auto running = out.initRunning(static_cast<unsigned>(s.running.size()));
+  for (unsigned i = 0; i < s.running.size(); ++i) {
+    running[i].setModel(to_text(s.running[i].model));
+    running[i].setDevice(to_text(s.running[i].device));
+    running[i].setPhase(to_text(s.running[i].phase));
+    running[i].setAttempt(s.running[i].attempt);
+  }
+  auto failures = out.initFailures(static_cast<unsigned>(s.failures.size()));
+  for (unsigned i = 0; i < s.failures.size(); ++i) {
+    const auto& f = s.failures[i];
+    failures[i].setModel(to_text(f.model));
+    failures[i].setDevice(to_text(f.device));
+    to_capnp(f.error, failures[i].initError());
+    failures[i].setAgeSeconds(f.age_seconds);
+    failures[i].setExpiresInSeconds(f.expires_in_seconds);
+  }
+  auto models = out.initModels(static_cast<unsigned>(s.models.size()));
+  for (unsigned i = 0; i < s.models.size(); ++i) to_capnp(s.models[i], models[i]);
+  out.setRegisteredModels(s.registered_models);
+  out.setVmodels(s.vmodels);
+  out.setMaxConcurrentLoads(s.max_concurrent_loads);
+  out.setLoadsStarted(s.loads_started);
+  out.setLoadsFailed(s.loads_failed);
+  out.setImportanceRebuilds(s.importance_rebuilds);
+  out.setImportanceRebuildSeconds(s.importance_rebuild_seconds);
+}
+
+inspection from_capnp(Inspection::Reader s) {
+  inspection out;
+  for (auto d : s.getDevices()) {
+    device_info o;
+    o.name = to_std(d.getName());
+    o.policy = to_std(d.getPolicy());
+    o.capacity = d.getCapacity();
+    o.used = d.getUsed();
+    o.draining = d.getDraining();
+    o.evictions = d.getEvictions();
+    o.score_swaps = d.getScoreSwaps();
+    for (auto r : d.getResident())
+      o.resident.push_back({to_std(r.getModel()), r.getBytes(), r.getInFlight(), r.getUses(), r.getIdleSeconds()});
+    out.devices.push_back(std::move(o));
+  }
+  for (auto q : s.getQueue())
+    out.queue.push_back({to_std(q.getModel()), q.getWaiting(), q.getAgeMs(), q.getAttempts()});
+  for (auto r : s.getRunning())
+    out.running.push_back({to_std(r.getModel()), to_std(r.getDevice()), to_std(r.getPhase()), r.getAttempt()});
+  for (auto f : s.getFailures()) {
+    failure_info o;
+    o.model = to_std(f.getModel());
+    o.device = to_std(f.getDevice());
+    auto err = optional_error(f.getError());
+    o.error = err ? *err : make_error(errc::internal, "failure record without an error");
+    o.age_seconds = f.getAgeSeconds();
+    o.expires_in_seconds = f.getExpiresInSeconds();
+    out.failures.push_back(std::move(o));
+  }
+  for (auto m : s.getModels()) out.models.push_back(from_capnp(m));
+  out.registered_models = s.getRegisteredModels();
+  out.vmodels = s.getVmodels();
+  out.max_concurrent_loads = s.getMaxConcurrentLoads();
+  out.loads_started = s.getLoadsStarted();
+  out.loads_failed = s.getLoadsFailed();
+  out.importance_rebuilds = s.getImportanceRebuilds();
+  out.importance_rebuild_seconds = s.getImportanceRebuildSeconds();
+  return out;
+}
+
+void to_capnp(const model_event& e, ModelEvent::Builder out) {
+  out.setModel(to_text(e.model));
+  out.setPrevious(to_capnp(e.previous));
+  out.setState(to_capnp(e.state));
+  out.setDevice(to_text(e.device));
+  to_capnp(e.error, out.initError());
+  out.setSequence(e.sequence);
+}
+
+model_event from_capnp(ModelEvent::Reader e) {
+  model_event out;
+  out.model = to_std(e.getModel());
+  out.previous = from_capnp(e.getPrevious());
+  out.state = from_capnp(e.getState());
+  out.device = to_std(e.getDevice());
+  out.error = optional_error(e.getError());
+  out.sequence = e.getSequence();
+  return out;
+}
+
+}  // namespace warm::rpc

@@ -1,0 +1,351 @@
+#include "rpc/server.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <mutex>
+#include <optional>
+
+#include <kj/async.h>
+
+#include "rpc/convert.hpp"
+#include "warm/runtime.hpp"
+
+namespace warm::rpc {
+
+namespace {
+
+// The CAF -> kj bridge: a callback for the runtime (called once, on a warm thread) and the
+// promise it fulfils on this kj thread. The fulfiller may outlive the promise (a client that
+// hangs up): fulfilling it then does nothing. The value travels boxed (GCC 12 warns falsely about
+// a std::variant inside kj's ExceptionOr).
+template <class T>
+using boxed = kj::Own<expected<T>>;
+
+template <class T>
+struct bridge {
+  kj::Promise<boxed<T>> promise;
+  callback<T> done;
+};
+
+template <class T>
+bridge<T> make_bridge() {
+  auto paf = kj::newPromiseAndCrossThreadFulfiller<boxed<T>>();
+  auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<boxed<T>>>>(kj::mv(paf.fulfiller));
+  callback<T> done = [fulfiller](expected<T> value) {
+    (*fulfiller)->fulfill(kj::heap<expected<T>>(std::move(value)));
+  };
+  return {kj::mv(paf.promise), std::move(done)};
+}
+
+void write_status(const expected<void>& r, Status::Builder out) {
+  if (r)
+    set_ok(out);
+  else
+    to_capnp(r.error(), out);
+}
+
+// One watcher's events between the runtime's watch hub (a warm thread) and the kj thread.
+struct watch_queue {
+  std::mutex mutex;
+  std::deque<model_event> events;                       // guarded by mutex
+  kj::Own<kj::CrossThreadPromiseFulfiller<void>> wake;  // set while the kj side waits; guarded
+  bool closed = false;                                  // guarded
+  std::size_t capacity = 65536;
+
+  // Called on a warm thread: queue the event, wake the kj side if it waits. Never blocks on it.
+  void push(const model_event& event) {
+    std::lock_guard lock(mutex);
+    if (closed) return;
+    if (events.size() >= capacity) events.pop_front();  // the gap shows in the sequence numbers
+    events.push_back(event);
+    if (wake) {
+      wake->fulfill();
+      wake = nullptr;
+    }
+  }
+};
+
+// A watch: forwards queued events to the client's listener in order until it is dropped (the
+// client released its handle or disconnected) or the listener fails.
+class watch_handle final : public WatchHandle::Server {
+ public:
+  watch_handle(warm::runtime& rt, StateListener::Client listener, std::size_t capacity)
+      : rt_(rt), listener_(kj::mv(listener)), queue_(std::make_shared<watch_queue>()) {
+    queue_->capacity = std::max<std::size_t>(capacity, 1);
+    auto queue = queue_;
+    id_ = rt_.watch([queue](const model_event& event) { queue->push(event); });
+    pump_ = pump().eagerlyEvaluate([this](kj::Exception&&) { close(); });
+  }
+
+  ~watch_handle() noexcept(false) { close(); }
+
+ private:
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    rt_.unwatch(id_);
+    std::lock_guard lock(queue_->mutex);
+    queue_->closed = true;
+    queue_->events.clear();
+    queue_->wake = nullptr;  // destroyed here, on the kj thread
+  }
+
+  // Sends everything queued (in order; Cap'n Proto delivers calls on one capability in order),
+  // waits for the listener to take it, and starts over; sleeps while the queue is empty.
+  kj::Promise<void> pump() {
+    std::deque<model_event> batch;
+    {
+      std::lock_guard lock(queue_->mutex);
+      if (queue_->closed) return kj::READY_NOW;
+      if (queue_->events.empty()) {
+        auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
+        queue_->wake = kj::mv(paf.fulfiller);
+        return paf.promise.then([this] { return pump(); });
+      }
+      batch.swap(queue_->events);
+    }
+    auto calls = kj::heapArrayBuilder<kj::Promise<void>>(batch.size());
+    for (const auto& event : batch) {
+      auto request = listener_.modelStateChangedRequest();
+      to_capnp(event, request.initEvent());
+      calls.add(request.send().ignoreResult());
+    }
+    return kj::joinPromises(calls.finish()).then([this] { return pump(); });
+  }
+
+  warm::runtime& rt_;
+  StateListener::Client listener_;
+  std::shared_ptr<watch_queue> queue_;
+  std::uint64_t id_ = 0;
+  bool closed_ = false;
+  kj::Promise<void> pump_ = nullptr;
+};
+
+}  // namespace
+
+// ---- warm_server ---------------------------------------------------------------------------
+
+struct warm_server::guard {
+  in_flight_counter counter;
+  explicit guard(in_flight_counter c) : counter(std::move(c)) {
+    if (counter) counter->fetch_add(1);
+  }
+  ~guard() {
+    if (counter) counter->fetch_sub(1);
+  }
+};
+
+warm_server::warm_server(warm::runtime& rt, server_options options, in_flight_counter in_flight)
+    : rt_(rt), options_(options), in_flight_(std::move(in_flight)) {}
+
+kj::Own<warm_server::guard> warm_server::track() const { return kj::heap<guard>(in_flight_); }
+
+bool warm_server::fits(capnp::MessageSize size, Status::Builder status) const {
+  std::uint64_t bytes = size.wordCount * 8;
+  if (bytes <= options_.max_request_bytes) return true;
+  set_status(status, Status::Code::TOO_LARGE,
+             "request is " + std::to_string(bytes) + " bytes, the limit is " + std::to_string(options_.max_request_bytes));
+  return false;
+}
+
+kj::Promise<void> warm_server::registerModel(RegisterModelContext context) {
+  auto params = context.getParams();
+  if (!fits(params.totalSize(), context.getResults().getStatus())) return kj::READY_NOW;
+  auto b = make_bridge<void>();
+  rt_.register_model(to_std(params.getId()), from_capnp(params.getInfo()), params.getLoadNow(), params.getSync(),
+                     std::move(b.done));
+  return b.promise
+      .then([context](boxed<void> box) mutable { write_status(*box, context.getResults().getStatus()); })
+      .attach(track());
+}
+
+kj::Promise<void> warm_server::unregisterModel(UnregisterModelContext context) {
+  auto params = context.getParams();
+  if (!fits(params.totalSize(), context.getResults().getStatus())) return kj::READY_NOW;
+  auto b = make_bridge<void>();
+  rt_.unregister_model(to_std(params.getId()), std::move(b.done));
+  return b.promise
+      .then([context](boxed<void> box) mutable { write_status(*box, context.getResults().getStatus()); })
+      .attach(track());
+}
+
+kj::Promise<void> warm_server::getModelStatus(GetModelStatusContext context) {
+  auto params = context.getParams();
+  if (!fits(params.totalSize(), context.getResults().getStatus())) return kj::READY_NOW;
+  auto b = make_bridge<model_status>();
+  rt_.status(to_std(params.getId()), std::move(b.done));
+  return b.promise
+      .then([context](boxed<model_status> box) mutable {
+        auto& r = *box;
+        auto results = context.getResults();
+        if (!r) return to_capnp(r.error(), results.getStatus());
+        set_ok(results.getStatus());
+        to_capnp(*r, results.initModel());
+      })
+      .attach(track());
+}
+
+kj::Promise<void> warm_server::ensureLoaded(EnsureLoadedContext context) {
+  auto params = context.getParams();
+  if (!fits(params.totalSize(), context.getResults().getStatus())) return kj::READY_NOW;
+  auto b = make_bridge<void>();
+  rt_.ensure_loaded(to_std(params.getId()), params.getSync(), std::move(b.done));
+  return b.promise
+      .then([context](boxed<void> box) mutable { write_status(*box, context.getResults().getStatus()); })
+      .attach(track());
+}
+
+namespace {
+
+template <class Results>
+void write_vmodel(expected<vmodel_status>& r, Results results) {
+  if (!r) return to_capnp(r.error(), results.getStatus());
+  set_ok(results.getStatus());
+  to_capnp(*r, results.initVmodel());
+}
+
+}  // namespace
+
+kj::Promise<void> warm_server::setVModel(SetVModelContext context) {
+  auto params = context.getParams();
+  if (!fits(params.totalSize(), context.getResults().getStatus())) return kj::READY_NOW;
+  std::optional<std::string> expected_target;
+  if (params.hasExpectedTarget()) expected_target = to_std(params.getExpectedTarget());
+  auto b = make_bridge<vmodel_status>();
+  rt_.set_vmodel(to_std(params.getId()), to_std(params.getTarget()), params.getAutoDeleteTarget(),
+                 std::move(expected_target), std::move(b.done));
+  return b.promise.then([context](boxed<vmodel_status> box) mutable { write_vmodel(*box, context.getResults()); })
+      .attach(track());
+}
+
+kj::Promise<void> warm_server::deleteVModel(DeleteVModelContext context) {
+  auto params = context.getParams();
+  if (!fits(params.totalSize(), context.getResults().getStatus())) return kj::READY_NOW;
+  auto b = make_bridge<void>();
+  rt_.delete_vmodel(to_std(params.getId()), std::move(b.done));
+  return b.promise
+      .then([context](boxed<void> box) mutable { write_status(*box, context.getResults().getStatus()); })
+      .attach(track());
+}
+
+kj::Promise<void> warm_server::getVModelStatus(GetVModelStatusContext context) {
+  auto params = context.getParams();
+  if (!fits(params.totalSize(), context.getResults().getStatus())) return kj::READY_NOW;
+  auto b = make_bridge<vmodel_status>();
+  rt_.vmodel_status(to_std(params.getId()), std::move(b.done));
+  return b.promise.then([context](boxed<vmodel_status> box) mutable { write_vmodel(*box, context.getResults()); })
+      .attach(track());
+}
+
+kj::Promise<void> warm_server::listModels(ListModelsContext context) {
+  auto params = context.getParams();
+  if (!fits(params.totalSize(), context.getResults().getStatus())) return kj::READY_NOW;
+  std::uint32_t limit = params.getLimit() == 0 ? options_.page_size : params.getLimit();
+  limit = std::max<std::uint32_t>(1, std::min(limit, options_.max_page_size));
+  auto b = make_bridge<std::vector<model_status>>();
+  rt_.list_models(to_std(params.getAfter()), limit + 1, std::move(b.done));  // one more: is there a next page?
+  return b.promise
+      .then([context, limit](boxed<std::vector<model_status>> box) mutable {
+        auto& r = *box;
+        auto results = context.getResults();
+        if (!r) return to_capnp(r.error(), results.getStatus());
+        set_ok(results.getStatus());
+        auto& models = *r;
+        bool more = models.size() > limit;
+        if (more) models.resize(limit);
+        auto list = results.initModels(static_cast<unsigned>(models.size()));
+        for (unsigned i = 0; i < models.size(); ++i) to_capnp(models[i], list[i]);
+        results.setNext(more ? to_text(models.back().id) : capnp::Text::Reader(""));
+      })
+      .attach(track());
+}
+
+kj::Promise<void> warm_server::infer(InferContext context) {
+  auto params = context.getParams();
+  auto status = context.getResults().getStatus();
+  if (!fits(params.totalSize(), status)) return kj::READY_NOW;
+  auto request = params.getRequest();
+  auto inputs = request.getInputs();
+  if (inputs.size() > options_.max_tensors) {
+    set_status(status, Status::Code::TOO_LARGE,
+               std::to_string(inputs.size()) + " input tensors, the limit is " + std::to_string(options_.max_tensors));
+    return kj::READY_NOW;
+  }
+  for (unsigned i = 0; i < inputs.size(); ++i) {
+    auto bytes = inputs[i].getData().size();
+    if (bytes > options_.max_tensor_bytes) {
+      set_status(status, Status::Code::TOO_LARGE,
+                 "input " + std::to_string(i) + " is " + std::to_string(bytes) + " bytes, the limit is " +
+                     std::to_string(options_.max_tensor_bytes));
+      return kj::READY_NOW;
+    }
+  }
+  auto converted = from_capnp(request);
+  context.releaseParams();  // the request is copied; free the message before the inference
+  if (!converted) {
+    to_capnp(converted.error(), status);
+    return kj::READY_NOW;
+  }
+  auto b = make_bridge<infer_result>();
+  rt_.infer(std::move(*converted), std::move(b.done));
+  return b.promise
+      .then([context](boxed<infer_result> box) mutable {
+        auto& r = *box;
+        auto results = context.getResults();
+        if (!r) return to_capnp(r.error(), results.getStatus());
+        set_ok(results.getStatus());
+        to_capnp(*r, results.initResult());
+      })
+      .attach(track());
+}
+
+kj::Promise<void> warm_server::inspect(InspectContext context) {
+  auto b = make_bridge<inspection>();
+  rt_.inspect(std::move(b.done));
+  return b.promise
+      .then([context](boxed<inspection> box) mutable {
+        auto& r = *box;
+        auto results = context.getResults();
+        if (!r) return to_capnp(r.error(), results.getStatus());
+        set_ok(results.getStatus());
+        to_capnp(*r, results.initInspection());
+      })
+      .attach(track());
+}
+
+kj::Promise<void> warm_server::watch(WatchContext context) {
+  auto results = context.getResults();
+  set_ok(results.getStatus());
+  results.setHandle(kj::heap<watch_handle>(rt_, context.getParams().getListener(), options_.max_queued_events));
+  return kj::READY_NOW;
+}
+
+// ---- authenticator -------------------------------------------------------------------------
+
+authenticator::authenticator(std::string token, Warm::Client warm) : token_(std::move(token)), warm_(kj::mv(warm)) {}
+
+bool authenticator::tokens_equal(const std::string& a, const std::string& b) noexcept {
+  // Every byte of the longer one is read whatever the contents; only the lengths show in timing.
+  std::size_t n = std::max(a.size(), b.size());
+  unsigned diff = a.size() != b.size() ? 1u : 0u;
+  for (std::size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned>(x ^ y);
+  }
+  return diff == 0;
+}
+
+kj::Promise<void> authenticator::authenticate(AuthenticateContext context) {
+  auto token = to_std(context.getParams().getToken());
+  auto results = context.getResults();
+  if (token_.empty() || !tokens_equal(token, token_)) {
+    set_status(results.getStatus(), Status::Code::UNAUTHENTICATED, "wrong token");
+    return kj::READY_NOW;
+  }
+  set_ok(results.getStatus());
+  results.setWarm(warm_);
+  return kj::READY_NOW;
+}
+
+}  // namespace warm::rpc

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Black-box: starts the real warmd on a temporary socket and state directory and drives it with
+# warmctl one-shot commands and the REPL (stdin piped: plain line reading). Checks output (human
+# and --json, parsed by python3) and exit statuses: 0 ok, 1 server-reported error, 2 usage or
+# connection errors.
+#   warmctl_rpc_test.sh WARMCTL WARMD
+set -u
+warmctl=$1
+warmd=$2
+dir=$(mktemp -d)
+warmd_pid=
+cleanup() {
+  [ -n "$warmd_pid" ] && kill "$warmd_pid" 2> /dev/null && wait "$warmd_pid" 2> /dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# expect RC CMD...: runs warmctl against the test daemon, output in $dir/out and $dir/err.
+expect() {
+  local want=$1
+  shift
+  "$warmctl" --connect "unix:$dir/warm.sock" "$@" > "$dir/out" 2> "$dir/err"
+  local rc=$?
+  [ "$rc" = "$want" ] || fail "warmctl $* exited $rc, want $want: $(cat "$dir/out" "$dir/err")"
+}
+# pycheck EXPR: EXPR (python, `doc` = the JSON in $dir/out) must hold.
+pycheck() {
+  python3 - "$dir/out" "$1" <<'PY' || fail "check '$1' on: $(cat "$dir/out")"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert eval(sys.argv[2]), sys.argv[2]
+PY
+}
+
+"$warmctl" make-model --out "$dir/repo/small/1" --layers 8,16,4 > /dev/null || fail "make-model small"
+"$warmctl" make-model --out "$dir/repo/other/1" --layers 3,2 > /dev/null || fail "make-model other"
+
+"$warmd" --repo "$dir/repo" --state "$dir/state" --device host:64MiB --listen "unix:$dir/warm.sock" \
+  > "$dir/warmd.log" 2>&1 &
+warmd_pid=$!
+for _ in $(seq 100); do [ -S "$dir/warm.sock" ] && break; sleep 0.1; done
+[ -S "$dir/warm.sock" ] || { echo "FAIL: warmd did not start: $(cat "$dir/warmd.log")"; exit 1; }
+
+# No server, bad usage: 2.
+"$warmctl" --connect "unix:$dir/nope.sock" status small > /dev/null 2> "$dir/err"
+[ $? = 2 ] || fail "no server: exit status"
+grep -q "cannot connect to unix:$dir/nope.sock" "$dir/err" || fail "no server message: $(cat "$dir/err")"
+expect 2 status
+expect 2 register only-id
+expect 2 inspect nonsense
+expect 2 infer small --random          # needs --width
+expect 2 no-such-command
+
+# register, status, ensure --sync.
+expect 0 register small small
+grep -q "registered small" "$dir/out" || fail "register output: $(cat "$dir/out")"
+expect 0 register other other --version 1
+expect 0 status small
+grep -q "state:" "$dir/out" || fail "status output: $(cat "$dir/out")"
+expect 0 --json status small
+pycheck 'doc["id"] == "small" and doc["state"] in ("NOT_LOADED", "QUEUED", "LOADING", "LOADED")'
+expect 0 ensure small --sync
+expect 0 status small --json
+pycheck 'doc["state"] == "LOADED" and doc["bytes"] > 0'
+
+# infer: random values, a JSON file (nested array and shape/data object), a wrong width.
+expect 0 --json infer small --random --width 8 --batch 3
+pycheck 'doc["model"] == "small" and doc["outputs"][0]["shape"] == [3, 4] and len(doc["outputs"][0]["data"]) == 12'
+echo '[[1, 2, 3, 4, 5, 6, 7, 8], [0, 0, 0, 0, 0, 0, 0, 0]]' > "$dir/nested.json"
+expect 0 --json infer small --input "$dir/nested.json"
+pycheck 'doc["outputs"][0]["shape"] == [2, 4] and doc["cache_hit"] is True'
+echo '{"shape": [8], "data": [1, 2, 3, 4, 5, 6, 7, 8]}' > "$dir/flat.json"
+expect 0 infer small --input "$dir/flat.json" --batch 2
+grep -q "output F32 \[2, 4\]" "$dir/out" || fail "infer human output: $(cat "$dir/out")"
+expect 1 infer small --random --width 5
+grep -q "invalid_argument" "$dir/err" || fail "wrong width message: $(cat "$dir/err")"
+echo '[[1, 2], [3]]' > "$dir/ragged.json"
+expect 2 infer small --input "$dir/ragged.json"
+
+# models: all pages by default, one page with --limit.
+expect 0 --json models
+pycheck '[m["id"] for m in doc["models"]] == ["other", "small"]'
+expect 0 --json models --limit 1
+pycheck '[m["id"] for m in doc["models"]] == ["other"] and doc["next"] == "other"'
+expect 0 --json models --after other
+pycheck '[m["id"] for m in doc["models"]] == ["small"]'
+expect 0 models
+grep -q "^ID  *STATE" "$dir/out" || fail "models table: $(cat "$dir/out")"
+
+# inspect: every section as JSON and as a table.
+expect 0 --json inspect
+pycheck 'doc["registered_models"] == 2 and any(r["model"] == "small" for d in doc["devices"] for r in d["resident"])'
+for section in devices queue cache failures models; do
+  expect 0 --json inspect $section
+  pycheck 'isinstance(doc, dict) and len(doc) > 0'
+  expect 0 inspect $section
+done
+expect 0 inspect
+grep -q "registered models" "$dir/out" || fail "inspect summary: $(cat "$dir/out")"
+
+# vmodels.
+expect 0 vmodel set v small
+expect 0 --json vmodel status v
+pycheck 'doc["id"] == "v" and doc["active"] == "small"'
+expect 1 vmodel set v other --expect nope
+expect 0 --json infer v --random --width 8
+pycheck 'doc["model"] == "small"'
+expect 0 vmodel delete v
+expect 1 vmodel status v
+
+# watch: prints the events of a load; --count stops it, Ctrl-C (SIGINT) ends it with 0.
+"$warmctl" --connect "unix:$dir/warm.sock" --json watch --count 2 > "$dir/watch" 2> "$dir/watch.err" &
+watch_pid=$!
+for _ in $(seq 100); do grep -q watching "$dir/watch.err" && break; sleep 0.1; done
+expect 0 ensure other --sync
+for _ in $(seq 100); do kill -0 $watch_pid 2> /dev/null || break; sleep 0.1; done
+kill $watch_pid 2> /dev/null && fail "watch --count 2 did not stop"
+wait $watch_pid || fail "watch exited $?: $(cat "$dir/watch.err")"
+python3 - "$dir/watch" <<'PY' || fail "watch output: $(cat "$dir/watch")"
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+assert len(events) == 2 and all(e["model"] == "other" for e in events), events
+assert events[1]["sequence"] == events[0]["sequence"] + 1, events
+PY
+"$warmctl" --connect "unix:$dir/warm.sock" watch > "$dir/watch" 2> "$dir/watch.err" &
+watch_pid=$!
+for _ in $(seq 100); do grep -q watching "$dir/watch.err" && break; sleep 0.1; done
+kill -INT $watch_pid
+wait $watch_pid
+rc=$?
+[ "$rc" = 0 ] || fail "watch after SIGINT exited $rc"
+
+# Server-reported errors: 1 with the status on stderr.
+expect 1 status nope
+grep -q "not_found" "$dir/err" || fail "unknown id message: $(cat "$dir/err")"
+expect 1 ensure nope
+expect 1 register bad ../escape
+expect 0 unregister small
+expect 1 status small
+
+# The REPL: stdin is not a terminal, so lines are read plainly and each runs like one command.
+printf 'models\n\nstatus other\n--json\nstatus other\nbogus\nquit\nstatus other\n' |
+  "$warmctl" --connect "unix:$dir/warm.sock" > "$dir/repl" 2> "$dir/repl.err"
+grep -q "^ID  *STATE" "$dir/repl" || fail "REPL models table: $(cat "$dir/repl" "$dir/repl.err")"
+grep -q '"id": "other"' "$dir/repl" || fail "REPL --json line: $(cat "$dir/repl")"
+[ "$(grep -c "^id:  *other" "$dir/repl")" = 1 ] || fail "REPL status: $(cat "$dir/repl")"
+grep -q "bogus" "$dir/repl.err" || fail "REPL bad command: $(cat "$dir/repl.err")"
+printf 'help\n' | "$warmctl" --connect "unix:$dir/warm.sock" | grep -q "vmodel" || fail "REPL help"
+
+[ "$failures" = 0 ] && echo "warmctl RPC: all checks passed"
+exit $((failures > 0))

@@ -1,0 +1,50 @@
+// The command tree shared by one-shot mode and the REPL, and the helpers every command uses.
+#include <iostream>
+
+#include "commands.hpp"
+#include "rpc/convert.hpp"
+
+namespace warm::ctl {
+
+void run_rpc(command_context& ctx, const std::function<int(connection&)>& body) {
+  try {
+    ctx.exit_code = body(ctx.s.connect(ctx.options.connect));
+    return;
+  } catch (const connection_error& e) {
+    std::cerr << "warmctl: " << e.what() << "\n";
+  }
+  ctx.s.drop();  // the body's requests are gone: reconnect on the next command
+  ctx.exit_code = exit_usage;
+}
+
+int check_status(warm::rpc::Status::Reader status) {
+  if (status.getCode() == warm::rpc::Status::Code::OK) return exit_ok;
+  std::cerr << "warmctl: " << warm::rpc::code_name(status.getCode()) << ": "
+            << warm::rpc::to_std(status.getMessage()) << "\n";
+  return exit_server_error;
+}
+
+int usage_error(const std::string& message) {
+  std::cerr << "warmctl: " << message << "\n";
+  return exit_usage;
+}
+
+std::unique_ptr<CLI::App> make_app(command_context& ctx) {
+  auto app =
+      std::make_unique<CLI::App>("warmctl: inspect and drive the warm model cache", "warmctl");
+  app->require_subcommand(0, 1);
+  app->fallthrough();  // global options may follow the command
+  app->add_option("--connect", ctx.options.connect.address,
+                  "warmd's address: unix:PATH or HOST:PORT")
+      ->capture_default_str();
+  app->add_option("--token-file", ctx.options.connect.token_file,
+                  "File holding the token for a TCP listener with remote access");
+  app->add_flag("--json", ctx.options.json, "Print one JSON document per command");
+  add_offline_commands(*app, ctx.options.json, ctx.exit_code);
+  add_model_commands(*app, ctx);
+  add_infer_command(*app, ctx);
+  add_inspect_commands(*app, ctx);
+  return app;
+}
+
+}  // namespace warm::ctl

@@ -1,0 +1,104 @@
+#include "connection.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <capnp/rpc.h>
+
+namespace warm::ctl {
+namespace {
+
+std::string describe(const kj::Exception& e) {
+  return std::string(e.getDescription().cStr());
+}
+
+std::string read_token(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw connection_error("cannot read token file '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string token = text.str();
+  auto first = token.find_first_not_of(" \t\r\n");
+  auto last = token.find_last_not_of(" \t\r\n");
+  if (first == std::string::npos) throw connection_error("token file '" + path + "' is empty");
+  return token.substr(first, last - first + 1);
+}
+
+// The status code's name as warmctl prints it ("unauthenticated", ...).
+std::string auth_failure(warm::rpc::Status::Reader status) {
+  return std::string(status.getMessage().cStr());
+}
+
+}  // namespace
+
+connection::connection(kj::Own<kj::AsyncIoStream> stream, std::string address)
+    : address_(std::move(address)), stream_(kj::mv(stream)), warm_(nullptr) {
+  // The client trusts its server: allow large inference results (the default stops at 64 MiB).
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = std::uint64_t{1} << 31;
+  network_ =
+      kj::heap<capnp::TwoPartyVatNetwork>(*stream_, capnp::rpc::twoparty::Side::CLIENT, options);
+  rpc_ = kj::heap(capnp::makeRpcClient(*network_));
+}
+
+std::unique_ptr<connection> connection::open(kj::AsyncIoContext& io,
+                                             const connect_options& options) {
+  const std::string& addr = options.address;
+  std::unique_ptr<connection> conn;
+  try {
+    auto address = io.provider->getNetwork().parseAddress(addr).wait(io.waitScope);
+    auto stream = address->connect().wait(io.waitScope);
+    conn = std::make_unique<connection>(kj::mv(stream), addr);
+  } catch (const kj::Exception& e) {
+    throw connection_error("cannot connect to " + addr + " (is warmd running?): " + describe(e));
+  }
+  capnp::MallocMessageBuilder vat_id;
+  auto id = vat_id.initRoot<capnp::rpc::twoparty::VatId>();
+  id.setSide(capnp::rpc::twoparty::Side::SERVER);
+  auto bootstrap = conn->rpc_->bootstrap(id);
+  if (options.token_file.empty()) {
+    conn->warm_ = bootstrap.castAs<warm::rpc::Warm>();
+    return conn;
+  }
+  std::string token = read_token(options.token_file);
+  auto request = bootstrap.castAs<warm::rpc::Authenticator>().authenticateRequest();
+  request.setToken(token);
+  try {
+    auto reply = request.send().wait(io.waitScope);
+    if (reply.getStatus().getCode() != warm::rpc::Status::Code::OK)
+      throw connection_error("authentication with " + addr +
+                             " failed: " + auth_failure(reply.getStatus()));
+    conn->warm_ = reply.getWarm();
+  } catch (const kj::Exception& e) {
+    if (e.getType() == kj::Exception::Type::UNIMPLEMENTED)
+      throw connection_error(
+          addr + " asks for no token (its bootstrap is not Authenticator): drop --token-file");
+    throw connection_error("authentication with " + addr + " failed: " + describe(e));
+  }
+  return conn;
+}
+
+session::session() : io_(kj::setupAsyncIo()) {}
+
+connection& session::connect(const connect_options& options) {
+  if (conn_ && (options.address != options_.address || options.token_file != options_.token_file))
+    conn_.reset();
+  if (!conn_) {
+    conn_ = connection::open(io_, options);
+    options_ = options;
+  }
+  return *conn_;
+}
+
+connection_error session::transport_failure(const kj::Exception& e) {
+  // The caller still holds requests on this connection: it calls drop() once they are gone.
+  std::string where = conn_ ? conn_->address() : options_.address;
+  if (e.getType() == kj::Exception::Type::DISCONNECTED)
+    return connection_error("connection to " + where + " lost: " + describe(e));
+  if (e.getType() == kj::Exception::Type::UNIMPLEMENTED && options_.token_file.empty())
+    return connection_error("call to " + where +
+                            " failed (a remote listener needs --token-file): " + describe(e));
+  return connection_error("call to " + where + " failed: " + describe(e));
+}
+
+}  // namespace warm::ctl

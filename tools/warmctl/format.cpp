@@ -1,0 +1,345 @@
+#include "format.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "warm/units.hpp"
+
+namespace warm::ctl {
+namespace {
+
+std::string fixed(double value, int digits = 1) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
+
+std::string idle_text(double seconds) {
+  return seconds < 0 ? "-" : fixed(seconds) + "s";
+}
+std::string or_dash(const std::string& text) {
+  return text.empty() ? "-" : text;
+}
+std::string state_text(model_state s) {
+  return std::string(to_string(s));
+}
+
+std::vector<float> f32_values(const tensor& t) {
+  std::vector<float> values(t.data.size() / sizeof(float));
+  if (!values.empty()) std::memcpy(values.data(), t.data.data(), values.size() * sizeof(float));
+  return values;
+}
+
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+json nullable_error(const std::optional<warm::error>& err) {
+  return err ? to_json(*err) : json(nullptr);
+}
+
+json queue_json(const inspection& s) {
+  json queued = json::array(), running = json::array();
+  for (const auto& q : s.queue)
+    queued.push_back({{"model", q.model},
+                      {"waiting", q.waiting},
+                      {"age_ms", q.age_ms},
+                      {"attempts", q.attempts}});
+  for (const auto& r : s.running)
+    running.push_back(
+        {{"model", r.model}, {"device", r.device}, {"phase", r.phase}, {"attempt", r.attempt}});
+  return {
+      {"queue", queued}, {"running", running}, {"max_concurrent_loads", s.max_concurrent_loads}};
+}
+
+json resident_json(const device_info& d) {
+  json resident = json::array();
+  for (const auto& r : d.resident)
+    resident.push_back({{"model", r.model},
+                        {"bytes", r.bytes},
+                        {"in_flight", r.in_flight},
+                        {"uses", r.uses},
+                        {"idle_seconds", r.idle_seconds}});
+  return resident;
+}
+
+json device_json(const device_info& d) {
+  return {{"name", d.name},
+          {"policy", d.policy},
+          {"capacity", d.capacity},
+          {"used", d.used},
+          {"draining", d.draining},
+          {"evictions", d.evictions},
+          {"score_swaps", d.score_swaps},
+          {"resident", resident_json(d)}};
+}
+
+json failures_json(const inspection& s) {
+  json out = json::array();
+  for (const auto& f : s.failures)
+    out.push_back({{"model", f.model},
+                   {"device", f.device},
+                   {"error", to_json(f.error)},
+                   {"age_seconds", f.age_seconds},
+                   {"expires_in_seconds", f.expires_in_seconds}});
+  return out;
+}
+
+void print_devices(std::ostream& out, const inspection& s) {
+  table t({"DEVICE", "POLICY", "CAPACITY", "USED", "DRAINING", "RESIDENT", "EVICTIONS"});
+  for (const auto& d : s.devices)
+    t.add({d.name, d.policy, format_bytes(d.capacity), format_bytes(d.used),
+           format_bytes(d.draining), std::to_string(d.resident.size()),
+           std::to_string(d.evictions)});
+  t.print(out);
+}
+
+void print_cache(std::ostream& out, const inspection& s) {
+  for (std::size_t i = 0; i < s.devices.size(); ++i) {
+    const auto& d = s.devices[i];
+    out << (i ? "\n" : "") << d.name << " (" << d.policy << ", " << format_bytes(d.used) << " of "
+        << format_bytes(d.capacity) << "), resident in install order:\n";
+    table t({"MODEL", "SIZE", "IN_FLIGHT", "USES", "IDLE"});
+    for (const auto& r : d.resident)
+      t.add({r.model, format_bytes(r.bytes), std::to_string(r.in_flight), std::to_string(r.uses),
+             idle_text(r.idle_seconds)});
+    t.print(out);
+  }
+}
+
+void print_queue(std::ostream& out, const inspection& s) {
+  out << "queued loads (start order):\n";
+  table q({"MODEL", "KIND", "AGE", "ATTEMPTS"});
+  for (const auto& l : s.queue)
+    q.add({l.model, l.waiting ? "waiting" : "proactive", fixed(l.age_ms) + "ms",
+           std::to_string(l.attempts)});
+  q.print(out);
+  out << "running loads (max " << s.max_concurrent_loads << "):\n";
+  table r({"MODEL", "DEVICE", "PHASE", "ATTEMPT"});
+  for (const auto& l : s.running)
+    r.add({l.model, l.device, l.phase, std::to_string(l.attempt)});
+  r.print(out);
+}
+
+void print_failures(std::ostream& out, const inspection& s) {
+  table t({"MODEL", "DEVICE", "CODE", "AGE", "EXPIRES_IN", "MESSAGE"});
+  for (const auto& f : s.failures)
+    t.add({f.model, or_dash(f.device), std::string(to_string(f.error.code)),
+           fixed(f.age_seconds) + "s", fixed(f.expires_in_seconds) + "s", f.error.message});
+  t.print(out);
+}
+
+}  // namespace
+
+void table::print(std::ostream& out) const {
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows_)
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      if (widths.size() <= c) widths.push_back(0);
+      widths[c] = std::max(widths[c], row[c].size());
+    }
+  for (const auto& row : rows_) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line += std::string(widths[c] - row[c].size() + 2, ' ');
+    }
+    out << line << "\n";
+  }
+}
+
+json to_json(const warm::error& err) {
+  return {{"code", to_string(err.code)}, {"message", err.message}};
+}
+
+json to_json(const model_status& s) {
+  return {{"id", s.id},
+          {"state", to_string(s.state)},
+          {"device", s.device},
+          {"bytes", s.bytes},
+          {"requests", s.requests},
+          {"hits", s.hits},
+          {"requests_per_second", s.requests_per_second},
+          {"in_flight", s.in_flight},
+          {"idle_seconds", s.idle_seconds},
+          {"loads",
+           {{"count", s.loads.count},
+            {"mean_ms", s.loads.mean_ms},
+            {"stddev_ms", std::sqrt(s.loads.variance_ms2)}}},
+          {"last_error", nullable_error(s.last_error)},
+          {"retry_in_seconds", s.retry_in_seconds}};
+}
+
+json to_json(const vmodel_status& s) {
+  return {{"id", s.id},
+          {"state", to_string(s.state)},
+          {"active", s.active},
+          {"target", s.target},
+          {"active_state", to_string(s.active_state)},
+          {"target_state", to_string(s.target_state)},
+          {"error", nullable_error(s.error)}};
+}
+
+json to_json(const infer_result& r) {
+  json outputs = json::array();
+  for (const auto& t : r.outputs) {
+    json o = {{"name", t.name}, {"dtype", to_string(t.type)}, {"shape", t.shape}};
+    if (t.type == dtype::f32)
+      o["data"] = f32_values(t);
+    else
+      o["bytes"] = t.data.size();
+    outputs.push_back(std::move(o));
+  }
+  return {{"model", r.model},
+          {"cache_hit", r.cache_hit},
+          {"load_wait_ms", r.load_wait_ms},
+          {"outputs", outputs}};
+}
+
+json to_json(const model_event& e) {
+  return {{"sequence", e.sequence},      {"model", e.model},   {"previous", to_string(e.previous)},
+          {"state", to_string(e.state)}, {"device", e.device}, {"error", nullable_error(e.error)}};
+}
+
+json to_json(const inspection& s) {
+  json devices = json::array(), models = json::array();
+  for (const auto& d : s.devices)
+    devices.push_back(device_json(d));
+  for (const auto& m : s.models)
+    models.push_back(to_json(m));
+  auto q = queue_json(s);
+  return {{"registered_models", s.registered_models},
+          {"vmodels", s.vmodels},
+          {"max_concurrent_loads", s.max_concurrent_loads},
+          {"loads_started", s.loads_started},
+          {"loads_failed", s.loads_failed},
+          {"importance_rebuilds", s.importance_rebuilds},
+          {"importance_rebuild_seconds", s.importance_rebuild_seconds},
+          {"devices", devices},
+          {"queue", q["queue"]},
+          {"running", q["running"]},
+          {"failures", failures_json(s)},
+          {"models", models}};
+}
+
+json inspection_section(const inspection& s, std::string_view section) {
+  if (section == "devices") {
+    json devices = json::array();
+    for (const auto& d : s.devices) {
+      auto j = device_json(d);
+      j.erase("resident");
+      j["resident_count"] = d.resident.size();
+      devices.push_back(std::move(j));
+    }
+    return {{"devices", devices}};
+  }
+  if (section == "cache") {
+    json devices = json::array();
+    for (const auto& d : s.devices)
+      devices.push_back({{"name", d.name},
+                         {"policy", d.policy},
+                         {"used", d.used},
+                         {"capacity", d.capacity},
+                         {"resident", resident_json(d)}});
+    return {{"devices", devices}};
+  }
+  if (section == "queue") return queue_json(s);
+  if (section == "failures") return {{"failures", failures_json(s)}};
+  if (section == "models") return {{"models", to_json(s)["models"]}};
+  return to_json(s);
+}
+
+void print_model_status(std::ostream& out, const model_status& s) {
+  table t({"id:", s.id});
+  t.add({"state:", state_text(s.state)});
+  t.add({"device:", or_dash(s.device)});
+  t.add({"size:",
+         s.bytes ? format_bytes(s.bytes) + " (" + std::to_string(s.bytes) + " bytes)" : "-"});
+  t.add({"requests:", std::to_string(s.requests) + " (" + std::to_string(s.hits) + " hits), " +
+                          fixed(s.requests_per_second, 2) + "/s, " + std::to_string(s.in_flight) +
+                          " in flight"});
+  t.add({"idle:", idle_text(s.idle_seconds)});
+  t.add({"loads:", std::to_string(s.loads.count) + ", mean " + fixed(s.loads.mean_ms) +
+                       "ms, stddev " + fixed(std::sqrt(s.loads.variance_ms2)) + "ms"});
+  if (s.last_error)
+    t.add({"last error:",
+           s.last_error->to_string() + " (retry in " + fixed(s.retry_in_seconds) + "s)"});
+  t.print(out);
+}
+
+void print_models(std::ostream& out, const std::vector<model_status>& models) {
+  table t({"ID", "STATE", "DEVICE", "SIZE", "REQUESTS", "HITS", "RPS", "IDLE"});
+  for (const auto& m : models)
+    t.add({m.id, state_text(m.state), or_dash(m.device), m.bytes ? format_bytes(m.bytes) : "-",
+           std::to_string(m.requests), std::to_string(m.hits), fixed(m.requests_per_second, 2),
+           idle_text(m.idle_seconds)});
+  t.print(out);
+}
+
+void print_vmodel_status(std::ostream& out, const vmodel_status& s) {
+  table t({"vmodel:", s.id});
+  t.add({"state:", std::string(to_string(s.state))});
+  t.add({"active:", or_dash(s.active) + " (" + state_text(s.active_state) + ")"});
+  t.add({"target:", or_dash(s.target) + " (" + state_text(s.target_state) + ")"});
+  if (s.error) t.add({"error:", s.error->to_string()});
+  t.print(out);
+}
+
+void print_infer_result(std::ostream& out, const infer_result& r) {
+  out << "model: " << r.model << ", " << (r.cache_hit ? "cache hit" : "cache miss")
+      << ", load wait " << fixed(r.load_wait_ms) << "ms\n";
+  constexpr std::size_t shown = 8;
+  for (const auto& t : r.outputs) {
+    out << t.name << " " << to_string(t.type) << " " << shape_text(t.shape) << "\n";
+    if (t.type != dtype::f32) {
+      out << "  (" << t.data.size() << " bytes)\n";
+      continue;
+    }
+    auto values = f32_values(t);
+    std::size_t width = t.shape.empty() ? values.size() : static_cast<std::size_t>(t.shape.back());
+    if (width == 0) continue;
+    for (std::size_t row = 0; row * width < values.size(); ++row) {
+      out << " ";
+      for (std::size_t c = 0; c < std::min(width, shown); ++c)
+        out << " " << fixed(values[row * width + c], 4);
+      if (width > shown) out << " ... (" << width << " values)";
+      out << "\n";
+    }
+  }
+}
+
+void print_inspection(std::ostream& out, const inspection& s, std::string_view section) {
+  if (section == "devices") return print_devices(out, s);
+  if (section == "cache") return print_cache(out, s);
+  if (section == "queue") return print_queue(out, s);
+  if (section == "failures") return print_failures(out, s);
+  if (section == "models") return print_models(out, s.models);
+  out << s.registered_models << " registered models, " << s.vmodels
+      << " vmodels; loads: " << s.loads_started << " started, " << s.loads_failed
+      << " failed; importance rebuilds: " << s.importance_rebuilds << " (last "
+      << fixed(s.importance_rebuild_seconds * 1000, 2) << "ms)\n\n";
+  print_devices(out, s);
+  out << "\n";
+  print_cache(out, s);
+  out << "\n";
+  print_queue(out, s);
+  out << "\nfailures:\n";
+  print_failures(out, s);
+  out << "\nmodels in use:\n";
+  print_models(out, s.models);
+}
+
+std::string event_line(const model_event& e) {
+  std::string line = "#" + std::to_string(e.sequence) + " " + e.model + " " +
+                     state_text(e.previous) + " -> " + state_text(e.state);
+  if (!e.device.empty()) line += " on " + e.device;
+  if (e.error) line += " (" + e.error->to_string() + ")";
+  return line;
+}
+
+}  // namespace warm::ctl

@@ -1,0 +1,54 @@
+// warmctl's output: warm's value types as JSON documents (--json) and as aligned tables for
+// people. Pure functions of their arguments: no RPC, no I/O besides the stream they are given.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "warm/runtime_types.hpp"
+
+namespace warm::ctl {
+
+using json = nlohmann::ordered_json;
+
+// An aligned text table: a header row in capitals, then rows; columns are separated by two
+// spaces and padded to their widest cell (the last column is not padded).
+class table {
+ public:
+  explicit table(std::vector<std::string> header) : rows_{std::move(header)} {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void print(std::ostream& out) const;
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// ---- JSON: field names are the snake_case names of warm/runtime_types.hpp ------------------
+json to_json(const warm::error& err);
+json to_json(const model_status& status);
+json to_json(const vmodel_status& status);
+json to_json(const infer_result& result);  // F32 outputs as numbers, others as byte counts
+json to_json(const model_event& event);
+json to_json(const inspection& snapshot);
+// One part of a snapshot: "devices", "queue" (queue and running loads), "cache" (residents per
+// device), "failures", "models"; anything else is the whole snapshot.
+json inspection_section(const inspection& snapshot, std::string_view section);
+
+// ---- people --------------------------------------------------------------------------------
+// "key: value" lines of one model.
+void print_model_status(std::ostream& out, const model_status& status);
+// One row per model: ID STATE DEVICE SIZE REQUESTS HITS RPS IDLE.
+void print_models(std::ostream& out, const std::vector<model_status>& models);
+void print_vmodel_status(std::ostream& out, const vmodel_status& status);
+// Which model served it, hit or wait, then each output (rows cut after a few values).
+void print_infer_result(std::ostream& out, const infer_result& result);
+// The sections named as for inspection_section(); an empty section prints a summary and all.
+void print_inspection(std::ostream& out, const inspection& snapshot, std::string_view section);
+// One line: "#SEQ MODEL PREVIOUS -> STATE [on DEVICE] [(error)]".
+std::string event_line(const model_event& event);
+
+}  // namespace warm::ctl

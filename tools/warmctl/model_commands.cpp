@@ -1,0 +1,268 @@
+// register, unregister, status, ensure, models and vmodel: one RPC each (models: one per page).
+#include <chrono>
+#include <iostream>
+#include <memory>
+
+#include "commands.hpp"
+#include "format.hpp"
+#include "rpc/convert.hpp"
+#include "warm/units.hpp"
+
+namespace warm::ctl {
+namespace {
+
+namespace r = warm::rpc;
+
+// Prints a settled action: `text` for people, {"ok": true, ...fields} for --json.
+int done(const command_context& ctx, const std::string& text, json fields) {
+  if (ctx.options.json) {
+    json doc = {{"ok", true}};
+    doc.update(fields);
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    std::cout << text << "\n";
+  }
+  return exit_ok;
+}
+
+void add_register(CLI::App& app, command_context& ctx) {
+  auto* cmd =
+      app.add_subcommand("register", "Register model ID at PATH (relative to a repository root)");
+  struct args_t {
+    std::string id, path, size_hint;
+    std::uint64_t version = 0;
+    bool load = false, sync = false;
+  };
+  auto a = std::make_shared<args_t>();
+  cmd->add_option("ID", a->id, "Model id")->required();
+  cmd->add_option("PATH", a->path,
+                  "Model directory relative to a repository root: NAME or NAME/VERSION")
+      ->required();
+  cmd->add_option("--version", a->version, "Version directory (default: the highest present)");
+  cmd->add_option("--size-hint", a->size_hint,
+                  "Bytes on a device, e.g. 64MiB (default: from the file header)");
+  cmd->add_flag("--load", a->load, "Queue a load right away");
+  cmd->add_flag("--sync", a->sync, "Answer once the model is loaded (or failed to load)");
+  cmd->callback([&ctx, a] {
+    std::uint64_t hint = 0;
+    if (!a->size_hint.empty()) {
+      auto parsed = parse_bytes(a->size_hint);
+      if (!parsed) {
+        ctx.exit_code = usage_error("--size-hint: " + parsed.error().message);
+        return;
+      }
+      hint = *parsed;
+    }
+    run_rpc(ctx, [&](connection& c) {
+      auto req = c.warm().registerModelRequest();
+      req.setId(a->id);
+      r::to_capnp(model_info(a->path, a->version ? std::optional(a->version) : std::nullopt,
+                             hint ? std::optional(hint) : std::nullopt),
+                  req.initInfo());
+      req.setLoadNow(a->load || a->sync);
+      req.setSync(a->sync);
+      auto reply = ctx.s.wait(req.send());
+      if (int rc = check_status(reply.getStatus())) return rc;
+      return done(ctx,
+                  "registered " + a->id +
+                      (a->sync   ? " (loaded)"
+                       : a->load ? " (load queued)"
+                                 : ""),
+                  {{"id", a->id}, {"path", a->path}});
+    });
+  });
+}
+
+void add_unregister(CLI::App& app, command_context& ctx) {
+  auto* cmd =
+      app.add_subcommand("unregister", "Unregister model ID (it unloads in the background)");
+  auto id = std::make_shared<std::string>();
+  cmd->add_option("ID", *id, "Model id")->required();
+  cmd->callback([&ctx, id] {
+    run_rpc(ctx, [&](connection& c) {
+      auto req = c.warm().unregisterModelRequest();
+      req.setId(*id);
+      auto reply = ctx.s.wait(req.send());
+      if (int rc = check_status(reply.getStatus())) return rc;
+      return done(ctx, "unregistered " + *id, {{"id", *id}});
+    });
+  });
+}
+
+// The model's status; an unknown id is a not_found error (exit 1).
+expected<model_status> fetch_status(command_context& ctx, connection& c, const std::string& id) {
+  auto req = c.warm().getModelStatusRequest();
+  req.setId(id);
+  auto reply = ctx.s.wait(req.send());
+  if (auto st = r::from_capnp(reply.getStatus()); !st) return st.error();
+  auto status = r::from_capnp(reply.getModel());
+  if (status.state == model_state::not_found)
+    return make_error(errc::not_found, "no model '" + id + "'");
+  return status;
+}
+
+int print_error(const warm::error& err) {
+  std::cerr << "warmctl: " << err.to_string() << "\n";
+  return exit_server_error;
+}
+
+void add_status(CLI::App& app, command_context& ctx) {
+  auto* cmd =
+      app.add_subcommand("status", "Show model ID's state and statistics (unknown id: exit 1)");
+  auto id = std::make_shared<std::string>();
+  cmd->add_option("ID", *id, "Model id")->required();
+  cmd->callback([&ctx, id] {
+    run_rpc(ctx, [&](connection& c) {
+      auto status = fetch_status(ctx, c, *id);
+      if (!status) return print_error(status.error());
+      if (ctx.options.json)
+        std::cout << to_json(*status).dump(2) << "\n";
+      else
+        print_model_status(std::cout, *status);
+      return exit_ok;
+    });
+  });
+}
+
+void add_ensure(CLI::App& app, command_context& ctx) {
+  auto* cmd = app.add_subcommand("ensure", "Load model (or vmodel) ID if needed; counts as a use");
+  auto id = std::make_shared<std::string>();
+  auto sync = std::make_shared<bool>(false);
+  cmd->add_option("ID", *id, "Model or vmodel id")->required();
+  cmd->add_flag("--sync", *sync, "Wait until it is loaded");
+  cmd->callback([&ctx, id, sync] {
+    run_rpc(ctx, [&](connection& c) {
+      auto started = std::chrono::steady_clock::now();
+      auto req = c.warm().ensureLoadedRequest();
+      req.setId(*id);
+      req.setSync(*sync);
+      auto reply = ctx.s.wait(req.send());
+      if (int rc = check_status(reply.getStatus())) return rc;
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+              .count();
+      std::string text =
+          *sync ? *id + " loaded (waited " + std::to_string(static_cast<long long>(ms)) + "ms)"
+                : *id + ": load requested";
+      return done(ctx, text, {{"id", *id}, {"sync", *sync}, {"wait_ms", ms}});
+    });
+  });
+}
+
+void add_models(CLI::App& app, command_context& ctx) {
+  auto* cmd =
+      app.add_subcommand("models", "List registered models in id order (all pages by default)");
+  auto after = std::make_shared<std::string>();
+  auto limit = std::make_shared<std::uint32_t>(0);
+  cmd->add_option("--after", *after, "Start after this id");
+  cmd->add_option("--limit", *limit, "Fetch one page of at most N models (prints the next id)");
+  cmd->callback([&ctx, after, limit] {
+    run_rpc(ctx, [&](connection& c) {
+      std::vector<model_status> models;
+      std::string cursor = *after;
+      bool one_page = *limit > 0;
+      for (;;) {
+        auto req = c.warm().listModelsRequest();
+        req.setAfter(cursor);
+        req.setLimit(*limit);
+        auto reply = ctx.s.wait(req.send());
+        if (int rc = check_status(reply.getStatus())) return rc;
+        for (auto m : reply.getModels())
+          models.push_back(r::from_capnp(m));
+        std::string next = r::to_std(reply.getNext());
+        if (next.empty() || next == cursor || one_page) {
+          cursor = next;
+          break;
+        }
+        cursor = next;
+      }
+      if (ctx.options.json) {
+        json list = json::array();
+        for (const auto& m : models)
+          list.push_back(to_json(m));
+        json doc = {{"models", list}};
+        if (one_page) doc["next"] = cursor;
+        std::cout << doc.dump(2) << "\n";
+      } else {
+        print_models(std::cout, models);
+        if (one_page && !cursor.empty()) std::cout << "next: --after " << cursor << "\n";
+      }
+      return exit_ok;
+    });
+  });
+}
+
+void add_vmodel(CLI::App& app, command_context& ctx) {
+  auto* vm = app.add_subcommand("vmodel", "Virtual models: set, delete, status");
+  vm->require_subcommand(1);
+  auto vid = std::make_shared<std::string>();
+  auto target = std::make_shared<std::string>();
+  auto expect = std::make_shared<std::string>();
+  auto auto_delete = std::make_shared<bool>(false);
+
+  auto print = [&ctx](r::VModelStatus::Reader reader) {
+    auto status = r::from_capnp(reader);
+    if (ctx.options.json)
+      std::cout << to_json(status).dump(2) << "\n";
+    else
+      print_vmodel_status(std::cout, status);
+    return exit_ok;
+  };
+
+  auto* set = vm->add_subcommand(
+      "set", "Point VID at model TARGET (the active model serves until TARGET is loaded)");
+  set->add_option("VID", *vid, "Vmodel id")->required();
+  set->add_option("TARGET", *target, "Model id")->required();
+  auto* expect_opt =
+      set->add_option("--expect", *expect, "Only if the current target is OLD (compare-and-set)");
+  set->add_flag("--auto-delete", *auto_delete, "Unregister TARGET once no vmodel uses it");
+  set->callback([&ctx, vid, target, expect, auto_delete, expect_opt, print] {
+    run_rpc(ctx, [&](connection& c) {
+      auto req = c.warm().setVModelRequest();
+      req.setId(*vid);
+      req.setTarget(*target);
+      req.setAutoDeleteTarget(*auto_delete);
+      if (expect_opt->count() > 0) req.setExpectedTarget(*expect);
+      auto reply = ctx.s.wait(req.send());
+      if (int rc = check_status(reply.getStatus())) return rc;
+      return print(reply.getVmodel());
+    });
+  });
+
+  auto* del = vm->add_subcommand("delete", "Delete vmodel VID");
+  del->add_option("VID", *vid, "Vmodel id")->required();
+  del->callback([&ctx, vid] {
+    run_rpc(ctx, [&](connection& c) {
+      auto req = c.warm().deleteVModelRequest();
+      req.setId(*vid);
+      auto reply = ctx.s.wait(req.send());
+      if (int rc = check_status(reply.getStatus())) return rc;
+      return done(ctx, "deleted vmodel " + *vid, {{"id", *vid}});
+    });
+  });
+
+  auto* st = vm->add_subcommand("status", "Show vmodel VID (unknown: exit 1)");
+  st->add_option("VID", *vid, "Vmodel id")->required();
+  st->callback([&ctx, vid, print] {
+    run_rpc(ctx, [&](connection& c) {
+      auto req = c.warm().getVModelStatusRequest();
+      req.setId(*vid);
+      auto reply = ctx.s.wait(req.send());
+      if (int rc = check_status(reply.getStatus())) return rc;
+      return print(reply.getVmodel());
+    });
+  });
+}
+
+}  // namespace
+
+void add_model_commands(CLI::App& app, command_context& ctx) {
+  add_register(app, ctx);
+  add_unregister(app, ctx);
+  add_status(app, ctx);
+  add_ensure(app, ctx);
+  add_models(app, ctx);
+  add_vmodel(app, ctx);
+}
+
+}  // namespace warm::ctl

@@ -1,0 +1,221 @@
+#include "service.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <future>
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+#include <kj/thread.h>
+
+#include "warm/runtime.hpp"
+
+namespace warm::warmd {
+
+expected<listen_address> parse_listen_address(const std::string& text) {
+  listen_address a;
+  a.text = text;
+  if (text.rfind("unix:", 0) == 0) {
+    a.is_unix = true;
+    a.path = text.substr(5);
+    if (a.path.empty()) return make_error(errc::invalid_argument, "listen address \"" + text + "\" has no path");
+    if (a.path.size() >= sizeof(sockaddr_un::sun_path))
+      return make_error(errc::invalid_argument, "unix socket path \"" + a.path + "\" is too long");
+    return a;
+  }
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
+    return make_error(errc::invalid_argument, "listen address \"" + text + "\" is neither unix:PATH nor HOST:PORT");
+  a.host = text.substr(0, colon);
+  if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']') a.host = a.host.substr(1, a.host.size() - 2);
+  auto port_text = text.substr(colon + 1);
+  unsigned long port = 0;
+  for (char c : port_text) {
+    if (c < '0' || c > '9' || port > 65535)
+      return make_error(errc::invalid_argument, "listen address \"" + text + "\" has a bad port");
+    port = port * 10 + static_cast<unsigned>(c - '0');
+  }
+  if (port > 65535) return make_error(errc::invalid_argument, "listen address \"" + text + "\" has a bad port");
+  a.port = static_cast<std::uint16_t>(port);
+  return a;
+}
+
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+namespace {
+
+// A unix socket path that exists: replace it when nobody accepts on it, refuse otherwise.
+expected<void> clear_stale_socket(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return {};  // nothing there
+  if (!S_ISSOCK(st.st_mode))
+    return make_error(errc::invalid_argument, path + " exists and is not a socket");
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return make_error(errc::unavailable, std::string("socket: ") + std::strerror(errno));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  int err = errno;
+  ::close(fd);
+  if (rc == 0) return make_error(errc::unavailable, path + " is in use by another server");
+  if (err != ECONNREFUSED && err != ENOENT)
+    return make_error(errc::unavailable, path + ": " + std::strerror(err));
+  spdlog::info("removing stale socket {}", path);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return make_error(errc::unavailable, "cannot remove " + path + ": " + std::strerror(errno));
+  return {};
+}
+
+class log_errors final : public kj::TaskSet::ErrorHandler {
+ public:
+  void taskFailed(kj::Exception&& e) override { spdlog::warn("rpc: {}", e.getDescription().cStr()); }
+};
+
+}  // namespace
+
+struct service::impl {
+  warm::runtime* rt = nullptr;
+  service_options options;
+  std::vector<listen_address> addresses;
+  std::vector<std::string> bound;
+  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop;  // set by the RPC thread once it runs
+  kj::Own<kj::Thread> thread;
+  bool stopped = false;
+
+  // The RPC thread's body. Reports the start (bound or the error) through `started`.
+  void run(std::promise<expected<void>>& started) {
+    bool reported = false;
+    try {
+      auto io = kj::setupAsyncIo();
+      auto& net = io.provider->getNetwork();
+      auto in_flight = std::make_shared<std::atomic<std::uint64_t>>(0);
+      rpc::Warm::Client warm = kj::heap<rpc::warm_server>(*rt, options.server, in_flight);
+
+      struct listener {
+        kj::Own<kj::ConnectionReceiver> receiver;
+        kj::Own<capnp::TwoPartyServer> server;
+        kj::Promise<void> accepting = nullptr;
+        std::string unix_path;
+      };
+      std::vector<listener> listeners;
+      log_errors errors;
+      for (const auto& a : addresses) {
+        listener l;
+        capnp::Capability::Client bootstrap = warm;
+        if (a.is_unix) {
+          if (auto ok = clear_stale_socket(a.path); !ok) {
+            started.set_value(ok.error());
+            return;
+          }
+          auto addr = net.parseAddress("unix:" + a.path).wait(io.waitScope);
+          mode_t old = ::umask(0177);  // the socket file is born 0600
+          try {
+            l.receiver = addr->listen();
+          } catch (...) {
+            ::umask(old);
+            throw;
+          }
+          ::umask(old);
+          ::chmod(a.path.c_str(), 0600);
+          l.unix_path = a.path;
+          bound.push_back("unix:" + a.path);
+        } else {
+          auto addr = net.parseAddress(a.host, a.port).wait(io.waitScope);
+          l.receiver = addr->listen();
+          auto host = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
+          bound.push_back(host + ":" + std::to_string(l.receiver->getPort()));
+          if (options.allow_remote) bootstrap = kj::heap<rpc::authenticator>(options.token, warm);
+        }
+        l.server = kj::heap<capnp::TwoPartyServer>(kj::mv(bootstrap));
+        auto text = bound.back();
+        l.accepting = l.server->listen(*l.receiver).eagerlyEvaluate([text](kj::Exception&& e) {
+          spdlog::error("listener {} stopped: {}", text, e.getDescription().cStr());
+        });
+        listeners.push_back(kj::mv(l));
+      }
+
+      auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
+      stop = kj::mv(paf.fulfiller);
+      started.set_value(expected<void>{});
+      reported = true;
+      paf.promise.wait(io.waitScope);
+
+      // Stop accepting; connections stay open while calls finish.
+      for (auto& l : listeners) {
+        l.accepting = nullptr;
+        l.receiver = nullptr;
+        if (!l.unix_path.empty()) ::unlink(l.unix_path.c_str());
+      }
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.drain_seconds);
+      if (in_flight->load() > 0) spdlog::info("waiting for {} call(s) in flight", in_flight->load());
+      while (in_flight->load() > 0 && std::chrono::steady_clock::now() < deadline)
+        io.provider->getTimer().afterDelay(10 * kj::MILLISECONDS).wait(io.waitScope);
+      if (in_flight->load() > 0) spdlog::warn("{} call(s) still in flight, closing anyway", in_flight->load());
+      listeners.clear();  // closes the connections: watch handles unwatch, calls are cancelled
+    } catch (const kj::Exception& e) {
+      if (!reported)
+        started.set_value(make_error(errc::unavailable, e.getDescription().cStr()));
+      else
+        spdlog::error("rpc thread: {}", e.getDescription().cStr());
+    } catch (const std::exception& e) {
+      if (!reported)
+        started.set_value(make_error(errc::internal, e.what()));
+      else
+        spdlog::error("rpc thread: {}", e.what());
+    }
+  }
+};
+
+expected<std::unique_ptr<service>> service::start(warm::runtime& rt, service_options options) {
+  auto i = std::make_unique<impl>();
+  i->rt = &rt;
+  if (options.listen.empty()) return make_error(errc::invalid_argument, "no listen address");
+  for (const auto& text : options.listen) {
+    auto a = parse_listen_address(text);
+    if (!a) return a.error();
+    if (!a->is_unix && !options.allow_remote && !is_loopback_host(a->host))
+      return make_error(errc::invalid_argument,
+                        "listen address " + text + " is not loopback; remote access needs --allow-remote");
+    i->addresses.push_back(std::move(*a));
+  }
+  if (options.allow_remote && options.token.empty())
+    return make_error(errc::invalid_argument, "--allow-remote needs a token (--token-file)");
+  i->options = std::move(options);
+
+  std::promise<expected<void>> started;
+  auto ready = started.get_future();
+  auto* raw = i.get();
+  i->thread = kj::heap<kj::Thread>([raw, &started] { raw->run(started); });
+  auto result = ready.get();
+  if (!result) {
+    i->thread = nullptr;  // the thread has returned: join it
+    return result.error();
+  }
+  return std::unique_ptr<service>(new service(std::move(i)));
+}
+
+service::service(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+
+service::~service() { stop(); }
+
+void service::stop() {
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->stop->fulfill();
+  impl_->thread = nullptr;  // joins
+  impl_->stop = nullptr;
+}
+
+const std::vector<std::string>& service::bound() const { return impl_->bound; }
+
+}  // namespace warm::warmd

@@ -1,0 +1,65 @@
+// warmd's RPC thread: one kj event loop (kj::setupAsyncIo) on its own kj::Thread, with a
+// capnp::TwoPartyServer per listen address, serving warm::rpc::warm_server over a runtime.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rpc/server.hpp"
+#include "warm/error.hpp"
+
+namespace warm {
+class runtime;
+}
+
+namespace warm::warmd {
+
+// A listen address: "unix:PATH" or "HOST:PORT" ("[::1]:PORT" for IPv6).
+struct listen_address {
+  bool is_unix = false;
+  std::string path;  // unix
+  std::string host;  // tcp
+  std::uint16_t port = 0;
+  std::string text;  // as given
+};
+
+// invalid_argument for anything else (empty path, bad or missing port).
+expected<listen_address> parse_listen_address(const std::string& text);
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool is_loopback_host(const std::string& host);
+
+struct service_options {
+  std::vector<std::string> listen{"unix:./warm.sock"};
+  bool allow_remote = false;  // TCP may bind non-loopback hosts; its clients must authenticate
+  std::string token;          // required (non-empty) with allow_remote
+  rpc::server_options server;
+  double drain_seconds = 30;  // how long stop() waits for in-flight calls
+};
+
+// Owns the RPC thread. Thread-safe to stop() from any other thread, once.
+class service {
+ public:
+  // Validates the addresses (loopback-only TCP unless allow_remote; a token with allow_remote),
+  // starts the thread and binds every listener before returning. Unix sockets are created with
+  // mode 0600; a stale socket file (nobody accepting) is replaced, a live one is an error.
+  // `rt` is borrowed and must outlive the service.
+  static expected<std::unique_ptr<service>> start(warm::runtime& rt, service_options options);
+  ~service();  // stop()s if needed
+
+  // Stops accepting, removes the unix socket files, lets in-flight calls finish (up to
+  // drain_seconds), closes the connections and joins the thread.
+  void stop();
+
+  // The bound addresses, in `listen` order (TCP with the actual port, e.g. for port 0).
+  const std::vector<std::string>& bound() const;
+
+  struct impl;
+
+ private:
+  explicit service(std::unique_ptr<impl> i);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace warm::warmd
