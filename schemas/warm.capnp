@@ -113,6 +113,7 @@ struct ResidentModel {
   inFlight @2 :UInt32;
   uses @3 :UInt64;
   idleSeconds @4 :Float64;
+  score @5 :Float64;           # the policy's score, what the eviction order is by (docs/policies.md)
 }
 
 struct DeviceInfo {
@@ -123,7 +124,7 @@ struct DeviceInfo {
   draining @4 :UInt64;         # evicted models still finishing inferences
   evictions @5 :UInt64;
   scoreSwaps @6 :UInt64;       # importance heaps swapped in (iam)
-  resident @7 :List(ResidentModel);  # in install order
+  resident @7 :List(ResidentModel);  # in eviction order: the policy's next victim first
 }
 
 struct QueuedLoad {

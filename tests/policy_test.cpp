@@ -266,3 +266,26 @@ TEST_CASE("kdf-adaptive follows the expert whose shadow cache missed least") {
   CHECK(p.leader(at(300)) == leader);
   CHECK(p.choose_victims("d", 100, none, at(300)).size() == 1);
 }
+
+TEST_CASE("eviction_order lists every resident, next victim first, and changes nothing") {
+  for (auto& name : policy_names()) {
+    INFO(name);
+    policy_options o;
+    o.capacity = 1000;
+    o.rescore_period = std::chrono::seconds(0);
+    auto made = make_policy(name, o);
+    REQUIRE(made);
+    auto& p = **made;
+    p.on_insert("a", 100, 1, at(0));
+    p.on_insert("b", 100, 1, at(1));
+    p.on_insert("c", 100, 1, at(2));
+    p.on_access("b", at(3), 5);
+    p.on_access("c", at(4), 1);
+    auto order = p.eviction_order(at(5));
+    REQUIRE(order.size() == 3);
+    CHECK(order.front().model == "a");  // oldest and least used: first for every policy
+    // The first victim for 100 bytes is the head of the order.
+    CHECK(p.choose_victims("x", 100, none, at(5)) == strings{order.front().model});
+    CHECK(p.eviction_order(at(5)).size() == 3);
+  }
+}

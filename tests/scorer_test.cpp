@@ -74,9 +74,11 @@ void race(const std::string& policy, std::chrono::milliseconds duration) {
       resident += r.bytes;
       has_m0 = has_m0 || r.model == "m0";
     }
-    // Loads in flight hold reservations too: used is at least resident + draining, never above
-    // capacity, and at most that plus the reservations of max_concurrent_loads loads.
-    if (dev.used < resident + dev.draining || dev.used > dev.capacity ||
+    // Loads in flight hold reservations too: used is at least the residents' bytes, never above
+    // capacity, and at most resident + draining + the reservations of max_concurrent_loads loads.
+    // (A draining slot's bytes return the moment its last lease ends, a little before the device
+    // hears of it, so draining bytes may already be gone from `used`.)
+    if (dev.used < resident || dev.used > dev.capacity ||
         dev.used > resident + dev.draining + 2 * small_model_bytes)
       consistent = false;
     pinned_resident = pinned_resident && has_m0;

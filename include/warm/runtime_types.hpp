@@ -97,6 +97,7 @@ struct resident_info {
   std::uint32_t in_flight = 0;
   std::uint64_t uses = 0;
   double idle_seconds = 0;
+  double score = 0;  // the policy's score, what the eviction order is by (docs/policies.md)
 };
 struct device_info {
   std::string name;
@@ -106,7 +107,7 @@ struct device_info {
   std::uint64_t draining = 0;    // bytes of evicted models still finishing inferences
   std::uint64_t evictions = 0;
   std::uint64_t score_swaps = 0;  // importance heaps swapped in (policies that rescore)
-  std::vector<resident_info> resident;  // most recently installed last
+  std::vector<resident_info> resident;  // in eviction order: the policy's next victim first
 };
 struct queued_load {
   std::string model;

@@ -16,7 +16,6 @@ struct resident {
   std::shared_ptr<serving_slot> slot;
   caf::actor owner;
   std::uint64_t seen_uses = 0;  // slot uses already reported to the policy
-  std::uint64_t order = 0;      // install sequence, for inspection
 };
 
 struct device_state {
@@ -25,7 +24,6 @@ struct device_state {
   std::unordered_map<std::string, resident> residents;
   std::vector<std::shared_ptr<serving_slot>> draining;  // withdrawn, waiting for leases to end
   bool pool_waiting = false;  // a reservation was refused; tell the pool when anything frees
-  std::uint64_t installs = 0;
   std::uint64_t evictions = 0;
   std::uint64_t swaps = 0;  // importance heaps swapped in
 
@@ -144,7 +142,7 @@ caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> c
           withdraw(self, m.model, false);
           self->send(stale.owner, msg::evicted{stale.slot});
         }
-        s.residents[m.model] = resident{slot, m.owner, 0, ++s.installs};
+        s.residents[m.model] = resident{slot, m.owner, 0};
         s.config.policy->on_insert(m.model, slot->bytes(), m.seconds, s.config.time->now());
         // Uses already counted by the slot (the waiters' leases) reach the policy at the next sync.
         self->send(m.owner, msg::load_done{dev.name(), slot, m.seconds});
@@ -190,13 +188,14 @@ caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> c
         info.draining = draining_bytes(s);
         info.evictions = s.evictions;
         info.score_swaps = s.swaps;
-        std::vector<std::pair<std::uint64_t, resident_info>> ordered;
-        for (auto& [id, r] : s.residents) {
-          auto used = r.slot->uses() ? std::chrono::duration<double>(now - r.slot->last_used()).count() : -1;
-          ordered.push_back({r.order, {id, r.slot->bytes(), r.slot->in_flight(), r.slot->uses(), used}});
+        sync_accesses(s);
+        for (auto& ranked : s.config.policy->eviction_order(now)) {
+          auto it = s.residents.find(ranked.model);
+          if (it == s.residents.end()) continue;
+          auto& slot = *it->second.slot;
+          auto idle = slot.uses() ? std::chrono::duration<double>(now - slot.last_used()).count() : -1;
+          info.resident.push_back({ranked.model, slot.bytes(), slot.in_flight(), slot.uses(), idle, ranked.score});
         }
-        std::sort(ordered.begin(), ordered.end(), [](auto& a, auto& b) { return a.first < b.first; });
-        for (auto& [order, r] : ordered) info.resident.push_back(std::move(r));
         m.done(std::move(info));
       },
   };

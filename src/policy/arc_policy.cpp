@@ -109,4 +109,23 @@ std::vector<std::string> arc_policy::choose_victims(const std::string& incoming,
   return victims;
 }
 
+std::vector<cache_policy::ranked> arc_policy::eviction_order(timestamp) const {
+  // Replacement repeated with the current p: T1's least recent while T1 holds more than p.
+  std::vector<ranked> out;
+  auto a = lists_[t1].rbegin(), b = lists_[t2].rbegin();
+  double t1_bytes = static_cast<double>(bytes_[t1]);
+  while (a != lists_[t1].rend() || b != lists_[t2].rend()) {
+    bool from_t1 = a != lists_[t1].rend() && (t1_bytes > p_ || b == lists_[t2].rend());
+    if (from_t1) {
+      out.push_back({a->model, 0});
+      t1_bytes -= static_cast<double>(a->bytes);
+      ++a;
+    } else {
+      out.push_back({b->model, 1});
+      ++b;
+    }
+  }
+  return out;
+}
+
 }  // namespace warm

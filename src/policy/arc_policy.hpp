@@ -32,6 +32,7 @@ class arc_policy final : public cache_policy {
   std::vector<std::string> choose_victims(const std::string& incoming, std::uint64_t bytes, const pinned_fn& pinned,
                                           timestamp now) override;
   std::size_t size() const override { return lists_[t1].size() + lists_[t2].size(); }
+  std::vector<ranked> eviction_order(timestamp now) const override;
 
   enum list_id { t1, t2, b1, b2 };
   // Which list holds `model`, or -1.

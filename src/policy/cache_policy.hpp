@@ -64,6 +64,16 @@ class cache_policy {
   // Resident models the policy tracks, for tests and inspection.
   virtual std::size_t size() const = 0;
 
+  // Every resident model, first to be evicted first (ignoring pins), with the policy's score for
+  // it — what the order is by: lru seconds since last use, lfu uses, arc list (0 = T1, 1 = T2),
+  // srrip RRPV, gdsf priority H, iam rank, kdf value (load seconds saved). For inspection; does
+  // not change the policy's state.
+  struct ranked {
+    std::string model;
+    double score = 0;
+  };
+  virtual std::vector<ranked> eviction_order(timestamp now) const = 0;
+
   // The re-scoring interface, or null for policies without periodic scores.
   virtual rescoring* rescorer() { return nullptr; }
 };

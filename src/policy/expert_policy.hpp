@@ -44,6 +44,7 @@ class expert_policy final : public cache_policy {
   std::vector<std::string> choose_victims(const std::string& incoming, std::uint64_t bytes, const pinned_fn& pinned,
                                           timestamp now) override;
   std::size_t size() const override { return resident_; }
+  std::vector<ranked> eviction_order(timestamp now) const override { return best(now).real->eviction_order(now); }
 
   // The label of the expert real evictions follow at `now`.
   const std::string& leader(timestamp now) const;

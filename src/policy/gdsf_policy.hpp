@@ -21,6 +21,11 @@ class gdsf_policy final : public cache_policy {
     return models_.lowest(bytes, pinned);
   }
   std::size_t size() const override { return models_.size(); }
+  std::vector<ranked> eviction_order(timestamp) const override {
+    std::vector<ranked> out;
+    for (auto& [model, key] : models_.entries()) out.push_back({model, key});
+    return out;
+  }
 
   double inflation() const { return inflation_; }
   double priority(const std::string& model) const {

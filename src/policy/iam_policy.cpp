@@ -93,4 +93,17 @@ std::vector<std::string> iam_policy::choose_victims(const std::string&, std::uin
   return victims;
 }
 
+std::vector<cache_policy::ranked> iam_policy::eviction_order(timestamp) const {
+  std::vector<ranked> out;
+  auto fresh = fresh_.entries();
+  std::size_t f = 0;
+  for (auto& e : live_->entries) {
+    if (!residents_.count(e.model) || fresh_.contains(e.model)) continue;
+    while (f < fresh.size() && fresh[f].second < e.rank) out.push_back({fresh[f].first, fresh[f].second}), ++f;
+    out.push_back({e.model, e.rank});
+  }
+  for (; f < fresh.size(); ++f) out.push_back({fresh[f].first, fresh[f].second});
+  return out;
+}
+
 }  // namespace warm

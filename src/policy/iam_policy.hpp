@@ -29,6 +29,7 @@ class iam_policy final : public cache_policy, public rescoring {
   std::vector<std::string> choose_victims(const std::string& incoming, std::uint64_t bytes, const pinned_fn& pinned,
                                           timestamp now) override;
   std::size_t size() const override { return residents_.size(); }
+  std::vector<ranked> eviction_order(timestamp now) const override;
 
   std::vector<score_input> score_inputs(timestamp now) override;
   void swap_scores(std::shared_ptr<const importance_heap> heap) override;

@@ -102,4 +102,20 @@ std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uin
   return knapsack(std::move(cands), bytes);
 }
 
+std::vector<cache_policy::ranked> kdf_policy::eviction_order(timestamp now) const {
+  // Least value per byte first: the order kdf's greedy takes them in (its exact knapsack may
+  // prefer a different set for a given number of bytes).
+  std::vector<std::pair<double, ranked>> order;
+  for (auto& [model, r] : residents_) {
+    double v = value_of(r, now);
+    order.push_back({v / static_cast<double>(r.info.bytes), {model, v}});
+  }
+  std::sort(order.begin(), order.end(), [](auto& a, auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second.model < b.second.model;
+  });
+  std::vector<ranked> out;
+  for (auto& [density, r] : order) out.push_back(std::move(r));
+  return out;
+}
+
 }  // namespace warm

@@ -34,6 +34,7 @@ class kdf_policy final : public cache_policy {
   std::vector<std::string> choose_victims(const std::string& incoming, std::uint64_t bytes, const pinned_fn& pinned,
                                           timestamp now) override;
   std::size_t size() const override { return residents_.size(); }
+  std::vector<ranked> eviction_order(timestamp now) const override;
 
  private:
   struct decayed {

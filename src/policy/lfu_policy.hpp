@@ -23,6 +23,11 @@ class lfu_policy final : public cache_policy {
     return models_.lowest(bytes, pinned);
   }
   std::size_t size() const override { return models_.size(); }
+  std::vector<ranked> eviction_order(timestamp) const override {
+    std::vector<ranked> out;
+    for (auto& [model, key] : models_.entries()) out.push_back({model, static_cast<double>(key.first)});
+    return out;
+  }
 
  private:
   ranked_set<std::pair<std::uint64_t, std::uint64_t>> models_;  // (requests, last access tick)

@@ -2,15 +2,24 @@
 
 namespace warm {
 
-void lru_policy::on_insert(const std::string& model, std::uint64_t bytes, double, timestamp) {
+void lru_policy::on_insert(const std::string& model, std::uint64_t bytes, double, timestamp now) {
   on_remove(model, false);
-  order_.push_front({model, bytes});
+  order_.push_front({model, bytes, now});
   index_[model] = order_.begin();
 }
 
-void lru_policy::on_access(const std::string& model, timestamp, std::uint64_t) {
+void lru_policy::on_access(const std::string& model, timestamp now, std::uint64_t) {
   auto it = index_.find(model);
-  if (it != index_.end()) order_.splice(order_.begin(), order_, it->second);
+  if (it == index_.end()) return;
+  it->second->used = now;
+  order_.splice(order_.begin(), order_, it->second);
+}
+
+std::vector<cache_policy::ranked> lru_policy::eviction_order(timestamp now) const {
+  std::vector<ranked> out;
+  for (auto it = order_.rbegin(); it != order_.rend(); ++it)
+    out.push_back({it->model, std::chrono::duration<double>(now - it->used).count()});
+  return out;
 }
 
 void lru_policy::on_remove(const std::string& model, bool) {

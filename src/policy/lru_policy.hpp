@@ -18,11 +18,13 @@ class lru_policy final : public cache_policy {
   std::vector<std::string> choose_victims(const std::string& incoming, std::uint64_t bytes, const pinned_fn& pinned,
                                           timestamp now) override;
   std::size_t size() const override { return index_.size(); }
+  std::vector<ranked> eviction_order(timestamp now) const override;
 
  private:
   struct entry {
     std::string model;
     std::uint64_t bytes;
+    timestamp used;
   };
   std::list<entry> order_;  // most recent first
   std::unordered_map<std::string, std::list<entry>::iterator> index_;

@@ -22,6 +22,15 @@ void srrip_policy::on_remove(const std::string& model, bool) {
   index_.erase(it);
 }
 
+std::vector<cache_policy::ranked> srrip_policy::eviction_order(timestamp) const {
+  // Highest RRPV first (what aging would reach first), insertion order within one value.
+  std::vector<ranked> out;
+  for (int v = distant; v >= 0; --v)
+    for (auto& e : order_)
+      if (e.rrpv == v) out.push_back({e.model, static_cast<double>(e.rrpv)});
+  return out;
+}
+
 int srrip_policy::rrpv(const std::string& model) const {
   auto it = index_.find(model);
   return it == index_.end() ? -1 : it->second->rrpv;

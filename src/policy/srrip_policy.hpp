@@ -24,6 +24,7 @@ class srrip_policy final : public cache_policy {
   std::vector<std::string> choose_victims(const std::string&, std::uint64_t bytes, const pinned_fn& pinned,
                                           timestamp) override;
   std::size_t size() const override { return index_.size(); }
+  std::vector<ranked> eviction_order(timestamp now) const override;
 
   int rrpv(const std::string& model) const;
 

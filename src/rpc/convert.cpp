@@ -326,6 +326,7 @@ void to_capnp(const inspection& s, Inspection::Builder out) {
       resident[j].setInFlight(r.in_flight);
       resident[j].setUses(r.uses);
       resident[j].setIdleSeconds(r.idle_seconds);
+      resident[j].setScore(r.score);
     }
   }
   auto queue = out.initQueue(static_cast<unsigned>(s.queue.size()));
@@ -374,7 +375,8 @@ inspection from_capnp(Inspection::Reader s) {
     o.evictions = d.getEvictions();
     o.score_swaps = d.getScoreSwaps();
     for (auto r : d.getResident())
-      o.resident.push_back({to_std(r.getModel()), r.getBytes(), r.getInFlight(), r.getUses(), r.getIdleSeconds()});
+      o.resident.push_back(
+          {to_std(r.getModel()), r.getBytes(), r.getInFlight(), r.getUses(), r.getIdleSeconds(), r.getScore()});
     out.devices.push_back(std::move(o));
   }
   for (auto q : s.getQueue())

@@ -62,13 +62,14 @@ expected<infer_result> execute(serving_slot::lease lease, const std::string& mod
   input.resize(data.size() / sizeof(float));
   std::memcpy(input.data(), data.data(), data.size());
   auto ran = lease.owner().infer(lease.model(), input.data(), input.size(), *batch, output);
-  lease.reset();
+  const auto output_width = spec.output_width();
+  lease.reset();  // from here on the weights (and `spec`) may be freed
   if (!ran) return std::move(ran).error();
   infer_result result;
   tensor out;
   out.name = "output";
   out.type = dtype::f32;
-  out.shape = {*batch, spec.output_width()};
+  out.shape = {*batch, output_width};
   out.data.resize(output.size() * sizeof(float));
   std::memcpy(out.data.data(), output.data(), out.data.size());
   result.outputs.push_back(std::move(out));

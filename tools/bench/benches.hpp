@@ -54,6 +54,17 @@ struct hitpath_options {
 // ratio = the median over rounds of warm_rps / direct_rps.
 int run_hitpath(const hitpath_options& options);
 
+struct rpc_options {
+  std::vector<std::uint64_t> layers{256, 256};
+  double seconds = 5.0;  // total, split evenly over rounds x 2 phases
+  int clients = 4;       // client threads (one connection and kj event loop each) per phase
+  int rounds = 4;        // interleaved warm / echo rounds; medians reported
+};
+// `rpc`: batch-1 inference over Cap'n Proto on a unix socket (warmd's service and warm_server in
+// process, one loaded model) vs a bare Cap'n Proto server answering the same messages (echo).
+// ratio = the median over rounds of warm_rps / echo_rps.
+int run_rpc(const rpc_options& options);
+
 struct registry_options {
   std::uint64_t models = 100000;  // ids registered, all naming the same model file
   std::uint64_t queries = 10000;  // sequential status() calls on random ids

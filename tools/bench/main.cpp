@@ -79,6 +79,23 @@ int main(int argc, char** argv) {
     rc = warm::bench::run_hitpath(hitpath);
   });
 
+  warm::bench::rpc_options rpc;
+  std::string rpc_layers = "256,256";
+  auto* rpc_cmd = app.add_subcommand("rpc", "Inference over Cap'n Proto (unix socket) vs a bare Cap'n Proto echo server");
+  rpc_cmd->add_option("--clients", rpc.clients, "Concurrent clients")->capture_default_str()->check(CLI::Range(1, 256));
+  rpc_cmd->add_option("--seconds", rpc.seconds, "Total duration")->capture_default_str()->check(CLI::Range(0.1, 600.0));
+  rpc_cmd->add_option("--layers", rpc_layers, "Layer widths")->capture_default_str();
+  rpc_cmd->add_option("--rounds", rpc.rounds, "Interleaved rounds")->capture_default_str()->check(CLI::Range(1, 100));
+  rpc_cmd->callback([&] {
+    auto widths = warm::parse_widths(rpc_layers);
+    if (!widths) {
+      std::cerr << "warm-bench: " << widths.error().message << "\n";
+      return;
+    }
+    rpc.layers = *widths;
+    rc = warm::bench::run_rpc(rpc);
+  });
+
   warm::bench::registry_options registry;
   auto* registry_cmd = app.add_subcommand("registry", "Register many models: throughput, memory per model, status latency");
   registry_cmd->add_option("--models", registry.models, "Models to register")->capture_default_str()->check(CLI::Range(1, 10000000));

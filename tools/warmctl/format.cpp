@@ -10,6 +10,13 @@
 namespace warm::ctl {
 namespace {
 
+// Policy scores span many magnitudes (GDSF priorities are seconds per byte): 4 significant digits.
+std::string score_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4g", value);
+  return text;
+}
+
 std::string fixed(double value, int digits = 1) {
   char text[64];
   std::snprintf(text, sizeof text, "%.*f", digits, value);
@@ -64,7 +71,8 @@ json resident_json(const device_info& d) {
                         {"bytes", r.bytes},
                         {"in_flight", r.in_flight},
                         {"uses", r.uses},
-                        {"idle_seconds", r.idle_seconds}});
+                        {"idle_seconds", r.idle_seconds},
+                        {"score", r.score}});
   return resident;
 }
 
@@ -103,11 +111,11 @@ void print_cache(std::ostream& out, const inspection& s) {
   for (std::size_t i = 0; i < s.devices.size(); ++i) {
     const auto& d = s.devices[i];
     out << (i ? "\n" : "") << d.name << " (" << d.policy << ", " << format_bytes(d.used) << " of "
-        << format_bytes(d.capacity) << "), resident in install order:\n";
-    table t({"MODEL", "SIZE", "IN_FLIGHT", "USES", "IDLE"});
+        << format_bytes(d.capacity) << "), resident in eviction order (next victim first):\n";
+    table t({"MODEL", "SIZE", "SCORE", "IN_FLIGHT", "USES", "IDLE"});
     for (const auto& r : d.resident)
-      t.add({r.model, format_bytes(r.bytes), std::to_string(r.in_flight), std::to_string(r.uses),
-             idle_text(r.idle_seconds)});
+      t.add({r.model, format_bytes(r.bytes), score_text(r.score), std::to_string(r.in_flight),
+             std::to_string(r.uses), idle_text(r.idle_seconds)});
     t.print(out);
   }
 }

@@ -1,0 +1,449 @@
+// Black-box tests of the daemon's exposure and robustness: TCP listeners (loopback without
+// --allow-remote; an Authenticator bootstrap and a token with it; refused configurations exit 2),
+// request limits (--max-tensor-bytes answers tooLarge and keeps the connection), the unix socket's
+// mode (0600 whatever the umask), and kill -9 during loads and registrations (every acknowledged
+// registration survives a restart). The real build/warmd (path in $WARMD, set by meson) runs on a
+// temporary directory and is driven over Cap'n Proto.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <capnp/ez-rpc.h>
+#include <fcntl.h>
+#include <kj/async-io.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rpc/convert.hpp"
+#include "warm/model_writer.hpp"
+
+namespace fs = std::filesystem;
+namespace r = warm::rpc;
+using Code = warm::rpc::Status::Code;
+
+namespace {
+
+// A port on 127.0.0.1 that was free a moment ago: bound to port 0, read back, closed.
+std::uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  socklen_t len = sizeof(addr);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// warmd processes on one temporary directory: repo/, state/ and w.sock inside it.
+class warmd_process {
+ public:
+  warmd_process() {
+    char tmpl[] = "/tmp/warmd-security-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    dir_ = tmpl;
+    fs::create_directories(dir_ / "repo");
+  }
+  ~warmd_process() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  fs::path dir() const { return dir_; }
+  fs::path repo() const { return dir_ / "repo"; }
+  std::string socket() const { return (dir_ / "w.sock").string(); }
+  std::string address() const { return "unix:" + socket(); }
+  std::string device = "host:4MiB";
+  mode_t child_umask = 022;  // the umask warmd starts with
+
+  // Writes repo/<name>/1/model.safetensors with these widths.
+  void write_model(const std::string& name, std::vector<std::uint64_t> widths) {
+    warm::dense_model_options o;
+    o.widths = std::move(widths);
+    REQUIRE(warm::write_dense_model((repo() / name / "1" / "model.safetensors").string(), o));
+  }
+
+  // Starts warmd (the unix listener plus `extra`) and waits (bounded) until the unix socket
+  // accepts connections; every listener is bound by then.
+  void start(const std::vector<std::string>& extra = {}) {
+    spawn(base_args(true, extra));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!accepting()) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        FAIL("warmd exited during startup (status " << status << "): " << log());
+      }
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  // Runs warmd with `args` after the repo/state/device flags (no listen address unless given)
+  // and returns its exit status; -1 when it did not exit on its own within 10 s.
+  int run_to_exit(const std::vector<std::string>& args) {
+    spawn(base_args(false, args));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    int status = 0;
+    while (::waitpid(pid_, &status, WNOHANG) != pid_) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        pid_ = -1;
+        return -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  // SIGTERM; the exit status (-1 if it did not exit normally within 20 s).
+  int stop() { return end(SIGTERM); }
+  // SIGKILL, reaped.
+  void crash() { end(SIGKILL); }
+
+  std::string log() const {
+    std::ifstream in(dir_ / "warmd.log");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+
+ private:
+  std::vector<std::string> base_args(bool with_unix, const std::vector<std::string>& extra) const {
+    const char* exe = std::getenv("WARMD");
+    REQUIRE(exe != nullptr);
+    std::vector<std::string> args{exe, "--repo", repo().string(), "--state", (dir_ / "state").string(),
+                                  "--device", device, "--log-level", "warn"};
+    if (with_unix) {
+      args.push_back("--listen");
+      args.push_back(address());
+    }
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+
+  void spawn(std::vector<std::string> args) {
+    REQUIRE(pid_ < 0);
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
+      ::umask(child_umask);
+      int log = ::open((dir_ / "warmd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+      if (log >= 0) {
+        ::dup2(log, 1);
+        ::dup2(log, 2);
+      }
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+
+  int end(int signal) {
+    REQUIRE(pid_ > 0);
+    ::kill(pid_, signal);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    int status = 0;
+    while (::waitpid(pid_, &status, WNOHANG) != pid_) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        pid_ = -1;
+        return -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  bool accepting() const {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket().c_str(), sizeof(addr.sun_path) - 1);
+    bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(fd);
+    return ok;
+  }
+
+  fs::path dir_;
+  pid_t pid_ = -1;
+};
+
+// A status call on `warm` (an unknown id answers ok with state notFound): true when it worked.
+bool status_works(r::Warm::Client& warm, kj::WaitScope& ws) {
+  auto req = warm.getModelStatusRequest();
+  req.setId("no-such-model");
+  auto res = req.send().wait(ws);
+  return res.getStatus().getCode() == Code::OK && res.getModel().getState() == r::ModelState::NOT_FOUND;
+}
+
+// An F32 input [1, width] of 0.5s.
+warm::tensor input(std::uint64_t width) {
+  warm::tensor t;
+  t.name = "input";
+  t.shape = {1, width};
+  t.data.resize(width * 4);
+  float v = 0.5f;
+  for (std::uint64_t i = 0; i < width; ++i) std::memcpy(t.data.data() + 4 * i, &v, 4);
+  return t;
+}
+
+class ignore_errors final : public kj::TaskSet::ErrorHandler {
+ public:
+  void taskFailed(kj::Exception&&) override {}
+};
+
+std::string write_token(const fs::path& path, const std::string& token) {
+  std::ofstream(path) << token << "\n";
+  return path.string();
+}
+
+}  // namespace
+
+TEST_CASE("a loopback TCP listener without --allow-remote serves Warm directly") {
+  warmd_process d;
+  auto port = free_port();
+  d.start({"--listen", "127.0.0.1:" + std::to_string(port)});
+  capnp::EzRpcClient tcp("127.0.0.1", port);
+  auto warm = tcp.getMain<r::Warm>();
+  CHECK(status_works(warm, tcp.getWaitScope()));
+  CHECK(d.stop() == 0);
+}
+
+TEST_CASE("with --allow-remote the TCP bootstrap is an Authenticator that wants the token") {
+  warmd_process d;
+  const std::string token = "0123456789abcdef-the-right-token";
+  auto token_file = write_token(d.dir() / "token", token);
+  auto port = free_port();
+  // 127.0.0.1 stands in for a remote-reachable host: the bootstrap depends on --allow-remote only.
+  d.start({"--listen", "127.0.0.1:" + std::to_string(port), "--allow-remote", "--token-file", token_file});
+
+  capnp::EzRpcClient tcp("127.0.0.1", port);
+  auto& ws = tcp.getWaitScope();
+  auto auth = tcp.getMain<r::Authenticator>();
+
+  SECTION("the right token gets a working Warm") {
+    auto req = auth.authenticateRequest();
+    req.setToken(token);
+    auto res = req.send().wait(ws);
+    REQUIRE(res.getStatus().getCode() == Code::OK);
+    REQUIRE(res.hasWarm());
+    auto warm = res.getWarm();
+    CHECK(status_works(warm, ws));
+  }
+  SECTION("a wrong token gets unauthenticated and no capability") {
+    for (std::string wrong : {std::string("0123456789abcdef-the-wrong-token"), token.substr(0, token.size() - 1),
+                              token + "x", std::string()}) {
+      auto req = auth.authenticateRequest();
+      req.setToken(wrong);
+      auto res = req.send().wait(ws);
+      CHECK(res.getStatus().getCode() == Code::UNAUTHENTICATED);
+      CHECK_FALSE(res.hasWarm());
+      auto warm = res.getWarm();  // a null capability: every call fails
+      CHECK_THROWS(warm.getModelStatusRequest().send().wait(ws));
+    }
+    // The connection still answers, and the right token still works after wrong ones.
+    auto req = auth.authenticateRequest();
+    req.setToken(token);
+    CHECK(req.send().wait(ws).getStatus().getCode() == Code::OK);
+  }
+  SECTION("the bootstrap is not Warm: calling Warm's methods on it fails") {
+    auto warm = tcp.getMain<r::Warm>();
+    CHECK_THROWS(status_works(warm, ws));
+  }
+  CHECK(d.stop() == 0);
+}
+
+TEST_CASE("refused exposure: usage errors exit 2") {
+  warmd_process d;
+  auto port = std::to_string(free_port());
+  SECTION("--allow-remote without --token-file") {
+    CHECK(d.run_to_exit({"--listen", "127.0.0.1:" + port, "--allow-remote"}) == 2);
+  }
+  SECTION("a non-loopback address without --allow-remote") {
+    CHECK(d.run_to_exit({"--listen", "0.0.0.0:" + port}) == 2);
+  }
+  SECTION("a token file holding a short token") {
+    auto token_file = write_token(d.dir() / "token", "short");
+    CHECK(d.run_to_exit({"--listen", "127.0.0.1:" + port, "--allow-remote", "--token-file", token_file}) == 2);
+  }
+}
+
+TEST_CASE("--max-tensor-bytes: a larger input tensor is tooLarge and the connection stays usable") {
+  warmd_process d;
+  d.write_model("wide", {512, 4});  // input: 512 F32 = 2048 bytes
+  d.write_model("narrow", {8, 4});  // input: 32 bytes
+  d.start({"--max-tensor-bytes", "1024"});
+  capnp::EzRpcClient c(d.address());
+  auto& ws = c.getWaitScope();
+  auto warm = c.getMain<r::Warm>();
+  for (auto id : {"wide", "narrow"}) {
+    auto req = warm.registerModelRequest();
+    req.setId(id);
+    req.getInfo().setPath(id);
+    REQUIRE(req.send().wait(ws).getStatus().getCode() == Code::OK);
+  }
+  auto infer = [&](const std::string& target, std::uint64_t width) {
+    auto req = warm.inferRequest();
+    r::to_capnp(warm::infer_request{target, {input(width)}}, req.initRequest());
+    return req.send().wait(ws);
+  };
+  {
+    auto res = infer("wide", 512);
+    CHECK(res.getStatus().getCode() == Code::TOO_LARGE);
+    CHECK(std::string(res.getStatus().getMessage().cStr()).find("1024") != std::string::npos);
+    CHECK_FALSE(res.hasResult());
+  }
+  CHECK(status_works(warm, ws));
+  CHECK(infer("narrow", 8).getStatus().getCode() == Code::OK);
+  CHECK(infer("wide", 512).getStatus().getCode() == Code::TOO_LARGE);  // again, same connection
+  CHECK(status_works(warm, ws));
+  CHECK(d.stop() == 0);
+}
+
+TEST_CASE("the unix socket file is mode 0600 whatever the umask") {
+  warmd_process d;
+  d.child_umask = 0;  // would give 0777 to a socket created naively
+  d.start();
+  struct stat st {};
+  REQUIRE(::lstat(d.socket().c_str(), &st) == 0);
+  CHECK(S_ISSOCK(st.st_mode));
+  CHECK((st.st_mode & 07777) == 0600);
+  CHECK(d.stop() == 0);
+}
+
+TEST_CASE("kill -9 during loads and registrations: every acknowledged registration survives") {
+  warmd_process d;
+  d.device = "host:24MiB";  // room for two of the 8 MiB models: loads evict and keep loading
+  const auto widths = warm::widths_for_bytes(8u << 20, 1024, 16);
+  const int files = 4;
+  for (int f = 0; f < files; ++f) d.write_model("f" + std::to_string(f), widths);
+  d.start();
+
+  std::set<std::string> acked;
+  std::mt19937 rng(std::random_device{}());
+  {
+    capnp::EzRpcClient c(d.address());
+    auto& ws = c.getWaitScope();
+    auto& timer = c.getIoProvider().getTimer();
+    auto warm = c.getMain<r::Warm>();
+
+    // A closed loop of registrations (4 outstanding), each queueing a load of its 8 MiB model.
+    const int total = 1000000, outstanding = 4;  // never reached: the kill ends it
+    int sent = 0, failed = 0;
+    ignore_errors errors;
+    kj::TaskSet tasks(errors);
+    std::function<void()> send_one = [&] {
+      if (sent >= total) return;
+      char id[16];
+      std::snprintf(id, sizeof(id), "m%07d", sent);
+      auto req = warm.registerModelRequest();
+      req.setId(id);
+      req.getInfo().setPath("f" + std::to_string(sent % files));
+      req.setLoadNow(true);
+      ++sent;
+      tasks.add(req.send().then(
+          [&, name = std::string(id)](capnp::Response<r::Warm::RegisterModelResults>&& res) {
+            if (res.getStatus().getCode() == Code::OK)
+              acked.insert(name);
+            else
+              ++failed;
+            send_one();
+          },
+          [&](kj::Exception&&) { ++failed; }));  // the daemon died with it in flight
+    };
+    for (int i = 0; i < outstanding; ++i) send_one();
+
+    // Some acknowledgements first, then a random moment.
+    for (int i = 0; i < 1000 && acked.size() < 5; ++i) timer.afterDelay(5 * kj::MILLISECONDS).wait(ws);
+    REQUIRE(acked.size() >= 5);
+    auto delay = std::uniform_int_distribution<int>(0, 300)(rng);
+    timer.afterDelay(delay * kj::MILLISECONDS).wait(ws);
+    {
+      // Loads were going on: the registrations' loadNow keeps the loader busy.
+      auto snapshot = warm.inspectRequest().send().wait(ws);
+      REQUIRE(snapshot.getStatus().getCode() == Code::OK);
+      CHECK(snapshot.getInspection().getLoadsStarted() > 0);
+      INFO("running loads at the kill: " << snapshot.getInspection().getRunning().size());
+    }
+    d.crash();
+    // Answers the daemon sent before it died count as acknowledged too: drain them.
+    timer.afterDelay(100 * kj::MILLISECONDS).wait(ws);
+    INFO("killed after " << delay << " ms with " << acked.size() << " acked, " << sent << " sent, "
+                         << failed << " failed or cut off");
+    CHECK(failed <= outstanding);  // only the ones in flight at the kill
+    CHECK(sent > static_cast<int>(acked.size()));  // registrations were in flight at the kill
+  }
+
+  d.start();
+  capnp::EzRpcClient c(d.address());
+  auto& ws = c.getWaitScope();
+  auto warm = c.getMain<r::Warm>();
+  std::set<std::string> listed;
+  std::string after;
+  for (int pages = 0; pages < 100; ++pages) {
+    auto req = warm.listModelsRequest();
+    req.setAfter(after);
+    auto res = req.send().wait(ws);
+    REQUIRE(res.getStatus().getCode() == Code::OK);
+    for (auto m : res.getModels()) listed.insert(m.getId().cStr());
+    after = res.getNext().cStr();
+    if (after.empty()) break;
+  }
+  std::vector<std::string> missing;
+  std::set_difference(acked.begin(), acked.end(), listed.begin(), listed.end(), std::back_inserter(missing));
+  INFO("missing after the restart: " << missing.size() << " of " << acked.size()
+                                     << (missing.empty() ? "" : ", first " + missing.front()));
+  CHECK(missing.empty());
+
+  // The restarted daemon loads and serves one of them.
+  auto id = *acked.begin();
+  {
+    auto req = warm.ensureLoadedRequest();
+    req.setId(id);
+    req.setSync(true);
+    REQUIRE(req.send().wait(ws).getStatus().getCode() == Code::OK);
+  }
+  {
+    auto req = warm.inferRequest();
+    r::to_capnp(warm::infer_request{id, {input(widths.front())}}, req.initRequest());
+    auto res = req.send().wait(ws);
+    REQUIRE(res.getStatus().getCode() == Code::OK);
+    CHECK(std::string(res.getResult().getModel().cStr()) == id);
+    REQUIRE(res.getResult().getOutputs().size() == 1);
+    CHECK(res.getResult().getOutputs()[0].getData().size() == widths.back() * 4);
+  }
+  CHECK(d.stop() == 0);
+}
