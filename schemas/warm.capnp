@@ -68,6 +68,7 @@ struct ModelStatus {
   loadStddevMs @11 :Float64;   # and standard deviation
   lastError @12 :Status;       # LOADING_FAILED: the recorded failure (code loadFailed or modelTooLarge)
   retryInSeconds @13 :Float64; # LOADING_FAILED: until the next attempt is allowed
+  loadedBytes @14 :UInt64;     # LOADING: bytes copied so far (progress); LOADED: bytes
 }
 
 enum VModelState {

@@ -27,6 +27,9 @@ TEST_CASE("a miss waits for the load and a hit does not; outputs equal the execu
   f.loader->hold();
   auto pending = f.rt->infer({"m", {test::input(3)}});
   REQUIRE(f.loader->wait_started(1));
+  auto loading = f.rt->status("m").get();
+  CHECK(loading->state == model_state::loading);
+  CHECK(loading->loaded_bytes == 0);  // held at the gate before copying
   f.time->advance(40ms);
   f.loader->open_gate();
   auto miss = pending.get();
@@ -41,6 +44,7 @@ TEST_CASE("a miss waits for the load and a hit does not; outputs equal the execu
   auto hit = f.rt->infer({"m", {test::input(3)}}).get();
   REQUIRE(hit);
   CHECK(hit->cache_hit);
+  CHECK(f.rt->status("m").get()->loaded_bytes == test::small_model_bytes);
   CHECK(hit->load_wait_ms == 0);
   CHECK(floats(hit->outputs[0]) == floats(miss->outputs[0]));
 

@@ -2,6 +2,8 @@
 // fake asynchronous target that checks no staging slot is overwritten while its copy is in flight.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+
 #include <cstring>
 #include <optional>
 
@@ -78,7 +80,9 @@ TEST_CASE("double buffering copies every byte exactly once, overlapping two chun
     for (std::size_t slots : {1, 2, 3}) {
       INFO("chunk " << chunk << " slots " << slots);
       fake_async_target target(body.size(), chunk, slots);
-      REQUIRE(warm::upload(*file, prefix.size(), body.size(), target));
+      std::atomic<std::uint64_t> progress{0};
+      REQUIRE(warm::upload(*file, prefix.size(), body.size(), target, &progress));
+      CHECK(progress == body.size());  // the live count reaches every byte
       CHECK(target.destination == body);
       CHECK(target.in_flight() == 0);  // drained on return
       CHECK(target.submits == (body.size() + chunk - 1) / chunk);

@@ -9,6 +9,7 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/actor.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -111,6 +112,7 @@ struct model_status_request {
 struct model_unregister {};
 struct load_started {
   std::string device;
+  std::shared_ptr<std::atomic<std::uint64_t>> progress;  // bytes copied so far (live)
 };
 struct load_done {
   std::string device;
@@ -239,6 +241,7 @@ struct load_job {
   std::shared_ptr<device> dev;
   std::string path;
   std::shared_ptr<memory_reservation> reservation;
+  std::shared_ptr<std::atomic<std::uint64_t>> progress;  // the worker's live byte count
 };
 
 }  // namespace warm::msg

@@ -90,6 +90,9 @@ class memory_reservation {
 struct load_stats {
   std::uint64_t bytes = 0;
   double seconds = 0;
+  // When set by the caller, updated (relaxed) with the bytes copied so far while the load runs:
+  // the live progress an operator watches ("ensure --sync" progress bars).
+  std::atomic<std::uint64_t>* copied = nullptr;
   double gbps() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0; }
 };
 

@@ -28,6 +28,7 @@ caf::behavior loader_worker(caf::stateful_actor<worker_state>* self, std::shared
         msg::load_result result;
         result.load_id = job.load_id;
         load_stats stats;
+        stats.copied = job.progress.get();
         auto loaded = self->state.loader->load(*job.dev, job.path, std::move(*job.reservation), &stats);
         if (loaded)
           result.model = std::make_shared<std::unique_ptr<resident_model>>(std::move(*loaded));
@@ -257,8 +258,9 @@ caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> con
           ++s.started;
           auto worker = s.idle_workers.back();
           s.idle_workers.pop_back();
-          self->send(r.owner, msg::load_started{s.device_names[r.device]});
-          self->send(worker, msg::load_job{r.id, s.config.devices[r.device], r.path, std::move(m.reservation)});
+          auto progress = std::make_shared<std::atomic<std::uint64_t>>(0);
+          self->send(r.owner, msg::load_started{s.device_names[r.device], progress});
+          self->send(worker, msg::load_job{r.id, s.config.devices[r.device], r.path, std::move(m.reservation), progress});
         } else if (m.error.code == errc::capacity_exhausted) {
           --s.running;
           s.blocked[r.device] = true;

@@ -29,6 +29,7 @@ struct model_state_data {
   std::shared_ptr<serving_slot> slot;  // while LOADED
   caf::actor slot_device;              // the device actor holding `slot`
   std::string device;                  // where loaded or loading
+  std::shared_ptr<std::atomic<std::uint64_t>> progress;  // LOADING: bytes copied so far
   std::vector<waiter> waiters;
   bool load_pending = false;           // the pool holds a load of ours (queued or running)
   bool started = false;                // ... and it has started
@@ -139,6 +140,8 @@ model_status status_of(model_state_data& s) {
   if (s.slot && s.slot->uses() && s.slot->last_used() > last) last = s.slot->last_used();
   st.idle_seconds = st.requests ? std::chrono::duration<double>(now - last).count() : -1;
   st.loads = s.loads;
+  if (s.state == model_state::loaded) st.loaded_bytes = s.bytes;
+  if (s.state == model_state::loading && s.progress) st.loaded_bytes = s.progress->load(std::memory_order_relaxed);
   if (s.state == model_state::loading_failed) {
     st.last_error = s.last_error;
     st.retry_in_seconds = std::max(0.0, std::chrono::duration<double>(s.retry_at - now).count());
@@ -198,11 +201,13 @@ caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> con
         auto& s = self->state;
         s.started = true;
         s.device = m.device;
+        s.progress = m.progress;
         set_state(self, model_state::loading);
       },
       [=](msg::load_done& m) {
         auto& s = self->state;
         s.load_pending = s.started = false;
+        s.progress.reset();
         auto device = caf::actor_cast<caf::actor>(self->current_sender());
         if (s.unregistered) {
           self->send(device, msg::unload{s.id, m.slot});
@@ -226,6 +231,7 @@ caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> con
       [=](msg::load_failed& m) {
         auto& s = self->state;
         s.load_pending = s.started = false;
+        s.progress.reset();
         s.device.clear();
         s.retry_at = m.retry_at;
         auto code = m.error.code == errc::model_too_large ? errc::model_too_large : errc::load_failed;
@@ -237,6 +243,7 @@ caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> con
       [=](msg::load_cancelled&) {
         auto& s = self->state;
         s.load_pending = s.started = false;
+        s.progress.reset();
         if (!s.unregistered && !s.waiters.empty()) request_load(self, true, s.waiters.front().arrival);
         stop_if_done(self);
       },

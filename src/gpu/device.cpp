@@ -83,7 +83,8 @@ expected<std::unique_ptr<resident_model>> device::load_into(const model_file& fi
   auto buffer = allocate(std::move(reservation));
   if (!buffer) return std::move(buffer).error();
   auto target = upload_target_for(**buffer);
-  if (auto r = upload(*opened, file.header.data_offset, file.spec.data_bytes, *target); !r)
+  if (auto r = upload(*opened, file.header.data_offset, file.spec.data_bytes, *target, stats ? stats->copied : nullptr);
+      !r)
     return std::move(r).error();
   if (stats) {
     stats->bytes = file.spec.data_bytes;

@@ -5,7 +5,7 @@
 namespace warm {
 
 expected<void> upload(const read_file& file, std::uint64_t file_offset, std::uint64_t bytes,
-                      upload_target& target) {
+                      upload_target& target, std::atomic<std::uint64_t>* progress) {
   const std::size_t slots = std::max<std::size_t>(1, target.slots());
   const std::uint64_t chunk = std::max<std::size_t>(1, target.chunk_bytes());
   auto drain = [&]() -> expected<void> {
@@ -32,6 +32,7 @@ expected<void> upload(const read_file& file, std::uint64_t file_offset, std::uin
       (void)drain();
       return r;
     }
+    if (progress) progress->store(done + n, std::memory_order_relaxed);
   }
   return drain();
 }

@@ -7,6 +7,8 @@
 // in flight, the next chunk is read into slot 1-k; a slot is reused only after wait(slot).
 #pragma once
 
+#include <atomic>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -33,7 +35,8 @@ class upload_target {
 
 // Copies `bytes` of `file` starting at `file_offset` to offsets [0, bytes) of the target's
 // destination. On return (success or error) no copy is in flight. Errors: load_failed.
+// `progress`, when set, is updated (relaxed) with the bytes handed to the target so far.
 expected<void> upload(const read_file& file, std::uint64_t file_offset, std::uint64_t bytes,
-                      upload_target& target);
+                      upload_target& target, std::atomic<std::uint64_t>* progress = nullptr);
 
 }  // namespace warm

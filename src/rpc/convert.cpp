@@ -162,6 +162,7 @@ void to_capnp(const model_status& s, ModelStatus::Builder out) {
   out.setLoadStddevMs(s.loads.variance_ms2 > 0 ? std::sqrt(s.loads.variance_ms2) : 0.0);
   to_capnp(s.last_error, out.initLastError());
   out.setRetryInSeconds(s.retry_in_seconds);
+  out.setLoadedBytes(s.loaded_bytes);
 }
 
 model_status from_capnp(ModelStatus::Reader s) {
@@ -180,6 +181,7 @@ model_status from_capnp(ModelStatus::Reader s) {
   out.loads.variance_ms2 = s.getLoadStddevMs() * s.getLoadStddevMs();
   out.last_error = optional_error(s.getLastError());
   out.retry_in_seconds = s.getRetryInSeconds();
+  out.loaded_bytes = s.getLoadedBytes();
   return out;
 }
 

@@ -3,6 +3,8 @@
 #include <iostream>
 #include <memory>
 
+#include <unistd.h>
+
 #include "commands.hpp"
 #include "format.hpp"
 #include "rpc/convert.hpp"
@@ -124,6 +126,28 @@ void add_status(CLI::App& app, command_context& ctx) {
   });
 }
 
+// While `pending` (ensureLoaded --sync) runs, polls the model's status every 100 ms and draws
+// a progress bar of the bytes copied on stderr (a terminal only). Erases it when done.
+template <class Pending>
+void show_progress(command_context& ctx, connection& c, const std::string& id, Pending& pending) {
+  auto& timer = ctx.s.io().provider->getTimer();
+  bool drawn = false;
+  while (!pending.poll(ctx.s.wait_scope())) {
+    timer.afterDelay(100 * kj::MILLISECONDS).wait(ctx.s.wait_scope());
+    if (pending.poll(ctx.s.wait_scope())) break;
+    auto req = c.warm().getModelStatusRequest();
+    req.setId(id);
+    auto st = ctx.s.wait(req.send()).getModel();
+    if (st.getState() != r::ModelState::LOADING || st.getBytes() == 0) continue;
+    double fraction = static_cast<double>(st.getLoadedBytes()) / static_cast<double>(st.getBytes());
+    int filled = static_cast<int>(fraction * 30);
+    std::cerr << "\r[" << std::string(filled, '#') << std::string(30 - filled, ' ') << "] "
+              << format_bytes(st.getLoadedBytes()) << " / " << format_bytes(st.getBytes()) << "   " << std::flush;
+    drawn = true;
+  }
+  if (drawn) std::cerr << "\r" << std::string(70, ' ') << "\r" << std::flush;
+}
+
 void add_ensure(CLI::App& app, command_context& ctx) {
   auto* cmd = app.add_subcommand("ensure", "Load model (or vmodel) ID if needed; counts as a use");
   auto id = std::make_shared<std::string>();
@@ -136,7 +160,9 @@ void add_ensure(CLI::App& app, command_context& ctx) {
       auto req = c.warm().ensureLoadedRequest();
       req.setId(*id);
       req.setSync(*sync);
-      auto reply = ctx.s.wait(req.send());
+      auto pending = req.send();
+      if (*sync && !ctx.options.json && isatty(STDERR_FILENO)) show_progress(ctx, c, *id, pending);
+      auto reply = ctx.s.wait(std::move(pending));
       if (int rc = check_status(reply.getStatus())) return rc;
       double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
