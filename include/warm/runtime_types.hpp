@@ -46,7 +46,6 @@ struct model_status {
   model_state state = model_state::not_found;
   std::string device;         // where it is loaded or loading; empty otherwise
   std::uint64_t bytes = 0;    // bytes it takes on a device
-  std::uint64_t loaded_bytes = 0;  // LOADING: copied so far (progress); LOADED: bytes
   std::uint64_t requests = 0;  // uses: inferences and ensureLoaded calls
   std::uint64_t hits = 0;      // uses served without waiting for a load
   double requests_per_second = 0;  // moving average (60 s time constant)
@@ -55,6 +54,7 @@ struct model_status {
   load_time_stats loads;
   std::optional<warm::error> last_error;    // the recorded load failure, while it blocks loads
   double retry_in_seconds = 0;              // loading_failed: until the next attempt is allowed
+  std::uint64_t loaded_bytes = 0;           // LOADING: copied so far (progress); LOADED: bytes
 };
 
 enum class vmodel_state { not_found, defined, transitioning, transition_failed };
