@@ -103,7 +103,10 @@ msg::reserve_result reserve_bytes(self_ptr self, const msg::reserve& m) {
   auto& s = self->state;
   msg::reserve_result result;
   result.load_id = m.load_id;
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  // A refusal must leave the pool a wake-up: an idle event of a busy model, a draining slot's
+  // release, an install, or (when models keep turning idle and busy again between our looks)
+  // a retry after a millisecond.
+  for (int attempt = 0; attempt < 4; ++attempt) {
     make_room(self, m.model, m.bytes);
     auto reserved = s.config.dev->reserve(m.bytes);  // budget only: the loader thread allocates
     if (reserved) {
@@ -113,8 +116,12 @@ msg::reserve_result reserve_bytes(self_ptr self, const msg::reserve& m) {
     result.error = std::move(reserved).error();
     if (result.error.code != errc::capacity_exhausted) return result;
     s.pool_waiting = true;
-    if (!watch_busy_models(s)) break;
+    if (!watch_busy_models(s)) return result;  // an idle event is on its way (or nothing is busy)
   }
+  // Every busy model was idle again when asked, and busy again when we tried: no event is
+  // pending, so schedule the retry ourselves.
+  s.pool_waiting = false;
+  self->delayed_send(s.pool, std::chrono::milliseconds(1), msg::device_freed{s.config.index});
   return result;
 }
 
