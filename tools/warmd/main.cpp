@@ -4,9 +4,11 @@
 // cannot start, 2 on a usage or configuration error.
 #include <CLI/CLI.hpp>
 #include <signal.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -142,16 +144,29 @@ warm::expected<std::string> read_token(const std::string& path) {
   return token;
 }
 
+// The stop signals' self-pipe (see main).
+int signal_pipe[2] = {-1, -1};
+
+void on_stop_signal(int signal_number) {
+  int saved = errno;
+  [[maybe_unused]] auto n = ::write(signal_pipe[1], &signal_number, sizeof signal_number);
+  errno = saved;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Every thread started from here on inherits the blocked signals; the main thread takes them
-  // with sigwait.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // SIGINT/SIGTERM may be delivered to any thread — including OpenBLAS's, which exist before
+  // main() and so cannot inherit a blocked mask (blocking + sigwait lost the race now and then,
+  // and the default action killed the process). A handler instead, on whatever thread, writes
+  // the signal to a pipe the main thread waits on.
+  if (::pipe(signal_pipe) != 0) return exit_failure;
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
   CLI::App app{"warmd: the warm model-cache daemon (Cap'n Proto RPC, see schemas/warm.capnp)"};
@@ -234,7 +249,8 @@ int main(int argc, char** argv) {
   spdlog::info("warmd ready: {} device(s), policy {}, state {}", c.device.size(), c.policy, c.state);
 
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  while (::read(signal_pipe[0], &signal_number, sizeof signal_number) < 0 && errno == EINTR) {
+  }
   spdlog::info("{}: stopping", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
   (*service)->stop();  // stop accepting, finish in-flight calls, close connections
   service->reset();
