@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "rpc/convert.hpp"
+#include "support/warmd_process.hpp"
 #include "warm/model_writer.hpp"
 
 namespace fs = std::filesystem;
@@ -30,99 +31,8 @@ using Code = warm::rpc::Status::Code;
 
 namespace {
 
-// A warmd process on a temporary directory: repo/, state/ and w.sock inside it.
-class warmd_process {
- public:
-  warmd_process() {
-    char tmpl[] = "/tmp/warmd-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    dir_ = tmpl;
-    fs::create_directories(dir_ / "repo");
-  }
-  ~warmd_process() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
+using warm::test::warmd_process;
 
-  fs::path repo() const { return dir_ / "repo"; }
-  std::string socket() const { return (dir_ / "w.sock").string(); }
-  std::string address() const { return "unix:" + socket(); }
-
-  // Writes repo/<name>/1/model.safetensors with these widths.
-  void write_model(const std::string& name, std::vector<std::uint64_t> widths) {
-    warm::dense_model_options o;
-    o.widths = std::move(widths);
-    auto ok = warm::write_dense_model((repo() / name / "1" / "model.safetensors").string(), o);
-    REQUIRE(ok);
-  }
-
-  // Starts warmd and waits (bounded) until its socket accepts connections.
-  void start(std::vector<std::string> extra = {}) {
-    const char* exe = std::getenv("WARMD");
-    REQUIRE(exe != nullptr);
-    std::vector<std::string> args{exe,          "--repo",      repo().string(), "--state", (dir_ / "state").string(),
-                                  "--listen",   address(),     "--device",      "host:4MiB",
-                                  "--log-level", "warn"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = ::fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
-      int log = ::open((dir_ / "warmd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-      if (log >= 0) {
-        ::dup2(log, 1);
-        ::dup2(log, 2);
-      }
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(exe, argv.data());
-      ::_exit(127);
-    }
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!accepting()) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        FAIL("warmd exited during startup (status " << status << ")");
-      }
-      REQUIRE(std::chrono::steady_clock::now() < deadline);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
-
-  // Sends SIGTERM and returns the exit status (-1 if it did not exit normally within 20 s).
-  int stop() {
-    REQUIRE(pid_ > 0);
-    ::kill(pid_, SIGTERM);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    int status = 0;
-    while (::waitpid(pid_, &status, WNOHANG) != pid_) {
-      if (std::chrono::steady_clock::now() > deadline) return -1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
- private:
-  bool accepting() const {
-    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, socket().c_str(), sizeof(addr.sun_path) - 1);
-    bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    ::close(fd);
-    return ok;
-  }
-
-  fs::path dir_;
-  pid_t pid_ = -1;
-};
 
 // A connected client: the Warm capability and the event loop to wait on.
 struct client {

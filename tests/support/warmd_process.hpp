@@ -1,0 +1,176 @@
+// A real warmd for black-box tests: started on a temporary directory, waited for until its socket
+// accepts, stopped with SIGTERM (its exit status checked) or crashed with SIGKILL. Header-only;
+// used by warmd_test and warmd_security_test.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "warm/model_writer.hpp"
+
+namespace warm::test {
+
+namespace fs = std::filesystem;
+
+// warmd processes, one at a time, on one temporary directory: repo/, state/ and w.sock inside it.
+// The daemon is build/warmd, named by the WARMD environment variable (meson sets it).
+class warmd_process {
+ public:
+  warmd_process() {
+    char tmpl[] = "/tmp/warmd-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    dir_ = tmpl;
+    fs::create_directories(dir_ / "repo");
+  }
+  ~warmd_process() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  fs::path dir() const { return dir_; }
+  fs::path repo() const { return dir_ / "repo"; }
+  std::string socket() const { return (dir_ / "w.sock").string(); }
+  std::string address() const { return "unix:" + socket(); }
+  std::string device = "host:4MiB";
+  mode_t child_umask = 022;  // the umask warmd starts with
+
+  // Writes repo/<name>/1/model.safetensors with these widths.
+  void write_model(const std::string& name, std::vector<std::uint64_t> widths) {
+    warm::dense_model_options o;
+    o.widths = std::move(widths);
+    REQUIRE(warm::write_dense_model((repo() / name / "1" / "model.safetensors").string(), o));
+  }
+
+  // Starts warmd (the unix listener plus `extra`) and waits (bounded) until the unix socket
+  // accepts connections; every listener is bound by then.
+  void start(const std::vector<std::string>& extra = {}) {
+    spawn(base_args(true, extra));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!accepting()) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        FAIL("warmd exited during startup (status " << status << "): " << log());
+      }
+      REQUIRE(std::chrono::steady_clock::now() < deadline);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  // Runs warmd with `args` after the repo/state/device flags (no listen address unless given)
+  // and returns its exit status; -1 when it did not exit on its own within 10 s.
+  int run_to_exit(const std::vector<std::string>& args) {
+    spawn(base_args(false, args));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    int status = 0;
+    while (::waitpid(pid_, &status, WNOHANG) != pid_) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        pid_ = -1;
+        return -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  // SIGTERM; the exit status (-1 if it did not exit normally within 20 s).
+  int stop() { return end(SIGTERM); }
+  // SIGKILL, reaped.
+  void crash() { end(SIGKILL); }
+
+  std::string log() const {
+    std::ifstream in(dir_ / "warmd.log");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+
+ private:
+  std::vector<std::string> base_args(bool with_unix, const std::vector<std::string>& extra) const {
+    const char* exe = std::getenv("WARMD");
+    REQUIRE(exe != nullptr);
+    std::vector<std::string> args{exe, "--repo", repo().string(), "--state", (dir_ / "state").string(),
+                                  "--device", device, "--log-level", "warn"};
+    if (with_unix) {
+      args.push_back("--listen");
+      args.push_back(address());
+    }
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+
+  void spawn(std::vector<std::string> args) {
+    REQUIRE(pid_ < 0);
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
+      ::umask(child_umask);
+      int log = ::open((dir_ / "warmd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+      if (log >= 0) {
+        ::dup2(log, 1);
+        ::dup2(log, 2);
+      }
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+
+  int end(int signal) {
+    REQUIRE(pid_ > 0);
+    ::kill(pid_, signal);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    int status = 0;
+    while (::waitpid(pid_, &status, WNOHANG) != pid_) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        pid_ = -1;
+        return -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  bool accepting() const {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket().c_str(), sizeof(addr.sun_path) - 1);
+    bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(fd);
+    return ok;
+  }
+
+  fs::path dir_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace warm::test
