@@ -82,19 +82,7 @@ class warmd_process {
   // and returns its exit status; -1 when it did not exit on its own within 10 s.
   int run_to_exit(const std::vector<std::string>& args) {
     spawn(base_args(false, args));
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    int status = 0;
-    while (::waitpid(pid_, &status, WNOHANG) != pid_) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, nullptr, 0);
-        pid_ = -1;
-        return -1;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return reap_within(std::chrono::seconds(10));
   }
 
   // SIGTERM; the exit status (-1 if it did not exit normally within 20 s).
@@ -144,7 +132,13 @@ class warmd_process {
   int end(int signal) {
     REQUIRE(pid_ > 0);
     ::kill(pid_, signal);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    return reap_within(std::chrono::seconds(20));
+  }
+
+  // Waits for the process to exit: its exit status, or -1 when it was killed by a signal or did
+  // not exit within `limit` (then it is killed).
+  int reap_within(std::chrono::seconds limit) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
     int status = 0;
     while (::waitpid(pid_, &status, WNOHANG) != pid_) {
       if (std::chrono::steady_clock::now() > deadline) {

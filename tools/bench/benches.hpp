@@ -83,6 +83,7 @@ int run_policy(const policy_bench_options& options);
 
 // Percentile (0..100) of samples, which it sorts.
 double percentile(std::vector<double>& samples, double pct);
+inline double median(std::vector<double> samples) { return percentile(samples, 50); }
 
 // A fresh directory under the system temp dir, removed (recursively) on destruction.
 class scratch_dir {

@@ -110,8 +110,6 @@ phase_result run_phase(int threads, double seconds, const call_fn& call) {
 }
 
 
-double median(std::vector<double> v) { return percentile(v, 50); }
-
 }  // namespace
 
 int run_hitpath(const hitpath_options& options) {

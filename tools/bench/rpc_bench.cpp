@@ -230,8 +230,6 @@ phase_result run_phase(bool warm_server, const std::string& path, int clients, d
   return result;
 }
 
-double median(std::vector<double> v) { return percentile(v, 50); }
-
 }  // namespace
 
 int run_rpc(const rpc_options& options) {
