@@ -85,6 +85,16 @@ struct get_vmodel_status {
   std::string id;
   callback<vmodel_status> done;
 };
+// Unloads a model (or a vmodel's active model) and keeps it registered.
+struct unload_model {
+  std::string id;
+  callback<void> done;
+};
+// A model's metadata, read from its file's header.
+struct describe_model {
+  std::string id;
+  callback<model_metadata> done;
+};
 // Statuses of every model with a live actor, plus registry totals.
 struct inspect_models {
   std::function<void(std::vector<model_status>, std::uint64_t registered, std::uint64_t vmodels)> done;
@@ -110,6 +120,10 @@ struct model_status_request {
 };
 // Unregistration: cancel, unload, fail waiters with not_found, then stop.
 struct model_unregister {};
+// An operator's unload: drop the loaded copy (or a queued background load); stay registered.
+struct model_unload {
+  callback<void> done;
+};
 struct load_started {
   std::string device;
   std::shared_ptr<std::atomic<std::uint64_t>> progress;  // bytes copied so far (live)
@@ -255,6 +269,9 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::set_vmodel)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::delete_vmodel)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::get_vmodel_status)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::inspect_models)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::unload_model)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::describe_model)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_unload)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::vmodel_target_ready)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::flush_registry)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_use)

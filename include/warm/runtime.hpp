@@ -26,6 +26,7 @@
 #include "warm/clock.hpp"
 #include "warm/device.hpp"
 #include "warm/error.hpp"
+#include "warm/metrics.hpp"
 #include "warm/model_loader.hpp"
 #include "warm/policy_options.hpp"
 #include "warm/runtime_types.hpp"
@@ -82,6 +83,16 @@ class runtime {
   void list_models(const std::string& after, std::uint32_t limit, callback<std::vector<model_status>> done);
   std::future<expected<std::vector<model_status>>> list_models(const std::string& after = "", std::uint32_t limit = 0);
 
+  // Unloads the model (or a vmodel's active model) and keeps it registered: a loaded copy stops
+  // taking new requests (those in flight finish), a queued background load is cancelled.
+  // unavailable while a load that requests wait for runs; not_found for an unknown id.
+  void unload(const std::string& id, callback<void> done);
+  std::future<expected<void>> unload(const std::string& id);
+
+  // What the model (or a vmodel's active model) takes and gives, from its file's header; no load.
+  void describe(const std::string& id, callback<model_metadata> done);
+  std::future<expected<model_metadata>> describe(const std::string& id);
+
   // Loads the model (or a vmodel's active model) if needed; counts as a use. sync waits for it.
   void ensure_loaded(const std::string& id, bool sync, callback<void> done);
   std::future<expected<void>> ensure_loaded(const std::string& id, bool sync = false);
@@ -113,6 +124,9 @@ class runtime {
 
   // The devices, in option order.
   const std::vector<std::shared_ptr<device>>& devices() const;
+
+  // The live instruments (warm/metrics.hpp; prometheus_text renders them).
+  const runtime_metrics& metrics() const;
 
   runtime_impl& impl() { return *impl_; }
 

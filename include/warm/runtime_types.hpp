@@ -57,6 +57,17 @@ struct model_status {
   std::uint64_t loaded_bytes = 0;           // LOADING: copied so far (progress); LOADED: bytes
 };
 
+// What a model takes and gives (KServe V2's model metadata), read from its file's header.
+struct model_metadata {
+  std::string id;                        // the model (for a vmodel: its active model)
+  std::optional<std::uint64_t> version;  // the registered version, if one was given
+  std::uint64_t bytes = 0;               // bytes it takes on a device
+  std::uint64_t input_width = 0;         // input "input" F32 [batch, input_width]
+  std::uint64_t output_width = 0;        // output "output" F32 [batch, output_width]
+  std::uint32_t layers = 0;
+  std::string activation;                // between layers: relu, gelu, tanh or none
+};
+
 enum class vmodel_state { not_found, defined, transitioning, transition_failed };
 // "NOT_FOUND", "DEFINED", "TRANSITIONING", "TRANSITION_FAILED".
 std::string_view to_string(vmodel_state state) noexcept;

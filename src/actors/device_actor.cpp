@@ -16,6 +16,7 @@ struct resident {
   std::shared_ptr<serving_slot> slot;
   caf::actor owner;
   std::uint64_t seen_uses = 0;  // slot uses already reported to the policy
+  timestamp installed{};
 };
 
 struct device_state {
@@ -26,6 +27,7 @@ struct device_state {
   bool pool_waiting = false;  // a reservation was refused; tell the pool when anything frees
   std::uint64_t evictions = 0;
   std::uint64_t swaps = 0;  // importance heaps swapped in
+  device_metrics* metrics = nullptr;  // this device's entry in config.metrics
 
   ~device_state() {
     for (auto& [id, r] : residents) r.slot->withdraw();
@@ -52,13 +54,18 @@ void tell_pool_if_waiting(self_ptr self) {
 }
 
 // Withdraws a resident model: no new leases; its bytes return when the last one ends.
-void withdraw(self_ptr self, const std::string& model, bool evicted) {
+void withdraw(self_ptr self, const std::string& model, eviction_reason why) {
   auto& s = self->state;
   auto it = s.residents.find(model);
   if (it == s.residents.end()) return;
   auto slot = std::move(it->second.slot);
+  if (why == eviction_reason::capacity)
+    s.config.metrics->age_at_eviction.observe(
+        std::chrono::duration<double>(s.config.time->now() - it->second.installed).count());
   s.residents.erase(it);
-  s.config.policy->on_remove(model, evicted);
+  s.metrics->evictions[static_cast<int>(why)].add();
+  s.metrics->models_loaded.set(static_cast<std::int64_t>(s.residents.size()));
+  s.config.policy->on_remove(model, why == eviction_reason::capacity);
   if (!slot->withdraw()) s.draining.push_back(slot);
 }
 
@@ -84,7 +91,7 @@ void make_room(self_ptr self, const std::string& incoming, std::uint64_t bytes) 
   for (auto& model : victims) {
     auto owner = s.residents[model].owner;
     auto slot = s.residents[model].slot;
-    withdraw(self, model, true);
+    withdraw(self, model, eviction_reason::capacity);
     ++s.evictions;
     self->send(owner, msg::evicted{std::move(slot)});
   }
@@ -128,6 +135,10 @@ msg::reserve_result reserve_bytes(self_ptr self, const msg::reserve& m) {
 caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> config, caf::actor pool) {
   self->state.config = std::move(*config);
   self->state.pool = std::move(pool);
+  auto& cfg = self->state.config;
+  if (!cfg.metrics || cfg.metrics->devices.size() <= cfg.index)
+    cfg.metrics = std::make_shared<runtime_metrics>(cfg.index + 1);
+  self->state.metrics = &cfg.metrics->devices[cfg.index];
   auto weak_self = caf::actor_cast<caf::weak_actor_ptr>(self);
   return {
       [=](msg::reserve& m) { self->send(self->state.pool, reserve_bytes(self, m)); },
@@ -146,10 +157,11 @@ caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> c
         if (s.residents.count(m.model)) {
           // A newer incarnation of the model (re-registered) replaces a stale copy.
           auto stale = s.residents[m.model];
-          withdraw(self, m.model, false);
+          withdraw(self, m.model, eviction_reason::replaced);
           self->send(stale.owner, msg::evicted{stale.slot});
         }
-        s.residents[m.model] = resident{slot, m.owner, 0};
+        s.residents[m.model] = resident{slot, m.owner, 0, s.config.time->now()};
+        s.metrics->models_loaded.set(static_cast<std::int64_t>(s.residents.size()));
         s.config.policy->on_insert(m.model, slot->bytes(), m.seconds, s.config.time->now());
         // Uses already counted by the slot (the waiters' leases) reach the policy at the next sync.
         self->send(m.owner, msg::load_done{dev.name(), slot, m.seconds});
@@ -159,7 +171,7 @@ caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> c
         auto& s = self->state;
         auto it = s.residents.find(m.model);
         if (it != s.residents.end() && it->second.slot == m.slot)
-          withdraw(self, m.model, false);
+          withdraw(self, m.model, eviction_reason::unload);
         else if (m.slot && !m.slot->withdraw())
           s.draining.push_back(m.slot);
         tell_pool_if_waiting(self);

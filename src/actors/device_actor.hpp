@@ -22,6 +22,7 @@
 #include "policy/cache_policy.hpp"
 #include "warm/clock.hpp"
 #include "warm/device.hpp"
+#include "warm/metrics.hpp"
 
 namespace warm {
 
@@ -30,6 +31,7 @@ struct device_actor_config {
   std::shared_ptr<device> dev;
   std::unique_ptr<cache_policy> policy;   // moved into the actor's state
   std::shared_ptr<const clock> time;
+  std::shared_ptr<runtime_metrics> metrics;  // null: the actor keeps private ones
 };
 
 // Spawns a device actor reporting to `pool`.

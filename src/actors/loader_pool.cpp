@@ -55,6 +55,7 @@ struct load_record {
   std::size_t device = 0;
   std::uint32_t attempts = 0;
   bool cancelled = false;
+  timestamp queued_at{};  // when it last entered the queue (metrics: queue wait)
 };
 
 struct pool_state {
@@ -72,6 +73,7 @@ struct pool_state {
   std::uint64_t next_id = 1;
   std::uint64_t started = 0;
   std::uint64_t failed = 0;
+  runtime_metrics* metrics = nullptr;  // config.metrics
 };
 
 using self_ptr = caf::stateful_actor<pool_state>*;
@@ -80,6 +82,7 @@ timestamp now(self_ptr self) { return self->state.config.time->now(); }
 
 void requeue(pool_state& s, load_record& r) {
   r.at = phase::queued;
+  r.queued_at = s.config.time->now();
   if (r.entry.kind == load_queue::priority::waiting)
     s.queue.push_waiting(r.model, r.entry.first_wait);
   else
@@ -146,8 +149,18 @@ placement place(self_ptr self, const load_record& r) {
   return *best;
 }
 
+// Keeps the queue gauges current; called after every change (dispatch ends each handler).
+void publish(pool_state& s) {
+  s.metrics->load_queue_length.set(static_cast<std::int64_t>(s.queue.size()));
+  s.metrics->loads_running.set(s.running);
+}
+
 void dispatch(self_ptr self) {
   auto& s = self->state;
+  struct at_exit {
+    pool_state& s;
+    ~at_exit() { publish(s); }
+  } published{s};
   while (s.running < s.config.max_concurrent_loads && !s.queue.empty()) {
     std::optional<placement> chosen;
     auto next = s.queue.pop_first([&](const load_queue::entry& e) {
@@ -159,6 +172,7 @@ void dispatch(self_ptr self) {
     if (!next) return;  // everything left waits for room
     auto& r = s.loads.at(next->model);
     if (auto* error = std::get_if<warm::error>(&*chosen)) {
+      s.metrics->load_failures.add();
       fail(self, r, *error);
       continue;
     }
@@ -191,6 +205,7 @@ void enqueue(self_ptr self, msg::enqueue_load& m) {
     r.path = m.path;
     r.bytes = m.bytes;
     r.entry.model = m.model;
+    r.queued_at = now(self);
     s.by_id[r.id] = m.model;
     it = s.loads.emplace(m.model, std::move(r)).first;
   }
@@ -216,6 +231,8 @@ caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> con
   s.failures = failure_table(s.config.failure_expiry);
   for (auto& d : s.config.devices) s.device_names.push_back(d->name());
   s.blocked.assign(s.config.devices.size(), false);
+  if (!s.config.metrics) s.config.metrics = std::make_shared<runtime_metrics>(s.config.devices.size());
+  s.metrics = s.config.metrics.get();
   for (std::uint32_t i = 0; i < s.config.max_concurrent_loads; ++i) {
     auto worker = self->spawn<caf::detached>(loader_worker, s.config.loader, caf::actor_cast<caf::actor>(self));
     self->link_to(worker);
@@ -238,6 +255,7 @@ caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> con
           s.queue.cancel(m.model);
           self->send(r.owner, msg::load_cancelled{});
           finish(self, m.model);
+          publish(s);
         } else {
           r.cancelled = true;  // answered when the reservation or the load comes back
         }
@@ -256,6 +274,8 @@ caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> con
           r.at = phase::loading;
           ++r.attempts;
           ++s.started;
+          s.metrics->loads_started.add();
+          s.metrics->load_queue_wait.observe(std::chrono::duration<double>(now(self) - r.queued_at).count());
           auto worker = s.idle_workers.back();
           s.idle_workers.pop_back();
           auto progress = std::make_shared<std::atomic<std::uint64_t>>(0);
@@ -267,6 +287,7 @@ caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> con
           requeue(s, r);
         } else {
           --s.running;
+          s.metrics->load_failures.add();
           fail(self, r, std::move(m.error));
         }
         dispatch(self);
@@ -285,11 +306,13 @@ caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> con
           self->send(r.owner, msg::load_cancelled{});
           finish(self, r.model);
         } else if (m.model) {
+          s.metrics->load_seconds.observe(m.seconds);
           s.failures.clear(r.model);
           self->send(s.devices[device], msg::install{r.model, r.owner, std::move(m.model), m.seconds});
           finish(self, r.model);
         } else {
           s.blocked[device] = false;  // the failed load's buffer is gone
+          s.metrics->load_failures.add();
           s.failures.record(r.model, s.device_names[device], now(self), m.error);
           bool retry = r.attempts < s.config.max_attempts &&
                        s.failures.first_eligible(r.model, s.device_names, now(self)).has_value();

@@ -29,6 +29,7 @@
 
 #include "warm/clock.hpp"
 #include "warm/device.hpp"
+#include "warm/metrics.hpp"
 #include "warm/model_loader.hpp"
 
 namespace warm {
@@ -40,6 +41,7 @@ struct loader_pool_config {
   std::uint32_t max_concurrent_loads = 2;
   std::uint32_t max_attempts = 3;
   std::chrono::nanoseconds failure_expiry = std::chrono::minutes(10);
+  std::shared_ptr<runtime_metrics> metrics;  // null: the pool keeps private ones
 };
 
 // Spawns the pool and its workers. Device actors are attached afterwards (they need the pool's

@@ -185,6 +185,19 @@ void on_use(self_ptr self, msg::model_use& m) {
   if (first) request_load(self, true, m.arrival);
 }
 
+// An operator's unload. A loaded copy is withdrawn (inferences in flight finish on it); a queued
+// background load is cancelled. A load that has started, or that requests wait for, is not
+// interrupted: the answer says so, and unloading once it is loaded works.
+void on_unload(self_ptr self, msg::model_unload& m) {
+  auto& s = self->state;
+  if (s.started || !s.waiters.empty())
+    return m.done(make_error(errc::unavailable, "model '" + s.id + "' is loading for waiting requests; unload it once loaded"));
+  if (s.load_pending) self->send(s.pool, msg::cancel_load{s.id, caf::actor_cast<caf::actor>(self)});
+  if (s.slot) self->send(s.slot_device, msg::unload{s.id, s.slot});
+  drop_slot(self);
+  m.done({});
+}
+
 caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> config) {
   auto& s = self->state;
   s.id = config->id;
@@ -244,9 +257,13 @@ caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> con
         auto& s = self->state;
         s.load_pending = s.started = false;
         s.progress.reset();
-        if (!s.unregistered && !s.waiters.empty()) request_load(self, true, s.waiters.front().arrival);
+        if (!s.unregistered && !s.waiters.empty())
+          request_load(self, true, s.waiters.front().arrival);
+        else if (!s.unregistered && s.state == model_state::queued)
+          set_state(self, model_state::not_loaded);  // an operator's unload cancelled it
         stop_if_done(self);
       },
+      [=](msg::model_unload& m) { on_unload(self, m); },
       [=](msg::evicted& m) {
         auto& s = self->state;
         if (s.slot != m.slot) return;

@@ -14,6 +14,8 @@
 // Messages:
 //   model_use{kind, arrival, done}  from the registry (a client's request).
 //   model_status_request{done}      → model_status.
+//   model_unload{done}              from the registry (an operator): unloads a loaded copy or
+//       cancels a queued background load; the model stays registered.
 //   model_unregister{}              from the registry: cancels the queued load, unloads, fails
 //       waiters with not_found; the actor stops once no load of it is in flight.
 //   load_started / load_failed / load_cancelled  from the loader pool.

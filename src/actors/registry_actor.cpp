@@ -74,6 +74,7 @@ void stage(self_ptr self, std::vector<registry_change> changes, std::function<vo
 }
 
 void reload_from_store(self_ptr self);
+void publish_counts(registry_state& s);
 
 void flush(self_ptr self) {
   auto& s = self->state;
@@ -84,6 +85,7 @@ void flush(self_ptr self) {
   s.after_commit.clear();
   auto committed = changes.empty() ? expected<void>{} : s.config.store->apply(changes);
   if (!committed) reload_from_store(self);  // memory must not claim what the disk lacks
+  publish_counts(s);
   for (auto& cb : callbacks) cb(committed);
 }
 
@@ -128,6 +130,49 @@ void use(self_ptr self, const std::string& model, msg::use_kind kind, timestamp 
     return;
   }
   self->send(*actor, msg::model_use{kind, arrival, std::move(done)});
+}
+
+// The model a request names: itself, or a vmodel's active model.
+const std::string& model_named(const registry_state& s, const std::string& id) {
+  auto v = s.vmodels.find(id);
+  return v == s.vmodels.end() ? id : v->second.record.active;
+}
+
+void on_unload(self_ptr self, msg::unload_model& m) {
+  auto& s = self->state;
+  auto it = s.models.find(model_named(s, m.id));
+  if (it == s.models.end()) return m.done(unknown(m.id));
+  if (!it->second.actor) return m.done({});  // never used since registration: nothing is loaded
+  self->send(it->second.actor, msg::model_unload{std::move(m.done)});
+}
+
+// Reads the header of the model's file. The registry runs detached, so this I/O blocks no
+// scheduler thread; it is one small read, like resolving a registration.
+void on_describe(self_ptr self, msg::describe_model& m) {
+  auto& s = self->state;
+  auto it = s.models.find(model_named(s, m.id));
+  if (it == s.models.end()) return m.done(unknown(m.id));
+  auto& e = it->second;
+  if (e.file.empty())
+    if (auto r = resolve(s, e); !r) return m.done(make_error(errc::load_failed, r.error().message));
+  auto file = open_model_file(e.file);
+  if (!file) return m.done(make_error(errc::load_failed, file.error().message));
+  model_metadata meta;
+  meta.id = e.record.id;
+  meta.version = e.record.version;
+  meta.bytes = e.bytes;
+  meta.input_width = file->spec.input_width();
+  meta.output_width = file->spec.output_width();
+  meta.layers = static_cast<std::uint32_t>(file->spec.layers.size());
+  meta.activation = std::string(to_string(file->spec.activation));
+  m.done(std::move(meta));
+}
+
+// Keeps the metrics' registry gauges current (after each commit and each reload).
+void publish_counts(registry_state& s) {
+  if (!s.config.metrics) return;
+  s.config.metrics->models_registered.set(static_cast<std::int64_t>(s.models.size()));
+  s.config.metrics->vmodels_registered.set(static_cast<std::int64_t>(s.vmodels.size()));
 }
 
 void drop_model(self_ptr self, const std::string& id) {
@@ -369,15 +414,13 @@ caf::behavior registry_actor(self_ptr self, std::shared_ptr<registry_config> con
   if (s.config.hub) s.hub = *s.config.hub;
   s.config.hub = nullptr;
   reload_from_store(self);
+  publish_counts(s);
   return {
       [=](msg::register_model& m) { on_register(self, m); },
       [=](msg::unregister_model& m) { on_unregister(self, m); },
-      [=](msg::use_model& m) {
-        auto& s = self->state;
-        auto v = s.vmodels.find(m.target);
-        const auto& model = v == s.vmodels.end() ? m.target : v->second.record.active;
-        use(self, model, m.kind, m.arrival, std::move(m.done));
-      },
+      [=](msg::use_model& m) { use(self, model_named(self->state, m.target), m.kind, m.arrival, std::move(m.done)); },
+      [=](msg::unload_model& m) { on_unload(self, m); },
+      [=](msg::describe_model& m) { on_describe(self, m); },
       [=](msg::get_status& m) {
         statuses(self, {m.id}, [done = std::move(m.done)](std::vector<model_status> st) { done(std::move(st[0])); });
       },

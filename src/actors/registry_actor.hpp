@@ -7,9 +7,9 @@
 // after every request already in the mailbox; one transaction commits them all and only then are
 // their callbacks answered. A registration is therefore acknowledged only once it is durable.
 //
-// Messages: register_model, unregister_model, use_model, get_status, list_models, set_vmodel,
-// delete_vmodel, get_vmodel_status, inspect_models (from clients); vmodel_target_ready and
-// flush_registry (from itself and from model actors' callbacks).
+// Messages: register_model, unregister_model, use_model, unload_model, describe_model,
+// get_status, list_models, set_vmodel, delete_vmodel, get_vmodel_status, inspect_models (from
+// clients); vmodel_target_ready and flush_registry (from itself and from model actors' callbacks).
 #pragma once
 
 #include <caf/fwd.hpp>
@@ -19,6 +19,7 @@
 #include "runtime/route_table.hpp"
 #include "storage/registry_store.hpp"
 #include "warm/clock.hpp"
+#include "warm/metrics.hpp"
 #include "warm/model_repository.hpp"
 
 namespace warm {
@@ -31,6 +32,7 @@ struct registry_config {
   std::shared_ptr<route_table> routes;
   std::shared_ptr<const clock> time;
   std::uint64_t max_models = 1'000'000;
+  std::shared_ptr<runtime_metrics> metrics;  // registered-model gauges (may be null)
 };
 
 // Spawns the registry, which first loads every stored model and vmodel.

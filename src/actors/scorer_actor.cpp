@@ -28,6 +28,7 @@ caf::behavior scorer(caf::stateful_actor<scorer_state>* self, std::shared_ptr<sc
         auto heap = build_importance_heap(std::move(m.inputs), m.bias, m.taken);
         s.last_build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         ++s.rebuilds;
+        if (s.config.metrics) s.config.metrics->importance_rebuild.observe(s.last_build_seconds);
         if (m.device < s.config.devices.size()) self->send(s.config.devices[m.device], msg::swap_scores{std::move(heap)});
       },
       [=](msg::inspect_scorer& m) { m.done(self->state.rebuilds, self->state.last_build_seconds); },

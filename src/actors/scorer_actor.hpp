@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "warm/clock.hpp"
+#include "warm/metrics.hpp"
 
 namespace warm {
 
@@ -21,6 +22,7 @@ struct scorer_config {
   std::vector<caf::actor> devices;
   std::chrono::milliseconds period{1000};
   std::shared_ptr<const clock> time;
+  std::shared_ptr<runtime_metrics> metrics;  // rebuild times (may be null)
 };
 
 caf::actor spawn_scorer(caf::actor_system& system, scorer_config config);

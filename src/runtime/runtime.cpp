@@ -28,6 +28,7 @@ struct runtime_impl {
   std::atomic<std::uint64_t> next_watch{1};
   std::vector<caf::actor> device_actors;
   std::unique_ptr<warm::executor> executor;  // runs inferences after a miss
+  std::shared_ptr<runtime_metrics> metrics;
 };
 
 namespace {
@@ -163,7 +164,9 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   auto threads = options.inference_threads ? options.inference_threads : std::max(1u, std::thread::hardware_concurrency());
   impl->executor = std::make_unique<warm::executor>(threads);
 
+  impl->metrics = std::make_shared<runtime_metrics>(impl->devices.size());
   loader_pool_config pool;
+  pool.metrics = impl->metrics;
   pool.devices = impl->devices;
   pool.loader = options.loader;
   pool.time = impl->time;
@@ -173,10 +176,11 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   impl->pool = spawn_loader_pool(*impl->system, std::move(pool));
   for (std::size_t i = 0; i < impl->devices.size(); ++i)
     impl->device_actors.push_back(
-        spawn_device_actor(*impl->system, {i, impl->devices[i], std::move(policies[i]), impl->time}, impl->pool));
+        spawn_device_actor(*impl->system, {i, impl->devices[i], std::move(policies[i]), impl->time, impl->metrics},
+                           impl->pool));
   attach_devices(impl->pool, impl->device_actors);
   if (policies_rescore) {
-    impl->scorer = spawn_scorer(*impl->system, {impl->device_actors, options.rescore_period, impl->time});
+    impl->scorer = spawn_scorer(*impl->system, {impl->device_actors, options.rescore_period, impl->time, impl->metrics});
   }
 
   registry_config registry;
@@ -188,6 +192,7 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   registry.routes = impl->routes;
   registry.time = impl->time;
   registry.max_models = options.max_models;
+  registry.metrics = impl->metrics;
   impl->registry = spawn_registry(*impl->system, std::move(registry));
   impl->options = std::move(options);
   return std::unique_ptr<runtime>(new runtime(std::move(impl)));
@@ -215,6 +220,8 @@ runtime::~runtime() {
 }
 
 const std::vector<std::shared_ptr<device>>& runtime::devices() const { return impl_->devices; }
+
+const runtime_metrics& runtime::metrics() const { return *impl_->metrics; }
 
 runtime_actors actors_of(runtime& rt) {
   auto& i = rt.impl();
@@ -260,6 +267,26 @@ void runtime::list_models(const std::string& after, std::uint32_t limit, callbac
 std::future<expected<std::vector<model_status>>> runtime::list_models(const std::string& after, std::uint32_t limit) {
   auto [cb, future] = promised<std::vector<model_status>>();
   list_models(after, limit, std::move(cb));
+  return std::move(future);
+}
+
+void runtime::unload(const std::string& id, callback<void> done) {
+  caf::anon_send(impl_->registry, msg::unload_model{id, std::move(done)});
+}
+
+std::future<expected<void>> runtime::unload(const std::string& id) {
+  auto [cb, future] = promised<void>();
+  unload(id, std::move(cb));
+  return std::move(future);
+}
+
+void runtime::describe(const std::string& id, callback<model_metadata> done) {
+  caf::anon_send(impl_->registry, msg::describe_model{id, std::move(done)});
+}
+
+std::future<expected<model_metadata>> runtime::describe(const std::string& id) {
+  auto [cb, future] = promised<model_metadata>();
+  describe(id, std::move(cb));
   return std::move(future);
 }
 
@@ -314,6 +341,22 @@ std::future<expected<vmodel_status>> runtime::vmodel_status(const std::string& i
 
 // ---- inference ------------------------------------------------------------------------------
 
+namespace {
+
+// Counts an answered inference by outcome (and a miss's wait) before handing it over.
+void count_outcome(runtime_metrics& m, const expected<infer_result>& result) {
+  if (!result) {
+    m.requests_error.add();
+  } else if (result->cache_hit) {
+    m.requests_hit.add();
+  } else {
+    m.requests_miss.add();
+    m.cache_miss_wait.observe(result->load_wait_ms / 1e3);
+  }
+}
+
+}  // namespace
+
 void runtime::infer(infer_request request, callback<infer_result> done) {
   auto& i = *impl_;
   auto now = i.time->now();
@@ -321,7 +364,9 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
   if (auto* slot = route_table::find(i.routes->current(), request.target, &model)) {
     if (auto lease = slot->try_acquire(now)) {
       auto served = *model;  // the snapshot may change once the lease is released
-      return done(execute(std::move(lease), served, request, true, 0));
+      auto result = execute(std::move(lease), served, request, true, 0);
+      count_outcome(*i.metrics, result);
+      return done(std::move(result));
     }
   }
   // A miss: the model actor answers with a lease once the model is loaded; the inference then
@@ -330,12 +375,16 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
   auto target = shared->first.target;
   auto* impl = impl_.get();
   caf::anon_send(i.registry, msg::use_model{target, msg::use_kind::wait, now, [impl, shared](expected<msg::acquired> a) {
-                                              if (!a) return shared->second(std::move(a).error());
+                                              if (!a) {
+                                                impl->metrics->requests_error.add();
+                                                return shared->second(std::move(a).error());
+                                              }
                                               auto held = std::make_shared<msg::acquired>(std::move(*a));
-                                              impl->executor->submit([shared, held] {
+                                              impl->executor->submit([impl, shared, held] {
                                                 auto result = execute(std::move(held->lease), held->model, shared->first,
                                                                       held->hit, held->wait_ms);
                                                 held->slot.reset();
+                                                count_outcome(*impl->metrics, result);
                                                 shared->second(std::move(result));
                                               });
                                             }});

@@ -1,5 +1,5 @@
 // warmd: the warm daemon. Runs a warm::runtime and serves it over Cap'n Proto (schemas/warm.capnp)
-// on unix sockets and TCP until SIGINT/SIGTERM. Flags and the TOML config keys are documented in
+// on unix sockets and TCP, and optionally KServe V2 HTTP with /metrics, until SIGINT/SIGTERM. Flags and the TOML config keys are documented in
 // docs/configuration.md. Exit status: 0 after a clean shutdown, 1 when the runtime or a listener
 // cannot start, 2 on a usage or configuration error.
 #include <CLI/CLI.hpp>
@@ -7,14 +7,17 @@
 #include <unistd.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "http/http_front.hpp"
 #include "service.hpp"
 #include "warm/runtime.hpp"
 #include "warm/units.hpp"
@@ -38,6 +41,10 @@ struct config {
   std::string log_level = "info";
   std::string max_request_bytes = "64MiB";
   std::string max_tensor_bytes = "64MiB";
+  std::string http;                 // HOST:PORT of the HTTP front; empty = none
+  std::uint32_t http_threads = 32;
+  bool metrics_per_model = false;
+  std::string request_timeout = "5m";
 };
 
 // "10m", "30s", "500ms", "1h", "1.5s"; a bare number is seconds.
@@ -119,6 +126,17 @@ warm::expected<void> apply_config_file(const std::string& path, CLI::App& app, c
     else if (key == "log-level") r = string_value(c.log_level);
     else if (key == "max-request-bytes") r = string_value(c.max_request_bytes);
     else if (key == "max-tensor-bytes") r = string_value(c.max_tensor_bytes);
+    else if (key == "http") r = string_value(c.http);
+    else if (key == "request-timeout") r = string_value(c.request_timeout);
+    else if (key == "http-threads") {
+      auto v = node.value<std::int64_t>();
+      if (!v || *v < 1 || *v > 1024) return bad(key, "an integer from 1 to 1024");
+      if (!given(key)) c.http_threads = static_cast<std::uint32_t>(*v);
+    } else if (key == "metrics-per-model") {
+      auto v = node.value<bool>();
+      if (!v) return bad(key, "true or false");
+      if (!given(key)) c.metrics_per_model = *v;
+    }
     else if (key == "max-concurrent-loads") {
       auto v = node.value<std::int64_t>();
       if (!v || *v < 1 || *v > 64) return bad(key, "an integer from 1 to 64");
@@ -190,6 +208,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-request-bytes", c.max_request_bytes, "Largest request message")->capture_default_str();
   app.add_option("--max-tensor-bytes", c.max_tensor_bytes, "Largest input tensor")->capture_default_str();
+  app.add_option("--http", c.http, "Serve KServe V2 HTTP and /metrics on HOST:PORT (loopback unless --allow-remote)");
+  app.add_option("--http-threads", c.http_threads, "HTTP requests served at once (a miss holds one while it loads)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_flag("--metrics-per-model", c.metrics_per_model, "Add per-model series to /metrics (one per model)");
+  app.add_option("--request-timeout", c.request_timeout, "Longest an HTTP request waits for a load")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -215,6 +240,24 @@ int main(int argc, char** argv) {
   auto tensor_bytes = warm::parse_bytes(c.max_tensor_bytes);
   if (!tensor_bytes) return usage("--max-tensor-bytes: " + tensor_bytes.error().message);
 
+  auto request_timeout = parse_duration(c.request_timeout);
+  if (!request_timeout) return usage("--request-timeout: " + request_timeout.error().message);
+  std::optional<warm::http::front_options> http_options;
+  if (!c.http.empty()) {
+    auto address = warm::warmd::parse_listen_address(c.http);
+    if (!address || address->is_unix) return usage("--http takes HOST:PORT, not \"" + c.http + "\"");
+    http_options.emplace();
+    http_options->host = address->host;
+    http_options->port = address->port;
+    http_options->allow_remote = c.allow_remote;
+    http_options->max_request_bytes = *request_bytes;
+    http_options->limits.max_tensor_bytes = *tensor_bytes;
+    http_options->threads = c.http_threads;
+    http_options->per_model_metrics = c.metrics_per_model;
+    http_options->request_timeout =
+        std::max(std::chrono::seconds(1), std::chrono::duration_cast<std::chrono::seconds>(*request_timeout));
+  }
+
   warm::warmd::service_options service_options;
   service_options.listen = c.listen;
   service_options.allow_remote = c.allow_remote;
@@ -224,7 +267,8 @@ int main(int argc, char** argv) {
     if (c.token_file.empty()) return usage("--allow-remote needs --token-file");
     auto token = read_token(c.token_file);
     if (!token) return usage(token.error().message);
-    service_options.token = std::move(*token);
+    service_options.token = *token;
+    if (http_options) http_options->token = std::move(*token);
   }
 
   warm::runtime_options options;
@@ -246,12 +290,23 @@ int main(int argc, char** argv) {
     return service.error().code == warm::errc::invalid_argument ? exit_usage : exit_failure;
   }
   for (const auto& address : (*service)->bound()) spdlog::info("listening on {}", address);
+  std::unique_ptr<warm::http::front> http;
+  if (http_options) {
+    auto started = warm::http::front::start(**rt, std::move(*http_options));
+    if (!started) {
+      spdlog::error("cannot serve HTTP: {}", started.error().to_string());
+      return started.error().code == warm::errc::invalid_argument ? exit_usage : exit_failure;
+    }
+    http = std::move(*started);
+    spdlog::info("serving HTTP on {}", http->address());
+  }
   spdlog::info("warmd ready: {} device(s), policy {}, state {}", c.device.size(), c.policy, c.state);
 
   int signal_number = 0;
   while (::read(signal_pipe[0], &signal_number, sizeof signal_number) < 0 && errno == EINTR) {
   }
   spdlog::info("{}: stopping", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+  if (http) http->stop();  // stop accepting; requests being served finish
   (*service)->stop();  // stop accepting, finish in-flight calls, close connections
   service->reset();
   rt->reset();  // after the RPC thread: waits for the runtime's inferences, closes the registry

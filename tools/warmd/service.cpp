@@ -15,6 +15,7 @@
 #include <kj/async-io.h>
 #include <kj/thread.h>
 
+#include "net/loopback.hpp"
 #include "warm/runtime.hpp"
 
 namespace warm::warmd {
@@ -47,9 +48,7 @@ expected<listen_address> parse_listen_address(const std::string& text) {
   return a;
 }
 
-bool is_loopback_host(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
+bool is_loopback_host(const std::string& host) { return net::is_loopback_host(host); }
 
 namespace {
 

@@ -1,0 +1,260 @@
+#include "http/http_front.hpp"
+
+#include <httplib.h>
+
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "net/loopback.hpp"
+#include "warm/runtime.hpp"
+
+namespace warm::http {
+
+namespace {
+
+using json = nlohmann::json;
+
+void reply_json(httplib::Response& res, int status, std::string body) {
+  res.status = status;
+  res.set_content(std::move(body), "application/json");
+}
+
+void reply_error(httplib::Response& res, const warm::error& e) { reply_json(res, http_status(e.code), encode_error(e.message)); }
+
+// Waits for a runtime future on this (httplib) thread, bounded by the request timeout.
+template <class T>
+expected<T> wait(std::future<expected<T>> f, std::chrono::seconds timeout) {
+  if (f.wait_for(timeout) != std::future_status::ready)
+    return make_error(errc::timeout, "no answer within " + std::to_string(timeout.count()) + " s");
+  return f.get();
+}
+
+// Constant-time comparison, so a remote client cannot learn the token byte by byte.
+bool same_token(const std::string& given, const std::string& token) {
+  if (given.size() != token.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < token.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ token[i]);
+  return diff == 0;
+}
+
+// A model's state for /ready: a model id, else a vmodel's active model. nullopt: unknown.
+std::optional<model_state> state_of(runtime& rt, const std::string& id, std::chrono::seconds timeout,
+                                    warm::error* failure) {
+  auto st = wait(rt.status(id), timeout);
+  if (!st) {
+    *failure = st.error();
+    return std::nullopt;
+  }
+  if (st->state != model_state::not_found) return st->state;
+  auto v = wait(rt.vmodel_status(id), timeout);
+  if (!v) {
+    *failure = v.error().code == errc::not_found ? make_error(errc::not_found, "no model or vmodel '" + id + "'")
+                                                 : v.error();
+    return std::nullopt;
+  }
+  return v->active_state;
+}
+
+// A POST handler that receives the body itself. httplib would otherwise parse bodies sent as
+// application/x-www-form-urlencoded (curl -d's default) as forms and refuse those over 8 KiB.
+template <class F>
+httplib::Server::HandlerWithContentReader with_body(F handle) {
+  return [handle](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+    std::string body;
+    read([&](const char* data, std::size_t n) {
+      body.append(data, n);
+      return true;
+    });
+    handle(req, body, res);
+  };
+}
+
+}  // namespace
+
+struct front::impl {
+  runtime& rt;
+  front_options options;
+  httplib::Server server;
+  std::thread thread;
+  int port = 0;
+  bool stopped = false;
+
+  impl(runtime& r, front_options o) : rt(r), options(std::move(o)) {}
+
+  bool authorized(const httplib::Request& req) const {
+    if (options.token.empty()) return true;
+    auto header = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    return header.rfind(prefix, 0) == 0 && same_token(header.substr(prefix.size()), options.token);
+  }
+
+  void routes();
+  void infer(const httplib::Request& req, const std::string& body, httplib::Response& res);
+  void metadata(const httplib::Request& req, httplib::Response& res);
+  void model_ready(const httplib::Request& req, httplib::Response& res);
+  void index(const std::string& body, httplib::Response& res);
+  void metrics(httplib::Response& res);
+};
+
+void front::impl::routes() {
+  auto& s = server;
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.path.rfind("/v2/health/", 0) == 0 || authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("WWW-Authenticate", "Bearer");
+    reply_json(res, 401, encode_error("authentication required: send \"Authorization: Bearer TOKEN\""));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;  // a handler's own error
+    if (res.status == 404) return reply_json(res, 404, encode_error("no route " + req.method + " " + req.path));
+    if (res.status == 413) return reply_json(res, 413, encode_error("request body exceeds the size limit"));
+    if (res.status == 400) return reply_json(res, 400, encode_error("malformed HTTP request"));
+    reply_json(res, res.status, encode_error("HTTP " + std::to_string(res.status)));
+  });
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    reply_json(res, 500, encode_error("internal error: " + what));
+  });
+  s.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, "{}"); });
+  s.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
+    auto answered = wait(rt.list_models("", 1), std::chrono::seconds(2));
+    if (!answered) return reply_json(res, 503, encode_error("not ready: " + answered.error().message));
+    reply_json(res, 200, "{}");
+  });
+  s.Get("/v2", [](const httplib::Request&, httplib::Response& res) {
+    reply_json(res, 200, json{{"name", "warm"}, {"version", "0.1.0"}, {"extensions", {"model_repository", "metrics"}}}.dump());
+  });
+  s.Get(R"(/v2/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) { metadata(req, res); });
+  s.Get(R"(/v2/models/([^/]+)/versions/[^/]+)",
+        [this](const httplib::Request& req, httplib::Response& res) { metadata(req, res); });
+  s.Get(R"(/v2/models/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) { model_ready(req, res); });
+  auto infer_route = with_body([this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
+    infer(req, body, res);
+  });
+  s.Post(R"(/v2/models/([^/]+)/infer)", infer_route);
+  s.Post(R"(/v2/models/([^/]+)/versions/[^/]+/infer)", infer_route);
+  s.Post("/v2/repository/index",
+         with_body([this](const httplib::Request&, const std::string& body, httplib::Response& res) { index(body, res); }));
+  s.Post(R"(/v2/repository/models/([^/]+)/load)", [this](const httplib::Request& req, httplib::Response& res) {
+    auto done = wait(rt.ensure_loaded(req.matches[1], true), options.request_timeout);
+    if (!done) return reply_error(res, done.error());
+    reply_json(res, 200, "{}");
+  });
+  s.Post(R"(/v2/repository/models/([^/]+)/unload)", [this](const httplib::Request& req, httplib::Response& res) {
+    auto done = wait(rt.unload(req.matches[1]), options.request_timeout);
+    if (!done) return reply_error(res, done.error());
+    reply_json(res, 200, "{}");
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
+}
+
+void front::impl::infer(const httplib::Request& req, const std::string& body, httplib::Response& res) {
+  auto decoded = decode_infer_request(body, options.limits);
+  if (!decoded) return reply_error(res, decoded.error());
+  decoded->request.target = req.matches[1];
+  auto result = wait(rt.infer(std::move(decoded->request)), options.request_timeout);
+  if (!result) return reply_error(res, result.error());
+  reply_json(res, 200, encode_infer_response(*result, decoded->id));
+}
+
+void front::impl::metadata(const httplib::Request& req, httplib::Response& res) {
+  std::string name = req.matches[1];
+  auto meta = wait(rt.describe(name), options.request_timeout);
+  if (!meta) return reply_error(res, meta.error());
+  reply_json(res, 200, encode_model_metadata(name, *meta));
+}
+
+void front::impl::model_ready(const httplib::Request& req, httplib::Response& res) {
+  warm::error failure;
+  auto state = state_of(rt, req.matches[1], options.request_timeout, &failure);
+  if (!state) return reply_error(res, failure);
+  if (*state != model_state::loaded)
+    return reply_json(res, 400, encode_error("model '" + std::string(req.matches[1]) + "' is " +
+                                             std::string(to_string(*state)) + ", not LOADED"));
+  reply_json(res, 200, "{}");
+}
+
+void front::impl::index(const std::string& text, httplib::Response& res) {
+  bool ready_only = false;
+  if (!text.empty()) {
+    auto body = json::parse(text, nullptr, false);
+    if (body.is_discarded() || !body.is_object()) return reply_json(res, 400, encode_error("body must be a JSON object"));
+    if (auto ready = body.find("ready"); ready != body.end()) {
+      if (!ready->is_boolean()) return reply_json(res, 400, encode_error("\"ready\" must be true or false"));
+      ready_only = ready->get<bool>();
+    }
+  }
+  auto models = wait(rt.list_models(), options.request_timeout);
+  if (!models) return reply_error(res, models.error());
+  if (ready_only)
+    models->erase(std::remove_if(models->begin(), models->end(),
+                                 [](const model_status& m) { return m.state != model_state::loaded; }),
+                  models->end());
+  reply_json(res, 200, encode_repository_index(*models));
+}
+
+void front::impl::metrics(httplib::Response& res) {
+  prometheus_options p;
+  std::vector<model_status> models;
+  if (options.per_model_metrics) {
+    auto listed = wait(rt.list_models(), options.request_timeout);
+    if (!listed) return reply_error(res, listed.error());
+    models = std::move(*listed);
+    p.models = &models;
+  }
+  res.status = 200;
+  res.set_content(prometheus_text(rt.metrics(), rt.devices(), p), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options) {
+  if (options.threads == 0) return make_error(errc::invalid_argument, "the HTTP front needs at least one thread");
+  if (!options.allow_remote && !net::is_loopback_host(options.host))
+    return make_error(errc::invalid_argument,
+                      "HTTP address " + options.host + " is not loopback; remote access needs --allow-remote");
+  if (options.allow_remote && options.token.empty())
+    return make_error(errc::invalid_argument, "remote HTTP access needs a token");
+  auto i = std::make_unique<impl>(rt, std::move(options));
+  auto threads = i->options.threads;
+  i->server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  i->server.set_payload_max_length(i->options.max_request_bytes);
+  i->server.set_tcp_nodelay(true);
+  i->routes();
+  const auto& host = i->options.host;
+  i->port = i->options.port == 0 ? i->server.bind_to_any_port(host) : (i->server.bind_to_port(host, i->options.port)
+                                                                           ? i->options.port
+                                                                           : -1);
+  if (i->port <= 0)
+    return make_error(errc::unavailable, "cannot bind HTTP to " + host + ":" + std::to_string(i->options.port));
+  auto* raw = i.get();
+  i->thread = std::thread([raw] { raw->server.listen_after_bind(); });
+  return std::unique_ptr<front>(new front(std::move(i)));
+}
+
+front::front(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+
+front::~front() { stop(); }
+
+void front::stop() {
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  // httplib's stop() does nothing until listen_after_bind() has marked the server running.
+  for (int i = 0; i < 5000 && !impl_->server.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  impl_->server.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+std::uint16_t front::port() const { return static_cast<std::uint16_t>(impl_->port); }
+
+std::string front::address() const {
+  const auto& h = impl_->options.host;
+  return (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(impl_->port);
+}
+
+}  // namespace warm::http

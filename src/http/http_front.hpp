@@ -1,0 +1,66 @@
+// warm's HTTP front: the KServe V2 inference protocol, Triton's model-repository extension and
+// Prometheus metrics, over a warm::runtime. Served by cpp-httplib on its own threads (never CAF's):
+//
+//   GET  /v2/health/live            200 while the process serves HTTP
+//   GET  /v2/health/ready           200 once the runtime answers (registry loaded, devices up)
+//   GET  /v2                        server metadata
+//   GET  /v2/models/{m}             model metadata (inputs, outputs) from the file header; no load
+//   GET  /v2/models/{m}/ready       200 when LOADED, 400 otherwise; never triggers a load
+//   POST /v2/models/{m}/infer       V2 JSON tensors; loads the model on demand and waits
+//   POST /v2/repository/index       models with state and reason ({"ready": true} filters)
+//   POST /v2/repository/models/{m}/load | unload
+//   GET  /metrics                   Prometheus text (docs/metrics.md)
+//
+// {m} is a model id or a vmodel id. Errors are {"error": "..."} with the status http_status()
+// gives: 400 bad input, 404 unknown model or route, 503 load failure, never 500 for a client's
+// mistake. With a token, every endpoint but /v2/health/* needs "Authorization: Bearer TOKEN".
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "http/v2_codec.hpp"
+#include "warm/error.hpp"
+
+namespace warm {
+class runtime;
+}
+
+namespace warm::http {
+
+struct front_options {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;       // 0: any free port (see front::port)
+  bool allow_remote = false;    // bind a non-loopback host; needs a token
+  std::string token;            // required with allow_remote; optional otherwise
+  std::uint64_t max_request_bytes = 64ull << 20;  // larger bodies get 413
+  decode_limits limits;
+  std::uint32_t threads = 32;   // requests served at once; a miss holds one while its model loads
+  std::chrono::seconds request_timeout{300};  // an infer or load waiting longer gets 504
+  bool per_model_metrics = false;  // warm_model_*{model="…"} series on /metrics
+};
+
+class front {
+ public:
+  // Binds host:port and starts serving before it returns. invalid_argument for a non-loopback
+  // host without allow_remote, allow_remote without a token, or threads == 0; unavailable when
+  // the address cannot be bound. `rt` is borrowed and must outlive the front.
+  static expected<std::unique_ptr<front>> start(runtime& rt, front_options options);
+  ~front();  // stop()s if needed
+
+  // Stops accepting; requests being served finish (bounded by request_timeout); joins threads.
+  void stop();
+
+  std::uint16_t port() const;
+  std::string address() const;  // "HOST:PORT" as bound
+
+  struct impl;
+
+ private:
+  explicit front(std::unique_ptr<impl> i);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace warm::http

@@ -1,0 +1,215 @@
+#include "http/v2_codec.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace warm::http {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Deepest container a request needs: body (0) > inputs (1) > tensor (2) > data, nested once per
+// tensor dimension beyond the first. More is refused while parsing, before it is built.
+constexpr int max_depth = 3 + 32;
+
+struct too_deep {};
+
+error bad(std::string message) { return make_error(errc::invalid_argument, std::move(message)); }
+
+expected<json> parse(std::string_view body) {
+  auto on_event = [](int depth, json::parse_event_t event, json&) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) && depth > max_depth)
+      throw too_deep{};
+    return true;
+  };
+  try {
+    return json::parse(body.begin(), body.end(), on_event);
+  } catch (const too_deep&) {
+    return bad("request JSON is nested deeper than " + std::to_string(max_depth) + " levels");
+  } catch (const json::exception& e) {
+    return bad(std::string("request is not valid JSON: ") + e.what());
+  }
+}
+
+// Appends the numbers of a flat or nested array, row-major, refusing more than `expected`.
+expected<void> flatten(const json& data, std::uint64_t expected_count, std::vector<float>& out, const std::string& name) {
+  if (data.is_array()) {
+    for (auto& item : data) {
+      auto r = flatten(item, expected_count, out, name);
+      if (!r) return r;
+    }
+    return {};
+  }
+  if (!data.is_number())
+    return bad("input '" + name + "': data must hold numbers, not " + std::string(data.type_name()));
+  if (out.size() >= expected_count)
+    return bad("input '" + name + "': data holds more than the shape's " + std::to_string(expected_count) + " elements");
+  double value = data.get<double>();
+  if (!std::isfinite(value) || std::fabs(value) > std::numeric_limits<float>::max())
+    return bad("input '" + name + "': element " + std::to_string(out.size()) + " is out of FP32 range");
+  out.push_back(static_cast<float>(value));
+  return {};
+}
+
+expected<tensor> decode_input(const json& in, std::size_t index, const decode_limits& limits) {
+  auto where = "inputs[" + std::to_string(index) + "]";
+  if (!in.is_object()) return bad(where + " must be an object");
+  auto name = in.find("name");
+  if (name == in.end() || !name->is_string()) return bad(where + ": \"name\" (a string) is required");
+  tensor t;
+  t.name = name->get<std::string>();
+  auto datatype = in.find("datatype");
+  if (datatype == in.end() || !datatype->is_string())
+    return bad("input '" + t.name + "': \"datatype\" (a string) is required");
+  if (datatype->get<std::string>() != "FP32")
+    return bad("input '" + t.name + "': datatype " + datatype->dump() + " is not supported; the model takes FP32");
+  auto shape = in.find("shape");
+  if (shape == in.end() || !shape->is_array()) return bad("input '" + t.name + "': \"shape\" (an array) is required");
+  if (shape->size() > 32) return bad("input '" + t.name + "': shape has more than 32 dimensions");
+  std::uint64_t count = 1;
+  const std::uint64_t max_count = limits.max_tensor_bytes / sizeof(float);
+  for (auto& d : *shape) {
+    if (!d.is_number_unsigned())
+      return bad("input '" + t.name + "': shape must hold non-negative integers, not " + d.dump());
+    auto dim = d.get<std::uint64_t>();
+    t.shape.push_back(dim);
+    if (dim != 0 && count > max_count / dim)
+      return bad("input '" + t.name + "': shape " + shape->dump() + " exceeds the tensor limit of " +
+                 std::to_string(limits.max_tensor_bytes) + " bytes");
+    count *= dim;
+  }
+  auto data = in.find("data");
+  if (data == in.end()) return bad("input '" + t.name + "': \"data\" is required (binary data is not supported)");
+  std::vector<float> values;
+  values.reserve(count);
+  if (auto r = flatten(*data, count, values, t.name); !r) return std::move(r).error();
+  if (values.size() != count)
+    return bad("input '" + t.name + "': data holds " + std::to_string(values.size()) + " elements; shape " +
+               shape->dump() + " needs " + std::to_string(count));
+  t.type = dtype::f32;
+  t.data.resize(values.size() * sizeof(float));
+  std::memcpy(t.data.data(), values.data(), t.data.size());
+  return t;
+}
+
+void append_float(std::string& out, float value) {
+  if (!std::isfinite(value)) {
+    out += "null";
+    return;
+  }
+  char buffer[32];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
+  out.append(buffer, ec == std::errc() ? end : buffer);
+}
+
+const char* triton_state(model_state s) {
+  switch (s) {
+    case model_state::loaded: return "READY";
+    case model_state::queued:
+    case model_state::loading: return "LOADING";
+    default: return "UNAVAILABLE";
+  }
+}
+
+}  // namespace
+
+expected<v2_request> decode_infer_request(std::string_view body, const decode_limits& limits) {
+  auto parsed = parse(body);
+  if (!parsed) return std::move(parsed).error();
+  const json& root = *parsed;
+  if (!root.is_object()) return bad("request body must be a JSON object");
+  v2_request out;
+  if (auto id = root.find("id"); id != root.end()) {
+    if (!id->is_string()) return bad("\"id\" must be a string");
+    out.id = id->get<std::string>();
+  }
+  auto inputs = root.find("inputs");
+  if (inputs == root.end() || !inputs->is_array() || inputs->empty())
+    return bad("\"inputs\" (a non-empty array) is required");
+  for (std::size_t i = 0; i < inputs->size(); ++i) {
+    auto t = decode_input((*inputs)[i], i, limits);
+    if (!t) return std::move(t).error();
+    out.request.inputs.push_back(std::move(*t));
+  }
+  if (auto outputs = root.find("outputs"); outputs != root.end()) {
+    if (!outputs->is_array()) return bad("\"outputs\" must be an array");
+    for (auto& o : *outputs) {
+      auto name = o.is_object() ? o.find("name") : o.end();
+      if (!o.is_object() || name == o.end() || !name->is_string())
+        return bad("each requested output must be an object with a \"name\"");
+      if (name->get<std::string>() != "output")
+        return bad("unknown output '" + name->get<std::string>() + "'; the model's output is 'output'");
+    }
+  }
+  return out;
+}
+
+std::string encode_infer_response(const infer_result& result, const std::string& id) {
+  std::string out = "{\"model_name\":" + json(result.model).dump();
+  if (!id.empty()) out += ",\"id\":" + json(id).dump();
+  out += ",\"parameters\":{\"warm_cache_hit\":";
+  out += result.cache_hit ? "true" : "false";
+  out += ",\"warm_load_wait_ms\":" + json(result.load_wait_ms).dump() + "},\"outputs\":[";
+  bool first_tensor = true;
+  for (auto& t : result.outputs) {
+    if (!first_tensor) out += ',';
+    first_tensor = false;
+    out += "{\"name\":" + json(t.name).dump() + ",\"datatype\":\"FP32\",\"shape\":" + json(t.shape).dump() + ",\"data\":[";
+    std::size_t n = t.data.size() / sizeof(float);
+    out.reserve(out.size() + n * 12 + 8);
+    for (std::size_t i = 0; i < n; ++i) {
+      float v;
+      std::memcpy(&v, t.data.data() + i * sizeof(float), sizeof v);
+      if (i) out += ',';
+      append_float(out, v);
+    }
+    out += "]}";
+  }
+  out += "]}";
+  return out;
+}
+
+std::string encode_model_metadata(const std::string& name, const model_metadata& meta) {
+  json body = {
+      {"name", name},
+      {"versions", meta.version ? json::array({std::to_string(*meta.version)}) : json::array()},
+      {"platform", "warm_dense"},
+      {"inputs", json::array({{{"name", "input"}, {"datatype", "FP32"}, {"shape", {-1, meta.input_width}}}})},
+      {"outputs", json::array({{{"name", "output"}, {"datatype", "FP32"}, {"shape", {-1, meta.output_width}}}})},
+      {"parameters",
+       {{"warm_model", meta.id}, {"warm_bytes", meta.bytes}, {"warm_layers", meta.layers}, {"warm_activation", meta.activation}}},
+  };
+  return body.dump();
+}
+
+std::string encode_repository_index(const std::vector<model_status>& models) {
+  json list = json::array();
+  for (auto& m : models) {
+    json entry = {{"name", m.id}, {"state", triton_state(m.state)}, {"warm_state", std::string(to_string(m.state))}};
+    entry["reason"] = m.last_error ? m.last_error->message : "";
+    list.push_back(std::move(entry));
+  }
+  return list.dump();
+}
+
+std::string encode_error(std::string_view message) { return json{{"error", message}}.dump(); }
+
+int http_status(errc code) noexcept {
+  switch (code) {
+    case errc::invalid_argument: return 400;
+    case errc::not_found: return 404;
+    case errc::model_too_large:
+    case errc::capacity_exhausted:
+    case errc::load_failed:
+    case errc::unavailable: return 503;
+    case errc::timeout: return 504;
+    case errc::internal: return 500;
+  }
+  return 500;
+}
+
+}  // namespace warm::http

@@ -1,0 +1,54 @@
+// The KServe V2 ("Open Inference Protocol") JSON bodies warm's HTTP front speaks, as pure
+// functions: request bodies in, runtime values out, and back. No HTTP here; see http_front.
+//
+// An inference request is {"id"?, "parameters"?, "inputs": [{"name", "shape", "datatype", "data",
+// "parameters"?}], "outputs"?: [{"name"}]}. `data` is flat or nested row-major; its element count
+// must equal the shape's product. warm's dense models take FP32 only, so any other datatype is a
+// clear invalid_argument naming it. Nothing from the body is trusted: nesting depth, element
+// counts and tensor bytes are bounded before anything is allocated for them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "warm/error.hpp"
+#include "warm/runtime_types.hpp"
+
+namespace warm::http {
+
+struct decode_limits {
+  std::uint64_t max_tensor_bytes = 64ull << 20;  // per input tensor, as FP32 bytes
+};
+
+struct v2_request {
+  infer_request request;  // target left empty: the URL names the model
+  std::string id;         // echoed in the response when given
+};
+
+// Parses a V2 infer request body. invalid_argument (with what is wrong) for malformed JSON,
+// missing or mistyped fields, a datatype other than FP32, a data element count that does not
+// match the shape, non-numeric or out-of-range elements, requested outputs other than "output",
+// or a tensor over limits.max_tensor_bytes.
+expected<v2_request> decode_infer_request(std::string_view body, const decode_limits& limits = {});
+
+// {"model_name", "id"?, "parameters": {"warm_cache_hit", "warm_load_wait_ms"}, "outputs": [...]}
+// with output data flat, each float in its shortest round-trip form (non-finite as null).
+std::string encode_infer_response(const infer_result& result, const std::string& id);
+
+// GET /v2/models/{m}: {"name", "versions", "platform", "inputs", "outputs"}, shapes with -1 for
+// the batch dimension. `name` is what the client asked for (a vmodel id stays a vmodel id).
+std::string encode_model_metadata(const std::string& name, const model_metadata& meta);
+
+// POST /v2/repository/index: [{"name", "version"?, "state", "reason"}], Triton's states
+// (READY, UNAVAILABLE, LOADING) with warm's own state in "warm_state".
+std::string encode_repository_index(const std::vector<model_status>& models);
+
+// {"error": message}.
+std::string encode_error(std::string_view message);
+
+// The HTTP status for an error code: 400 bad input, 404 unknown, 503 load failure or no room,
+// 504 timeout, 500 only for warm's own bugs.
+int http_status(errc code) noexcept;
+
+}  // namespace warm::http
