@@ -62,10 +62,14 @@ template <class F>
 httplib::Server::HandlerWithContentReader with_body(F handle) {
   return [handle](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
     std::string body;
-    read([&](const char* data, std::size_t n) {
+    bool complete = read([&](const char* data, std::size_t n) {
       body.append(data, n);
       return true;
     });
+    if (!complete) {  // over the size limit (httplib set 413) or cut short; the error handler answers
+      if (res.status < 400) res.status = 400;
+      return;
+    }
     handle(req, body, res);
   };
 }

@@ -1,6 +1,6 @@
 // A real warmd for black-box tests: started on a temporary directory, waited for until its socket
 // accepts, stopped with SIGTERM (its exit status checked) or crashed with SIGKILL. Header-only;
-// used by warmd_test and warmd_security_test.
+// used by warmd_test, warmd_security_test and http_test.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -53,6 +53,7 @@ class warmd_process {
   std::string socket() const { return (dir_ / "w.sock").string(); }
   std::string address() const { return "unix:" + socket(); }
   std::string device = "host:4MiB";
+  std::string log_level = "warn";
   mode_t child_umask = 022;  // the umask warmd starts with
 
   // Writes repo/<name>/1/model.safetensors with these widths.
@@ -100,7 +101,7 @@ class warmd_process {
     const char* exe = std::getenv("WARMD");
     REQUIRE(exe != nullptr);
     std::vector<std::string> args{exe, "--repo", repo().string(), "--state", (dir_ / "state").string(),
-                                  "--device", device, "--log-level", "warn"};
+                                  "--device", device, "--log-level", log_level};
     if (with_unix) {
       args.push_back("--listen");
       args.push_back(address());

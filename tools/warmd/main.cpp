@@ -284,12 +284,7 @@ int main(int argc, char** argv) {
     return rt.error().code == warm::errc::invalid_argument ? exit_usage : exit_failure;
   }
 
-  auto service = warm::warmd::service::start(**rt, std::move(service_options));
-  if (!service) {
-    spdlog::error("cannot listen: {}", service.error().to_string());
-    return service.error().code == warm::errc::invalid_argument ? exit_usage : exit_failure;
-  }
-  for (const auto& address : (*service)->bound()) spdlog::info("listening on {}", address);
+  // HTTP first: once the RPC listeners accept, every listener is up (tests wait on that).
   std::unique_ptr<warm::http::front> http;
   if (http_options) {
     auto started = warm::http::front::start(**rt, std::move(*http_options));
@@ -300,6 +295,12 @@ int main(int argc, char** argv) {
     http = std::move(*started);
     spdlog::info("serving HTTP on {}", http->address());
   }
+  auto service = warm::warmd::service::start(**rt, std::move(service_options));
+  if (!service) {
+    spdlog::error("cannot listen: {}", service.error().to_string());
+    return service.error().code == warm::errc::invalid_argument ? exit_usage : exit_failure;
+  }
+  for (const auto& address : (*service)->bound()) spdlog::info("listening on {}", address);
   spdlog::info("warmd ready: {} device(s), policy {}, state {}", c.device.size(), c.policy, c.state);
 
   int signal_number = 0;

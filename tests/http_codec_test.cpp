@@ -1,0 +1,151 @@
+// The KServe V2 JSON codec: request bodies decoded (flat and nested data, every malformed shape
+// of input refused with a clear message), responses and metadata encoded as clients parse them.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "http/v2_codec.hpp"
+
+using namespace warm;
+using namespace warm::http;
+using json = nlohmann::json;
+
+namespace {
+
+std::vector<float> floats(const tensor& t) {
+  std::vector<float> v(t.data.size() / sizeof(float));
+  std::memcpy(v.data(), t.data.data(), t.data.size());
+  return v;
+}
+
+std::string error_of(std::string_view body, const decode_limits& limits = {}) {
+  auto r = decode_infer_request(body, limits);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::invalid_argument);
+  return r.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("flat and nested data decode to the same row-major tensor") {
+  auto flat = decode_infer_request(
+      R"({"id":"r1","inputs":[{"name":"input","shape":[2,3],"datatype":"FP32","data":[1,2,3,4,5,6.5]}]})");
+  auto nested = decode_infer_request(
+      R"({"inputs":[{"name":"input","shape":[2,3],"datatype":"FP32","data":[[1,2,3],[4,5,6.5]],"parameters":{}}],
+          "outputs":[{"name":"output"}],"parameters":{"x":1}})");
+  REQUIRE(flat);
+  REQUIRE(nested);
+  CHECK(flat->id == "r1");
+  CHECK(nested->id.empty());
+  auto& t = flat->request.inputs.at(0);
+  CHECK(t.name == "input");
+  CHECK(t.type == dtype::f32);
+  CHECK(t.shape == std::vector<std::uint64_t>{2, 3});
+  CHECK(floats(t) == std::vector<float>{1, 2, 3, 4, 5, 6.5f});
+  CHECK(floats(nested->request.inputs.at(0)) == floats(t));
+}
+
+TEST_CASE("malformed requests are invalid_argument with a message naming the problem") {
+  CHECK_THAT(error_of("{\"inputs\":["), Catch::Contains("not valid JSON"));
+  CHECK_THAT(error_of("[1,2]"), Catch::Contains("JSON object"));
+  CHECK_THAT(error_of("{}"), Catch::Contains("\"inputs\""));
+  CHECK_THAT(error_of(R"({"inputs":[]})"), Catch::Contains("non-empty"));
+  CHECK_THAT(error_of(R"({"inputs":[{"shape":[1],"datatype":"FP32","data":[1]}]})"), Catch::Contains("\"name\""));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1,2],"datatype":"INT32","data":[1,2]}]})"),
+             Catch::Contains("INT32") && Catch::Contains("FP32"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1,2],"data":[1,2]}]})"), Catch::Contains("datatype"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1,3],"datatype":"FP32","data":[1,2]}]})"),
+             Catch::Contains("2 elements") && Catch::Contains("needs 3"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1,1],"datatype":"FP32","data":[1,2]}]})"),
+             Catch::Contains("more than"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[2],"datatype":"FP32","data":[1,"2"]}]})"),
+             Catch::Contains("numbers"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1e300]}]})"),
+             Catch::Contains("FP32 range"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[-1],"datatype":"FP32","data":[1]}]})"),
+             Catch::Contains("non-negative"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1.5],"datatype":"FP32","data":[1]}]})"),
+             Catch::Contains("non-negative"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32"}]})"), Catch::Contains("\"data\""));
+  CHECK_THAT(error_of(R"({"id":7,"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}]})"),
+             Catch::Contains("\"id\""));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}],
+                          "outputs":[{"name":"logits"}]})"),
+             Catch::Contains("logits"));
+}
+
+TEST_CASE("limits are checked before anything is allocated for the tensor") {
+  decode_limits small;
+  small.max_tensor_bytes = 64;
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[4,5],"datatype":"FP32","data":[]}]})", small),
+             Catch::Contains("tensor limit"));
+  // A shape whose product overflows 64 bits is refused, not wrapped.
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[4294967296,4294967296,16],"datatype":"FP32","data":[]}]})"),
+             Catch::Contains("tensor limit"));
+  std::string deep = "{\"inputs\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  CHECK_THAT(error_of(deep), Catch::Contains("nested deeper"));
+  // A zero-sized tensor decodes (the runtime then says a batch must be at least 1).
+  auto empty = decode_infer_request(R"({"inputs":[{"name":"input","shape":[0,4],"datatype":"FP32","data":[]}]})");
+  REQUIRE(empty);
+  CHECK(empty->request.inputs[0].data.empty());
+}
+
+TEST_CASE("responses, metadata and errors are JSON clients can read back") {
+  infer_result r;
+  r.model = "m\"1";
+  r.cache_hit = true;
+  r.load_wait_ms = 0;
+  tensor out;
+  out.name = "output";
+  out.shape = {1, 3};
+  std::vector<float> values{0.1f, -2.5f, NAN};
+  out.data.resize(sizeof(float) * 3);
+  std::memcpy(out.data.data(), values.data(), out.data.size());
+  r.outputs.push_back(out);
+  auto body = json::parse(encode_infer_response(r, "req-9"));
+  CHECK(body["model_name"] == "m\"1");
+  CHECK(body["id"] == "req-9");
+  CHECK(body["parameters"]["warm_cache_hit"] == true);
+  auto& o = body["outputs"][0];
+  CHECK(o["datatype"] == "FP32");
+  CHECK(o["shape"] == json::array({1, 3}));
+  CHECK(o["data"][0].get<float>() == 0.1f);  // shortest round-trip form reads back exactly
+  CHECK(o["data"][1].get<float>() == -2.5f);
+  CHECK(o["data"][2].is_null());              // NaN has no JSON form
+  CHECK(json::parse(encode_infer_response(r, "")).count("id") == 0);
+
+  model_metadata meta;
+  meta.id = "m";
+  meta.version = 3;
+  meta.input_width = 16;
+  meta.output_width = 8;
+  auto md = json::parse(encode_model_metadata("alias", meta));
+  CHECK(md["name"] == "alias");
+  CHECK(md["versions"] == json::array({"3"}));
+  CHECK(md["inputs"][0]["shape"] == json::array({-1, 16}));
+  CHECK(md["outputs"][0]["shape"] == json::array({-1, 8}));
+  CHECK(md["parameters"]["warm_model"] == "m");
+
+  model_status loaded, failed;
+  loaded.id = "a";
+  loaded.state = model_state::loaded;
+  failed.id = "b";
+  failed.state = model_state::loading_failed;
+  failed.last_error = make_error(errc::load_failed, "disk gone");
+  auto index = json::parse(encode_repository_index({loaded, failed}));
+  CHECK(index[0]["state"] == "READY");
+  CHECK(index[1]["state"] == "UNAVAILABLE");
+  CHECK(index[1]["reason"] == "disk gone");
+  CHECK(json::parse(encode_error("bad \"x\""))["error"] == "bad \"x\"");
+}
+
+TEST_CASE("error codes map to HTTP statuses; a client's mistake is never a 500") {
+  CHECK(http_status(errc::invalid_argument) == 400);
+  CHECK(http_status(errc::not_found) == 404);
+  CHECK(http_status(errc::load_failed) == 503);
+  CHECK(http_status(errc::model_too_large) == 503);
+  CHECK(http_status(errc::unavailable) == 503);
+  CHECK(http_status(errc::timeout) == 504);
+  CHECK(http_status(errc::internal) == 500);
+}
