@@ -44,6 +44,19 @@ TEST_CASE("lru evicts the least recently used until the bytes fit") {
   CHECK(p.size() == 2);
 }
 
+TEST_CASE("lru places an access reported late by when it happened, not when it arrived") {
+  // The device actor reports hit-path accesses at its next look, possibly after a later insert.
+  lru_policy p;
+  p.on_insert("a", 100, 1, at(1));
+  p.on_insert("b", 100, 1, at(3));
+  p.on_access("a", at(2), 1);  // happened before b arrived
+  CHECK(p.choose_victims("x", 100, none, at(4)) == strings{"a"});
+  p.on_access("a", at(1.5), 1);  // older than what is known: no change
+  CHECK(p.choose_victims("x", 100, none, at(4)) == strings{"a"});
+  p.on_access("a", at(5), 1);
+  CHECK(p.choose_victims("x", 100, none, at(6)) == strings{"b"});
+}
+
 TEST_CASE("lfu evicts the fewest requests since (re)load, ties least recently used") {
   lfu_policy p;
   for (auto m : {"a", "b", "c"}) p.on_insert(m, 100, 1, at(0));

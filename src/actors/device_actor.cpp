@@ -36,15 +36,24 @@ struct device_state {
 
 using self_ptr = caf::stateful_actor<device_state>*;
 
-// Hit-path uses are counted in the slots; report them to the policy before it chooses.
+// Hit-path uses are counted in the slots; report them to the policy before it chooses, oldest
+// first, so that policies ordering by recency see them in the order they happened.
 void sync_accesses(device_state& s) {
+  struct pending {
+    timestamp when;
+    const std::string* model;
+    std::uint64_t count;
+  };
+  std::vector<pending> accesses;
   for (auto& [id, r] : s.residents) {
     auto uses = r.slot->uses();
     if (uses != r.seen_uses) {
-      s.config.policy->on_access(id, r.slot->last_used(), uses - r.seen_uses);
+      accesses.push_back({r.slot->last_used(), &id, uses - r.seen_uses});
       r.seen_uses = uses;
     }
   }
+  std::sort(accesses.begin(), accesses.end(), [](const pending& a, const pending& b) { return a.when < b.when; });
+  for (auto& a : accesses) s.config.policy->on_access(*a.model, a.when, a.count);
 }
 
 void tell_pool_if_waiting(self_ptr self) {

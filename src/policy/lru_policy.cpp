@@ -11,8 +11,13 @@ void lru_policy::on_insert(const std::string& model, std::uint64_t bytes, double
 void lru_policy::on_access(const std::string& model, timestamp now, std::uint64_t) {
   auto it = index_.find(model);
   if (it == index_.end()) return;
+  if (now < it->second->used) return;  // an older access reported late changes nothing
   it->second->used = now;
-  order_.splice(order_.begin(), order_, it->second);
+  // Accesses may be reported after later events (the hit path counts in the serving slot and the
+  // device actor reports at its next look), so place by time, not by arrival: usually the front.
+  auto at = order_.begin();
+  while (at != order_.end() && (at == it->second || at->used > now)) ++at;
+  order_.splice(at, order_, it->second);
 }
 
 std::vector<cache_policy::ranked> lru_policy::eviction_order(timestamp now) const {
