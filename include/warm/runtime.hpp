@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -50,6 +51,9 @@ struct runtime_options {
   std::uint32_t blas_threads = 1;                 // host BLAS threads per call (process-wide), 0 = leave as is
   std::shared_ptr<const clock> time;              // default: the steady clock
   std::shared_ptr<model_loader> loader;           // default: file_loader
+  // Makes each device from its spec; default make_device. Fault injection substitutes its own
+  // (warm/fault_injection.hpp).
+  std::function<expected<std::unique_ptr<device>>(const device_spec&)> make_device;
 };
 
 struct runtime_impl;

@@ -95,11 +95,15 @@ class direct_target final : public upload_target {
 
 class host_device final : public device {
  public:
-  host_device(std::uint64_t capacity, std::string name) : device(std::move(name), capacity) {}
+  host_device(std::uint64_t capacity, std::string name, std::function<bool()> allocation_fault)
+      : device(std::move(name), capacity), allocation_fault_(std::move(allocation_fault)) {}
 
  protected:
   expected<std::unique_ptr<device_buffer>> allocate_memory(std::uint64_t bytes) override {
     std::size_t mapped = 0;
+    if (allocation_fault_ && allocation_fault_())
+      return make_error(errc::capacity_exhausted, name() + ": out of memory allocating " + std::to_string(bytes) +
+                                                      " bytes (injected fault)");
     void* memory = host_memory::allocate(bytes, mapped);
     if (!memory) return make_error(errc::capacity_exhausted, "host: out of memory allocating " + std::to_string(bytes) + " bytes");
     return std::unique_ptr<device_buffer>(
@@ -143,14 +147,18 @@ class host_device final : public device {
     }
     return {};
   }
+
+ private:
+  std::function<bool()> allocation_fault_;  // tests: true makes an allocation fail
 };
 
 }  // namespace
 
 void set_host_blas_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
 
-std::unique_ptr<device> make_host_device(std::uint64_t capacity, std::string name) {
-  return std::make_unique<host_device>(capacity, std::move(name));
+std::unique_ptr<device> make_host_device(std::uint64_t capacity, std::string name,
+                                         std::function<bool()> allocation_fault) {
+  return std::make_unique<host_device>(capacity, std::move(name), std::move(allocation_fault));
 }
 
 }  // namespace warm

@@ -4,13 +4,17 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "warm/device.hpp"
 
 namespace warm {
 
-// A host device with `capacity` bytes of budget (named "host").
-std::unique_ptr<device> make_host_device(std::uint64_t capacity, std::string name = "host");
+// A host device with `capacity` bytes of budget (named "host"). `allocation_fault` (fault
+// injection, see warm/fault_injection.hpp) is asked before each allocation; true makes it fail as
+// out of memory would.
+std::unique_ptr<device> make_host_device(std::uint64_t capacity, std::string name = "host",
+                                         std::function<bool()> allocation_fault = nullptr);
 
 }  // namespace warm

@@ -134,7 +134,7 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   for (auto& text : options.devices) {
     auto spec = parse_device_spec(text);
     if (!spec) return std::move(spec).error();
-    auto dev = make_device(*spec);
+    auto dev = options.make_device ? options.make_device(*spec) : make_device(*spec);
     if (!dev) return std::move(dev).error();
     for (auto& other : impl->devices)
       if (other->name() == (*dev)->name())
