@@ -1,9 +1,9 @@
 // Black-box tests of the daemon's exposure and robustness: TCP listeners (loopback without
 // --allow-remote; an Authenticator bootstrap and a token with it; refused configurations exit 2),
 // request limits (--max-tensor-bytes answers tooLarge and keeps the connection), the unix socket's
-// mode (0600 whatever the umask), and kill -9 during loads and registrations (every acknowledged
-// registration survives a restart). The real build/warmd (path in $WARMD, set by meson) runs on a
-// temporary directory and is driven over Cap'n Proto.
+// mode (0600 whatever the umask), and kill -9 at random moments during loads, registrations and
+// vmodel changes (every acknowledged one survives the restarts). The real build/warmd (path in
+// $WARMD, set by meson) runs on a temporary directory and is driven over Cap'n Proto.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -27,6 +27,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <random>
 #include <set>
@@ -205,68 +206,87 @@ TEST_CASE("the unix socket file is mode 0600 whatever the umask") {
   CHECK(d.stop() == 0);
 }
 
-TEST_CASE("kill -9 during loads and registrations: every acknowledged registration survives") {
+// What a crash run acknowledged: models, and vmodels with the target each was set to.
+struct acknowledged {
+  std::set<std::string> models;
+  std::map<std::string, std::string> vmodels;
+};
+
+// Drives registrations (each with loadNow, so loads run) and, after every fifth acknowledged one,
+// a vmodel pointed at it, four requests outstanding, then kills warmd with SIGKILL at a random
+// moment. Ids continue from `next`. Records every acknowledged request in `acked`.
+void register_until_killed(warmd_process& d, std::mt19937& rng, int files, int& next, acknowledged& acked) {
+  capnp::EzRpcClient c(d.address());
+  auto& ws = c.getWaitScope();
+  auto& timer = c.getIoProvider().getTimer();
+  auto warm = c.getMain<r::Warm>();
+  const int outstanding = 4;
+  int sent = 0, failed = 0, answered = 0;
+  ignore_errors errors;
+  kj::TaskSet tasks(errors);
+  std::function<void()> send_one = [&] {
+    char id[16];
+    std::snprintf(id, sizeof(id), "m%07d", next++);
+    auto req = warm.registerModelRequest();
+    req.setId(id);
+    req.getInfo().setPath("f" + std::to_string(next % files));
+    req.setLoadNow(true);
+    ++sent;
+    tasks.add(req.send().then(
+        [&, name = std::string(id)](capnp::Response<r::Warm::RegisterModelResults>&& res) {
+          ++answered;
+          if (res.getStatus().getCode() != Code::OK) return void(++failed);
+          acked.models.insert(name);
+          if (acked.models.size() % 5 == 0) {
+            auto vid = "v" + name;
+            auto set = warm.setVModelRequest();
+            set.setId(vid);
+            set.setTarget(name);
+            tasks.add(set.send().then(
+                [&, vid, name](capnp::Response<r::Warm::SetVModelResults>&& res) {
+                  if (res.getStatus().getCode() == Code::OK) acked.vmodels[vid] = name;
+                },
+                [](kj::Exception&&) {}));
+          }
+          send_one();
+        },
+        [&](kj::Exception&&) { ++failed; }));  // the daemon died with it in flight
+  };
+  for (int i = 0; i < outstanding; ++i) send_one();
+
+  // Some acknowledgements first, then a random moment.
+  auto before = acked.models.size();
+  for (int i = 0; i < 1000 && acked.models.size() < before + 5; ++i) timer.afterDelay(5 * kj::MILLISECONDS).wait(ws);
+  REQUIRE(acked.models.size() >= before + 5);
+  auto delay = std::uniform_int_distribution<int>(0, 300)(rng);
+  timer.afterDelay(delay * kj::MILLISECONDS).wait(ws);
+  {
+    auto snapshot = warm.inspectRequest().send().wait(ws);  // loads were going on
+    REQUIRE(snapshot.getStatus().getCode() == Code::OK);
+    CHECK(snapshot.getInspection().getLoadsStarted() > 0);
+  }
+  d.crash();
+  timer.afterDelay(100 * kj::MILLISECONDS).wait(ws);  // answers sent before the death count too
+  INFO("killed after " << delay << " ms with " << acked.models.size() << " acked, " << sent << " sent");
+  CHECK(failed <= outstanding);  // only the ones in flight at the kill
+  CHECK(sent > answered);        // registrations were in flight at the kill
+}
+
+TEST_CASE("kill -9 at random moments during loads, registrations and vmodel changes loses nothing acknowledged") {
   warmd_process d;
   d.device = "host:24MiB";  // room for two of the 8 MiB models: loads evict and keep loading
   const auto widths = warm::widths_for_bytes(8u << 20, 1024, 16);
   const int files = 4;
   for (int f = 0; f < files; ++f) d.write_model("f" + std::to_string(f), widths);
-  d.start();
 
-  std::set<std::string> acked;
   std::mt19937 rng(std::random_device{}());
-  {
-    capnp::EzRpcClient c(d.address());
-    auto& ws = c.getWaitScope();
-    auto& timer = c.getIoProvider().getTimer();
-    auto warm = c.getMain<r::Warm>();
-
-    // A closed loop of registrations (4 outstanding), each queueing a load of its 8 MiB model.
-    const int total = 1000000, outstanding = 4;  // never reached: the kill ends it
-    int sent = 0, failed = 0;
-    ignore_errors errors;
-    kj::TaskSet tasks(errors);
-    std::function<void()> send_one = [&] {
-      if (sent >= total) return;
-      char id[16];
-      std::snprintf(id, sizeof(id), "m%07d", sent);
-      auto req = warm.registerModelRequest();
-      req.setId(id);
-      req.getInfo().setPath("f" + std::to_string(sent % files));
-      req.setLoadNow(true);
-      ++sent;
-      tasks.add(req.send().then(
-          [&, name = std::string(id)](capnp::Response<r::Warm::RegisterModelResults>&& res) {
-            if (res.getStatus().getCode() == Code::OK)
-              acked.insert(name);
-            else
-              ++failed;
-            send_one();
-          },
-          [&](kj::Exception&&) { ++failed; }));  // the daemon died with it in flight
-    };
-    for (int i = 0; i < outstanding; ++i) send_one();
-
-    // Some acknowledgements first, then a random moment.
-    for (int i = 0; i < 1000 && acked.size() < 5; ++i) timer.afterDelay(5 * kj::MILLISECONDS).wait(ws);
-    REQUIRE(acked.size() >= 5);
-    auto delay = std::uniform_int_distribution<int>(0, 300)(rng);
-    timer.afterDelay(delay * kj::MILLISECONDS).wait(ws);
-    {
-      // Loads were going on: the registrations' loadNow keeps the loader busy.
-      auto snapshot = warm.inspectRequest().send().wait(ws);
-      REQUIRE(snapshot.getStatus().getCode() == Code::OK);
-      CHECK(snapshot.getInspection().getLoadsStarted() > 0);
-      INFO("running loads at the kill: " << snapshot.getInspection().getRunning().size());
-    }
-    d.crash();
-    // Answers the daemon sent before it died count as acknowledged too: drain them.
-    timer.afterDelay(100 * kj::MILLISECONDS).wait(ws);
-    INFO("killed after " << delay << " ms with " << acked.size() << " acked, " << sent << " sent, "
-                         << failed << " failed or cut off");
-    CHECK(failed <= outstanding);  // only the ones in flight at the kill
-    CHECK(sent > static_cast<int>(acked.size()));  // registrations were in flight at the kill
+  acknowledged acked;
+  int next = 0;
+  for (int round = 0; round < 3; ++round) {
+    d.start();
+    register_until_killed(d, rng, files, next, acked);
   }
+  REQUIRE(acked.vmodels.size() >= 1);
 
   d.start();
   capnp::EzRpcClient c(d.address());
@@ -284,25 +304,30 @@ TEST_CASE("kill -9 during loads and registrations: every acknowledged registrati
     if (after.empty()) break;
   }
   std::vector<std::string> missing;
-  std::set_difference(acked.begin(), acked.end(), listed.begin(), listed.end(), std::back_inserter(missing));
-  INFO("missing after the restart: " << missing.size() << " of " << acked.size()
-                                     << (missing.empty() ? "" : ", first " + missing.front()));
+  std::set_difference(acked.models.begin(), acked.models.end(), listed.begin(), listed.end(),
+                      std::back_inserter(missing));
+  INFO("missing after the restarts: " << missing.size() << " of " << acked.models.size()
+                                      << (missing.empty() ? "" : ", first " + missing.front()));
   CHECK(missing.empty());
 
-  // The restarted daemon loads and serves one of them.
-  auto id = *acked.begin();
-  {
-    auto req = warm.ensureLoadedRequest();
-    req.setId(id);
-    req.setSync(true);
-    REQUIRE(req.send().wait(ws).getStatus().getCode() == Code::OK);
+  // Every acknowledged vmodel is back, pointing at its model, which is registered; it serves.
+  for (auto& [vid, target] : acked.vmodels) {
+    auto req = warm.getVModelStatusRequest();
+    req.setId(vid);
+    auto res = req.send().wait(ws);
+    INFO("vmodel " << vid);
+    REQUIRE(res.getStatus().getCode() == Code::OK);
+    CHECK(std::string(res.getVmodel().getTarget().cStr()) == target);
+    CHECK(std::string(res.getVmodel().getActive().cStr()) == target);
+    CHECK(listed.count(target) == 1);
   }
+  auto vid = acked.vmodels.begin()->first;
   {
     auto req = warm.inferRequest();
-    r::to_capnp(warm::infer_request{id, {input(widths.front())}}, req.initRequest());
+    r::to_capnp(warm::infer_request{vid, {input(widths.front())}}, req.initRequest());
     auto res = req.send().wait(ws);
     REQUIRE(res.getStatus().getCode() == Code::OK);
-    CHECK(std::string(res.getResult().getModel().cStr()) == id);
+    CHECK(std::string(res.getResult().getModel().cStr()) == acked.vmodels.begin()->second);
     REQUIRE(res.getResult().getOutputs().size() == 1);
     CHECK(res.getResult().getOutputs()[0].getData().size() == widths.back() * 4);
   }
