@@ -195,6 +195,29 @@ TEST_CASE("--max-tensor-bytes: a larger input tensor is tooLarge and the connect
   CHECK(d.stop() == 0);
 }
 
+TEST_CASE("--max-models: one registration past the limit is capacityExhausted, naming it") {
+  warmd_process d;
+  d.write_model("m", {8, 4});
+  d.start({"--max-models", "2"});
+  capnp::EzRpcClient c(d.address());
+  auto& ws = c.getWaitScope();
+  auto warm = c.getMain<r::Warm>();
+  auto register_as = [&](const std::string& id) {
+    auto req = warm.registerModelRequest();
+    req.setId(id);
+    req.getInfo().setPath("m");
+    return req.send().wait(ws);
+  };
+  CHECK(register_as("a").getStatus().getCode() == Code::OK);
+  CHECK(register_as("b").getStatus().getCode() == Code::OK);
+  auto third = register_as("c");
+  CHECK(third.getStatus().getCode() == Code::CAPACITY_EXHAUSTED);
+  CHECK(std::string(third.getStatus().getMessage().cStr()).find("2 models") != std::string::npos);
+  CHECK(register_as("a").getStatus().getCode() == Code::OK);  // re-registering is not a new model
+  CHECK(d.stop() == 0);
+  CHECK(d.run_to_exit({"--max-models", "0"}) == 2);
+}
+
 TEST_CASE("the unix socket file is mode 0600 whatever the umask") {
   warmd_process d;
   d.child_umask = 0;  // would give 0777 to a socket created naively

@@ -45,6 +45,7 @@ struct config {
   std::uint32_t http_threads = 32;
   bool metrics_per_model = false;
   std::string request_timeout = "5m";
+  std::uint64_t max_models = 1'000'000;
 };
 
 // "10m", "30s", "500ms", "1h", "1.5s"; a bare number is seconds.
@@ -128,7 +129,11 @@ warm::expected<void> apply_config_file(const std::string& path, CLI::App& app, c
     else if (key == "max-tensor-bytes") r = string_value(c.max_tensor_bytes);
     else if (key == "http") r = string_value(c.http);
     else if (key == "request-timeout") r = string_value(c.request_timeout);
-    else if (key == "http-threads") {
+    else if (key == "max-models") {
+      auto v = node.value<std::int64_t>();
+      if (!v || *v < 1) return bad(key, "a positive integer");
+      if (!given(key)) c.max_models = static_cast<std::uint64_t>(*v);
+    } else if (key == "http-threads") {
       auto v = node.value<std::int64_t>();
       if (!v || *v < 1 || *v > 1024) return bad(key, "an integer from 1 to 1024");
       if (!given(key)) c.http_threads = static_cast<std::uint32_t>(*v);
@@ -208,6 +213,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-request-bytes", c.max_request_bytes, "Largest request message")->capture_default_str();
   app.add_option("--max-tensor-bytes", c.max_tensor_bytes, "Largest input tensor")->capture_default_str();
+  app.add_option("--max-models", c.max_models, "Registrations the registry accepts")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--http", c.http, "Serve KServe V2 HTTP and /metrics on HOST:PORT (loopback unless --allow-remote)");
   app.add_option("--http-threads", c.http_threads, "HTTP requests served at once (a miss holds one while it loads)")
       ->capture_default_str()
@@ -278,6 +286,7 @@ int main(int argc, char** argv) {
   options.policy = c.policy;
   options.max_concurrent_loads = c.max_concurrent_loads;
   options.failure_expiry = *expiry;
+  options.max_models = c.max_models;
   auto rt = warm::runtime::create(std::move(options));
   if (!rt) {
     spdlog::error("cannot start the runtime: {}", rt.error().to_string());
