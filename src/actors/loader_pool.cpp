@@ -99,7 +99,8 @@ void forget(pool_state& s, const std::string& model) {
 void enqueue(self_ptr self, msg::enqueue_load& m);
 
 // The load is over (done, failed or cancelled): forget it and start a deferred successor.
-void finish(self_ptr self, const std::string& model) {
+// `model` is taken by value: callers pass the record's own id, which forget() frees.
+void finish(self_ptr self, std::string model) {
   auto& s = self->state;
   forget(s, model);
   auto d = s.deferred.find(model);
