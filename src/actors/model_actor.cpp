@@ -203,10 +203,10 @@ caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> con
   s.id = config->id;
   s.path = config->path;
   s.bytes = config->bytes;
-  s.pool = *config->pool;
+  s.pool = config->pool;
   s.routes = config->routes;
   s.time = config->time;
-  if (config->hub) s.hub = *config->hub;
+  s.hub = config->hub;
   return {
       [=](msg::model_use& m) { on_use(self, m); },
       [=](msg::model_status_request& m) { m.done(status_of(self->state)); },

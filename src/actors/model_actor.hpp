@@ -22,7 +22,7 @@
 //   load_done{slot} / evicted{slot}             from a device actor.
 #pragma once
 
-#include <caf/fwd.hpp>
+#include <caf/actor.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -37,10 +37,10 @@ struct model_actor_config {
   std::string id;
   std::string path;         // the resolved model file
   std::uint64_t bytes = 0;  // what a device must reserve for it
-  caf::actor* pool = nullptr;  // borrowed for spawning: copied into the actor
+  caf::actor pool;
   std::shared_ptr<route_table> routes;
   std::shared_ptr<const clock> time;
-  caf::actor* hub = nullptr;  // borrowed for spawning: where state changes go (may be null)
+  caf::actor hub;  // where state changes go (may be null)
 };
 
 caf::actor spawn_model_actor(caf::actor_system& system, const model_actor_config& config);

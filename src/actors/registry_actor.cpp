@@ -112,7 +112,7 @@ expected<caf::actor> actor_for(self_ptr self, model_entry& e) {
   if (e.file.empty())
     if (auto r = resolve(s, e); !r) return make_error(errc::load_failed, r.error().message);
   e.actor = spawn_model_actor(self->system(),
-                              {e.record.id, e.file, e.bytes, &s.pool, s.config.routes, s.config.time, &s.hub});
+                              {e.record.id, e.file, e.bytes, s.pool, s.config.routes, s.config.time, s.hub});
   return e.actor;
 }
 
@@ -409,10 +409,8 @@ void on_delete_vmodel(self_ptr self, msg::delete_vmodel& m) {
 caf::behavior registry_actor(self_ptr self, std::shared_ptr<registry_config> config) {
   auto& s = self->state;
   s.config = std::move(*config);
-  s.pool = *s.config.pool;
-  s.config.pool = nullptr;
-  if (s.config.hub) s.hub = *s.config.hub;
-  s.config.hub = nullptr;
+  s.pool = std::move(s.config.pool);
+  s.hub = std::move(s.config.hub);
   reload_from_store(self);
   publish_counts(s);
   return {

@@ -12,7 +12,7 @@
 // clients); vmodel_target_ready and flush_registry (from itself and from model actors' callbacks).
 #pragma once
 
-#include <caf/fwd.hpp>
+#include <caf/actor.hpp>
 
 #include <memory>
 
@@ -27,8 +27,8 @@ namespace warm {
 struct registry_config {
   std::unique_ptr<registry_store> store;
   std::shared_ptr<const model_repository> repository;
-  caf::actor* pool = nullptr;  // borrowed while spawning
-  caf::actor* hub = nullptr;   // borrowed while spawning: model actors report state changes there
+  caf::actor pool;
+  caf::actor hub;  // model actors report state changes there
   std::shared_ptr<route_table> routes;
   std::shared_ptr<const clock> time;
   std::uint64_t max_models = 1'000'000;

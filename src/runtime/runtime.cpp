@@ -187,8 +187,8 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   registry.store = std::make_unique<registry_store>(std::move(*store));
   registry.repository = std::make_shared<model_repository>(std::move(*repository));
   impl->hub = spawn_watch_hub(*impl->system);
-  registry.pool = &impl->pool;
-  registry.hub = &impl->hub;
+  registry.pool = impl->pool;  // handles copied into the config: the actor starts on its own thread
+  registry.hub = impl->hub;
   registry.routes = impl->routes;
   registry.time = impl->time;
   registry.max_models = options.max_models;
