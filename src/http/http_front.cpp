@@ -229,6 +229,10 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
   i->server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   i->server.set_payload_max_length(i->options.max_request_bytes);
   i->server.set_tcp_nodelay(true);
+  // httplib closes a kept-alive connection after 5 requests by default; with its listen backlog
+  // of 5 (fixed when Debian built it) the reconnect bursts overflowed the queue and clients waited
+  // a 1 s SYN retry (docs/performance.md). Keep connections for as long as clients do.
+  i->server.set_keep_alive_max_count(1u << 20);
   i->routes();
   const auto& host = i->options.host;
   i->port = i->options.port == 0 ? i->server.bind_to_any_port(host) : (i->server.bind_to_port(host, i->options.port)

@@ -1,5 +1,6 @@
 #include "http/v2_codec.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -16,20 +17,38 @@ using json = nlohmann::json;
 // tensor dimension beyond the first. More is refused while parsing, before it is built.
 constexpr int max_depth = 3 + 32;
 
-struct too_deep {};
-
 error bad(std::string message) { return make_error(errc::invalid_argument, std::move(message)); }
 
+// JSON text of a value. Strings that are not valid UTF-8 (a model name, bytes quoted in a parse
+// error's message) get U+FFFD instead of making nlohmann throw type_error 316.
+std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// The deepest container nesting in `text`, brackets inside strings ignored. A linear pre-scan is
+// several times cheaper than a parser callback on every value (most of a request is numbers).
+int nesting(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 expected<json> parse(std::string_view body) {
-  auto on_event = [](int depth, json::parse_event_t event, json&) {
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) && depth > max_depth)
-      throw too_deep{};
-    return true;
-  };
-  try {
-    return json::parse(body.begin(), body.end(), on_event);
-  } catch (const too_deep&) {
+  if (nesting(body) > max_depth + 1)
     return bad("request JSON is nested deeper than " + std::to_string(max_depth) + " levels");
+  try {
+    return json::parse(body.begin(), body.end());
   } catch (const json::exception& e) {
     return bad(std::string("request is not valid JSON: ") + e.what());
   }
@@ -66,7 +85,7 @@ expected<tensor> decode_input(const json& in, std::size_t index, const decode_li
   if (datatype == in.end() || !datatype->is_string())
     return bad("input '" + t.name + "': \"datatype\" (a string) is required");
   if (datatype->get<std::string>() != "FP32")
-    return bad("input '" + t.name + "': datatype " + datatype->dump() + " is not supported; the model takes FP32");
+    return bad("input '" + t.name + "': datatype " + dump(*datatype) + " is not supported; the model takes FP32");
   auto shape = in.find("shape");
   if (shape == in.end() || !shape->is_array()) return bad("input '" + t.name + "': \"shape\" (an array) is required");
   if (shape->size() > 32) return bad("input '" + t.name + "': shape has more than 32 dimensions");
@@ -74,11 +93,11 @@ expected<tensor> decode_input(const json& in, std::size_t index, const decode_li
   const std::uint64_t max_count = limits.max_tensor_bytes / sizeof(float);
   for (auto& d : *shape) {
     if (!d.is_number_unsigned())
-      return bad("input '" + t.name + "': shape must hold non-negative integers, not " + d.dump());
+      return bad("input '" + t.name + "': shape must hold non-negative integers, not " + dump(d));
     auto dim = d.get<std::uint64_t>();
     t.shape.push_back(dim);
     if (dim != 0 && count > max_count / dim)
-      return bad("input '" + t.name + "': shape " + shape->dump() + " exceeds the tensor limit of " +
+      return bad("input '" + t.name + "': shape " + dump(*shape) + " exceeds the tensor limit of " +
                  std::to_string(limits.max_tensor_bytes) + " bytes");
     count *= dim;
   }
@@ -89,10 +108,12 @@ expected<tensor> decode_input(const json& in, std::size_t index, const decode_li
   if (auto r = flatten(*data, count, values, t.name); !r) return std::move(r).error();
   if (values.size() != count)
     return bad("input '" + t.name + "': data holds " + std::to_string(values.size()) + " elements; shape " +
-               shape->dump() + " needs " + std::to_string(count));
+               dump(*shape) + " needs " + std::to_string(count));
   t.type = dtype::f32;
   t.data.resize(values.size() * sizeof(float));
-  std::memcpy(t.data.data(), values.data(), t.data.size());
+  // An empty tensor (a 0 dimension) has no buffer: memcpy from a null pointer is undefined even
+  // for 0 bytes.
+  if (!values.empty()) std::memcpy(t.data.data(), values.data(), t.data.size());
   return t;
 }
 
@@ -149,16 +170,16 @@ expected<v2_request> decode_infer_request(std::string_view body, const decode_li
 }
 
 std::string encode_infer_response(const infer_result& result, const std::string& id) {
-  std::string out = "{\"model_name\":" + json(result.model).dump();
-  if (!id.empty()) out += ",\"id\":" + json(id).dump();
+  std::string out = "{\"model_name\":" + dump(result.model);
+  if (!id.empty()) out += ",\"id\":" + dump(id);
   out += ",\"parameters\":{\"warm_cache_hit\":";
   out += result.cache_hit ? "true" : "false";
-  out += ",\"warm_load_wait_ms\":" + json(result.load_wait_ms).dump() + "},\"outputs\":[";
+  out += ",\"warm_load_wait_ms\":" + dump(result.load_wait_ms) + "},\"outputs\":[";
   bool first_tensor = true;
   for (auto& t : result.outputs) {
     if (!first_tensor) out += ',';
     first_tensor = false;
-    out += "{\"name\":" + json(t.name).dump() + ",\"datatype\":\"FP32\",\"shape\":" + json(t.shape).dump() + ",\"data\":[";
+    out += "{\"name\":" + dump(t.name) + ",\"datatype\":\"FP32\",\"shape\":" + dump(t.shape) + ",\"data\":[";
     std::size_t n = t.data.size() / sizeof(float);
     out.reserve(out.size() + n * 12 + 8);
     for (std::size_t i = 0; i < n; ++i) {
@@ -183,7 +204,7 @@ std::string encode_model_metadata(const std::string& name, const model_metadata&
       {"parameters",
        {{"warm_model", meta.id}, {"warm_bytes", meta.bytes}, {"warm_layers", meta.layers}, {"warm_activation", meta.activation}}},
   };
-  return body.dump();
+  return dump(body);
 }
 
 std::string encode_repository_index(const std::vector<model_status>& models) {
@@ -193,10 +214,10 @@ std::string encode_repository_index(const std::vector<model_status>& models) {
     entry["reason"] = m.last_error ? m.last_error->message : "";
     list.push_back(std::move(entry));
   }
-  return list.dump();
+  return dump(list);
 }
 
-std::string encode_error(std::string_view message) { return json{{"error", message}}.dump(); }
+std::string encode_error(std::string_view message) { return dump(json{{"error", message}}); }
 
 int http_status(errc code) noexcept {
   switch (code) {
