@@ -140,6 +140,29 @@ TEST_CASE("responses, metadata and errors are JSON clients can read back") {
   CHECK(json::parse(encode_error("bad \"x\""))["error"] == "bad \"x\"");
 }
 
+TEST_CASE("bytes that are not UTF-8 never make an encoder throw (found by fuzz/v2_json_fuzz)") {
+  // A body with a stray byte: nlohmann's parse error quotes it, and the error reply used to throw
+  // type_error 316 while encoding that message (a 500 instead of a 400).
+  auto message = error_of("{\"inputs\":\xff}");
+  auto body = json::parse(encode_error(message));
+  CHECK(body["error"].get<std::string>().find("\xEF\xBF\xBD") != std::string::npos);  // U+FFFD
+  infer_result r;
+  r.model = "m\xc3";
+  auto response = json::parse(encode_infer_response(r, "id\xff"));
+  CHECK(response["model_name"] == "m\xEF\xBF\xBD");
+  model_metadata meta;
+  meta.id = "\xfe";
+  CHECK_NOTHROW(json::parse(encode_model_metadata("\x80", meta)));
+}
+
+TEST_CASE("an empty tensor (a 0 dimension) decodes to no data (found by fuzz/v2_json_fuzz)") {
+  // Its values vector has no buffer; copying from it was memcpy(dst, nullptr, 0): undefined.
+  auto r = decode_infer_request(R"({"inputs":[{"name":"input","shape":[0,4],"datatype":"FP32","data":[]}]})");
+  REQUIRE(r);
+  CHECK(r->request.inputs.at(0).data.empty());
+  CHECK(r->request.inputs.at(0).shape == std::vector<std::uint64_t>{0, 4});
+}
+
 TEST_CASE("error codes map to HTTP statuses; a client's mistake is never a 500") {
   CHECK(http_status(errc::invalid_argument) == 400);
   CHECK(http_status(errc::not_found) == 404);

@@ -44,7 +44,8 @@ std::string encode_model_metadata(const std::string& name, const model_metadata&
 // (READY, UNAVAILABLE, LOADING) with warm's own state in "warm_state".
 std::string encode_repository_index(const std::vector<model_status>& models);
 
-// {"error": message}.
+// {"error": message}. Like every encoder here it never throws for bad text: bytes that are not
+// valid UTF-8 (a model name, input quoted in a parse error) are written as U+FFFD.
 std::string encode_error(std::string_view message);
 
 // The HTTP status for an error code: 400 bad input, 404 unknown, 503 load failure or no room,

@@ -65,6 +65,32 @@ struct rpc_options {
 // ratio = the median over rounds of warm_rps / echo_rps.
 int run_rpc(const rpc_options& options);
 
+struct http_options {
+  std::vector<std::uint64_t> layers{256, 256};
+  double seconds = 5.0;  // total, split evenly over rounds x 2 phases
+  int connections = 8;   // client threads (one keep-alive httplib::Client each) per phase
+  int rounds = 4;        // interleaved warm / baseline rounds; medians reported
+};
+// `http`: batch-1 KServe V2 inference over HTTP (warm::http::front over a runtime with one loaded
+// model) vs a bare httplib::Server answering warm's pre-encoded response. ratio = the median over
+// rounds of warm_rps / baseline_rps.
+int run_http(const http_options& options);
+
+struct soak_options {
+  double seconds = 60;        // traffic duration
+  int clients = 8;            // client threads (one connection and kj event loop each)
+  std::uint64_t models = 16;  // dense models of 64 KiB..2 MiB on a device holding ~40% of them
+  double failure_rate = 0.2;  // share of loads the fault-injecting loader fails
+  double allocation_failure_rate = 0;  // share of the device's allocations failing (out of memory)
+  std::uint64_t seed = 1;     // the fault injector's and the clients' generators
+};
+// `soak`: mixed traffic over Cap'n Proto (infer, ensureLoaded, register/unregister, vmodel flips)
+// against warmd's service over a runtime whose loader fails `failure_rate` of loads. Counts
+// requests, replies and lost calls; after unregistering everything, the device bytes still
+// charged (accounting drift); RSS growth between the first and last quarter. Non-zero exit when
+// lost > 0, drift != 0 or RSS growth >= 5%.
+int run_soak(const soak_options& options);
+
 struct registry_options {
   std::uint64_t models = 100000;  // ids registered, all naming the same model file
   std::uint64_t queries = 10000;  // sequential status() calls on random ids

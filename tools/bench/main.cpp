@@ -96,6 +96,35 @@ int main(int argc, char** argv) {
     rc = warm::bench::run_rpc(rpc);
   });
 
+  warm::bench::http_options http;
+  std::string http_layers = "256,256";
+  auto* http_cmd = app.add_subcommand("http", "KServe V2 inference over HTTP vs a bare httplib server (docs/performance.md)");
+  http_cmd->add_option("--connections", http.connections, "Concurrent keep-alive connections")->capture_default_str()->check(CLI::Range(1, 256));
+  http_cmd->add_option("--seconds", http.seconds, "Total duration")->capture_default_str()->check(CLI::Range(0.1, 600.0));
+  http_cmd->add_option("--layers", http_layers, "Layer widths")->capture_default_str();
+  http_cmd->add_option("--rounds", http.rounds, "Interleaved rounds")->capture_default_str()->check(CLI::Range(1, 100));
+  http_cmd->callback([&] {
+    auto widths = warm::parse_widths(http_layers);
+    if (!widths) {
+      std::cerr << "warm-bench: " << widths.error().message << "\n";
+      return;
+    }
+    http.layers = *widths;
+    rc = warm::bench::run_http(http);
+  });
+
+  warm::bench::soak_options soak;
+  auto* soak_cmd = app.add_subcommand("soak", "Mixed RPC traffic with failing loads: lost calls, accounting drift, RSS growth");
+  soak_cmd->add_option("--seconds", soak.seconds, "Traffic duration")->capture_default_str()->check(CLI::Range(1.0, 86400.0));
+  soak_cmd->add_option("--clients", soak.clients, "Concurrent clients")->capture_default_str()->check(CLI::Range(1, 256));
+  soak_cmd->add_option("--models", soak.models, "Models in the repository")->capture_default_str()->check(CLI::Range(2, 100));
+  soak_cmd->add_option("--failure-rate", soak.failure_rate, "Share of loads that fail")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  soak_cmd->add_option("--allocation-failure-rate", soak.allocation_failure_rate, "Share of device allocations that fail")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  soak_cmd->add_option("--seed", soak.seed, "Seed of the fault injector and the clients")->capture_default_str();
+  soak_cmd->callback([&] { rc = warm::bench::run_soak(soak); });
+
   warm::bench::registry_options registry;
   auto* registry_cmd = app.add_subcommand("registry", "Register many models: throughput, memory per model, status latency");
   registry_cmd->add_option("--models", registry.models, "Models to register")->capture_default_str()->check(CLI::Range(1, 10000000));

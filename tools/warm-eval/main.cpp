@@ -1,6 +1,6 @@
-// warm-eval: the evaluation tooling of issue 6 (traces, catalogs, the policy simulator). Each
-// subcommand registers itself from its own file; see commands.hpp. Exit status: 0 ok, 1 failure,
-// 2 usage.
+// warm-eval: the evaluation tooling of issue 6 (traces, catalogs, the policy simulator, replay
+// against a live warmd). Each subcommand registers itself from its own file; see commands.hpp.
+// Exit status: 0 ok, 1 failure, 2 usage.
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   add_catalog_command(app, rc);
   add_simulate_command(app, rc);
   add_models_command(app, rc);
+  add_replay_command(app, rc);
 
   try {
     app.parse(argc, argv);

@@ -5,6 +5,7 @@
 //   catalog  — catalog_command.cpp: a synthetic model catalog, or the mCache paper's seven models
 //   simulate — simulate_command.cpp: the policy simulator
 //   models   — models_command.cpp: a catalog written as dense model files
+//   replay   — replay_command.cpp (engine: replay.hpp): a trace played against a live warmd
 #pragma once
 
 #include <iostream>
@@ -32,5 +33,6 @@ void add_trace_command(CLI::App& app, int& rc);
 void add_catalog_command(CLI::App& app, int& rc);
 void add_simulate_command(CLI::App& app, int& rc);
 void add_models_command(CLI::App& app, int& rc);
+void add_replay_command(CLI::App& app, int& rc);
 
 }  // namespace warm::eval_cli

@@ -1,0 +1,89 @@
+// Fuzz target: the KServe V2 JSON request parser (src/http/v2_codec: decode_infer_request) with
+// small limits, then what the HTTP front does with its outcome: an error becomes
+// encode_error(message), a decoded request goes through warm::check_inputs and its tensors come
+// back through encode_infer_response. Every body the front writes must be valid JSON, and no
+// exception may escape.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "fuzz_check.hpp"
+#include "http/v2_codec.hpp"
+#include "warm/runtime.hpp"
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::uint64_t max_tensor_bytes = 4096;
+
+const warm::dense_spec& model() {
+  static const warm::dense_spec spec = [] {
+    warm::dense_spec s;
+    s.activation = warm::activation::relu;
+    s.layers.push_back({16, 8, 0, 16 * 8 * 4});
+    s.data_bytes = (16 * 8 + 8) * 4;
+    return s;
+  }();
+  return spec;
+}
+
+json must_parse(const std::string& body) {
+  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  FUZZ_CHECK(!parsed.is_discarded());
+  return parsed;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::string_view body(reinterpret_cast<const char*>(data), size);
+  warm::http::decode_limits limits;
+  limits.max_tensor_bytes = max_tensor_bytes;
+  auto decoded = warm::http::decode_infer_request(body, limits);
+  if (!decoded) {
+    FUZZ_CHECK(decoded.error().code == warm::errc::invalid_argument);
+    FUZZ_CHECK(warm::http::http_status(decoded.error().code) == 400);
+    auto reply = must_parse(warm::http::encode_error(decoded.error().message));
+    FUZZ_CHECK(reply.is_object() && reply["error"].is_string());
+    return 0;
+  }
+
+  warm::infer_result echo;
+  echo.model = "m";
+  for (const auto& t : decoded->request.inputs) {
+    FUZZ_CHECK(t.type == warm::dtype::f32);
+    std::uint64_t count = 1;
+    for (auto d : t.shape) FUZZ_CHECK(!__builtin_mul_overflow(count, d, &count));
+    FUZZ_CHECK(count * sizeof(float) == t.data.size());
+    FUZZ_CHECK(t.data.size() <= max_tensor_bytes);
+    echo.outputs.push_back(t);
+  }
+  auto checked = warm::check_inputs(decoded->request.inputs, model());
+  if (!checked) must_parse(warm::http::encode_error(checked.error().message));
+
+  // The response body carries the tensors back: same names, shapes and values.
+  auto reply = must_parse(warm::http::encode_infer_response(echo, decoded->id));
+  FUZZ_CHECK(reply.is_object() && reply.contains("outputs") && reply["outputs"].is_array());
+  FUZZ_CHECK(reply["outputs"].size() == echo.outputs.size());
+  for (std::size_t i = 0; i < echo.outputs.size(); ++i) {
+    const json& out = reply["outputs"][i];
+    const auto& t = echo.outputs[i];
+    FUZZ_CHECK(out.contains("name") && out["name"] == t.name);
+    FUZZ_CHECK(out.contains("shape") && out["shape"] == json(t.shape));
+    FUZZ_CHECK(out.contains("data") && out["data"].is_array());
+    const json& values = out["data"];
+    FUZZ_CHECK(values.size() == t.data.size() / sizeof(float));
+    for (std::size_t j = 0; j < values.size(); ++j) {
+      float sent;
+      std::memcpy(&sent, t.data.data() + j * sizeof(float), sizeof sent);
+      FUZZ_CHECK(values[j].is_number() && static_cast<float>(values[j].get<double>()) == sent);
+    }
+  }
+  if (!decoded->id.empty()) FUZZ_CHECK(reply.contains("id") && reply["id"] == decoded->id);
+  return 0;
+}

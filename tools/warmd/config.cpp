@@ -1,0 +1,309 @@
+#include "config.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <toml++/toml.h>
+
+namespace warm::warmd {
+
+expected<std::chrono::nanoseconds> parse_duration(const std::string& text) {
+  auto bad = make_error(errc::invalid_argument, "bad duration \"" + text + "\" (expected e.g. 500ms, 30s, 10m, 1h)");
+  std::size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  if (i == 0) return bad;
+  double value = 0;
+  try {
+    std::size_t used = 0;
+    value = std::stod(text.substr(0, i), &used);
+    if (used != i) return bad;  // "1.2.3s": stod stops at the second dot
+  } catch (...) {
+    return bad;
+  }
+  auto unit = text.substr(i);
+  double seconds = 0;
+  if (unit.empty() || unit == "s")
+    seconds = value;
+  else if (unit == "ms")
+    seconds = value / 1000;
+  else if (unit == "m" || unit == "min")
+    seconds = value * 60;
+  else if (unit == "h")
+    seconds = value * 3600;
+  else
+    return bad;
+  if (!(seconds >= 0) || seconds > 1e9) return bad;
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9));
+}
+
+void add_options(CLI::App& app, config& c, std::string& config_file) {
+  app.add_option("--config", config_file, "TOML config file; command-line flags override its keys")
+      ->check(CLI::ExistingFile);
+  app.add_option("--repo", c.repo, "Model repository root (repeatable)");
+  app.add_option("--state", c.state, "State directory (registry.db)")->capture_default_str();
+  app.add_option("--device", c.device, "Device spec, e.g. host:1GiB or cuda:0:8GiB (repeatable)")->capture_default_str();
+  app.add_option("--policy", c.policy, "Eviction policy (docs/policies.md)")->capture_default_str();
+  app.add_option("--max-concurrent-loads", c.max_concurrent_loads, "Loads at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  app.add_option("--failure-expiry", c.failure_expiry, "How long a failed load blocks a device (500ms, 30s, 10m, 1h)")
+      ->capture_default_str();
+  app.add_option("--listen", c.listen, "unix:PATH or HOST:PORT (repeatable)")->capture_default_str();
+  app.add_flag("--allow-remote", c.allow_remote, "Let TCP listeners bind non-loopback hosts (needs --token-file)");
+  app.add_option("--token-file", c.token_file, "File holding the token remote clients must present");
+  app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off")
+      ->capture_default_str();
+  app.add_option("--max-request-bytes", c.max_request_bytes, "Largest request message")->capture_default_str();
+  app.add_option("--max-tensor-bytes", c.max_tensor_bytes, "Largest input tensor")->capture_default_str();
+  app.add_option("--max-models", c.max_models, "Registrations the registry accepts")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--http", c.http, "Serve KServe V2 HTTP and /metrics on HOST:PORT (loopback unless --allow-remote)");
+  app.add_option("--http-threads", c.http_threads, "HTTP requests served at once (a miss holds one while it loads)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_flag("--metrics-per-model", c.metrics_per_model, "Add per-model series to /metrics (one per model)");
+  app.add_option("--request-timeout", c.request_timeout, "Longest an HTTP request waits for a load")
+      ->capture_default_str();
+}
+
+namespace {
+
+// Debian's toml++ 3.3 reaches __builtin_unreachable() (undefined behaviour) when it asks whether a
+// non-ASCII character in U+00A1..U+0499 or U+2F3E..U+3337 (and a few more) is whitespace, which it
+// does wherever whitespace may stand (`é = 1`), after a backslash in a multi-line string, and while
+// looking ahead through a malformed value (`repo = 0["é"]`): marzer/tomlplusplus#190 and #295,
+// fixed upstream after 3.3. So toml++ is handed ASCII only: every non-ASCII character of a string
+// becomes a \u escape (literal strings become basic strings with the same value), comments lose
+// theirs, and one anywhere else (never valid TOML) is refused, like malformed UTF-8. Lines stay
+// where they were, so toml++'s line numbers still point into the file.
+struct ascii_toml {
+  std::string text;
+  std::size_t line = 0;  // where the text was refused; 0 when it was not
+  const char* problem = "";
+};
+
+// One UTF-8 sequence at text[i]: its code point and length, or false when malformed (overlong,
+// surrogate, past U+10FFFF, truncated).
+bool decode_utf8(std::string_view text, std::size_t i, char32_t& cp, std::size_t& length) {
+  unsigned b0 = static_cast<unsigned char>(text[i]);
+  if (b0 >= 0xC2 && b0 <= 0xDF) length = 2, cp = b0 & 0x1F;
+  else if (b0 >= 0xE0 && b0 <= 0xEF) length = 3, cp = b0 & 0x0F;
+  else if (b0 >= 0xF0 && b0 <= 0xF4) length = 4, cp = b0 & 0x07;
+  else return false;
+  if (text.size() - i < length) return false;
+  for (std::size_t k = 1; k < length; ++k) {
+    unsigned b = static_cast<unsigned char>(text[i + k]);
+    if ((b & 0xC0) != 0x80) return false;
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  if ((length == 3 && cp < 0x800) || (length == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return false;
+  return cp < 0xD800 || cp > 0xDFFF;
+}
+
+ascii_toml to_ascii_toml(std::string_view in) {
+  ascii_toml r;
+  std::string& out = r.text;
+  out.reserve(in.size() + in.size() / 4);
+  std::size_t i = 0, line = 1;
+  if (in.substr(0, 3) == "\xEF\xBB\xBF") i = 3;  // a UTF-8 byte order mark
+  auto refuse = [&](const char* problem) {
+    r.line = line;
+    r.problem = problem;
+    return r;
+  };
+  auto at = [&](std::size_t k) -> unsigned { return k < in.size() ? static_cast<unsigned char>(in[k]) : 0u; };
+  // Copies one character of a string; a non-ASCII one as an escape. In a literal string (copied
+  // into a basic one) a backslash or a double quote is escaped too. false on malformed UTF-8.
+  auto string_char = [&](bool literal) {
+    unsigned b = at(i);
+    if (b < 0x80) {
+      if (literal && (b == '\\' || b == '"')) out += '\\';
+      out += static_cast<char>(b);
+      line += b == '\n';
+      ++i;
+      return true;
+    }
+    char32_t cp = 0;
+    std::size_t length = 0;
+    if (!decode_utf8(in, i, cp, length)) return false;
+    char escape[12];
+    std::snprintf(escape, sizeof escape, cp <= 0xFFFF ? "\\u%04X" : "\\U%08X", static_cast<unsigned>(cp));
+    out += escape;
+    i += length;
+    return true;
+  };
+  // After a backslash in a basic string: the escaped character (a quote or a backslash must not
+  // end or start anything). A non-ASCII one is no valid escape: refused rather than turned into one.
+  auto escaped = [&] {
+    out += '\\';
+    ++i;
+    if (at(i) >= 0x80) return false;
+    if (at(i) == '"' || at(i) == '\\') out += in[i++];
+    return true;
+  };
+  while (i < in.size()) {
+    unsigned b = at(i);
+    if (b == '#') {  // a comment, to the end of the line: its non-ASCII characters are dropped
+      while (i < in.size() && in[i] != '\n') {
+        if (at(i) < 0x80) {
+          out += in[i++];
+          continue;
+        }
+        char32_t cp = 0;
+        std::size_t length = 0;
+        if (!decode_utf8(in, i, cp, length)) return refuse("malformed UTF-8");
+        i += length;
+      }
+    } else if (in.substr(i, 3) == R"(""")" || in.substr(i, 3) == "'''") {  // multi-line strings
+      const char quote = in[i];
+      const bool literal = quote == '\'';
+      const std::string delimiter(3, quote);
+      out += R"(""")";
+      i += 3;
+      while (i < in.size() && in.substr(i, 3) != delimiter) {
+        if (!literal && at(i) == '\\') {
+          if (!escaped()) return refuse("a backslash before a non-ASCII character");
+        } else if (!string_char(literal)) {
+          return refuse("malformed UTF-8");
+        }
+      }
+      if (i < in.size()) {  // the closing quotes; up to two more belong to the string
+        i += 3;
+        for (int extra = 0; extra < 2 && at(i) == static_cast<unsigned char>(quote); ++extra) out += in[i++];
+        out += R"(""")";
+      }
+    } else if (b == '"' || b == '\'') {  // basic and literal strings end with their line
+      const bool literal = b == '\'';
+      out += '"';
+      ++i;
+      while (i < in.size() && at(i) != b && at(i) != '\n') {
+        if (!literal && at(i) == '\\') {
+          if (!escaped()) return refuse("a backslash before a non-ASCII character");
+        } else if (!string_char(literal)) {
+          return refuse("malformed UTF-8");
+        }
+      }
+      if (at(i) == b) {
+        out += '"';
+        ++i;
+      }
+    } else if (b >= 0x80) {
+      return refuse("a non-ASCII character outside a string or comment");
+    } else {
+      out += static_cast<char>(b);
+      line += b == '\n';
+      ++i;
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+expected<void> apply_config_text(std::string_view text, const std::string& name, CLI::App& app, config& c) {
+  auto ascii = to_ascii_toml(text);
+  if (ascii.line != 0)
+    return make_error(errc::invalid_argument,
+                      name + ": " + ascii.problem + " (line " + std::to_string(ascii.line) + ")");
+  toml::table table;
+  try {
+    table = toml::parse(ascii.text, name);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << name << ": " << e.description() << " (line " << e.source().begin.line << ")";
+    return make_error(errc::invalid_argument, msg.str());
+  }
+  auto bad = [&](const std::string& key, const char* want) {
+    return make_error(errc::invalid_argument, name + ": key \"" + key + "\" must be " + want);
+  };
+  // A key the command line gave is left alone. Every key below is a flag of add_options; one that
+  // is not (a programming error) counts as not given rather than throwing.
+  auto given = [&](const std::string& key) {
+    const CLI::Option* option = app.get_option_no_throw("--" + key);
+    return option != nullptr && option->count() > 0;
+  };
+  for (auto&& [k, value] : table) {
+    std::string key(k.str());
+    auto& node = value;  // a reference the lambdas can capture (C++17 cannot capture a binding)
+    // Integer and boolean keys take exactly that TOML type. toml++'s lax value<T>() would also
+    // turn `true` into 1, 5 into true and 4.0 into 4, and for a float outside int64's range it
+    // casts anyway: undefined behaviour inside toml++ 3.3 (found by fuzz/warmd_config_fuzz).
+    auto integer = [&] { return node.value_exact<std::int64_t>(); };
+    auto boolean = [&] { return node.value_exact<bool>(); };
+    auto string_list = [&](std::vector<std::string>& out) -> expected<void> {
+      std::vector<std::string> values;
+      if (auto s = node.value<std::string>()) {
+        values.push_back(*s);
+      } else if (auto* arr = node.as_array()) {
+        for (auto& item : *arr) {
+          auto s2 = item.value<std::string>();
+          if (!s2) return bad(key, "a string or an array of strings");
+          values.push_back(*s2);
+        }
+      } else {
+        return bad(key, "a string or an array of strings");
+      }
+      if (!given(key)) out = std::move(values);
+      return {};
+    };
+    auto string_value = [&](std::string& out) -> expected<void> {
+      auto s = node.value<std::string>();
+      if (!s) return bad(key, "a string");
+      if (!given(key)) out = *s;
+      return {};
+    };
+    expected<void> r;
+    if (key == "repo") r = string_list(c.repo);
+    else if (key == "device") r = string_list(c.device);
+    else if (key == "listen") r = string_list(c.listen);
+    else if (key == "state") r = string_value(c.state);
+    else if (key == "policy") r = string_value(c.policy);
+    else if (key == "failure-expiry") r = string_value(c.failure_expiry);
+    else if (key == "token-file") r = string_value(c.token_file);
+    else if (key == "log-level") r = string_value(c.log_level);
+    else if (key == "max-request-bytes") r = string_value(c.max_request_bytes);
+    else if (key == "max-tensor-bytes") r = string_value(c.max_tensor_bytes);
+    else if (key == "http") r = string_value(c.http);
+    else if (key == "request-timeout") r = string_value(c.request_timeout);
+    else if (key == "max-models") {
+      auto v = integer();
+      if (!v || *v < 1) return bad(key, "a positive integer");
+      if (!given(key)) c.max_models = static_cast<std::uint64_t>(*v);
+    } else if (key == "http-threads") {
+      auto v = integer();
+      if (!v || *v < 1 || *v > 1024) return bad(key, "an integer from 1 to 1024");
+      if (!given(key)) c.http_threads = static_cast<std::uint32_t>(*v);
+    } else if (key == "metrics-per-model") {
+      auto v = boolean();
+      if (!v) return bad(key, "true or false");
+      if (!given(key)) c.metrics_per_model = *v;
+    } else if (key == "max-concurrent-loads") {
+      auto v = integer();
+      if (!v || *v < 1 || *v > 64) return bad(key, "an integer from 1 to 64");
+      if (!given(key)) c.max_concurrent_loads = static_cast<std::uint32_t>(*v);
+    } else if (key == "allow-remote") {
+      auto v = boolean();
+      if (!v) return bad(key, "true or false");
+      if (!given(key)) c.allow_remote = *v;
+    } else {
+      return make_error(errc::invalid_argument, name + ": unknown key \"" + key + "\"");
+    }
+    if (!r) return r;
+  }
+  return {};
+}
+
+expected<void> apply_config_file(const std::string& path, CLI::App& app, config& c) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(errc::not_found, path + ": cannot read the config file");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return make_error(errc::not_found, path + ": cannot read the config file");
+  return apply_config_text(text, path, app, c);
+}
+
+}  // namespace warm::warmd

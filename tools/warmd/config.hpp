@@ -1,0 +1,61 @@
+// warmd's settings: the flags, the TOML config file that may give any of them
+// (docs/configuration.md), and the duration syntax. Pure parsing, no I/O beyond reading the config
+// file, so the TOML side is testable from a string (fuzz/warmd_config_fuzz.cpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "warm/error.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace warm::warmd {
+
+// Everything warmd can be told, with its defaults.
+struct config {
+  std::vector<std::string> repo;
+  std::string state = "warm-state";
+  std::vector<std::string> device{"host:1GiB"};
+  std::string policy = "kdf";
+  std::uint32_t max_concurrent_loads = 2;
+  std::string failure_expiry = "10m";
+  std::vector<std::string> listen{"unix:./warm.sock"};
+  bool allow_remote = false;
+  std::string token_file;
+  std::string log_level = "info";
+  std::string max_request_bytes = "64MiB";
+  std::string max_tensor_bytes = "64MiB";
+  std::string http;                 // HOST:PORT of the HTTP front; empty = none
+  std::uint32_t http_threads = 32;
+  bool metrics_per_model = false;
+  std::string request_timeout = "5m";
+  std::uint64_t max_models = 1'000'000;
+};
+
+// "10m", "30s", "500ms", "1h", "1.5s"; a bare number is seconds. invalid_argument for anything
+// else, negative or past 1e9 seconds.
+expected<std::chrono::nanoseconds> parse_duration(const std::string& text);
+
+// Registers warmd's flags on `app`, bound to `c` (and --config to `config_file`). Every TOML key
+// apply_config_* accepts is one of these flags, so the file and the command line cannot drift.
+void add_options(CLI::App& app, config& c, std::string& config_file);
+
+// Applies a TOML document's keys to the options the command line did not set (`app` must hold
+// add_options' flags; after app.parse() a flag given there wins). Keys are the flag names without
+// dashes; repeatable ones take a string or an array of strings. Errors are invalid_argument
+// prefixed with `name_for_errors`: malformed TOML (with its line), an unknown key, a mistyped
+// value. Never throws for any input.
+expected<void> apply_config_text(std::string_view text, const std::string& name_for_errors, CLI::App& app,
+                                 config& c);
+
+// apply_config_text on the file's contents, errors prefixed with `path` (not_found when it cannot
+// be read).
+expected<void> apply_config_file(const std::string& path, CLI::App& app, config& c);
+
+}  // namespace warm::warmd
