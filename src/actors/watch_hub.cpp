@@ -14,7 +14,10 @@ struct hub_state {
   std::uint64_t sequence = 0;
 };
 
-caf::behavior watch_hub(caf::stateful_actor<hub_state>* self) {
+// `sequence`: the number before the first event's. (Every warm actor takes an argument: CAF 0.17
+// dereferences a null argument tuple when an actor function takes none, which UBSan reports.)
+caf::behavior watch_hub(caf::stateful_actor<hub_state>* self, std::uint64_t sequence) {
+  self->state.sequence = sequence;
   return {
       [=](msg::state_changed& m) {
         m.event.sequence = ++self->state.sequence;
@@ -27,6 +30,6 @@ caf::behavior watch_hub(caf::stateful_actor<hub_state>* self) {
 
 }  // namespace
 
-caf::actor spawn_watch_hub(caf::actor_system& system) { return system.spawn(watch_hub); }
+caf::actor spawn_watch_hub(caf::actor_system& system) { return system.spawn(watch_hub, std::uint64_t{0}); }
 
 }  // namespace warm
