@@ -85,8 +85,9 @@ std::uint64_t draining_bytes(const device_state& s) {
 }
 
 // Evicts enough idle models for `bytes` more to fit, counting bytes already draining. Evicts
-// nothing when the idle models cannot free enough.
-void make_room(self_ptr self, const std::string& incoming, std::uint64_t bytes) {
+// nothing when the idle models cannot free enough. `busy` gets the models it passed over because
+// an inference was in flight.
+void make_room(self_ptr self, const std::string& incoming, std::uint64_t bytes, std::vector<std::string>& busy) {
   auto& s = self->state;
   auto free = s.config.dev->capacity() - s.config.dev->used();
   auto pending = draining_bytes(s);
@@ -94,7 +95,10 @@ void make_room(self_ptr self, const std::string& incoming, std::uint64_t bytes) 
   sync_accesses(s);
   auto pinned = [&](const std::string& model) {
     auto it = s.residents.find(model);
-    return it == s.residents.end() || it->second.slot->in_flight() != 0;
+    if (it == s.residents.end()) return true;
+    if (it->second.slot->in_flight() == 0) return false;
+    busy.push_back(model);
+    return true;
   };
   auto victims = s.config.policy->choose_victims(incoming, bytes - free - pending, pinned, s.config.time->now());
   for (auto& model : victims) {
@@ -106,12 +110,16 @@ void make_room(self_ptr self, const std::string& incoming, std::uint64_t bytes) 
   }
 }
 
-// After a refusal: ask every busy resident for an idle event, so the pool hears when one could
-// become a victim. True if one is idle already (the caller may retry at once).
-bool watch_busy_models(device_state& s) {
+// After a refusal: ask the models make_room passed over as busy for an idle event, so the pool
+// hears when one could become a victim. True if one is idle already — its inference may have
+// ended between make_room's look and this one, and then no event would come — so the caller
+// retries at once.
+bool watch_busy_models(device_state& s, const std::vector<std::string>& busy) {
   bool idle_now = false;
-  for (auto& [id, r] : s.residents)
-    if (r.slot->in_flight() != 0 && r.slot->notify_when_idle()) idle_now = true;
+  for (auto& model : busy) {
+    auto it = s.residents.find(model);
+    if (it != s.residents.end() && it->second.slot->notify_when_idle()) idle_now = true;
+  }
   return idle_now;
 }
 
@@ -123,7 +131,8 @@ msg::reserve_result reserve_bytes(self_ptr self, const msg::reserve& m) {
   // release, an install, or (when models keep turning idle and busy again between our looks)
   // a retry after a millisecond.
   for (int attempt = 0; attempt < 4; ++attempt) {
-    make_room(self, m.model, m.bytes);
+    std::vector<std::string> busy;
+    make_room(self, m.model, m.bytes, busy);
     auto reserved = s.config.dev->reserve(m.bytes);  // budget only: the loader thread allocates
     if (reserved) {
       result.reservation = std::make_shared<memory_reservation>(std::move(*reserved));
@@ -132,7 +141,7 @@ msg::reserve_result reserve_bytes(self_ptr self, const msg::reserve& m) {
     result.error = std::move(reserved).error();
     if (result.error.code != errc::capacity_exhausted) return result;
     s.pool_waiting = true;
-    if (!watch_busy_models(s)) return result;  // an idle event is on its way (or nothing is busy)
+    if (!watch_busy_models(s, busy)) return result;  // an idle event is on its way (or nothing was busy)
   }
   // Every busy model was idle again when asked, and busy again when we tried: no event is
   // pending, so schedule the retry ourselves.
