@@ -40,7 +40,7 @@ struct ModelInfo {
   # What a registration says about a model.
   path @0 :Text;           # relative to one of the server's repository roots: "mnist" or "mnist/3"
   version @1 :UInt64;      # a version directory; 0 = the highest present
-  sizeHint @2 :UInt64;     # bytes on a device; 0 = read from the model file's header
+  sizeHint @2 :UInt64;     # bytes to reserve on a device, at least the weights' size; 0 = the weights' size
 }
 
 enum ModelState {

@@ -112,6 +112,27 @@ TEST_CASE("unregistering waits for in-flight inferences before the bytes return"
   CHECK(st->state == model_state::not_found);
 }
 
+TEST_CASE("a request arriving while an unloaded model drains is served by a new load, not lost") {
+  test::runtime_fixture f({"a"}, {two_models});
+  f.register_all();
+  auto lease = hold(*f.rt, "a");  // an inference in flight
+  REQUIRE(f.rt->unload("a").get());
+  REQUIRE(eventually([&] { return f.rt->inspect().get()->devices.at(0).draining == small_model_bytes; }));
+
+  auto served = f.rt->infer({"a", {test::input()}}).get();  // while the old copy drains
+  REQUIRE(served);
+  CHECK_FALSE(served->cache_hit);
+  CHECK(f.loader->loads_of("a") == 2);
+  auto dev = f.rt->inspect().get()->devices.at(0);
+  CHECK(dev.used == 2 * small_model_bytes);  // the draining copy and the new one, both charged
+  CHECK(lease->lease.model().spec().input_width() == 16);  // the old copy still serves its lease
+
+  lease.reset();  // the in-flight inference ends: only now do the old copy's bytes return
+  REQUIRE(eventually([&] { return f.rt->inspect().get()->devices.at(0).used == small_model_bytes; }));
+  CHECK(f.rt->inspect().get()->devices.at(0).draining == 0);
+  CHECK(resident(*f.rt) == std::vector<std::string>{"a"});
+}
+
 TEST_CASE("requests for an evicted model reload it and none is lost") {
   test::runtime_fixture f({"a", "b", "c"}, {"host:" + std::to_string(small_model_bytes + 100)}, 1);
   f.register_all();

@@ -89,6 +89,23 @@ TEST_CASE("with one device a failure is final at once and expires on the manual 
   CHECK(f.loader->loads_of("h") == 2);
 }
 
+TEST_CASE("unregistering a failed model forgets its records: registered again, it loads at once") {
+  test::runtime_fixture f({"h"}, {"host:64KiB"}, 2, expire_in_60s);
+  f.register_all();
+  f.loader->fail("h");
+  CHECK_FALSE(f.rt->infer({"h", {test::input()}}).get());
+  REQUIRE(test::state_of(*f.rt, "h") == model_state::loading_failed);
+  REQUIRE(f.rt->inspect().get()->failures.size() == 1);
+
+  REQUIRE(f.rt->unregister_model("h").get());  // no load is pending: only records to forget
+  REQUIRE(eventually([&] { return f.rt->inspect().get()->failures.empty(); }));
+  f.loader->fail("h", false);
+  REQUIRE(f.rt->register_model("h", {"h"}).get());
+  auto served = f.rt->infer({"h", {test::input()}}).get();  // the clock has not moved
+  REQUIRE(served);
+  CHECK(f.loader->loads_of("h") == 2);
+}
+
 TEST_CASE("a file that became unreadable fails the load with a clear error, leaking nothing") {
   test::runtime_fixture f({"gone"}, {"host:64KiB"});
   f.register_all();

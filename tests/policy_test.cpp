@@ -10,6 +10,7 @@
 #include "policy/iam_policy.hpp"
 #include "policy/kdf_policy.hpp"
 #include "policy/lfu_policy.hpp"
+#include "policy/load_penalty.hpp"
 #include "policy/lru_policy.hpp"
 #include "policy/srrip_policy.hpp"
 
@@ -301,4 +302,29 @@ TEST_CASE("eviction_order lists every resident, next victim first, and changes n
     CHECK(p.choose_victims("x", 100, none, at(5)) == strings{order.front().model});
     CHECK(p.eviction_order(at(5)).size() == 3);
   }
+}
+
+TEST_CASE("load penalties: a model's mean load time, else a fit of the device's loads by size") {
+  load_penalty p(2e9);  // before any load: 2 GB/s
+  CHECK(p.of("a", 1'000'000'000) == Approx(0.5));
+
+  // One size seen: the mean bandwidth alone (1 GB in 2 s and in 4 s: 3 s per GB).
+  p.record("a", 1'000'000'000, 2.0);
+  p.record("a", 1'000'000'000, 4.0);
+  CHECK(p.of("a", 1'000'000'000) == Approx(3.0));      // a's own mean
+  CHECK(p.of("b", 500'000'000) == Approx(1.5).epsilon(0.02));  // estimated from the device
+
+  // Two sizes on a line seconds = 0.1 + 2 * GB: the fit recovers the fixed cost too.
+  load_penalty line(1e9, 1.0);
+  line.record("small", 100'000'000, 0.3);
+  line.record("big", 2'000'000'000, 4.1);
+  CHECK(line.estimate(1'000'000'000) == Approx(2.1));
+  CHECK(line.of("small", 100'000'000) == Approx(0.3));
+
+  // Unmeasured loads are ignored; forgetting a model falls back to the estimate.
+  line.record("small", 100'000'000, 0);
+  CHECK(line.of("small", 100'000'000) == Approx(0.3));
+  line.forget("small");
+  CHECK(line.of("small", 100'000'000) == Approx(0.3));  // the fit's value at 0.1 GB
+  CHECK(line.models() == 1);
 }

@@ -134,3 +134,16 @@ TEST_CASE("unregistering during a load and registering again serves the new regi
   REQUIRE(f.rt->unregister_model("a").get());
   REQUIRE(eventually([&] { return f.rt->devices()[0]->used() == 0; }));
 }
+
+TEST_CASE("a size hint reserves headroom beyond the weights and may not undercut them") {
+  test::runtime_fixture f({"a", "b"});
+  auto small = f.rt->register_model("a", {"a", std::nullopt, test::small_model_bytes - 1}).get();
+  CHECK(code_of(small) == errc::invalid_argument);
+  REQUIRE(f.rt->register_model("b", {"b", std::nullopt, 4096}).get());
+  auto served = f.rt->infer({"b", {test::input()}}).get();
+  REQUIRE(served);
+  CHECK(f.rt->status("b").get()->bytes == 4096);
+  CHECK(f.rt->devices()[0]->used() == 4096);
+  REQUIRE(f.rt->unregister_model("b").get());
+  REQUIRE(eventually([&] { return f.rt->devices()[0]->used() == 0; }));
+}

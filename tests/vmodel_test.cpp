@@ -106,3 +106,45 @@ TEST_CASE("models a vmodel uses cannot be unregistered; auto-delete targets go w
   CHECK(f.rt->unregister_model("a").get());
   CHECK(served_by(*f.rt, "v").rfind("error: not_found", 0) == 0);
 }
+
+TEST_CASE("a transition cut short by a restart resumes: the alias flips once the target loads") {
+  test::runtime_fixture f({"a", "b"});
+  f.register_all();
+  REQUIRE(f.rt->set_vmodel("v", "a").get());
+  f.loader->fail("b");
+  REQUIRE(f.rt->set_vmodel("v", "b").get());
+  REQUIRE(eventually([&] { return vstate(*f.rt, "v") == vmodel_state::transition_failed; }));
+
+  // The disk holds active a, target b. After a restart nothing but the registry can move it on.
+  f.stop();
+  f.loader->fail("b", false);
+  f.start();
+  REQUIRE(eventually([&] { return vstate(*f.rt, "v") == vmodel_state::defined; }));
+  auto v = f.rt->vmodel_status("v").get();
+  CHECK(v->active == "b");
+  CHECK(served_by(*f.rt, "v") == "b");
+
+  // And the flip itself is durable.
+  f.stop();
+  f.start();
+  CHECK(vstate(*f.rt, "v") == vmodel_state::defined);
+  CHECK(f.rt->vmodel_status("v").get()->active == "b");
+}
+
+TEST_CASE("a vmodel's pending target cannot be unregistered; deleting the vmodel drops auto-delete models") {
+  test::runtime_fixture f({"a", "b"});
+  f.register_all();
+  REQUIRE(f.rt->set_vmodel("v", "a", true).get());
+  f.loader->hold();
+  REQUIRE(f.rt->set_vmodel("v", "b", true).get());
+  auto refused = f.rt->unregister_model("b").get();  // the target only, not yet active
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == errc::invalid_argument);
+  f.loader->open_gate();
+  REQUIRE(eventually([&] { return vstate(*f.rt, "v") == vmodel_state::defined; }));
+  REQUIRE(eventually([&] { return test::state_of(*f.rt, "a") == model_state::not_found; }));  // a, auto-delete, dropped
+
+  REQUIRE(f.rt->delete_vmodel("v").get());
+  REQUIRE(eventually([&] { return test::state_of(*f.rt, "b") == model_state::not_found; }));
+  CHECK(f.rt->list_models().get()->empty());
+}

@@ -137,3 +137,45 @@ TEST_CASE("config: non-ASCII text is fine in strings and comments, refused elsew
   REQUIRE_FALSE(r);
   CHECK(r.error().message.find("(line 2)") != std::string::npos);
 }
+
+TEST_CASE("config: per-device policies and the policies' tuning") {
+  parsed p;
+  REQUIRE(p.apply(R"(device = ["host.0:1GiB@lru", "host.1:2GiB"]
+rescore-period = "250ms"
+iam-rate = "window"
+iam-rate-period = "2m"
+iam-bias = 2
+kdf-tau = "10m"
+kdf-horizon = 0.5
+)"));
+  auto devices = warm::warmd::split_device_policies(p.c.device);
+  CHECK(devices.specs == std::vector<std::string>{"host.0:1GiB", "host.1:2GiB"});
+  CHECK(devices.policies == std::vector<std::string>{"lru", ""});
+
+  warm::policy_options tuning;
+  std::chrono::milliseconds period{0};
+  REQUIRE(warm::warmd::apply_policy_tuning(p.c, tuning, period));
+  CHECK(period == std::chrono::milliseconds(250));
+  CHECK(tuning.iam_rate == "window");
+  CHECK(tuning.rate_window.count() == Approx(120));
+  CHECK(tuning.rate_tau.count() == Approx(120));
+  CHECK(tuning.iam_bias == 2);
+  CHECK(tuning.kdf_tau.count() == Approx(600));
+  CHECK(tuning.kdf_horizon == 0.5);
+
+  auto refused = [&](auto change, const std::string& flag) {
+    warm::warmd::config c = p.c;
+    change(c);
+    auto r = warm::warmd::apply_policy_tuning(c, tuning, period);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == warm::errc::invalid_argument);
+    CHECK(r.error().message.find(flag) != std::string::npos);
+  };
+  refused([](auto& c) { c.rescore_period = "1ms"; }, "--rescore-period");
+  refused([](auto& c) { c.rescore_period = "soon"; }, "--rescore-period");
+  refused([](auto& c) { c.iam_rate = "median"; }, "--iam-rate");
+  refused([](auto& c) { c.iam_rate_period = "0s"; }, "--iam-rate-period");
+  refused([](auto& c) { c.iam_bias = 0; }, "--iam-bias");
+  refused([](auto& c) { c.kdf_horizon = -1; }, "--kdf-horizon");
+  CHECK_FALSE(p.apply("iam-bias = \"two\"\n"));
+}

@@ -156,6 +156,9 @@ struct enqueue_load {
   bool waiting = false;
   timestamp when{};  // waiting: the first waiting request's arrival; proactive: the last use
 };
+// Cancels `owner`'s queued load of `model` (answered with load_cancelled; a running load
+// finishes and is then unloaded by its owner) and forgets the model's failure records. Sent on
+// an operator's unload and, load or not, when the model is unregistered.
 struct cancel_load {
   std::string model;
   caf::actor owner;

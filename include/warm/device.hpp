@@ -145,8 +145,10 @@ class device {
   expected<std::unique_ptr<resident_model>> load(const model_file& file, load_stats* stats = nullptr);
 
   // load() with the bytes reserved beforehand (by the device actor, before the load started):
-  // allocates the reservation and copies the file into it; the stats time both. load_failed
-  // when the reservation's size is not the model's; the bytes go back on any failure.
+  // allocates the whole reservation and copies the file into its start; the stats time both.
+  // A reservation may exceed the model's data bytes (a registration's size hint: headroom the
+  // model is charged for while resident). load_failed when it is smaller (the file grew since
+  // it was registered); the bytes go back on any failure.
   expected<std::unique_ptr<resident_model>> load_into(const model_file& file, memory_reservation reservation,
                                                       load_stats* stats = nullptr);
 

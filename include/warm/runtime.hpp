@@ -122,7 +122,12 @@ class runtime {
   std::uint64_t watch(std::function<void(const model_event&)> listener);
   void unwatch(std::uint64_t id);
 
-  // One snapshot of every actor's state.
+  // A snapshot of every actor's state: the registry's counts, the loader pool's queue, running
+  // loads and failure records, each device's residents in eviction order, the scorer's rebuilds
+  // and every model with runtime state. Each actor's part is taken whole inside one of its
+  // message handlers, so it is consistent in itself; the parts are asked for at once and taken
+  // concurrently, not at one instant (a load may show as running in the pool and not yet
+  // resident on its device). Nothing is stopped to take it.
   void inspect(callback<inspection> done);
   std::future<expected<inspection>> inspect();
 

@@ -28,7 +28,7 @@ struct model_info {
 
   std::string path;                        // relative to a repository root: "mnist", "mnist/3"
   std::optional<std::uint64_t> version;    // a version directory; default: the highest
-  std::optional<std::uint64_t> size_hint;  // bytes on a device; default: from the file header
+  std::optional<std::uint64_t> size_hint;  // bytes to reserve on a device (≥ the weights); default: the weights
   bool operator==(const model_info& o) const {
     return path == o.path && version == o.version && size_hint == o.size_hint;
   }
@@ -120,6 +120,9 @@ struct device_info {
   std::uint64_t evictions = 0;
   std::uint64_t score_swaps = 0;  // importance heaps swapped in (policies that rescore)
   std::vector<resident_info> resident;  // in eviction order: the policy's next victim first
+  // Models resident on the device that the policy does not rank, plus models it ranks that are
+  // not resident: 0 unless the device's and the policy's books disagree (a bug; tests check it).
+  std::uint64_t untracked = 0;
 };
 struct queued_load {
   std::string model;

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "policy/load_penalty.hpp"
 #include "warm/actor_messages.hpp"
 #include "warm/units.hpp"
 
@@ -28,6 +29,7 @@ struct device_state {
   std::uint64_t evictions = 0;
   std::uint64_t swaps = 0;  // importance heaps swapped in
   device_metrics* metrics = nullptr;  // this device's entry in config.metrics
+  load_penalty penalties;  // measured load times: the penalty the policy is told at each insert
 
   ~device_state() {
     for (auto& [id, r] : residents) r.slot->withdraw();
@@ -75,6 +77,7 @@ void withdraw(self_ptr self, const std::string& model, eviction_reason why) {
   s.metrics->evictions[static_cast<int>(why)].add();
   s.metrics->models_loaded.set(static_cast<std::int64_t>(s.residents.size()));
   s.config.policy->on_remove(model, why == eviction_reason::capacity);
+  if (why == eviction_reason::unload) s.penalties.forget(model);  // unregistered, or unloaded by hand
   if (!slot->withdraw()) s.draining.push_back(slot);
 }
 
@@ -180,7 +183,10 @@ caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> c
         }
         s.residents[m.model] = resident{slot, m.owner, 0, s.config.time->now()};
         s.metrics->models_loaded.set(static_cast<std::int64_t>(s.residents.size()));
-        s.config.policy->on_insert(m.model, slot->bytes(), m.seconds, s.config.time->now());
+        // The policy weighs the model by what reloading it costs: its mean load time here (an
+        // estimate from the device's measured bandwidth while no load of it has been timed).
+        s.penalties.record(m.model, slot->bytes(), m.seconds);
+        s.config.policy->on_insert(m.model, slot->bytes(), s.penalties.of(m.model, slot->bytes()), s.config.time->now());
         // Uses already counted by the slot (the waiters' leases) reach the policy at the next sync.
         self->send(m.owner, msg::load_done{dev.name(), slot, m.seconds});
         tell_pool_if_waiting(self);  // a new model may be a victim for a waiting load
@@ -226,13 +232,19 @@ caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> c
         info.evictions = s.evictions;
         info.score_swaps = s.swaps;
         sync_accesses(s);
+        std::size_t ranked_residents = 0;
         for (auto& ranked : s.config.policy->eviction_order(now)) {
           auto it = s.residents.find(ranked.model);
-          if (it == s.residents.end()) continue;
+          if (it == s.residents.end()) {
+            ++info.untracked;
+            continue;
+          }
+          ++ranked_residents;
           auto& slot = *it->second.slot;
           auto idle = slot.uses() ? std::chrono::duration<double>(now - slot.last_used()).count() : -1;
           info.resident.push_back({ranked.model, slot.bytes(), slot.in_flight(), slot.uses(), idle, ranked.score});
         }
+        info.untracked += s.residents.size() - ranked_residents;
         m.done(std::move(info));
       },
   };

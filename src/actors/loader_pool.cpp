@@ -246,6 +246,7 @@ caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> con
         auto& s = self->state;
         auto it = s.loads.find(m.model);
         if (it == s.loads.end() || it->second.owner != m.owner) {
+          if (it == s.loads.end()) s.failures.clear(m.model);  // no load: only its records to forget
           auto d = s.deferred.find(m.model);
           if (d != s.deferred.end() && d->second.owner == m.owner) s.deferred.erase(d);
           return;

@@ -272,7 +272,9 @@ caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> con
       [=](msg::model_unregister&) {
         auto& s = self->state;
         s.unregistered = true;
-        if (s.load_pending) self->send(s.pool, msg::cancel_load{s.id, caf::actor_cast<caf::actor>(self)});
+        // Always told, pending load or not: the pool also forgets the model's failure records,
+        // so a model registered again under this id starts with a clean slate.
+        self->send(s.pool, msg::cancel_load{s.id, caf::actor_cast<caf::actor>(self)});
         if (s.slot) self->send(s.slot_device, msg::unload{s.id, s.slot});
         drop_slot(self);
         set_state(self, model_state::not_found);

@@ -75,6 +75,7 @@ void stage(self_ptr self, std::vector<registry_change> changes, std::function<vo
 
 void reload_from_store(self_ptr self);
 void publish_counts(registry_state& s);
+void load_target(self_ptr self, const std::string& vmodel, const std::string& target);
 
 void flush(self_ptr self) {
   auto& s = self->state;
@@ -89,17 +90,21 @@ void flush(self_ptr self) {
   for (auto& cb : callbacks) cb(committed);
 }
 
-// Resolves the model file and its size (at registration, or at first use after a restart).
+// Resolves the model file and validates its header (at registration, or at first use after a
+// restart). The device bytes are the weights' size, or the size hint when one is given: the
+// hint reserves headroom beyond the weights and may not be smaller than they are.
 expected<void> resolve(registry_state& s, model_entry& e) {
   auto file = s.config.repository->resolve(e.record.path, e.record.version);
   if (!file) return std::move(file).error();
-  std::uint64_t bytes = 0;
+  auto opened = open_model_file(*file);
+  if (!opened) return std::move(opened).error();
+  auto bytes = opened->spec.data_bytes;
   if (e.record.size_hint) {
+    if (*e.record.size_hint < bytes)
+      return make_error(errc::invalid_argument, "size hint of " + std::to_string(*e.record.size_hint) +
+                                                    " bytes is smaller than the model's " + std::to_string(bytes) +
+                                                    " bytes of weights");
     bytes = *e.record.size_hint;
-  } else {
-    auto opened = open_model_file(*file);
-    if (!opened) return std::move(opened).error();
-    bytes = opened->spec.data_bytes;
   }
   e.file = std::move(*file);
   e.bytes = bytes;
@@ -221,12 +226,25 @@ void reload_from_store(self_ptr self) {
   for (auto& [id, e] : s.models)
     if (e.actor) self->send(e.actor, msg::model_unregister{});
   s.models = std::move(models);
-  for (auto& [id, v] : s.vmodels) s.config.routes->erase_alias(id);
-  s.vmodels.clear();
+  // A vmodel the disk shows unchanged keeps its state (a transition in flight stays in flight);
+  // any other that is between models starts its transition again: nothing else would flip it.
+  std::map<std::string, vmodel_entry> vmodels;
+  std::vector<std::pair<std::string, std::string>> transitions;
   for (auto& v : contents->vmodels) {
-    s.vmodels[v.id] = vmodel_entry{v, v.active == v.target ? vmodel_state::defined : vmodel_state::transitioning, {}};
-    if (!v.active.empty()) s.config.routes->put_alias(v.id, v.active);
+    auto old = s.vmodels.find(v.id);
+    if (old != s.vmodels.end() && old->second.record == v) {
+      vmodels.emplace(v.id, std::move(old->second));
+      continue;
+    }
+    auto state = v.active == v.target ? vmodel_state::defined : vmodel_state::transitioning;
+    vmodels.emplace(v.id, vmodel_entry{v, state, {}});
+    if (state == vmodel_state::transitioning) transitions.emplace_back(v.id, v.target);
   }
+  for (auto& [id, v] : s.vmodels) s.config.routes->erase_alias(id);
+  s.vmodels = std::move(vmodels);
+  for (auto& [id, v] : s.vmodels)
+    if (!v.record.active.empty()) s.config.routes->put_alias(id, v.record.active);
+  for (auto& [vmodel, target] : transitions) load_target(self, vmodel, target);
 }
 
 // Asks the model actors for the statuses of `ids` (NOT_LOADED / NOT_FOUND without an actor).

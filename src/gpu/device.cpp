@@ -71,9 +71,9 @@ expected<std::unique_ptr<resident_model>> device::load(const model_file& file, l
 expected<std::unique_ptr<resident_model>> device::load_into(const model_file& file, memory_reservation reservation,
                                                              load_stats* stats) {
   auto started = std::chrono::steady_clock::now();
-  if (reservation.bytes() != file.spec.data_bytes)
+  if (reservation.bytes() < file.spec.data_bytes)
     return make_error(errc::load_failed, file.path + ": the model holds " + format_bytes(file.spec.data_bytes) +
-                                             " but " + format_bytes(reservation.bytes()) +
+                                             " but only " + format_bytes(reservation.bytes()) +
                                              " were reserved (the file changed since it was registered?)");
   auto opened = read_file::open(file.path);
   if (!opened) return make_error(errc::load_failed, opened.error().message);

@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cctype>
+#include <cmath>
+#include <optional>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -40,13 +42,66 @@ expected<std::chrono::nanoseconds> parse_duration(const std::string& text) {
   return std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9));
 }
 
+device_choice split_device_policies(const std::vector<std::string>& devices) {
+  device_choice out;
+  for (const auto& d : devices) {
+    auto at = d.rfind('@');
+    out.specs.push_back(at == std::string::npos ? d : d.substr(0, at));
+    out.policies.push_back(at == std::string::npos ? "" : d.substr(at + 1));
+  }
+  return out;
+}
+
+expected<void> apply_policy_tuning(const config& c, policy_options& tuning, std::chrono::milliseconds& rescore_period) {
+  auto duration = [](const std::string& flag, const std::string& text) -> expected<std::chrono::nanoseconds> {
+    auto d = parse_duration(text);
+    if (!d) return make_error(errc::invalid_argument, "--" + flag + ": " + d.error().message);
+    return *d;
+  };
+  auto period = duration("rescore-period", c.rescore_period);
+  if (!period) return std::move(period).error();
+  if (*period < std::chrono::milliseconds(10))
+    return make_error(errc::invalid_argument, "--rescore-period must be at least 10ms");
+  rescore_period = std::chrono::duration_cast<std::chrono::milliseconds>(*period);
+  if (c.iam_rate != "ewma" && c.iam_rate != "window")
+    return make_error(errc::invalid_argument, "--iam-rate must be ewma or window, not \"" + c.iam_rate + "\"");
+  tuning.iam_rate = c.iam_rate;
+  auto rate_period = duration("iam-rate-period", c.iam_rate_period);
+  if (!rate_period) return std::move(rate_period).error();
+  if (rate_period->count() <= 0) return make_error(errc::invalid_argument, "--iam-rate-period must be positive");
+  tuning.rate_tau = tuning.rate_window = *rate_period;
+  if (!(c.iam_bias > 0) || c.iam_bias > 1e6)
+    return make_error(errc::invalid_argument, "--iam-bias must be greater than 0 (and at most 1e6)");
+  tuning.iam_bias = c.iam_bias;
+  auto tau = duration("kdf-tau", c.kdf_tau);
+  if (!tau) return std::move(tau).error();
+  tuning.kdf_tau = *tau;
+  if (!(c.kdf_horizon >= 0) || c.kdf_horizon > 1e6)
+    return make_error(errc::invalid_argument, "--kdf-horizon must be between 0 and 1e6");
+  tuning.kdf_horizon = c.kdf_horizon;
+  return {};
+}
+
 void add_options(CLI::App& app, config& c, std::string& config_file) {
   app.add_option("--config", config_file, "TOML config file; command-line flags override its keys")
       ->check(CLI::ExistingFile);
   app.add_option("--repo", c.repo, "Model repository root (repeatable)");
   app.add_option("--state", c.state, "State directory (registry.db)")->capture_default_str();
-  app.add_option("--device", c.device, "Device spec, e.g. host:1GiB or cuda:0:8GiB (repeatable)")->capture_default_str();
-  app.add_option("--policy", c.policy, "Eviction policy (docs/policies.md)")->capture_default_str();
+  app.add_option("--device", c.device,
+                 "Device spec, e.g. host:1GiB or cuda:0:8GiB, with @POLICY for its own policy (repeatable)")
+      ->capture_default_str();
+  app.add_option("--policy", c.policy, "Eviction policy of devices that name none (docs/policies.md)")
+      ->capture_default_str();
+  app.add_option("--rescore-period", c.rescore_period, "How often the importance scorer rebuilds score heaps")
+      ->capture_default_str();
+  app.add_option("--iam-rate", c.iam_rate, "iam's request-rate estimator: ewma or window")->capture_default_str();
+  app.add_option("--iam-rate-period", c.iam_rate_period, "iam's rate time constant (ewma) or window length")
+      ->capture_default_str();
+  app.add_option("--iam-bias", c.iam_bias, "iam's b0 in rank = log(count + b0)")->capture_default_str();
+  app.add_option("--kdf-tau", c.kdf_tau, "kdf's decay time constant of request counts (0 = no decay)")
+      ->capture_default_str();
+  app.add_option("--kdf-horizon", c.kdf_horizon, "kdf's saturation h of a model's value (0 = linear)")
+      ->capture_default_str();
   app.add_option("--max-concurrent-loads", c.max_concurrent_loads, "Loads at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
@@ -235,6 +290,11 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
     // casts anyway: undefined behaviour inside toml++ 3.3 (found by fuzz/warmd_config_fuzz).
     auto integer = [&] { return node.value_exact<std::int64_t>(); };
     auto boolean = [&] { return node.value_exact<bool>(); };
+    auto number = [&]() -> std::optional<double> {
+      if (auto f = node.value_exact<double>()) return *f;
+      if (auto i = node.value_exact<std::int64_t>()) return static_cast<double>(*i);
+      return std::nullopt;
+    };
     auto string_list = [&](std::vector<std::string>& out) -> expected<void> {
       std::vector<std::string> values;
       if (auto s = node.value<std::string>()) {
@@ -270,6 +330,15 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
     else if (key == "max-tensor-bytes") r = string_value(c.max_tensor_bytes);
     else if (key == "http") r = string_value(c.http);
     else if (key == "request-timeout") r = string_value(c.request_timeout);
+    else if (key == "rescore-period") r = string_value(c.rescore_period);
+    else if (key == "iam-rate") r = string_value(c.iam_rate);
+    else if (key == "iam-rate-period") r = string_value(c.iam_rate_period);
+    else if (key == "kdf-tau") r = string_value(c.kdf_tau);
+    else if (key == "iam-bias" || key == "kdf-horizon") {
+      auto v = number();
+      if (!v || !std::isfinite(*v)) return bad(key, "a number");
+      if (!given(key)) (key == "iam-bias" ? c.iam_bias : c.kdf_horizon) = *v;
+    }
     else if (key == "max-models") {
       auto v = integer();
       if (!v || *v < 1) return bad(key, "a positive integer");

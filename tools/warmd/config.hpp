@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "warm/error.hpp"
+#include "warm/policy_options.hpp"
 
 namespace CLI {
 class App;
@@ -36,11 +37,31 @@ struct config {
   bool metrics_per_model = false;
   std::string request_timeout = "5m";
   std::uint64_t max_models = 1'000'000;
+  // The policies' tuning (docs/policies.md; defaults as in warm::policy_options).
+  std::string rescore_period = "1s";   // the importance scorer's rebuild period
+  std::string iam_rate = "ewma";       // iam's request-rate estimator: ewma or window
+  std::string iam_rate_period = "60s";  // its time constant (ewma) or window length
+  double iam_bias = 1.0;               // iam's b0 in rank = log(count + b0)
+  std::string kdf_tau = "20m";         // kdf's decay time constant of request counts
+  double kdf_horizon = 0.2;            // kdf's saturation h of a model's value
 };
+
+// "SPEC[@POLICY]" device arguments split into runtime_options' devices and device_policies
+// ("" where no policy is named: the --policy of every device).
+struct device_choice {
+  std::vector<std::string> specs, policies;
+};
+device_choice split_device_policies(const std::vector<std::string>& devices);
+
+
 
 // "10m", "30s", "500ms", "1h", "1.5s"; a bare number is seconds. invalid_argument for anything
 // else, negative or past 1e9 seconds.
 expected<std::chrono::nanoseconds> parse_duration(const std::string& text);
+
+// The policy tuning the config asks for; invalid_argument naming the flag for a bad value.
+expected<void> apply_policy_tuning(const config& c, policy_options& tuning,
+                                   std::chrono::milliseconds& rescore_period);
 
 // Registers warmd's flags on `app`, bound to `c` (and --config to `config_file`). Every TOML key
 // apply_config_* accepts is one of these flags, so the file and the command line cannot drift.

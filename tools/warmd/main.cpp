@@ -125,8 +125,12 @@ int main(int argc, char** argv) {
   warm::runtime_options options;
   options.repositories = c.repo;
   options.state_dir = c.state;
-  options.devices = c.device;
+  auto devices = warm::warmd::split_device_policies(c.device);
+  options.devices = std::move(devices.specs);
+  options.device_policies = std::move(devices.policies);
   options.policy = c.policy;
+  if (auto r = warm::warmd::apply_policy_tuning(c, options.policy_tuning, options.rescore_period); !r)
+    return usage(r.error().message);
   options.max_concurrent_loads = c.max_concurrent_loads;
   options.failure_expiry = *expiry;
   options.max_models = c.max_models;
