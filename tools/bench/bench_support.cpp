@@ -25,6 +25,33 @@ expected<std::unique_ptr<runtime>> single_model_runtime(const scratch_dir& dir, 
   return created;
 }
 
+expected<std::unique_ptr<runtime>> loaded_single_model_runtime(const scratch_dir& dir, const std::string& id,
+                                                              const std::vector<std::uint64_t>& layers,
+                                                              std::string* model_path) {
+  auto created = single_model_runtime(dir, id, layers, model_path);
+  if (!created) return created;
+  if (auto r = (*created)->ensure_loaded(id, true).get(); !r) return std::move(r).error();
+  return created;
+}
+
+phase_result merge_tallies(std::vector<phase_tally>& tallies, std::chrono::steady_clock::time_point start,
+                           double seconds) {
+  phase_result result;
+  std::uint64_t calls = 0;
+  auto end = start;
+  for (auto& t : tallies) {
+    calls += t.calls;
+    end = std::max(end, t.end);
+    result.failures += t.failures;
+    result.missed = result.missed || t.missed;
+    if (result.failure.empty()) result.failure = std::move(t.failure);
+    result.latencies_us.insert(result.latencies_us.end(), t.latencies_us.begin(), t.latencies_us.end());
+  }
+  double elapsed = end > start ? std::chrono::duration<double>(end - start).count() : seconds;
+  result.rps = elapsed > 0 ? static_cast<double>(calls) / elapsed : 0;
+  return result;
+}
+
 tensor random_input(std::uint64_t width, std::uint64_t seed) {
   std::vector<float> values(width);
   std::mt19937 rng(static_cast<std::mt19937::result_type>(seed));

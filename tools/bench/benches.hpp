@@ -137,6 +137,35 @@ class scratch_dir {
 expected<std::unique_ptr<runtime>> single_model_runtime(const scratch_dir& dir, const std::string& id,
                                                        const std::vector<std::uint64_t>& layers,
                                                        std::string* model_path = nullptr);
+// single_model_runtime with the model loaded (ensure_loaded, sync): every call on it is a hit.
+expected<std::unique_ptr<runtime>> loaded_single_model_runtime(const scratch_dir& dir, const std::string& id,
+                                                              const std::vector<std::uint64_t>& layers,
+                                                              std::string* model_path = nullptr);
+
+// One client thread's count in a timed phase of a throughput bench, on a cache line of its own
+// (no false sharing between the threads that write them).
+struct alignas(64) phase_tally {
+  std::uint64_t calls = 0;     // answered as expected
+  std::uint64_t failures = 0;  // anything else
+  std::string failure;         // the first failure, for the report
+  bool missed = false;         // a warm answer that should have been a cache hit was not
+  std::vector<double> latencies_us;
+  std::chrono::steady_clock::time_point end{};  // when the thread stopped; unset: at the deadline
+};
+
+// A phase's threads together.
+struct phase_result {
+  double rps = 0;
+  std::uint64_t failures = 0;
+  std::string failure;  // the first thread's first failure
+  bool missed = false;
+  std::vector<double> latencies_us;
+};
+
+// Sums the tallies of a phase that started at `start` and was to last `seconds`: requests per
+// second over the time to the last thread's end (or over `seconds` when no thread set one).
+phase_result merge_tallies(std::vector<phase_tally>& tallies, std::chrono::steady_clock::time_point start,
+                           double seconds);
 
 // An F32 input [1, width] of uniform values in [-1, 1).
 tensor random_input(std::uint64_t width, std::uint64_t seed = 42);

@@ -40,28 +40,14 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-// One client thread's tally for a phase (a cache line of its own: no false sharing).
-struct alignas(64) tally {
-  std::uint64_t calls = 0;
-  std::uint64_t failures = 0;  // errors, and misses on the warm paths
-  std::string first_failure;
-  std::vector<double> latencies_us;  // every 16th call
-  clock_type::time_point end;
-};
 
 // A call of the phase's kind, made by client thread `t`; false on an error or a miss.
 using call_fn = std::function<bool(int t, std::string& why)>;
 
-struct phase_result {
-  double rps = 0;
-  std::uint64_t failures = 0;
-  std::string first_failure;
-  std::vector<double> latencies_us;
-};
 
 // Runs `threads` threads calling `call` for `seconds`, started together.
 phase_result run_phase(int threads, double seconds, const call_fn& call) {
-  std::vector<tally> tallies(static_cast<std::size_t>(threads));
+  std::vector<phase_tally> tallies(static_cast<std::size_t>(threads));  // failures: errors and misses
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   clock_type::time_point start, deadline;
@@ -84,7 +70,7 @@ phase_result run_phase(int threads, double seconds, const call_fn& call) {
           ok = call(t, why);
         }
         ++mine.calls;
-        if (!ok && mine.failures++ == 0) mine.first_failure = why;
+        if (!ok && mine.failures++ == 0) mine.failure = why;
       }
       mine.end = clock_type::now();
     });
@@ -95,18 +81,7 @@ phase_result run_phase(int threads, double seconds, const call_fn& call) {
   go.store(true, std::memory_order_release);
   for (auto& th : pool) th.join();
 
-  phase_result result;
-  std::uint64_t calls = 0;
-  auto end = start;
-  for (auto& t : tallies) {
-    calls += t.calls;
-    end = std::max(end, t.end);
-    result.failures += t.failures;
-    if (result.first_failure.empty()) result.first_failure = t.first_failure;
-    result.latencies_us.insert(result.latencies_us.end(), t.latencies_us.begin(), t.latencies_us.end());
-  }
-  result.rps = static_cast<double>(calls) / std::chrono::duration<double>(end - start).count();
-  return result;
+  return merge_tallies(tallies, start, seconds);
 }
 
 
@@ -124,10 +99,9 @@ int run_hitpath(const hitpath_options& options) {
   const std::string id = "hit";
   // The runtime, with the model resident.
   std::string path;
-  auto created = single_model_runtime(dir, id, options.layers, &path);
+  auto created = loaded_single_model_runtime(dir, id, options.layers, &path);
   if (!created) return fail(created.error().to_string());
   auto& rt = *created;
-  if (auto r = rt->ensure_loaded(id, true).get(); !r) return fail(r.error().to_string());
 
   // The baseline: the same file on a device of its own.
   auto model = open_model_file(path);
@@ -194,7 +168,7 @@ int run_hitpath(const hitpath_options& options) {
   for (int round = 0; round < options.rounds; ++round) {
     for (auto* phase : {&direct, &warm_callback, &warm_future}) {
       auto result = run_phase(options.threads, phase_seconds, *phase);
-      if (result.failures) return fail(std::to_string(result.failures) + " calls failed; first: " + result.first_failure);
+      if (result.failures) return fail(std::to_string(result.failures) + " calls failed; first: " + result.failure);
       if (phase == &direct) direct_rps.push_back(result.rps);
       if (phase == &warm_future) future_rps.push_back(result.rps);
       if (std::getenv("WARM_BENCH_VERBOSE"))

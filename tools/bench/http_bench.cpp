@@ -97,27 +97,13 @@ class baseline_server {
   int port_ = -1;
 };
 
-struct alignas(64) tally {
-  std::uint64_t calls = 0;   // answered 200 before the deadline
-  std::uint64_t errors = 0;  // any other answer, or none
-  std::string failure;       // the first error, for the report
-  bool missed = false;       // a warm-up answer from warm that was not a cache hit
-  std::vector<double> latencies_us;
-};
-
-struct phase_result {
-  double rps = 0;
-  std::uint64_t errors = 0;
-  std::string failure;
-  bool missed = false;
-  std::vector<double> latencies_us;
-};
-
 // `connections` threads, each with its own keep-alive client to 127.0.0.1:`port`, POSTing `body`
 // to `path` in a closed loop for `seconds`, started together once each, in turn, made one call.
 phase_result run_phase(bool warm_server, int port, int connections, double seconds, const std::string& path,
                        const std::string& body) {
-  std::vector<tally> tallies(static_cast<std::size_t>(connections));
+  // calls: answered 200 before the deadline; failures: any other answer, or none; missed: a
+  // warm-up answer from warm that was not a cache hit.
+  std::vector<phase_tally> tallies(static_cast<std::size_t>(connections));
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   clock_type::time_point start, deadline;
@@ -137,7 +123,7 @@ phase_result run_phase(bool warm_server, int port, int connections, double secon
           if (check_hit && !is_hit(res->body)) mine.missed = true;
           return true;
         }
-        ++mine.errors;
+        ++mine.failures;
         if (mine.failure.empty())
           mine.failure = res ? "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200)
                              : "no answer: " + httplib::to_string(res.error());
@@ -164,17 +150,7 @@ phase_result run_phase(bool warm_server, int port, int connections, double secon
   go.store(true, std::memory_order_release);
   for (auto& th : pool) th.join();
 
-  phase_result result;
-  std::uint64_t calls = 0;
-  for (auto& t : tallies) {
-    calls += t.calls;
-    result.errors += t.errors;
-    result.missed = result.missed || t.missed;
-    if (result.failure.empty()) result.failure = t.failure;
-    result.latencies_us.insert(result.latencies_us.end(), t.latencies_us.begin(), t.latencies_us.end());
-  }
-  result.rps = static_cast<double>(calls) / seconds;
-  return result;
+  return merge_tallies(tallies, start, seconds);
 }
 
 }  // namespace
@@ -189,10 +165,9 @@ int run_http(const http_options& options) {
 
   scratch_dir dir("http");
   const std::string id = "http";
-  auto created = single_model_runtime(dir, id, options.layers);
+  auto created = loaded_single_model_runtime(dir, id, options.layers);
   if (!created) return fail(created.error().to_string());
   auto& rt = *created;
-  if (auto r = rt->ensure_loaded(id, true).get(); !r) return fail(r.error().to_string());
 
   const int threads = options.connections + 2;  // one per keep-alive connection, and spare
   http::front_options front_options;
@@ -237,7 +212,7 @@ int run_http(const http_options& options) {
           std::fprintf(stderr, "round %d %s %.0f rps\n", round, warm_phase ? "warm" : "baseline", result.rps);
         auto& latencies = warm_phase ? warm_latencies : baseline_latencies;
         latencies.insert(latencies.end(), result.latencies_us.begin(), result.latencies_us.end());
-        (warm_phase ? errors : baseline_errors) += result.errors;
+        (warm_phase ? errors : baseline_errors) += result.failures;
         if (warm_phase) {
           warm_rps.push_back(result.rps);
         } else {

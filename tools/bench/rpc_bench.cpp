@@ -127,24 +127,11 @@ void fill_request(rpc::InferRequest::Builder out, const std::string& target, con
   t.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(input.data.data()), input.data.size()));
 }
 
-struct alignas(64) tally {
-  std::uint64_t calls = 0;
-  std::string failure;  // the first one; the thread stops there
-  std::vector<double> latencies_us;
-  clock_type::time_point end;
-};
-
-struct phase_result {
-  double rps = 0;
-  std::string failure;
-  std::vector<double> latencies_us;
-};
-
 // `clients` threads, each connected to unix:`path`, calling infer (warm) or echo in a closed loop
 // for `seconds`, started together once every one is connected and has made one call.
 phase_result run_phase(bool warm_server, const std::string& path, int clients, double seconds,
                        const std::string& target, const tensor& input) {
-  std::vector<tally> tallies(static_cast<std::size_t>(clients));
+  std::vector<phase_tally> tallies(static_cast<std::size_t>(clients));  // a thread stops at its failure
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   clock_type::time_point start, deadline;
@@ -217,17 +204,7 @@ phase_result run_phase(bool warm_server, const std::string& path, int clients, d
   go.store(true, std::memory_order_release);
   for (auto& th : pool) th.join();
 
-  phase_result result;
-  std::uint64_t calls = 0;
-  auto end = start;
-  for (auto& t : tallies) {
-    calls += t.calls;
-    end = std::max(end, t.end);
-    if (result.failure.empty()) result.failure = t.failure;
-    result.latencies_us.insert(result.latencies_us.end(), t.latencies_us.begin(), t.latencies_us.end());
-  }
-  result.rps = static_cast<double>(calls) / std::chrono::duration<double>(end - start).count();
-  return result;
+  return merge_tallies(tallies, start, seconds);
 }
 
 }  // namespace
@@ -242,10 +219,9 @@ int run_rpc(const rpc_options& options) {
 
   scratch_dir dir("rpc");
   const std::string id = "rpc";
-  auto created = single_model_runtime(dir, id, options.layers);
+  auto created = loaded_single_model_runtime(dir, id, options.layers);
   if (!created) return fail(created.error().to_string());
   auto& rt = *created;
-  if (auto r = rt->ensure_loaded(id, true).get(); !r) return fail(r.error().to_string());
 
   const auto warm_path = (dir.path() / "warm.sock").string();
   const auto echo_path = (dir.path() / "echo.sock").string();
