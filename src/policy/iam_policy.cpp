@@ -56,6 +56,7 @@ std::vector<score_input> iam_policy::score_inputs(timestamp now) {
 
 void iam_policy::swap_scores(std::shared_ptr<const importance_heap> heap) {
   live_ = std::move(heap);
+  live_head_ = 0;
   std::unordered_set<std::string> scored;
   for (auto& e : live_->entries) scored.insert(e.model);
   for (auto& model : fresh_.in_order())
@@ -69,24 +70,25 @@ std::vector<std::string> iam_policy::choose_victims(const std::string&, std::uin
     swap_scores(build_importance_heap(score_inputs(now), options_.iam_bias, now));
 
   // Merge the live heap (skipping models gone or re-inserted since it was built) with the fresh
-  // inserts, lowest rank first.
-  auto fresh = fresh_.in_order();
-  std::size_t h = 0, f = 0;
+  // inserts, lowest rank first. A model once gone from the heap's view stays gone until the next
+  // swap (a re-insert goes to fresh_), so the scan starts past those seen before.
+  const auto& entries = live_->entries;
+  auto in_heap = [&](const importance_entry& e) { return residents_.count(e.model) && !fresh_.contains(e.model); };
+  while (live_head_ < entries.size() && !in_heap(entries[live_head_])) ++live_head_;
+  std::size_t h = live_head_;
+  auto f = fresh_.begin();
   std::vector<std::string> victims;
   std::uint64_t freed = 0;
-  auto heap_usable = [&](const importance_entry& e) {
-    return residents_.count(e.model) && !fresh_.contains(e.model) && !pinned(e.model);
-  };
   while (freed < bytes) {
-    while (h < live_->entries.size() && !heap_usable(live_->entries[h])) ++h;
-    while (f < fresh.size() && pinned(fresh[f])) ++f;
-    bool have_h = h < live_->entries.size(), have_f = f < fresh.size();
+    while (h < entries.size() && (!in_heap(entries[h]) || pinned(entries[h].model))) ++h;
+    while (f != fresh_.end() && pinned(fresh_.model_at(f))) ++f;
+    bool have_h = h < entries.size(), have_f = f != fresh_.end();
     if (!have_h && !have_f) return {};
     const std::string* model;
-    if (have_h && (!have_f || live_->entries[h].rank <= fresh_.find(fresh[f])->key))
-      model = &live_->entries[h++].model;
+    if (have_h && (!have_f || entries[h].rank <= fresh_.key_at(f)))
+      model = &entries[h++].model;
     else
-      model = &fresh[f++];
+      model = &fresh_.model_at(f++);
     victims.push_back(*model);
     freed += residents_.at(*model).bytes;
   }

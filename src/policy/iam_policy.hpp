@@ -57,6 +57,9 @@ class iam_policy final : public cache_policy, public rescoring {
   std::unordered_map<std::string, rate_state> rates_;  // kept across evictions
   std::shared_ptr<const importance_heap> live_;
   ranked_set<double> fresh_;  // inserted since the live heap was built, by rank at insertion
+  // live_->entries before this index are gone for good (evicted, or re-inserted into fresh_)
+  // until the next swap: choose_victims starts here instead of skipping them on every call.
+  std::size_t live_head_ = 0;
 };
 
 }  // namespace warm

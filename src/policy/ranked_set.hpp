@@ -58,6 +58,14 @@ class ranked_set {
     return victims;
   }
 
+  // Walks the models lowest key first without copying them: `begin()` to `end()`, reading each
+  // position with model_at / key_at. Positions are invalidated by set and erase.
+  using position = typename std::set<std::tuple<Key, std::uint64_t, std::string>>::const_iterator;
+  position begin() const { return order_.begin(); }
+  position end() const { return order_.end(); }
+  static const std::string& model_at(position p) { return std::get<2>(*p); }
+  static const Key& key_at(position p) { return std::get<0>(*p); }
+
   // Every (model, key), lowest key first.
   std::vector<std::pair<std::string, Key>> entries() const {
     std::vector<std::pair<std::string, Key>> out;
