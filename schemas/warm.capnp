@@ -69,6 +69,9 @@ struct ModelStatus {
   lastError @12 :Status;       # LOADING_FAILED: the recorded failure (code loadFailed or modelTooLarge)
   retryInSeconds @13 :Float64; # LOADING_FAILED: until the next attempt is allowed
   loadedBytes @14 :UInt64;     # LOADING: bytes copied so far (progress); LOADED: bytes
+  inputWidth @15 :UInt64;      # the input "input" is F32 [batch, inputWidth]; 0 = unknown (the
+                               # model file's header could not be read)
+  outputWidth @16 :UInt64;     # the output "output" is F32 [batch, outputWidth]; 0 = unknown
 }
 
 enum VModelState {

@@ -77,6 +77,8 @@ TEST_CASE("model states, statuses and infos round-trip") {
   s.loads = {2, 10.0, 16.0};
   s.last_error = make_error(errc::load_failed, "broken");
   s.retry_in_seconds = 9;
+  s.input_width = 784;
+  s.output_width = 10;
   auto ms = msg.initRoot<r::ModelStatus>();
   r::to_capnp(s, ms);
   CHECK(ms.getLoadStddevMs() == 4.0);
@@ -94,6 +96,8 @@ TEST_CASE("model states, statuses and infos round-trip") {
   REQUIRE(b.last_error);
   CHECK(b.last_error->code == errc::load_failed);
   CHECK(b.retry_in_seconds == 9);
+  CHECK(b.input_width == 784);
+  CHECK(b.output_width == 10);
 
   vmodel_status v;
   v.id = "v";

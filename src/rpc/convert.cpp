@@ -163,6 +163,8 @@ void to_capnp(const model_status& s, ModelStatus::Builder out) {
   to_capnp(s.last_error, out.initLastError());
   out.setRetryInSeconds(s.retry_in_seconds);
   out.setLoadedBytes(s.loaded_bytes);
+  out.setInputWidth(s.input_width);
+  out.setOutputWidth(s.output_width);
 }
 
 model_status from_capnp(ModelStatus::Reader s) {
@@ -182,6 +184,8 @@ model_status from_capnp(ModelStatus::Reader s) {
   out.last_error = optional_error(s.getLastError());
   out.retry_in_seconds = s.getRetryInSeconds();
   out.loaded_bytes = s.getLoadedBytes();
+  out.input_width = s.getInputWidth();
+  out.output_width = s.getOutputWidth();
   return out;
 }
 

@@ -180,7 +180,9 @@ json to_json(const model_status& s) {
             {"mean_ms", s.loads.mean_ms},
             {"stddev_ms", std::sqrt(s.loads.variance_ms2)}}},
           {"last_error", nullable_error(s.last_error)},
-          {"retry_in_seconds", s.retry_in_seconds}};
+          {"retry_in_seconds", s.retry_in_seconds},
+          {"input_width", s.input_width},
+          {"output_width", s.output_width}};
 }
 
 json to_json(const vmodel_status& s) {
@@ -268,6 +270,8 @@ void print_model_status(std::ostream& out, const model_status& s) {
   t.add({"device:", or_dash(s.device)});
   t.add({"size:",
          s.bytes ? format_bytes(s.bytes) + " (" + std::to_string(s.bytes) + " bytes)" : "-"});
+  t.add({"input:", s.input_width ? "F32 [batch, " + std::to_string(s.input_width) + "]" : "-"});
+  t.add({"output:", s.output_width ? "F32 [batch, " + std::to_string(s.output_width) + "]" : "-"});
   t.add({"requests:", std::to_string(s.requests) + " (" + std::to_string(s.hits) + " hits), " +
                           fixed(s.requests_per_second, 2) + "/s, " + std::to_string(s.in_flight) +
                           " in flight"});
