@@ -135,7 +135,8 @@ struct QueuedLoad {
   model @0 :Text;
   waiting @1 :Bool;            # a request waits on it (else proactive)
   ageMs @2 :Float64;           # waiting: since the first waiting request; proactive: since last use
-  attempts @3 :UInt32;
+  attempts @3 :UInt32;         # attempts already made (failed on some device, retried elsewhere)
+  waiters @4 :UInt32;          # requests waiting on it now (0 for a proactive load)
 }
 
 struct RunningLoad {

@@ -131,6 +131,7 @@ struct queued_load {
   bool waiting = false;    // a request waits on it (else proactive)
   double age_ms = 0;       // waiting: since the first waiting request; proactive: since last use
   std::uint32_t attempts = 0;
+  std::uint32_t waiters = 0;  // requests waiting on it now (0 for a proactive load)
 };
 struct running_load {
   std::string model;

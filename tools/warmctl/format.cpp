@@ -56,7 +56,8 @@ json queue_json(const inspection& s) {
     queued.push_back({{"model", q.model},
                       {"waiting", q.waiting},
                       {"age_ms", q.age_ms},
-                      {"attempts", q.attempts}});
+                      {"attempts", q.attempts},
+                      {"waiters", q.waiters}});
   for (const auto& r : s.running)
     running.push_back(
         {{"model", r.model}, {"device", r.device}, {"phase", r.phase}, {"attempt", r.attempt}});
@@ -122,10 +123,10 @@ void print_cache(std::ostream& out, const inspection& s) {
 
 void print_queue(std::ostream& out, const inspection& s) {
   out << "queued loads (start order):\n";
-  table q({"MODEL", "KIND", "AGE", "ATTEMPTS"});
+  table q({"MODEL", "KIND", "AGE", "ATTEMPTS", "WAITERS"});
   for (const auto& l : s.queue)
     q.add({l.model, l.waiting ? "waiting" : "proactive", fixed(l.age_ms) + "ms",
-           std::to_string(l.attempts)});
+           std::to_string(l.attempts), std::to_string(l.waiters)});
   q.print(out);
   out << "running loads (max " << s.max_concurrent_loads << "):\n";
   table r({"MODEL", "DEVICE", "PHASE", "ATTEMPT"});
