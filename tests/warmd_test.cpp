@@ -309,3 +309,27 @@ TEST_CASE("a restart on the same state directory keeps registrations and vmodels
   }
   CHECK(d.stop() == 0);
 }
+
+TEST_CASE("SIGINT stops warmd gracefully, like SIGTERM: exit 0 and the state survives") {
+  warmd_process d;
+  d.write_model("a", {8, 4});
+  d.start();
+  {
+    client c(d.address());
+    REQUIRE(c.register_model("a", "a", true, true) == Code::OK);
+    REQUIRE(c.status("a").state == warm::model_state::loaded);
+  }
+  REQUIRE(d.interrupt() == 0);
+  CHECK_FALSE(fs::exists(d.socket()));  // the listener was closed and its socket removed
+  d.start();
+  {
+    client c(d.address());
+    auto a = c.status("a");
+    CHECK(a.state == warm::model_state::not_loaded);
+    CHECK(a.input_width == 8);
+    auto req = c.warm.inferRequest();
+    r::to_capnp(warm::infer_request{"a", {input(8)}}, req.initRequest());
+    CHECK(req.send().wait(c.ws()).getStatus().getCode() == Code::OK);
+  }
+  CHECK(d.stop() == 0);
+}
