@@ -18,8 +18,8 @@ $import "/capnp/c++.capnp".namespace("warm::rpc");
 struct Status {
   # The outcome of a call: `ok`, or an error code with a human-readable message (no trailing
   # period, names the object and what is wrong).
-  code @0 :Code;
-  message @1 :Text;
+  code @0 :Code;       # ok, or what went wrong
+  message @1 :Text;    # empty when ok
 
   enum Code {
     ok @0;
@@ -54,8 +54,9 @@ enum ModelState {
 }
 
 struct ModelStatus {
-  id @0 :Text;
-  state @1 :ModelState;
+  # A model's state and counters (getModelStatus, listModels, Inspection.models).
+  id @0 :Text;                 # the model id (as asked; for an unknown id, state is notFound)
+  state @1 :ModelState;        # where it is in the load state machine now
   device @2 :Text;             # where it is loaded or loading; empty otherwise
   bytes @3 :UInt64;            # bytes it takes on a device
   requests @4 :UInt64;         # uses: inferences and ensureLoaded calls
@@ -69,22 +70,27 @@ struct ModelStatus {
   lastError @12 :Status;       # LOADING_FAILED: the recorded failure (code loadFailed or modelTooLarge)
   retryInSeconds @13 :Float64; # LOADING_FAILED: until the next attempt is allowed
   loadedBytes @14 :UInt64;     # LOADING: bytes copied so far (progress); LOADED: bytes
+  inputWidth @15 :UInt64;      # the input "input" is F32 [batch, inputWidth]; 0 = unknown (the
+                               # model file's header could not be read)
+  outputWidth @16 :UInt64;     # the output "output" is F32 [batch, outputWidth]; 0 = unknown
 }
 
 enum VModelState {
-  notFound @0;
+  # A vmodel's state: settled, or moving to a new target.
+  notFound @0;          # no such vmodel
   defined @1;           # settled: active == target
   transitioning @2;     # the target is loading; the active model still serves
   transitionFailed @3;  # the target failed to load; the active model still serves
 }
 
 struct VModelStatus {
-  id @0 :Text;
-  state @1 :VModelState;
+  # A vmodel (an alias that moves between models without a gap in service) and its two models.
+  id @0 :Text;                 # the vmodel id
+  state @1 :VModelState;       # settled, transitioning or transitionFailed
   active @2 :Text;             # the model serving requests
   target @3 :Text;             # the model it moves to (equal to active when settled)
-  activeState @4 :ModelState;
-  targetState @5 :ModelState;
+  activeState @4 :ModelState;  # the active model's state
+  targetState @5 :ModelState;  # the target model's state (equal to activeState when settled)
   error @6 :Status;            # why the last transition failed (transitionFailed)
 }
 
@@ -92,86 +98,95 @@ struct Tensor {
   # A tensor as raw little-endian bytes, row-major.
   name @0 :Text;        # dense models take "input" (or an empty name) and return "output"
   dtype @1 :Text;       # safetensors names: "F32", "F16", "BF16", "I64", ...; dense models take F32
-  shape @2 :List(UInt64);
+  shape @2 :List(UInt64); # dimensions, outermost first; dense models take [batch, inputWidth]
+                          # or [inputWidth] (batch 1) and return [batch, outputWidth]
   data @3 :Data;        # exactly product(shape) × size(dtype) bytes
 }
 
 struct InferRequest {
+  # One inference: the target and its input tensors.
   target @0 :Text;      # a model id or a vmodel id
-  inputs @1 :List(Tensor);
+  inputs @1 :List(Tensor); # the model's inputs; dense models take exactly one (F32, "input")
 }
 
 struct InferResult {
-  outputs @0 :List(Tensor);
+  # What an inference gave, and how it was served.
+  outputs @0 :List(Tensor); # the model's outputs; dense models give one, "output" F32 [batch, out]
   model @1 :Text;       # the model that served it (the vmodel's active model for a vmodel)
   cacheHit @2 :Bool;    # served without waiting for a load
   loadWaitMs @3 :Float64; # time spent waiting for the model to load
 }
 
 struct ResidentModel {
-  model @0 :Text;
-  bytes @1 :UInt64;
-  inFlight @2 :UInt32;
-  uses @3 :UInt64;
-  idleSeconds @4 :Float64;
+  # A model resident on a device (Inspection.devices[].resident).
+  model @0 :Text;              # the model id
+  bytes @1 :UInt64;            # bytes it holds on the device
+  inFlight @2 :UInt32;         # inferences running on it now (it is not evicted while > 0)
+  uses @3 :UInt64;             # uses served by this resident copy (since it was loaded)
+  idleSeconds @4 :Float64;     # since its last use; -1 if not used since it was loaded
   score @5 :Float64;           # the policy's score, what the eviction order is by (docs/policies.md)
 }
 
 struct DeviceInfo {
-  name @0 :Text;
-  policy @1 :Text;
-  capacity @2 :UInt64;
+  # A device, its memory and what it holds (Inspection.devices).
+  name @0 :Text;               # as --device names it: "host", "host.1", "cuda:0", ...
+  policy @1 :Text;             # its eviction policy: lru, lfu, arc, srrip, gdsf, iam or kdf
+  capacity @2 :UInt64;         # bytes models may take on it
   used @3 :UInt64;             # charged now: resident, reserved for loads and draining
   draining @4 :UInt64;         # evicted models still finishing inferences
-  evictions @5 :UInt64;
+  evictions @5 :UInt64;        # models evicted since the server started
   scoreSwaps @6 :UInt64;       # importance heaps swapped in (iam)
   resident @7 :List(ResidentModel);  # in eviction order: the policy's next victim first
 }
 
 struct QueuedLoad {
-  model @0 :Text;
+  # A load waiting for a loader or for room on a device (Inspection.queue).
+  model @0 :Text;              # the model id
   waiting @1 :Bool;            # a request waits on it (else proactive)
   ageMs @2 :Float64;           # waiting: since the first waiting request; proactive: since last use
-  attempts @3 :UInt32;
+  attempts @3 :UInt32;         # loads of it already started (each failed; retried elsewhere)
+  waiters @4 :UInt32;          # requests waiting on it now (0 for a proactive load)
 }
 
 struct RunningLoad {
-  model @0 :Text;
-  device @1 :Text;
-  phase @2 :Text;              # "reserving" or "loading"
-  attempt @3 :UInt32;
+  # A load that has left the queue (Inspection.running).
+  model @0 :Text;              # the model id
+  device @1 :Text;             # the device it goes to
+  phase @2 :Text;              # "reserving" (making room: evictions) or "loading" (copying)
+  attempt @3 :UInt32;          # which attempt this is, from 1
 }
 
 struct FailureRecord {
-  model @0 :Text;
-  device @1 :Text;
-  error @2 :Status;
-  ageSeconds @3 :Float64;
-  expiresInSeconds @4 :Float64;
+  # A recorded load failure: it keeps the model off that device until it expires.
+  model @0 :Text;              # the model id
+  device @1 :Text;             # the device the load failed on
+  error @2 :Status;            # why (loadFailed or modelTooLarge)
+  ageSeconds @3 :Float64;      # since the failure
+  expiresInSeconds @4 :Float64; # until the device may be tried again for this model
 }
 
 struct Inspection {
   # One snapshot of every actor's state.
-  devices @0 :List(DeviceInfo);
+  devices @0 :List(DeviceInfo);       # every device the server uses
   queue @1 :List(QueuedLoad);          # in start order
-  running @2 :List(RunningLoad);
-  failures @3 :List(FailureRecord);
+  running @2 :List(RunningLoad);       # at most maxConcurrentLoads
+  failures @3 :List(FailureRecord);    # failure records that have not expired
   models @4 :List(ModelStatus);        # models that have been used (have a model actor)
-  registeredModels @5 :UInt64;
-  vmodels @6 :UInt64;
-  maxConcurrentLoads @7 :UInt32;
-  loadsStarted @8 :UInt64;
-  loadsFailed @9 :UInt64;
-  importanceRebuilds @10 :UInt64;
-  importanceRebuildSeconds @11 :Float64;
+  registeredModels @5 :UInt64;         # models registered now
+  vmodels @6 :UInt64;                  # vmodels defined now
+  maxConcurrentLoads @7 :UInt32;       # loads that may run at once (the loader pool's size)
+  loadsStarted @8 :UInt64;             # loads started since the server started (attempts)
+  loadsFailed @9 :UInt64;              # of those, the ones that failed
+  importanceRebuilds @10 :UInt64;      # importance heaps built by the scorer (iam policy)
+  importanceRebuildSeconds @11 :Float64; # how long the last one took
 }
 
 struct ModelEvent {
   # A model's state changed.
-  model @0 :Text;
-  previous @1 :ModelState;
-  state @2 :ModelState;
-  device @3 :Text;
+  model @0 :Text;              # the model id
+  previous @1 :ModelState;     # the state it left
+  state @2 :ModelState;        # the state it entered
+  device @3 :Text;             # where it is loaded or loading; empty otherwise
   error @4 :Status;            # LOADING_FAILED: why
   sequence @5 :UInt64;         # increases by one per event on this server
 }
@@ -179,6 +194,8 @@ struct ModelEvent {
 interface StateListener {
   # Implemented by a client that watches; the server calls it once per state change, in order.
   modelStateChanged @0 (event :ModelEvent) -> ();
+  # One state change. Events that happen while earlier calls are unanswered queue on the server
+  # (past its limit the oldest are dropped, which shows as a gap in `sequence`).
 }
 
 interface WatchHandle {
@@ -208,6 +225,8 @@ interface Warm {
   # expectedTarget, when set (non-null), makes it a compare-and-set on the current target.
 
   deleteVModel @5 (id :Text) -> (status :Status);
+  # Deletes vmodel `id` (notFound if there is none); its models stay registered, except targets
+  # set with autoDeleteTarget that no other vmodel references, which are unregistered.
 
   getVModelStatus @6 (id :Text) -> (status :Status, vmodel :VModelStatus);
   # notFound for an unknown vmodel.
@@ -222,6 +241,8 @@ interface Warm {
   # dtype, rank, inner dimension or byte count is invalidArgument.
 
   inspect @9 () -> (status :Status, inspection :Inspection);
+  # One snapshot of the server's state: devices and their resident models, queued and running
+  # loads, failure records, the models that have been used, and counters.
 
   watch @10 (listener :StateListener) -> (status :Status, handle :WatchHandle);
   # Calls `listener` on every model state change from now on, until `handle` is dropped.

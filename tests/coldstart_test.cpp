@@ -119,6 +119,41 @@ TEST_CASE("waiting loads go first, earliest request first; then proactive loads,
   CHECK(f.loader->loads_of("cancelled") == 0);
 }
 
+TEST_CASE("a queued load shows how many requests wait on it") {
+  test::runtime_fixture f({"blocker", "cold", "background"}, {"host:64KiB"}, 1);
+  f.register_all();
+  f.loader->hold();
+  REQUIRE(f.rt->ensure_loaded("blocker").get());  // occupies the only load slot
+  REQUIRE(f.loader->wait_started(1));
+  REQUIRE(f.rt->ensure_loaded("background").get());  // proactive: nobody waits on it
+
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 3; ++i)
+    f.rt->infer({"cold", {test::input()}}, [&](expected<infer_result> r) {
+      CHECK(r);
+      ++answered;
+    });
+  f.rt->ensure_loaded("cold", true, [&](expected<void> r) {
+    CHECK(r);
+    ++answered;
+  });
+
+  auto waiters = [&] {
+    auto snapshot = f.rt->inspect().get();
+    std::vector<std::string> out;
+    for (auto& q : snapshot->queue)
+      out.push_back(q.model + "=" + std::to_string(q.waiters));
+    return out;
+  };
+  REQUIRE(eventually([&] {
+    return waiters() == std::vector<std::string>{"cold=4", "background=0"};
+  }));
+
+  f.loader->open_gate();
+  REQUIRE(eventually([&] { return answered == 4; }));
+  CHECK(eventually([&] { return f.rt->inspect().get()->queue.empty(); }));
+}
+
 TEST_CASE("at most max_concurrent_loads loads run at once") {
   test::runtime_fixture f({"a", "b", "c", "d", "e"}, {"host:64KiB"}, 2);
   f.loader->hold();

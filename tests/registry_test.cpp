@@ -61,12 +61,16 @@ TEST_CASE("status of unknown, idle and loaded models; paged listing") {
   auto idle = f.rt->status("b").get();
   CHECK(idle->state == model_state::not_loaded);
   CHECK(idle->bytes == test::small_model_bytes);
+  CHECK(idle->input_width == 16);
+  CHECK(idle->output_width == 8);
   CHECK(idle->requests == 0);
   REQUIRE(f.rt->ensure_loaded("b", true).get());
   auto loaded = f.rt->status("b").get();
   CHECK(loaded->state == model_state::loaded);
   CHECK(loaded->device == "host");
   CHECK(loaded->requests == 1);
+  CHECK(loaded->input_width == 16);
+  CHECK(loaded->output_width == 8);
 
   auto page = f.rt->list_models("", 2).get();
   REQUIRE(page->size() == 2);
@@ -88,6 +92,9 @@ TEST_CASE("a restarted runtime comes back with every registered model and vmodel
   REQUIRE(models->size() == 2);
   CHECK((*models)[0].id == "a");
   CHECK((*models)[1].id == "b");
+  CHECK((*models)[0].bytes == test::small_model_bytes);  // resolved for the status, before any use
+  CHECK((*models)[0].input_width == 16);
+  CHECK((*models)[0].output_width == 8);
   auto v = f.rt->vmodel_status("v").get();
   REQUIRE(v);
   CHECK(v->active == "b");

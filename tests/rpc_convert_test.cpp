@@ -77,6 +77,8 @@ TEST_CASE("model states, statuses and infos round-trip") {
   s.loads = {2, 10.0, 16.0};
   s.last_error = make_error(errc::load_failed, "broken");
   s.retry_in_seconds = 9;
+  s.input_width = 784;
+  s.output_width = 10;
   auto ms = msg.initRoot<r::ModelStatus>();
   r::to_capnp(s, ms);
   CHECK(ms.getLoadStddevMs() == 4.0);
@@ -94,6 +96,8 @@ TEST_CASE("model states, statuses and infos round-trip") {
   REQUIRE(b.last_error);
   CHECK(b.last_error->code == errc::load_failed);
   CHECK(b.retry_in_seconds == 9);
+  CHECK(b.input_width == 784);
+  CHECK(b.output_width == 10);
 
   vmodel_status v;
   v.id = "v";
@@ -193,7 +197,7 @@ TEST_CASE("inference requests and results round-trip") {
 TEST_CASE("inspections and events round-trip") {
   inspection s;
   s.devices.push_back({"host0", "kdf", 100, 50, 10, 3, 1, {{"m", 40, 1, 7, 0.5}}});
-  s.queue.push_back({"q", true, 12.0, 1});
+  s.queue.push_back({"q", true, 12.0, 1, 5});
   s.running.push_back({"r", "host0", "loading", 2});
   s.failures.push_back({"f", "host0", make_error(errc::load_failed, "bad"), 1.0, 599.0});
   model_status m;
@@ -218,6 +222,7 @@ TEST_CASE("inspections and events round-trip") {
   REQUIRE(b.devices[0].resident.size() == 1);
   CHECK(b.devices[0].resident[0].uses == 7);
   CHECK(b.queue.at(0).waiting);
+  CHECK(b.queue.at(0).waiters == 5);
   CHECK(b.running.at(0).phase == "loading");
   CHECK(b.failures.at(0).error.code == errc::load_failed);
   CHECK(b.failures.at(0).expires_in_seconds == 599.0);

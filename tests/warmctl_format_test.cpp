@@ -52,16 +52,20 @@ TEST_CASE("infer results print F32 outputs as numbers") {
 TEST_CASE("inspection sections hold only their part") {
   inspection s;
   s.devices.push_back({"host", "kdf", 100, 10, 0, 1, 0, {{"m", 10, 0, 3, 1.5}}});
-  s.queue.push_back({"q", true, 12, 1});
+  s.queue.push_back({"q", true, 12, 1, 3});
   s.failures.push_back({"f", "host", make_error(errc::load_failed, "bad"), 1, 9});
   CHECK(inspection_section(s, "devices")["devices"][0]["resident_count"] == 1);
   CHECK(inspection_section(s, "cache")["devices"][0]["resident"][0]["model"] == "m");
   CHECK(inspection_section(s, "queue")["queue"][0]["waiting"] == true);
+  CHECK(inspection_section(s, "queue")["queue"][0]["waiters"] == 3);
   CHECK(inspection_section(s, "failures")["failures"][0]["expires_in_seconds"] == 9.0);
   CHECK(inspection_section(s, "")["devices"].size() == 1);
   std::ostringstream out;
   print_inspection(out, s, "failures");
   CHECK(out.str().find("f      host    load_failed") != std::string::npos);
+  std::ostringstream queue;
+  print_inspection(queue, s, "queue");
+  CHECK(queue.str().find("WAITERS") != std::string::npos);
 }
 
 TEST_CASE("event lines name the transition, device and error") {

@@ -49,7 +49,8 @@ grep -q "cannot connect to unix:$dir/nope.sock" "$dir/err" || fail "no server me
 expect 2 status
 expect 2 register only-id
 expect 2 inspect nonsense
-expect 2 infer small --random          # needs --width
+expect 1 infer small --random          # not registered yet: no width to ask for
+grep -q "no model or vmodel 'small'" "$dir/err" || fail "infer --random unknown: $(cat "$dir/err")"
 expect 2 no-such-command
 
 # register, status, ensure --sync.
@@ -60,11 +61,35 @@ expect 0 status small
 grep -q "state:" "$dir/out" || fail "status output: $(cat "$dir/out")"
 expect 0 --json status small
 pycheck 'doc["id"] == "small" and doc["state"] in ("NOT_LOADED", "QUEUED", "LOADING", "LOADED")'
+pycheck 'doc["input_width"] == 8 and doc["output_width"] == 4'
 expect 0 ensure small --sync
 expect 0 status small --json
 pycheck 'doc["state"] == "LOADED" and doc["bytes"] > 0'
+expect 0 register synced small --load --sync
+grep -q "registered synced (loaded)" "$dir/out" || fail "register --load --sync output: $(cat "$dir/out")"
+expect 0 --json status synced
+pycheck 'doc["state"] == "LOADED"'
+expect 0 unregister synced
+expect 0 register later small
+expect 0 ensure later                   # no --sync: answered at once
+grep -q "later: load requested" "$dir/out" || fail "ensure output: $(cat "$dir/out")"
+expect 0 --json ensure later
+pycheck 'doc["ok"] is True and doc["sync"] is False'
+expect 0 unregister later
 
-# infer: random values, a JSON file (nested array and shape/data object), a wrong width.
+# A model larger than every device (64 MiB here): 1 with model_too_large on stderr.
+expect 1 register huge small --size-hint 1GiB --sync
+grep -q "model_too_large" "$dir/err" || fail "register too large: $(cat "$dir/out" "$dir/err")"
+expect 1 ensure huge --sync
+grep -q "model_too_large" "$dir/err" || fail "ensure too large: $(cat "$dir/out" "$dir/err")"
+[ ! -s "$dir/out" ] || fail "ensure too large wrote to stdout: $(cat "$dir/out")"
+expect 0 unregister huge
+
+# infer: random values (the width from the server, or --width), a JSON file (nested array and shape/data object), a wrong width.
+expect 0 --json infer small --random --batch 3
+pycheck 'doc["model"] == "small" and doc["outputs"][0]["shape"] == [3, 4] and len(doc["outputs"][0]["data"]) == 12'
+expect 0 --json infer small --random
+pycheck 'doc["outputs"][0]["shape"] == [1, 4]'
 expect 0 --json infer small --random --width 8 --batch 3
 pycheck 'doc["model"] == "small" and doc["outputs"][0]["shape"] == [3, 4] and len(doc["outputs"][0]["data"]) == 12'
 echo '[[1, 2, 3, 4, 5, 6, 7, 8], [0, 0, 0, 0, 0, 0, 0, 0]]' > "$dir/nested.json"
@@ -98,16 +123,31 @@ for section in devices queue cache failures models; do
 done
 expect 0 inspect
 grep -q "registered models" "$dir/out" || fail "inspect summary: $(cat "$dir/out")"
+expect 0 inspect cache
+grep -q "^MODEL  *SIZE  *SCORE" "$dir/out" || fail "inspect cache has no SCORE column: $(cat "$dir/out")"
+grep -q "eviction order" "$dir/out" || fail "inspect cache order: $(cat "$dir/out")"
+expect 0 inspect queue
+grep -q "^MODEL  *KIND  *AGE  *ATTEMPTS  *WAITERS" "$dir/out" || fail "inspect queue has no WAITERS column: $(cat "$dir/out")"
 
 # vmodels.
 expect 0 vmodel set v small
 expect 0 --json vmodel status v
 pycheck 'doc["id"] == "v" and doc["active"] == "small"'
 expect 1 vmodel set v other --expect nope
-expect 0 --json infer v --random --width 8
-pycheck 'doc["model"] == "small"'
+expect 0 --json infer v --random
+pycheck 'doc["model"] == "small" and doc["outputs"][0]["shape"] == [1, 4]'
 expect 0 vmodel delete v
 expect 1 vmodel status v
+# --auto-delete: the target is unregistered once no vmodel uses it.
+expect 0 register temp small
+expect 0 vmodel set tv temp --auto-delete
+expect 0 --json vmodel status tv
+pycheck 'doc["target"] == "temp"'
+expect 0 vmodel delete tv
+expect 1 status temp
+grep -q "not_found" "$dir/err" || fail "auto-deleted target still registered: $(cat "$dir/out" "$dir/err")"
+expect 0 --json models
+pycheck '"temp" not in [m["id"] for m in doc["models"]]'
 
 # watch: prints the events of a load; --count stops it, Ctrl-C (SIGINT) ends it with 0.
 "$warmctl" --connect "unix:$dir/warm.sock" --json watch --count 2 > "$dir/watch" 2> "$dir/watch.err" &

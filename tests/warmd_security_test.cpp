@@ -1,6 +1,7 @@
 // Black-box tests of the daemon's exposure and robustness: TCP listeners (loopback without
 // --allow-remote; an Authenticator bootstrap and a token with it; refused configurations exit 2),
-// request limits (--max-tensor-bytes answers tooLarge and keeps the connection), the unix socket's
+// request limits (--max-tensor-bytes answers tooLarge and keeps the connection, also for a request
+// larger than Cap'n Proto's default reader limit), the unix socket's
 // mode (0600 whatever the umask), and kill -9 at random moments during loads, registrations and
 // vmodel changes (every acknowledged one survives the restarts). The real build/warmd (path in
 // $WARMD, set by meson) runs on a temporary directory and is driven over Cap'n Proto.
@@ -191,6 +192,70 @@ TEST_CASE("--max-tensor-bytes: a larger input tensor is tooLarge and the connect
   CHECK(status_works(warm, ws));
   CHECK(infer("narrow", 8).getStatus().getCode() == Code::OK);
   CHECK(infer("wide", 512).getStatus().getCode() == Code::TOO_LARGE);  // again, same connection
+  CHECK(status_works(warm, ws));
+  CHECK(d.stop() == 0);
+}
+
+TEST_CASE("a request over Cap'n Proto's default 64 MiB limit is answered; the connection lives") {
+  // 72 MiB of input: more than Cap'n Proto reads by default, less than --max-request-bytes, more
+  // than --max-tensor-bytes (default 64 MiB). The server must read it and answer tooLarge.
+  warmd_process d;
+  d.write_model("m", {8, 4});
+  d.start({"--max-request-bytes", "96MiB"});
+  capnp::ReaderOptions large;  // a client refuses to send what it would not read itself
+  large.traversalLimitInWords = std::uint64_t{1} << 28;
+  capnp::EzRpcClient c(d.address(), 0, large);
+  auto& ws = c.getWaitScope();
+  auto warm = c.getMain<r::Warm>();
+  auto reg = warm.registerModelRequest();
+  reg.setId("m");
+  reg.getInfo().setPath("m");
+  REQUIRE(reg.send().wait(ws).getStatus().getCode() == Code::OK);
+  {
+    constexpr std::uint64_t width = (72ull << 20) / 4;
+    auto req = warm.inferRequest();
+    auto request = req.initRequest();
+    request.setTarget("m");
+    auto t = request.initInputs(1)[0];
+    t.setName("input");
+    t.setDtype("F32");
+    auto shape = t.initShape(2);
+    shape.set(0, 1);
+    shape.set(1, width);
+    t.initData(static_cast<unsigned>(width * 4));  // zeros: only the size matters
+    auto res = req.send().wait(ws);
+    CHECK(res.getStatus().getCode() == Code::TOO_LARGE);
+    CHECK(std::string(res.getStatus().getMessage().cStr()).find(std::to_string(64ull << 20)) !=
+          std::string::npos);
+  }
+  CHECK(status_works(warm, ws));  // the same connection still works
+  auto req = warm.inferRequest();
+  r::to_capnp(warm::infer_request{"m", {input(8)}}, req.initRequest());
+  CHECK(req.send().wait(ws).getStatus().getCode() == Code::OK);
+  CHECK(d.stop() == 0);
+}
+
+TEST_CASE("a 48 MB tensor within every limit is checked by the model, not refused by Cap'n Proto") {
+  // The server reads a request's data several times (size check, tensor check, copy), and Cap'n
+  // Proto counts each read: with its default 64 MiB traversal limit this request failed with
+  // "Exceeded message traversal limit" instead of reaching the model.
+  warmd_process d;
+  d.write_model("m", {8, 4});
+  d.start();
+  capnp::ReaderOptions large;
+  large.traversalLimitInWords = std::uint64_t{1} << 28;
+  capnp::EzRpcClient c(d.address(), 0, large);
+  auto& ws = c.getWaitScope();
+  auto warm = c.getMain<r::Warm>();
+  auto reg = warm.registerModelRequest();
+  reg.setId("m");
+  reg.getInfo().setPath("m");
+  REQUIRE(reg.send().wait(ws).getStatus().getCode() == Code::OK);
+  auto req = warm.inferRequest();
+  r::to_capnp(warm::infer_request{"m", {input(12'000'000)}}, req.initRequest());
+  auto res = req.send().wait(ws);
+  CHECK(res.getStatus().getCode() == Code::INVALID_ARGUMENT);  // the model takes width 8
+  CHECK(std::string(res.getStatus().getMessage().cStr()).find("takes 8") != std::string::npos);
   CHECK(status_works(warm, ws));
   CHECK(d.stop() == 0);
 }

@@ -155,6 +155,14 @@ struct enqueue_load {
   std::uint64_t bytes = 0;
   bool waiting = false;
   timestamp when{};  // waiting: the first waiting request's arrival; proactive: the last use
+  std::uint32_t waiters = 0;  // requests waiting on the load now (0 when proactive)
+};
+// More requests wait on a queued load of `model` than its owner last told: `waiters` now. Only
+// for inspection; the queue's order does not change (the first waiter's arrival sets it).
+struct load_waiters {
+  std::string model;
+  caf::actor owner;
+  std::uint32_t waiters = 0;
 };
 // Cancels `owner`'s queued load of `model` (answered with load_cancelled; a running load
 // finishes and is then unloaded by its owner) and forgets the model's failure records. Sent on
@@ -286,6 +294,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_failed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_cancelled)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::evicted)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::enqueue_load)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_waiters)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::cancel_load)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::reserve_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_result)

@@ -55,6 +55,11 @@ struct model_status {
   std::optional<warm::error> last_error;    // the recorded load failure, while it blocks loads
   double retry_in_seconds = 0;              // loading_failed: until the next attempt is allowed
   std::uint64_t loaded_bytes = 0;           // LOADING: copied so far (progress); LOADED: bytes
+  // Input "input" F32 [batch, input_width] and output "output" F32 [batch, output_width], from
+  // the file header; 0 when the header could not be read (the file is missing or not a dense
+  // model: then a use fails to load).
+  std::uint64_t input_width = 0;
+  std::uint64_t output_width = 0;
 };
 
 // What a model takes and gives (KServe V2's model metadata), read from its file's header.
@@ -129,6 +134,7 @@ struct queued_load {
   bool waiting = false;    // a request waits on it (else proactive)
   double age_ms = 0;       // waiting: since the first waiting request; proactive: since last use
   std::uint32_t attempts = 0;
+  std::uint32_t waiters = 0;  // requests waiting on it now (0 for a proactive load)
 };
 struct running_load {
   std::string model;

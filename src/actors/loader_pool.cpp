@@ -54,6 +54,7 @@ struct load_record {
   phase at = phase::queued;
   std::size_t device = 0;
   std::uint32_t attempts = 0;
+  std::uint32_t waiters = 0;  // requests waiting on it, as the owner last told (inspection)
   bool cancelled = false;
   timestamp queued_at{};  // when it last entered the queue (metrics: queue wait)
 };
@@ -211,6 +212,7 @@ void enqueue(self_ptr self, msg::enqueue_load& m) {
     it = s.loads.emplace(m.model, std::move(r)).first;
   }
   auto& r = it->second;
+  r.waiters = m.waiters;
   if (m.waiting) {
     if (r.entry.kind != load_queue::priority::waiting || m.when < r.entry.first_wait) r.entry.first_wait = m.when;
     r.entry.kind = load_queue::priority::waiting;
@@ -242,6 +244,16 @@ caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> con
   return {
       [=](msg::attach_devices& m) { self->state.devices = std::move(m.devices); },
       [=](msg::enqueue_load& m) { enqueue(self, m); },
+      [=](msg::load_waiters& m) {
+        auto& s = self->state;
+        auto it = s.loads.find(m.model);
+        if (it != s.loads.end() && it->second.owner == m.owner) {
+          it->second.waiters = m.waiters;
+          return;
+        }
+        auto d = s.deferred.find(m.model);
+        if (d != s.deferred.end() && d->second.owner == m.owner) d->second.waiters = m.waiters;
+      },
       [=](msg::cancel_load& m) {
         auto& s = self->state;
         auto it = s.loads.find(m.model);
@@ -336,7 +348,9 @@ caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> con
         std::vector<queued_load> queued;
         for (auto& e : s.queue.snapshot()) {
           bool waiting = e.kind == load_queue::priority::waiting;
-          queued.push_back({e.model, waiting, ms(waiting ? e.first_wait : e.last_used), s.loads.at(e.model).attempts});
+          auto& r = s.loads.at(e.model);
+          queued.push_back(
+              {e.model, waiting, ms(waiting ? e.first_wait : e.last_used), r.attempts, r.waiters});
         }
         std::vector<running_load> running;
         for (auto& [model, r] : s.loads)

@@ -2,7 +2,9 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "warm/actor_messages.hpp"
@@ -83,12 +85,17 @@ void drop_slot(self_ptr self) {
   if (s.state == model_state::loaded) set_state(self, model_state::not_loaded);
 }
 
+std::uint32_t waiter_count(const model_state_data& s) {
+  return static_cast<std::uint32_t>(std::min<std::size_t>(s.waiters.size(), UINT32_MAX));
+}
+
 void request_load(self_ptr self, bool waiting, timestamp when) {
   auto& s = self->state;
   if (s.started) return;  // a running load will answer every waiter
   if (!s.load_pending && s.state != model_state::loading) set_state(self, model_state::queued);
   s.load_pending = true;
-  self->send(s.pool, msg::enqueue_load{s.id, caf::actor_cast<caf::actor>(self), s.path, s.bytes, waiting, when});
+  self->send(s.pool, msg::enqueue_load{s.id, caf::actor_cast<caf::actor>(self), s.path, s.bytes,
+                                       waiting, when, waiter_count(s)});
 }
 
 void stop_if_done(self_ptr self) {
@@ -182,7 +189,10 @@ void on_use(self_ptr self, msg::model_use& m) {
   }
   bool first = s.waiters.empty();
   s.waiters.push_back({m.arrival, std::move(m.done)});
-  if (first) request_load(self, true, m.arrival);
+  if (first)
+    request_load(self, true, m.arrival);
+  else if (s.load_pending && !s.started)  // the queue shows how many wait (inspection)
+    self->send(s.pool, msg::load_waiters{s.id, caf::actor_cast<caf::actor>(self), waiter_count(s)});
 }
 
 // An operator's unload. A loaded copy is withdrawn (inferences in flight finish on it); a queued

@@ -28,6 +28,8 @@ struct model_entry {
   std::string file;         // resolved model file; empty until resolved
   std::uint64_t bytes = 0;  // device bytes (size hint or header)
   caf::actor actor;         // spawned at first use
+  std::uint64_t input_width = 0;  // from the header once resolved; 0 if it could not be read
+  std::uint64_t output_width = 0;
 };
 
 struct vmodel_entry {
@@ -90,9 +92,10 @@ void flush(self_ptr self) {
   for (auto& cb : callbacks) cb(committed);
 }
 
-// Resolves the model file and validates its header (at registration, or at first use after a
-// restart). The device bytes are the weights' size, or the size hint when one is given: the
-// hint reserves headroom beyond the weights and may not be smaller than they are.
+// Resolves the model file and validates its header, giving its size and widths (at
+// registration, at first use after a restart, or when a status asks first). The device bytes
+// are the weights' size, or the size hint when one is given: the hint reserves headroom beyond
+// the weights and may not be smaller than they are.
 expected<void> resolve(registry_state& s, model_entry& e) {
   auto file = s.config.repository->resolve(e.record.path, e.record.version);
   if (!file) return std::move(file).error();
@@ -108,6 +111,8 @@ expected<void> resolve(registry_state& s, model_entry& e) {
   }
   e.file = std::move(*file);
   e.bytes = bytes;
+  e.input_width = opened->spec.input_width();
+  e.output_width = opened->spec.output_width();
   return {};
 }
 
@@ -220,7 +225,7 @@ void reload_from_store(self_ptr self) {
       models.emplace(r.id, std::move(old->second));
       s.models.erase(old);
     } else {
-      models.emplace(r.id, model_entry{r, {}, 0, nullptr});
+      models.emplace(r.id, model_entry{r, {}, 0, nullptr, 0, 0});
     }
   }
   for (auto& [id, e] : s.models)
@@ -248,6 +253,9 @@ void reload_from_store(self_ptr self) {
 }
 
 // Asks the model actors for the statuses of `ids` (NOT_LOADED / NOT_FOUND without an actor).
+// A model not resolved since a restart is resolved here (one small header read; the registry
+// runs detached), so its bytes and widths show before its first use; a failure leaves them 0
+// and is reported by the first use.
 void statuses(self_ptr self, const std::vector<std::string>& ids, std::function<void(std::vector<model_status>)> done) {
   auto& s = self->state;
   auto g = gather<model_status>::create(ids.size(), std::move(done));
@@ -257,14 +265,26 @@ void statuses(self_ptr self, const std::vector<std::string>& ids, std::function<
       model_status st;
       st.id = ids[i];
       g->set(i, st);
-    } else if (!it->second.actor) {
+      continue;
+    }
+    auto& e = it->second;
+    if (e.file.empty()) (void)resolve(s, e);
+    if (!e.actor) {
       model_status st;
       st.id = ids[i];
       st.state = model_state::not_loaded;
-      st.bytes = it->second.bytes;
+      st.bytes = e.bytes;
+      st.input_width = e.input_width;
+      st.output_width = e.output_width;
       g->set(i, st);
     } else {
-      self->send(it->second.actor, msg::model_status_request{[g, i](expected<model_status> st) { g->set(i, std::move(*st)); }});
+      self->send(e.actor,
+                 msg::model_status_request{
+                     [g, i, in = e.input_width, out = e.output_width](expected<model_status> st) {
+                       st->input_width = in;
+                       st->output_width = out;
+                       g->set(i, std::move(*st));
+                     }});
     }
   }
 }
@@ -326,7 +346,7 @@ void on_register(self_ptr self, msg::register_model& m) {
   if (s.models.size() >= s.config.max_models)
     return reply(make_error(errc::capacity_exhausted,
                             "the registry holds its limit of " + std::to_string(s.config.max_models) + " models"));
-  model_entry e{{m.id, m.info.path, m.info.version, m.info.size_hint, false}, {}, 0, nullptr};
+  model_entry e{{m.id, m.info.path, m.info.version, m.info.size_hint, false}, {}, 0, nullptr, 0, 0};
   if (auto r = resolve(s, e); !r) return reply(std::move(r).error());
   auto record = e.record;
   s.models.emplace(m.id, std::move(e));

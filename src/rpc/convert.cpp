@@ -163,6 +163,8 @@ void to_capnp(const model_status& s, ModelStatus::Builder out) {
   to_capnp(s.last_error, out.initLastError());
   out.setRetryInSeconds(s.retry_in_seconds);
   out.setLoadedBytes(s.loaded_bytes);
+  out.setInputWidth(s.input_width);
+  out.setOutputWidth(s.output_width);
 }
 
 model_status from_capnp(ModelStatus::Reader s) {
@@ -182,6 +184,8 @@ model_status from_capnp(ModelStatus::Reader s) {
   out.last_error = optional_error(s.getLastError());
   out.retry_in_seconds = s.getRetryInSeconds();
   out.loaded_bytes = s.getLoadedBytes();
+  out.input_width = s.getInputWidth();
+  out.output_width = s.getOutputWidth();
   return out;
 }
 
@@ -337,6 +341,7 @@ void to_capnp(const inspection& s, Inspection::Builder out) {
     queue[i].setWaiting(s.queue[i].waiting);
     queue[i].setAgeMs(s.queue[i].age_ms);
     queue[i].setAttempts(s.queue[i].attempts);
+    queue[i].setWaiters(s.queue[i].waiters);
   }
   auto running = out.initRunning(static_cast<unsigned>(s.running.size()));
   for (unsigned i = 0; i < s.running.size(); ++i) {
@@ -382,7 +387,8 @@ inspection from_capnp(Inspection::Reader s) {
     out.devices.push_back(std::move(o));
   }
   for (auto q : s.getQueue())
-    out.queue.push_back({to_std(q.getModel()), q.getWaiting(), q.getAgeMs(), q.getAttempts()});
+    out.queue.push_back(
+        {to_std(q.getModel()), q.getWaiting(), q.getAgeMs(), q.getAttempts(), q.getWaiters()});
   for (auto r : s.getRunning())
     out.running.push_back({to_std(r.getModel()), to_std(r.getDevice()), to_std(r.getPhase()), r.getAttempt()});
   for (auto f : s.getFailures()) {

@@ -1,6 +1,6 @@
 // A real warmd for black-box tests: started on a temporary directory, waited for until its socket
-// accepts, stopped with SIGTERM (its exit status checked) or crashed with SIGKILL. Header-only;
-// used by warmd_test, warmd_security_test and http_test.
+// accepts, stopped with SIGTERM or SIGINT (its exit status checked) or crashed with SIGKILL.
+// Header-only; used by warmd_test, warmd_security_test and http_test.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -88,6 +88,8 @@ class warmd_process {
 
   // SIGTERM; the exit status (-1 if it did not exit normally within 20 s).
   int stop() { return end(SIGTERM); }
+  // SIGINT (Ctrl-C), which warmd handles like SIGTERM; the exit status, as stop().
+  int interrupt() { return end(SIGINT); }
   // SIGKILL, reaped.
   void crash() { end(SIGKILL); }
 

@@ -56,7 +56,8 @@ json queue_json(const inspection& s) {
     queued.push_back({{"model", q.model},
                       {"waiting", q.waiting},
                       {"age_ms", q.age_ms},
-                      {"attempts", q.attempts}});
+                      {"attempts", q.attempts},
+                      {"waiters", q.waiters}});
   for (const auto& r : s.running)
     running.push_back(
         {{"model", r.model}, {"device", r.device}, {"phase", r.phase}, {"attempt", r.attempt}});
@@ -122,10 +123,10 @@ void print_cache(std::ostream& out, const inspection& s) {
 
 void print_queue(std::ostream& out, const inspection& s) {
   out << "queued loads (start order):\n";
-  table q({"MODEL", "KIND", "AGE", "ATTEMPTS"});
+  table q({"MODEL", "KIND", "AGE", "ATTEMPTS", "WAITERS"});
   for (const auto& l : s.queue)
     q.add({l.model, l.waiting ? "waiting" : "proactive", fixed(l.age_ms) + "ms",
-           std::to_string(l.attempts)});
+           std::to_string(l.attempts), std::to_string(l.waiters)});
   q.print(out);
   out << "running loads (max " << s.max_concurrent_loads << "):\n";
   table r({"MODEL", "DEVICE", "PHASE", "ATTEMPT"});
@@ -180,7 +181,9 @@ json to_json(const model_status& s) {
             {"mean_ms", s.loads.mean_ms},
             {"stddev_ms", std::sqrt(s.loads.variance_ms2)}}},
           {"last_error", nullable_error(s.last_error)},
-          {"retry_in_seconds", s.retry_in_seconds}};
+          {"retry_in_seconds", s.retry_in_seconds},
+          {"input_width", s.input_width},
+          {"output_width", s.output_width}};
 }
 
 json to_json(const vmodel_status& s) {
@@ -268,6 +271,8 @@ void print_model_status(std::ostream& out, const model_status& s) {
   t.add({"device:", or_dash(s.device)});
   t.add({"size:",
          s.bytes ? format_bytes(s.bytes) + " (" + std::to_string(s.bytes) + " bytes)" : "-"});
+  t.add({"input:", s.input_width ? "F32 [batch, " + std::to_string(s.input_width) + "]" : "-"});
+  t.add({"output:", s.output_width ? "F32 [batch, " + std::to_string(s.output_width) + "]" : "-"});
   t.add({"requests:", std::to_string(s.requests) + " (" + std::to_string(s.hits) + " hits), " +
                           fixed(s.requests_per_second, 2) + "/s, " + std::to_string(s.in_flight) +
                           " in flight"});

@@ -94,6 +94,53 @@ expected<void> apply_batch(input_values& v, std::uint64_t batch) {
   return {};
 }
 
+// Uniform random values in [-1, 1]: `rows` rows of `width`.
+input_values random_values(std::uint64_t rows, std::uint64_t width, std::uint64_t seed) {
+  input_values values;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  values.shape = {rows, width};
+  values.data.resize(rows * width);
+  for (auto& v : values.data)
+    v = dist(rng);
+  return values;
+}
+
+// The input width of model or vmodel `id` as the server reports it (a vmodel: its active
+// model's). Returns 0 and sets `rc` when it cannot be known: the server's status, an unknown
+// id, or a model whose header could not be read (each with a message on stderr).
+std::uint64_t input_width_of(command_context& ctx, connection& c, const std::string& id, int& rc) {
+  auto model_status_of = [&](const std::string& model) {
+    auto req = c.warm().getModelStatusRequest();
+    req.setId(model);
+    return ctx.s.wait(req.send());
+  };
+  auto reply = model_status_of(id);
+  if ((rc = check_status(reply.getStatus()))) return 0;
+  auto status = r::from_capnp(reply.getModel());
+  if (status.state == model_state::not_found) {
+    auto vreq = c.warm().getVModelStatusRequest();
+    vreq.setId(id);
+    auto vreply = ctx.s.wait(vreq.send());
+    if (vreply.getStatus().getCode() == r::Status::Code::NOT_FOUND) {
+      std::cerr << "warmctl: not_found: no model or vmodel '" << id << "' is registered\n";
+      rc = exit_server_error;
+      return 0;
+    }
+    if ((rc = check_status(vreply.getStatus()))) return 0;
+    auto active = r::to_std(vreply.getVmodel().getActive());
+    auto areply = model_status_of(active);
+    if ((rc = check_status(areply.getStatus()))) return 0;
+    status = r::from_capnp(areply.getModel());
+  }
+  if (status.input_width == 0) {
+    std::cerr << "warmctl: the input width of model '" << status.id
+              << "' is unknown (its file header could not be read); pass --width W\n";
+    rc = exit_server_error;
+  }
+  return status.input_width;
+}
+
 tensor to_tensor(const input_values& v) {
   tensor t;
   t.name = "input";
@@ -119,31 +166,16 @@ void add_infer_command(CLI::App& app, command_context& ctx) {
   auto* input = cmd->add_option(
       "--input", a->input,
       "JSON file: {\"shape\": [...], \"data\": [...]} or a nested array of numbers");
-  auto* random =
-      cmd->add_flag("--random", a->random, "Uniform random values in [-1, 1] (needs --width)");
+  auto* random = cmd->add_flag("--random", a->random, "Uniform random values in [-1, 1]");
   input->excludes(random);
   cmd->add_option("--width", a->width,
-                  "--random: the model's input width (see `warmctl model-info`)");
+                  "--random: the input width (default: the model's, as the server reports it)");
   cmd->add_option("--batch", a->batch,
                   "Rows: --random default 1; repeats a one-row --input N times");
   cmd->add_option("--seed", a->seed, "--random: seed of the values")->capture_default_str();
   cmd->callback([&ctx, a] {
     input_values values;
-    if (a->random) {
-      if (a->width == 0) {
-        // The RPC interface does not report a model's input width; guessing would be worse.
-        ctx.exit_code = usage_error(
-            "infer --random needs --width W (the model's input width: `warmctl model-info PATH`)");
-        return;
-      }
-      std::uint64_t rows = a->batch ? a->batch : 1;
-      std::mt19937_64 rng(a->seed);
-      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-      values.shape = {rows, a->width};
-      values.data.resize(rows * a->width);
-      for (auto& v : values.data)
-        v = dist(rng);
-    } else if (!a->input.empty()) {
+    if (!a->random && !a->input.empty()) {
       auto read = read_input(a->input);
       auto ok = read ? apply_batch(*read, a->batch) : expected<void>(read.error());
       if (!ok) {
@@ -151,11 +183,17 @@ void add_infer_command(CLI::App& app, command_context& ctx) {
         return;
       }
       values = std::move(*read);
-    } else {
-      ctx.exit_code = usage_error("infer needs --input FILE.json or --random --width W");
+    } else if (!a->random) {
+      ctx.exit_code = usage_error("infer needs --input FILE.json or --random");
       return;
     }
     run_rpc(ctx, [&](connection& c) {
+      if (a->random) {
+        int rc = exit_ok;
+        std::uint64_t width = a->width ? a->width : input_width_of(ctx, c, a->id, rc);
+        if (rc != exit_ok) return rc;
+        values = random_values(a->batch ? a->batch : 1, width, a->seed);
+      }
       auto req = c.warm().inferRequest();
       r::to_capnp(infer_request{a->id, {to_tensor(values)}}, req.initRequest());
       auto reply = ctx.s.wait(req.send());

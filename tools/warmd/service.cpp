@@ -6,11 +6,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <future>
 
+#include <capnp/message.h>
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 #include <kj/thread.h>
@@ -80,7 +82,54 @@ class log_errors final : public kj::TaskSet::ErrorHandler {
   void taskFailed(kj::Exception&& e) override { spdlog::warn("rpc: {}", e.getDescription().cStr()); }
 };
 
+// Serves `bootstrap` on every connection a receiver accepts, like capnp::TwoPartyServer but with
+// the reader options given: TwoPartyServer reads with Cap'n Proto's defaults (64 MiB), and drops
+// a client whose message is larger instead of letting the server answer it tooLarge. Lives on
+// the RPC thread; destroying it closes every connection it accepted.
+class rpc_acceptor {
+ public:
+  rpc_acceptor(capnp::Capability::Client bootstrap, capnp::ReaderOptions options)
+      : bootstrap_(kj::mv(bootstrap)), options_(options) {}
+
+  // Accepts until the promise is dropped (or accepting fails: the promise is rejected).
+  kj::Promise<void> listen(kj::ConnectionReceiver& receiver) {
+    return receiver.accept().then([this, &receiver](kj::Own<kj::AsyncIoStream>&& stream) {
+      auto c = kj::heap<connection>(kj::mv(stream), bootstrap_, options_);
+      auto disconnected = c->network.onDisconnect();
+      tasks_.add(disconnected.attach(kj::mv(c)));
+      return listen(receiver);
+    });
+  }
+
+ private:
+  struct connection {
+    connection(kj::Own<kj::AsyncIoStream>&& s, capnp::Capability::Client bootstrap,
+               capnp::ReaderOptions options)
+        : stream(kj::mv(s)),
+          network(*stream, capnp::rpc::twoparty::Side::SERVER, options),
+          rpc(capnp::makeRpcServer(network, kj::mv(bootstrap))) {}
+    kj::Own<kj::AsyncIoStream> stream;
+    capnp::TwoPartyVatNetwork network;
+    capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+  };
+
+  capnp::Capability::Client bootstrap_;
+  capnp::ReaderOptions options_;
+  log_errors errors_;
+  kj::TaskSet tasks_{errors_};
+};
+
 }  // namespace
+
+capnp::ReaderOptions receive_options(const rpc::server_options& server) {
+  capnp::ReaderOptions options;
+  std::uint64_t words = server.max_request_bytes / 8;
+  constexpr std::uint64_t headroom_words = std::uint64_t{1} << 17;  // 1 MiB: the RPC envelope
+  constexpr std::uint64_t most_words = std::uint64_t{1} << 61;      // no overflow below
+  words = std::min(words, most_words / receive_read_factor);
+  options.traversalLimitInWords = words * receive_read_factor + headroom_words;
+  return options;
+}
 
 struct service::impl {
   warm::runtime* rt = nullptr;
@@ -102,7 +151,7 @@ struct service::impl {
 
       struct listener {
         kj::Own<kj::ConnectionReceiver> receiver;
-        kj::Own<capnp::TwoPartyServer> server;
+        kj::Own<rpc_acceptor> server;
         kj::Promise<void> accepting = nullptr;
         std::string unix_path;
       };
@@ -135,7 +184,7 @@ struct service::impl {
           bound.push_back(host + ":" + std::to_string(l.receiver->getPort()));
           if (options.allow_remote) bootstrap = kj::heap<rpc::authenticator>(options.token, warm);
         }
-        l.server = kj::heap<capnp::TwoPartyServer>(kj::mv(bootstrap));
+        l.server = kj::heap<rpc_acceptor>(kj::mv(bootstrap), receive_options(options.server));
         auto text = bound.back();
         l.accepting = l.server->listen(*l.receiver).eagerlyEvaluate([text](kj::Exception&& e) {
           spdlog::error("listener {} stopped: {}", text, e.getDescription().cStr());

@@ -1,11 +1,14 @@
-// warmd's RPC thread: one kj event loop (kj::setupAsyncIo) on its own kj::Thread, with a
-// capnp::TwoPartyServer per listen address, serving warm::rpc::warm_server over a runtime.
+// warmd's RPC thread: one kj event loop (kj::setupAsyncIo) on its own kj::Thread, with an
+// acceptor per listen address (a two-party Cap'n Proto server reading with receive_options),
+// serving warm::rpc::warm_server over a runtime.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <capnp/message.h>
 
 #include "rpc/server.hpp"
 #include "warm/error.hpp"
@@ -29,6 +32,16 @@ struct listen_address {
 expected<listen_address> parse_listen_address(const std::string& text);
 // True for 127.0.0.0/8, ::1 and "localhost".
 bool is_loopback_host(const std::string& host);
+
+// How many times a request's bytes count against Cap'n Proto's traversal limit while the server
+// handles it: the size check (totalSize), the tensor limit check and the copy each read the data.
+inline constexpr std::uint64_t receive_read_factor = 4;
+
+// What the RPC connections read with: messages up to max_request_bytes × receive_read_factor
+// plus 1 MiB. A request over max_request_bytes (or with a tensor over max_tensor_bytes) within
+// that is read and answered tooLarge; a larger one makes Cap'n Proto drop the connection, since
+// it cannot be read without holding it in memory.
+capnp::ReaderOptions receive_options(const rpc::server_options& server);
 
 struct service_options {
   std::vector<std::string> listen{"unix:./warm.sock"};
