@@ -333,3 +333,21 @@ TEST_CASE("SIGINT stops warmd gracefully, like SIGTERM: exit 0 and the state sur
   }
   CHECK(d.stop() == 0);
 }
+
+TEST_CASE("each device may name its own policy; the policies' tuning flags are checked") {
+  warmd_process d;
+  d.device = "host.0:1MiB@lru";
+  d.start({"--device", "host.1:1MiB", "--policy", "gdsf", "--rescore-period", "50ms", "--iam-rate", "window"});
+  {
+    client c(d.address());
+    auto res = c.warm.inspectRequest().send().wait(c.ws());
+    REQUIRE(res.getStatus().getCode() == Code::OK);
+    auto snapshot = r::from_capnp(res.getInspection());
+    REQUIRE(snapshot.devices.size() == 2);
+    CHECK(snapshot.devices[0].policy == "lru");
+    CHECK(snapshot.devices[1].policy == "gdsf");
+  }
+  CHECK(d.stop() == 0);
+  CHECK(d.run_to_exit({"--device", "host:1MiB@nosuch"}) == 2);  // an unknown policy: usage error
+  CHECK(d.run_to_exit({"--iam-rate", "median"}) == 2);
+}
