@@ -9,15 +9,7 @@
 set -u
 eval_bin=$1
 warmd=$2
-dir=$(mktemp -d)
-warmd_pid=
-cleanup() {
-  [ -n "$warmd_pid" ] && kill "$warmd_pid" 2> /dev/null && wait "$warmd_pid" 2> /dev/null
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/support/warmd.sh"
 # pycheck FILE EXPR: EXPR (python, `doc` = the JSON in FILE) must hold.
 pycheck() {
   python3 - "$1" "$2" << 'PY' || fail "check '$2' on: $(cat "$1")"
@@ -38,11 +30,7 @@ PY
 # about the replay, and with evictions under hundreds of requests a second the daemon can stall a
 # load for good (found with this test: when a would-be victim's inference ends between the device
 # actor's victim choice and its look for busy models, reserve_bytes refuses and arms no wake-up).
-"$warmd" --repo "$dir/repo" --state "$dir/state" --device host:8MB --listen "unix:$dir/warm.sock" \
-  > "$dir/warmd.log" 2>&1 &
-warmd_pid=$!
-for _ in $(seq 100); do [ -S "$dir/warm.sock" ] && break; sleep 0.1; done
-[ -S "$dir/warm.sock" ] || { echo "FAIL: warmd did not start: $(cat "$dir/warmd.log")"; exit 1; }
+start_warmd host:8MB
 
 # The replay: 300 requests over about 1 s of trace time, played at speed 2.
 "$eval_bin" replay --connect "unix:$dir/warm.sock" --trace "$dir/trace.csv" --register "$dir/catalog.csv" \

@@ -7,15 +7,7 @@
 set -u
 warmctl=$1
 warmd=$2
-dir=$(mktemp -d)
-warmd_pid=
-cleanup() {
-  [ -n "$warmd_pid" ] && kill "$warmd_pid" 2> /dev/null && wait "$warmd_pid" 2> /dev/null
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/support/warmd.sh"
 # expect RC CMD...: runs warmctl against the test daemon, output in $dir/out and $dir/err.
 expect() {
   local want=$1
@@ -36,11 +28,7 @@ PY
 "$warmctl" make-model --out "$dir/repo/small/1" --layers 8,16,4 > /dev/null || fail "make-model small"
 "$warmctl" make-model --out "$dir/repo/other/1" --layers 3,2 > /dev/null || fail "make-model other"
 
-"$warmd" --repo "$dir/repo" --state "$dir/state" --device host:64MiB --listen "unix:$dir/warm.sock" \
-  > "$dir/warmd.log" 2>&1 &
-warmd_pid=$!
-for _ in $(seq 100); do [ -S "$dir/warm.sock" ] && break; sleep 0.1; done
-[ -S "$dir/warm.sock" ] || { echo "FAIL: warmd did not start: $(cat "$dir/warmd.log")"; exit 1; }
+start_warmd host:64MiB
 
 # No server, bad usage: 2.
 "$warmctl" --connect "unix:$dir/nope.sock" status small > /dev/null 2> "$dir/err"
