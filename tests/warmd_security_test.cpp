@@ -83,6 +83,27 @@ warm::tensor input(std::uint64_t width) {
   return t;
 }
 
+// A client whose reader (and so its sender) takes messages up to 2 GiB, connected to `d` with
+// model `id` registered: for requests past Cap'n Proto's default 64 MiB.
+struct large_client {
+  large_client(warm::test::warmd_process& d, const std::string& id)
+      : ez(d.address(), 0, options()), warm(ez.getMain<r::Warm>()) {
+    auto reg = warm.registerModelRequest();
+    reg.setId(id);
+    reg.getInfo().setPath(id);
+    REQUIRE(reg.send().wait(ws()).getStatus().getCode() == Code::OK);
+  }
+  static capnp::ReaderOptions options() {
+    capnp::ReaderOptions large;
+    large.traversalLimitInWords = std::uint64_t{1} << 28;
+    return large;
+  }
+  kj::WaitScope& ws() { return ez.getWaitScope(); }
+
+  capnp::EzRpcClient ez;
+  r::Warm::Client warm;
+};
+
 class ignore_errors final : public kj::TaskSet::ErrorHandler {
  public:
   void taskFailed(kj::Exception&&) override {}
@@ -202,15 +223,9 @@ TEST_CASE("a request over Cap'n Proto's default 64 MiB limit is answered; the co
   warmd_process d;
   d.write_model("m", {8, 4});
   d.start({"--max-request-bytes", "96MiB"});
-  capnp::ReaderOptions large;  // a client refuses to send what it would not read itself
-  large.traversalLimitInWords = std::uint64_t{1} << 28;
-  capnp::EzRpcClient c(d.address(), 0, large);
-  auto& ws = c.getWaitScope();
-  auto warm = c.getMain<r::Warm>();
-  auto reg = warm.registerModelRequest();
-  reg.setId("m");
-  reg.getInfo().setPath("m");
-  REQUIRE(reg.send().wait(ws).getStatus().getCode() == Code::OK);
+  large_client c(d, "m");  // a client refuses to send what it would not read itself
+  auto& ws = c.ws();
+  auto& warm = c.warm;
   {
     constexpr std::uint64_t width = (72ull << 20) / 4;
     auto req = warm.inferRequest();
@@ -242,15 +257,9 @@ TEST_CASE("a 48 MB tensor within every limit is checked by the model, not refuse
   warmd_process d;
   d.write_model("m", {8, 4});
   d.start();
-  capnp::ReaderOptions large;
-  large.traversalLimitInWords = std::uint64_t{1} << 28;
-  capnp::EzRpcClient c(d.address(), 0, large);
-  auto& ws = c.getWaitScope();
-  auto warm = c.getMain<r::Warm>();
-  auto reg = warm.registerModelRequest();
-  reg.setId("m");
-  reg.getInfo().setPath("m");
-  REQUIRE(reg.send().wait(ws).getStatus().getCode() == Code::OK);
+  large_client c(d, "m");
+  auto& ws = c.ws();
+  auto& warm = c.warm;
   auto req = warm.inferRequest();
   r::to_capnp(warm::infer_request{"m", {input(12'000'000)}}, req.initRequest());
   auto res = req.send().wait(ws);
