@@ -54,6 +54,36 @@ TEST_CASE("paths that leave the repository, bad ids and bad files are refused wi
   CHECK(code_of(f.rt->unregister_model("nope").get()) == errc::not_found);
 }
 
+// A registered model's directory or file swapped for a symlink after registration: every load and
+// description opens the file beneath the repository root again, so nothing outside is read.
+TEST_CASE("a model swapped for a symlink leading outside after registration is never loaded") {
+  test::runtime_fixture f({"m", "n"});
+  f.register_all();
+  REQUIRE(write_dense_model(f.dir / "outside/m/1/model.safetensors", {{16, 8}, activation::none, 1}));
+  test::write_file(f.dir / "outside/secret", "root:*:20000:0:99999:7:::\n");
+
+  namespace fs = std::filesystem;
+  fs::rename(f.dir / "repo/m/1", f.dir / "repo/m/1.old");
+  fs::create_directory_symlink(f.dir / "outside/m/1", f.dir / "repo/m/1");
+  auto loaded = f.rt->ensure_loaded("m", true).get();
+  REQUIRE_FALSE(loaded);
+  CHECK(loaded.error().code == errc::load_failed);
+  CHECK_THAT(loaded.error().message, Catch::Contains("outside the repository root"));
+  auto described = f.rt->describe("m").get();
+  REQUIRE_FALSE(described);
+  CHECK_THAT(described.error().message, Catch::Contains("outside the repository root"));
+  CHECK(f.loader->loads_of("m") == 1);  // the loader ran and refused: the check is at load time
+
+  fs::remove(f.dir / "repo/n/1/model.safetensors");
+  fs::create_symlink(f.dir / "outside/secret", f.dir / "repo/n/1/model.safetensors");
+  auto secret = f.rt->ensure_loaded("n", true).get();
+  REQUIRE_FALSE(secret);
+  CHECK_THAT(secret.error().message, Catch::Contains("outside the repository root") && !Catch::Contains("root:") &&
+                                         !Catch::Contains("header length"));
+  CHECK_THAT(f.rt->describe("n").get().error().message, Catch::Contains("outside the repository root"));
+  CHECK(f.rt->status("n").get()->state != model_state::loaded);
+}
+
 TEST_CASE("status of unknown, idle and loaded models; paged listing") {
   test::runtime_fixture f({"a", "b", "c"});
   f.register_all();

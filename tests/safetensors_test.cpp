@@ -111,6 +111,40 @@ TEST_CASE("malformed files are rejected with a specific error") {
   }
 }
 
+// The boundary of the length check: a header may end exactly at the end of the file (no data), but
+// not one byte past it. An off-by-eight check (comparing against the size, not size - 8) accepts
+// the second file.
+TEST_CASE("the header length may reach the end of the file, not one byte past it") {
+  const std::string header = "{}";
+  auto exact = length_prefix(header.size()) + header;
+  auto parsed = warm::parse_safetensors(exact);
+  REQUIRE(parsed);
+  CHECK(parsed->data_bytes == 0);
+  for (std::uint64_t past = 1; past <= 8; ++past) {
+    INFO(past);
+    auto over = warm::parse_safetensors(length_prefix(header.size() + past) + header);
+    REQUIRE_FALSE(over);
+    CHECK_THAT(over.error().message, Catch::Contains("runs past the end of the"));
+  }
+}
+
+// Errors about a file that is not safetensors never show its bytes: a client that got a path to
+// name another file (or a JSON parser quoting what it read) must learn nothing of its content.
+TEST_CASE("errors never echo the bytes of a file that is not a model") {
+  const std::string secret = "root:*:20000:0:99999:7:::\nsecret-token-0123456789\n";
+  std::uint64_t prefix = 0;
+  for (int i = 7; i >= 0; --i) prefix = (prefix << 8) | static_cast<unsigned char>(secret[i]);
+  const std::string text = "{\"t\": hunter2-password}";
+  auto bad_json = length_prefix(text.size()) + text;
+  for (const auto& bytes : {secret, bad_json}) {
+    auto parsed = warm::parse_safetensors(bytes);
+    REQUIRE_FALSE(parsed);
+    INFO(parsed.error().message);
+    CHECK_THAT(parsed.error().message, !Catch::Contains(std::to_string(prefix)) && !Catch::Contains("root") &&
+                                           !Catch::Contains("hunter2") && !Catch::Contains("secret"));
+  }
+}
+
 TEST_CASE("reading from disk names the file and reads only the header") {
   warm::test::temp_dir dir;
   auto good = dir / "good.safetensors";

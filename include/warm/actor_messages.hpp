@@ -19,6 +19,7 @@
 #include "warm/clock.hpp"
 #include "warm/importance.hpp"
 #include "warm/device.hpp"
+#include "warm/model_repository.hpp"
 #include "warm/runtime_types.hpp"
 
 namespace warm::msg {
@@ -151,7 +152,7 @@ struct evicted {
 struct enqueue_load {
   std::string model;
   caf::actor owner;
-  std::string path;
+  model_location where;
   std::uint64_t bytes = 0;
   bool waiting = false;
   timestamp when{};  // waiting: the first waiting request's arrival; proactive: the last use
@@ -264,7 +265,7 @@ struct remove_watcher {
 struct load_job {
   std::uint64_t load_id = 0;
   std::shared_ptr<device> dev;
-  std::string path;
+  model_location where;
   std::shared_ptr<memory_reservation> reservation;
   std::shared_ptr<std::atomic<std::uint64_t>> progress;  // the worker's live byte count
 };

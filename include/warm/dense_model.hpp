@@ -7,15 +7,19 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "warm/error.hpp"
+#include "warm/model_repository.hpp"
 #include "warm/safetensors.hpp"
 
 namespace warm {
+
+class read_file;  // an open model file (internal)
 
 enum class activation { none, relu, gelu, tanh };
 
@@ -51,14 +55,21 @@ inline constexpr std::uint64_t max_dense_width = 1u << 24;
 expected<dense_spec> dense_spec_from(const safetensors_header& header);
 
 // A parsed model file on disk: its path, validated header and dense layout.
+// It keeps the file open: a device load reads the data from the very file whose header was
+// validated, never from whatever the path names by then.
 struct model_file {
   std::string path;
   safetensors_header header;
   dense_spec spec;
+  std::shared_ptr<const read_file> source;  // the open file
 };
 
-// Reads and validates a dense model file (header only; the data is read by a device load).
-// Errors are prefixed with the path.
+// Opens and validates a dense model file (header only; the data is read by a device load), beneath
+// its repository root when the location has one. Errors are prefixed with the path and never
+// quote the file's bytes before a valid header.
+expected<model_file> open_model_file(const model_location& where);
+
+// The same for a path given by a user (offline tools, tests): not confined to any root.
 expected<model_file> open_model_file(const std::string& path);
 
 }  // namespace warm

@@ -59,8 +59,8 @@ class fault_injector {
 class faulty_loader final : public model_loader {
  public:
   explicit faulty_loader(std::shared_ptr<fault_injector> faults, std::shared_ptr<model_loader> inner = nullptr);
-  expected<std::unique_ptr<resident_model>> load(device& dev, const std::string& path, memory_reservation reservation,
-                                                 load_stats* stats) override;
+  expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
+                                                 memory_reservation reservation, load_stats* stats) override;
 
  private:
   std::shared_ptr<fault_injector> faults_;

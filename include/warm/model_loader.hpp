@@ -7,6 +7,7 @@
 
 #include "warm/device.hpp"
 #include "warm/error.hpp"
+#include "warm/model_repository.hpp"
 
 namespace warm {
 
@@ -14,19 +15,19 @@ class model_loader {
  public:
   virtual ~model_loader() = default;
 
-  // Loads the model at `path` (already confined to a repository root) into memory of `dev`,
-  // allocated from `reservation` (its bytes were charged before the load started). Runs on a
-  // loader-pool thread and may block on I/O; may be called from several threads at once. On
-  // failure the reservation's bytes go back to `dev`.
-  virtual expected<std::unique_ptr<resident_model>> load(device& dev, const std::string& path,
+  // Loads the model at `where` into memory of `dev`, allocated from `reservation` (its bytes were
+  // charged before the load started). The file must be opened with open_model_file(where), which
+  // keeps it beneath its repository root. Runs on a loader-pool thread and may block on I/O; may
+  // be called from several threads at once. On failure the reservation's bytes go back to `dev`.
+  virtual expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
                                                          memory_reservation reservation, load_stats* stats) = 0;
 };
 
 // Validates the file (open_model_file) and copies its data with device::load_into.
 class file_loader final : public model_loader {
  public:
-  expected<std::unique_ptr<resident_model>> load(device& dev, const std::string& path, memory_reservation reservation,
-                                                 load_stats* stats) override;
+  expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
+                                                 memory_reservation reservation, load_stats* stats) override;
 };
 
 }  // namespace warm

@@ -1,7 +1,9 @@
 // Model repositories: directory trees <root>/<model-name>/<version>/model.safetensors, the layout
 // of TensorFlow Serving (versions are positive decimal integers). A repository resolves a model
 // path given relative to one of its roots and confines it there: absolute paths, ".." and
-// symlinks that lead outside every root are refused.
+// symlinks that lead outside every root are refused, when the path is resolved and again each
+// time the file is opened (the walk starts from a handle on the root directory and may not leave
+// it, so a directory or file swapped for a symlink after registration cannot lead outside).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,18 @@
 namespace warm {
 
 inline constexpr const char* model_file_name = "model.safetensors";
+
+// Where a model's file is: its canonical path, and the repository root it must stay beneath
+// whenever it is opened (open_model_file(const model_location&)). The root is opened by its path
+// at each open, so a root directory moved away and back (or replaced) is followed like the path.
+struct model_location {
+  std::string path;  // canonical path of the model file, below `root`
+  std::string root;  // canonical path of its repository root; empty only for an unconfined path
+
+  // A location that is not confined (offline tools and tests that name a file directly).
+  static model_location unconfined(std::string path) { return {std::move(path), {}}; }
+};
+
 
 // The versions present under a model directory (numeric sub-directories holding a model file),
 // ascending. not_found when the directory does not exist.
@@ -32,9 +46,10 @@ class model_repository {
   const std::vector<std::string>& roots() const { return roots_; }
 
   // Resolves `relative` (e.g. "mnist" or "mnist/3") against each root in order and returns the
-  // canonical path of the model file. invalid_argument for an empty or absolute path or one that
-  // resolves (symlinks included) outside the root; not_found when no root holds it.
-  expected<std::string> resolve(const std::string& relative, std::optional<std::uint64_t> version = {}) const;
+  // model file's canonical path with its root. invalid_argument for an empty or absolute path, a
+  // NUL byte, or one that resolves (symlinks included) outside the root; not_found when no root
+  // holds it.
+  expected<model_location> resolve(const std::string& relative, std::optional<std::uint64_t> version = {}) const;
 
  private:
   explicit model_repository(std::vector<std::string> roots) : roots_(std::move(roots)) {}

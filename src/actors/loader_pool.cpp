@@ -29,7 +29,7 @@ caf::behavior loader_worker(caf::stateful_actor<worker_state>* self, std::shared
         result.load_id = job.load_id;
         load_stats stats;
         stats.copied = job.progress.get();
-        auto loaded = self->state.loader->load(*job.dev, job.path, std::move(*job.reservation), &stats);
+        auto loaded = self->state.loader->load(*job.dev, job.where, std::move(*job.reservation), &stats);
         if (loaded)
           result.model = std::make_shared<std::unique_ptr<resident_model>>(std::move(*loaded));
         else
@@ -48,7 +48,7 @@ struct load_record {
   std::uint64_t id = 0;
   std::string model;
   caf::actor owner;
-  std::string path;
+  model_location where;
   std::uint64_t bytes = 0;
   load_queue::entry entry;  // how it was queued, to queue it again after a refusal or failure
   phase at = phase::queued;
@@ -204,7 +204,7 @@ void enqueue(self_ptr self, msg::enqueue_load& m) {
     r.id = s.next_id++;
     r.model = m.model;
     r.owner = m.owner;
-    r.path = m.path;
+    r.where = m.where;
     r.bytes = m.bytes;
     r.entry.model = m.model;
     r.queued_at = now(self);
@@ -294,7 +294,7 @@ caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> con
           s.idle_workers.pop_back();
           auto progress = std::make_shared<std::atomic<std::uint64_t>>(0);
           self->send(r.owner, msg::load_started{s.device_names[r.device], progress});
-          self->send(worker, msg::load_job{r.id, s.config.devices[r.device], r.path, std::move(m.reservation), progress});
+          self->send(worker, msg::load_job{r.id, s.config.devices[r.device], r.where, std::move(m.reservation), progress});
         } else if (m.error.code == errc::capacity_exhausted) {
           --s.running;
           s.blocked[r.device] = true;

@@ -20,7 +20,7 @@ struct waiter {
 
 struct model_state_data {
   std::string id;
-  std::string path;
+  model_location where;
   std::uint64_t bytes = 0;
   caf::actor pool;
   std::shared_ptr<route_table> routes;
@@ -94,7 +94,7 @@ void request_load(self_ptr self, bool waiting, timestamp when) {
   if (s.started) return;  // a running load will answer every waiter
   if (!s.load_pending && s.state != model_state::loading) set_state(self, model_state::queued);
   s.load_pending = true;
-  self->send(s.pool, msg::enqueue_load{s.id, caf::actor_cast<caf::actor>(self), s.path, s.bytes,
+  self->send(s.pool, msg::enqueue_load{s.id, caf::actor_cast<caf::actor>(self), s.where, s.bytes,
                                        waiting, when, waiter_count(s)});
 }
 
@@ -211,7 +211,7 @@ void on_unload(self_ptr self, msg::model_unload& m) {
 caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> config) {
   auto& s = self->state;
   s.id = config->id;
-  s.path = config->path;
+  s.where = config->where;
   s.bytes = config->bytes;
   s.pool = config->pool;
   s.routes = config->routes;

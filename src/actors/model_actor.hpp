@@ -30,12 +30,13 @@
 
 #include "runtime/route_table.hpp"
 #include "warm/clock.hpp"
+#include "warm/model_repository.hpp"
 
 namespace warm {
 
 struct model_actor_config {
   std::string id;
-  std::string path;         // the resolved model file
+  model_location where;      // the resolved model file
   std::uint64_t bytes = 0;  // what a device must reserve for it
   caf::actor pool;
   std::shared_ptr<route_table> routes;

@@ -25,7 +25,7 @@ namespace {
 
 struct model_entry {
   model_record record;
-  std::string file;         // resolved model file; empty until resolved
+  model_location file;      // resolved model file; its path is empty until resolved
   std::uint64_t bytes = 0;  // device bytes (size hint or header)
   caf::actor actor;         // spawned at first use
   std::uint64_t input_width = 0;  // from the header once resolved; 0 if it could not be read
@@ -99,7 +99,7 @@ void flush(self_ptr self) {
 expected<void> resolve(registry_state& s, model_entry& e) {
   auto file = s.config.repository->resolve(e.record.path, e.record.version);
   if (!file) return std::move(file).error();
-  auto opened = open_model_file(*file);
+  auto opened = open_model_file(*file);  // beneath the root, like every later open
   if (!opened) return std::move(opened).error();
   auto bytes = opened->spec.data_bytes;
   if (e.record.size_hint) {
@@ -119,7 +119,7 @@ expected<void> resolve(registry_state& s, model_entry& e) {
 expected<caf::actor> actor_for(self_ptr self, model_entry& e) {
   auto& s = self->state;
   if (e.actor) return e.actor;
-  if (e.file.empty())
+  if (e.file.path.empty())
     if (auto r = resolve(s, e); !r) return make_error(errc::load_failed, r.error().message);
   e.actor = spawn_model_actor(self->system(),
                               {e.record.id, e.file, e.bytes, s.pool, s.config.routes, s.config.time, s.hub});
@@ -163,7 +163,7 @@ void on_describe(self_ptr self, msg::describe_model& m) {
   auto it = s.models.find(model_named(s, m.id));
   if (it == s.models.end()) return m.done(unknown(m.id));
   auto& e = it->second;
-  if (e.file.empty())
+  if (e.file.path.empty())
     if (auto r = resolve(s, e); !r) return m.done(make_error(errc::load_failed, r.error().message));
   auto file = open_model_file(e.file);
   if (!file) return m.done(make_error(errc::load_failed, file.error().message));
@@ -268,7 +268,7 @@ void statuses(self_ptr self, const std::vector<std::string>& ids, std::function<
       continue;
     }
     auto& e = it->second;
-    if (e.file.empty()) (void)resolve(s, e);
+    if (e.file.path.empty()) (void)resolve(s, e);
     if (!e.actor) {
       model_status st;
       st.id = ids[i];

@@ -75,15 +75,17 @@ expected<std::unique_ptr<resident_model>> device::load_into(const model_file& fi
     return make_error(errc::load_failed, file.path + ": the model holds " + format_bytes(file.spec.data_bytes) +
                                              " but only " + format_bytes(reservation.bytes()) +
                                              " were reserved (the file changed since it was registered?)");
-  auto opened = read_file::open(file.path);
-  if (!opened) return make_error(errc::load_failed, opened.error().message);
-  // The file must still be the one that was validated: same size means same layout.
-  if (opened->size() != file.header.data_offset + file.header.data_bytes)
+  if (!file.source) return make_error(errc::load_failed, file.path + ": the model file is not open");
+  const read_file& opened = *file.source;
+  // The open file is the one that was validated; a writer may still have changed it in place.
+  auto now = opened.current_size();
+  if (!now) return make_error(errc::load_failed, now.error().message);
+  if (*now != file.header.data_offset + file.header.data_bytes)
     return make_error(errc::load_failed, file.path + ": file changed size since it was validated");
   auto buffer = allocate(std::move(reservation));
   if (!buffer) return std::move(buffer).error();
   auto target = upload_target_for(**buffer);
-  if (auto r = upload(*opened, file.header.data_offset, file.spec.data_bytes, *target, stats ? stats->copied : nullptr);
+  if (auto r = upload(opened, file.header.data_offset, file.spec.data_bytes, *target, stats ? stats->copied : nullptr);
       !r)
     return std::move(r).error();
   if (stats) {

@@ -48,12 +48,12 @@ std::chrono::milliseconds fault_injector::load_delay() {
 faulty_loader::faulty_loader(std::shared_ptr<fault_injector> faults, std::shared_ptr<model_loader> inner)
     : faults_(std::move(faults)), inner_(inner ? std::move(inner) : std::make_shared<file_loader>()) {}
 
-expected<std::unique_ptr<resident_model>> faulty_loader::load(device& dev, const std::string& path,
+expected<std::unique_ptr<resident_model>> faulty_loader::load(device& dev, const model_location& where,
                                                               memory_reservation reservation, load_stats* stats) {
   if (auto delay = faults_->load_delay(); delay.count() > 0) std::this_thread::sleep_for(delay);
   if (faults_->fail_load())
-    return make_error(errc::load_failed, "loading " + path + " failed (injected fault)");  // frees the reservation
-  return inner_->load(dev, path, std::move(reservation), stats);
+    return make_error(errc::load_failed, "loading " + where.path + " failed (injected fault)");  // frees the reservation
+  return inner_->load(dev, where, std::move(reservation), stats);
 }
 
 std::function<expected<std::unique_ptr<device>>(const device_spec&)> faulty_device_factory(

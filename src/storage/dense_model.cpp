@@ -1,5 +1,9 @@
 #include "warm/dense_model.hpp"
 
+#include "storage/file.hpp"
+#include "storage/located_file.hpp"
+#include "storage/safetensors_file.hpp"
+
 #include <algorithm>
 #include <set>
 
@@ -114,12 +118,19 @@ expected<dense_spec> dense_spec_from(const safetensors_header& header) {
   return spec;
 }
 
-expected<model_file> open_model_file(const std::string& path) {
-  auto header = read_safetensors_header(path);
+expected<model_file> open_model_file(const model_location& where) {
+  auto file = open_located(where);
+  if (!file) return std::move(file).error();
+  auto header = read_safetensors_header(*file);
   if (!header) return std::move(header).error();
   auto spec = dense_spec_from(*header);
-  if (!spec) return make_error(spec.error().code, path + ": " + spec.error().message);
-  return model_file{path, std::move(*header), std::move(*spec)};
+  if (!spec) return make_error(spec.error().code, where.path + ": " + spec.error().message);
+  return model_file{where.path, std::move(*header), std::move(*spec),
+                    std::make_shared<const read_file>(std::move(*file))};
+}
+
+expected<model_file> open_model_file(const std::string& path) {
+  return open_model_file(model_location::unconfined(path));
 }
 
 }  // namespace warm

@@ -39,12 +39,16 @@ read_file::~read_file() {
 
 expected<read_file> read_file::open(const std::string& path) {
   // O_NONBLOCK so that opening a FIFO cannot block; it has no effect on regular files.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     int err = errno;
     return os_error(err == ENOENT || err == ENOTDIR ? errc::not_found : errc::load_failed, path,
                     "cannot open", err);
   }
+  return adopt(fd, path);
+}
+
+expected<read_file> read_file::adopt(int fd, std::string path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
@@ -55,7 +59,7 @@ expected<read_file> read_file::open(const std::string& path) {
     ::close(fd);
     return make_error(errc::invalid_argument, path + ": not a regular file");
   }
-  return read_file(fd, static_cast<std::uint64_t>(st.st_size), path);
+  return read_file(fd, static_cast<std::uint64_t>(st.st_size), std::move(path));
 }
 
 expected<void> read_file::read_exactly(void* out, std::size_t bytes, std::uint64_t offset) const {
@@ -74,6 +78,12 @@ expected<void> read_file::read_exactly(void* out, std::size_t bytes, std::uint64
     bytes -= static_cast<std::size_t>(got);
   }
   return {};
+}
+
+expected<std::uint64_t> read_file::current_size() const {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) return os_error(errc::load_failed, path_, "cannot stat", errno);
+  return static_cast<std::uint64_t>(st.st_size);
 }
 
 void read_file::advise_sequential() const {

@@ -17,6 +17,10 @@ class read_file {
   // a regular file, load_failed for other OS errors. Messages name the path.
   static expected<read_file> open(const std::string& path);
 
+  // Takes ownership of `fd`, a descriptor open for reading, and checks it is a regular file (it
+  // is closed on error). `path` names it in messages.
+  static expected<read_file> adopt(int fd, std::string path);
+
   read_file(read_file&& other) noexcept;
   read_file& operator=(read_file&& other) noexcept;
   read_file(const read_file&) = delete;
@@ -24,7 +28,10 @@ class read_file {
   ~read_file();
 
   const std::string& path() const { return path_; }
-  std::uint64_t size() const { return size_; }
+  std::uint64_t size() const { return size_; }  // when opened
+
+  // The file's size now (a writer may have changed it since it was opened).
+  expected<std::uint64_t> current_size() const;
   int descriptor() const { return fd_; }
 
   // Reads exactly `bytes` at `offset` into `out`. A read past the end of the file (the file

@@ -1,7 +1,15 @@
 #include "warm/model_repository.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+
+#include "storage/confined_open.hpp"
+#include "storage/located_file.hpp"
 
 namespace warm {
 namespace {
@@ -58,6 +66,36 @@ expected<std::string> find_model_file(const std::string& path, std::optional<std
   return (dir / std::to_string(chosen) / model_file_name).string();
 }
 
+namespace {
+
+// `path` relative to `root` (both canonical), or nullopt when it does not lie below it.
+std::optional<std::string> relative_to(const std::string& root, const std::string& path) {
+  auto prefix = root.back() == '/' ? root : root + '/';
+  if (path.size() <= prefix.size() || path.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  return path.substr(prefix.size());
+}
+
+}  // namespace
+
+expected<read_file> open_located(const model_location& where) {
+  if (where.root.empty()) return read_file::open(where.path);
+  auto relative = relative_to(where.root, where.path);
+  if (!relative)
+    return make_error(errc::invalid_argument, where.path + ": lies outside the repository root " + where.root);
+  // The root is operator configuration, trusted up to its last component, which may not have
+  // been swapped for a symlink since it was made canonical.
+  int root_fd = ::open(where.root.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (root_fd < 0) {
+    int err = errno;
+    if (err == ENOENT || err == ENOTDIR || err == ELOOP)
+      return make_error(errc::not_found, where.root + ": repository root is gone: " + std::strerror(err));
+    return make_error(errc::load_failed, where.root + ": cannot open the repository root: " + std::strerror(err));
+  }
+  auto file = open_beneath(root_fd, *relative, where.path);
+  ::close(root_fd);
+  return file;
+}
+
 expected<model_repository> model_repository::create(const std::vector<std::string>& roots) {
   std::vector<std::string> canonical;
   for (const auto& root : roots) {
@@ -70,9 +108,12 @@ expected<model_repository> model_repository::create(const std::vector<std::strin
   return model_repository(std::move(canonical));
 }
 
-expected<std::string> model_repository::resolve(const std::string& relative, std::optional<std::uint64_t> version) const {
+expected<model_location> model_repository::resolve(const std::string& relative,
+                                                   std::optional<std::uint64_t> version) const {
   fs::path rel(relative);
   if (relative.empty()) return make_error(errc::invalid_argument, "empty model path");
+  if (relative.find('\0') != std::string::npos)
+    return make_error(errc::invalid_argument, "model paths may not contain NUL bytes");
   if (rel.is_absolute()) return make_error(errc::invalid_argument, relative + ": model paths must be relative to a repository root");
   for (const auto& root_text : roots_) {
     fs::path root(root_text);
@@ -89,7 +130,7 @@ expected<std::string> model_repository::resolve(const std::string& relative, std
     if (ec) return make_error(errc::not_found, *file + ": " + ec.message());
     if (!is_within(root, real))
       return make_error(errc::invalid_argument, relative + ": resolves outside the repository root " + root_text);
-    return real.string();
+    return model_location{real.string(), root_text};
   }
   return make_error(errc::not_found, relative + ": not found in any repository root");
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "storage/file.hpp"
+#include "storage/safetensors_file.hpp"
 #include "warm/safetensors.hpp"
 
 namespace warm {
@@ -79,8 +80,11 @@ expected<json> parse_json(std::string_view text) {
     return json::parse(text.begin(), text.end(), on_event);
   } catch (const reject& r) {
     return invalid("header: " + r.reason);
-  } catch (const json::exception& e) {
-    return invalid(std::string("header is not valid JSON: ") + e.what());
+  } catch (const json::parse_error& e) {
+    // The parser's own message quotes the bytes it last read: name only where it stopped.
+    return invalid("header is not valid JSON (at byte " + std::to_string(e.byte) + " of the header)");
+  } catch (const json::exception&) {
+    return invalid("header is not valid JSON");
   }
 }
 
@@ -243,14 +247,16 @@ std::uint64_t load_le64(const unsigned char* bytes) {
   return value;
 }
 
+// The prefix is the file's first eight bytes: errors never show its value, since a file that is
+// not a model (a path swapped for another file) would have its first bytes echoed to a client.
 expected<std::uint64_t> check_prefix(const unsigned char* prefix, std::uint64_t file_size) {
   std::uint64_t n = load_le64(prefix);
   if (n > max_header_bytes)
-    return invalid("header length " + std::to_string(n) + " exceeds the " + std::to_string(max_header_bytes) +
-                   "-byte limit");
+    return invalid("header length prefix exceeds the " + std::to_string(max_header_bytes) +
+                   "-byte limit (is this a safetensors file?)");
   if (n > file_size - 8)
-    return invalid("header length " + std::to_string(n) + " runs past the end of the " +
-                   std::to_string(file_size) + "-byte file");
+    return invalid("header length prefix runs past the end of the " + std::to_string(file_size) +
+                   "-byte file (is this a safetensors file?)");
   return n;
 }
 
@@ -264,25 +270,29 @@ expected<safetensors_header> parse_safetensors(std::string_view bytes) {
   return parse_safetensors_header(bytes.substr(8, *n), bytes.size());
 }
 
-expected<safetensors_header> read_safetensors_header(const std::string& path) {
+expected<safetensors_header> read_safetensors_header(const read_file& file) {
   auto prefixed = [&](error e) {
-    e.message = path + ": " + e.message;
+    e.message = file.path() + ": " + e.message;
     return e;
   };
-  auto file = read_file::open(path);
-  if (!file) return std::move(file).error();
-  if (file->size() < 8)
-    return prefixed(invalid("file of " + std::to_string(file->size()) +
+  if (file.size() < 8)
+    return prefixed(invalid("file of " + std::to_string(file.size()) +
                             " bytes is too short for the 8-byte header length"));
   unsigned char prefix[8];
-  if (auto r = file->read_exactly(prefix, 8, 0); !r) return std::move(r).error();
-  auto n = check_prefix(prefix, file->size());
+  if (auto r = file.read_exactly(prefix, 8, 0); !r) return std::move(r).error();
+  auto n = check_prefix(prefix, file.size());
   if (!n) return prefixed(std::move(n).error());
   std::string text(*n, '\0');
-  if (auto r = file->read_exactly(text.data(), text.size(), 8); !r) return std::move(r).error();
-  auto header = parse_safetensors_header(text, file->size());
+  if (auto r = file.read_exactly(text.data(), text.size(), 8); !r) return std::move(r).error();
+  auto header = parse_safetensors_header(text, file.size());
   if (!header) return prefixed(std::move(header).error());
   return header;
+}
+
+expected<safetensors_header> read_safetensors_header(const std::string& path) {
+  auto file = read_file::open(path);
+  if (!file) return std::move(file).error();
+  return read_safetensors_header(*file);
 }
 
 }  // namespace warm

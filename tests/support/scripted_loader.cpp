@@ -11,9 +11,9 @@ std::string scripted_loader::model_of(const std::string& path) {
   return p.parent_path().parent_path().filename().string();
 }
 
-expected<std::unique_ptr<resident_model>> scripted_loader::load(device& dev, const std::string& path,
+expected<std::unique_ptr<resident_model>> scripted_loader::load(device& dev, const model_location& where,
                                                                 memory_reservation reservation, load_stats* stats) {
-  auto model = model_of(path);
+  auto model = model_of(where.path);
   bool fails = false;
   {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -25,7 +25,7 @@ expected<std::unique_ptr<resident_model>> scripted_loader::load(device& dev, con
     fails = failing_.count({model, ""}) || failing_.count({model, dev.name()});
   }
   if (fails) return make_error(errc::load_failed, model + ": injected failure on " + dev.name());
-  return files_.load(dev, path, std::move(reservation), stats);
+  return files_.load(dev, where, std::move(reservation), stats);
 }
 
 void scripted_loader::hold() {

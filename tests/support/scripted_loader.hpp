@@ -16,7 +16,7 @@ namespace warm::test {
 
 class scripted_loader final : public model_loader {
  public:
-  expected<std::unique_ptr<resident_model>> load(device& dev, const std::string& path,
+  expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
                                                  memory_reservation reservation, load_stats* stats) override;
 
   // Loads block after starting until let_through() admits them (one per call), while held.
