@@ -6,12 +6,15 @@
 #include <caf/all.hpp>
 
 #include <atomic>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <thread>
 #include <vector>
 
-#include "warm/actor_messages.hpp"
+#include "gpu/host_device.hpp"
 #include "support/runtime_fixture.hpp"
+#include "warm/actor_messages.hpp"
 #include "warm/runtime_actors.hpp"
 
 using namespace std::chrono_literals;
@@ -201,4 +204,63 @@ TEST_CASE("under a storm of requests over more models than fit, every load gets 
   for (auto& c : clients) c.join();
   REQUIRE(eventually([&] { return answered.load() == threads * per_thread; }, std::chrono::seconds(60)));
   CHECK(failed.load() == 0);
+}
+
+// Freeing an evicted model's memory can take long (munmap of gigabytes, cudaFree). It happens on
+// the runtime's reclaimer, never in the device actor's handler: while a free is stuck, the device
+// actor still answers, counts the evicted bytes as draining, and the waiting load proceeds once
+// the bytes are back.
+TEST_CASE("a slow free of evicted weights never blocks the device actor") {
+  struct gate_state {
+    std::mutex mutex;
+    std::condition_variable opened;
+    bool closed = false;
+    int waiting = 0;
+  };
+  auto gate = std::make_shared<gate_state>();
+  auto open_gate = [gate] {
+    std::lock_guard<std::mutex> lock(gate->mutex);
+    gate->closed = false;
+    gate->opened.notify_all();
+  };
+  auto one_model = "host:" + std::to_string(small_model_bytes + 100);
+  test::runtime_fixture f({"a", "b"}, {one_model}, 2, [gate](runtime_options& o) {
+    o.make_device = [gate](const device_spec& spec) -> expected<std::unique_ptr<device>> {
+      return make_host_device(*spec.capacity, "host", nullptr, [gate] {
+        std::unique_lock<std::mutex> lock(gate->mutex);
+        ++gate->waiting;
+        gate->opened.wait(lock, [&] { return !gate->closed; });
+        --gate->waiting;
+      });
+    };
+  });
+  f.register_all();
+  REQUIRE(infer_ok(*f.rt, "a"));
+  {
+    std::lock_guard<std::mutex> lock(gate->mutex);
+    gate->closed = true;
+  }
+  struct opener {
+    std::function<void()> open;
+    ~opener() { open(); }  // never leave a free stuck, whatever fails below
+  } guard{open_gate};
+
+  auto b = f.rt->infer({"b", {test::input()}});  // evicts a, whose free now sticks
+  REQUIRE(eventually([&] {
+    std::lock_guard<std::mutex> lock(gate->mutex);
+    return gate->waiting == 1;
+  }));
+  auto snapshot = f.rt->inspect();
+  REQUIRE(snapshot.wait_for(5s) == std::future_status::ready);  // the device actor is not the one stuck
+  auto inspected = snapshot.get();
+  REQUIRE(inspected);
+  CHECK(inspected->devices.at(0).draining == small_model_bytes);
+  CHECK(inspected->devices.at(0).resident.empty());
+  CHECK(b.wait_for(50ms) == std::future_status::timeout);  // no room until the bytes are back
+
+  open_gate();
+  REQUIRE(b.wait_for(10s) == std::future_status::ready);
+  CHECK(b.get());
+  CHECK(resident(*f.rt) == std::vector<std::string>{"b"});
+  CHECK(eventually([&] { return f.rt->inspect().get()->devices.at(0).draining == 0; }));
 }

@@ -8,12 +8,16 @@
 //             the weights until it releases;
 //   withdraw: withdrawn = true; if in_flight == 0 { quiesce }    — no new lease can succeed after;
 //   release:  if (in_flight -= 1) == 0: withdrawn ? quiesce : (idle wanted ? notify);
-//   quiesce:  exactly once — frees the weights, then calls on_release.
+//   quiesce:  exactly once — frees the weights, then calls on_release(quiesced).
 // A lease that observed `withdrawn == false` after its increment was counted before the
 // withdrawal looked, so the weights outlive every successful lease.
 //
+// Freeing weights can be slow (munmap of gigabytes, cudaFree waiting for the device): with a
+// reclaimer set, quiesce hands the freeing and the quiesced event to it as one task, so the thread
+// that quiesced (possibly an actor's) never frees. Without one it frees inline.
+//
 // on_release runs on whichever thread made the slot quiescent or idle (a client thread, an
-// executor thread or the withdrawing actor): it must only post a message.
+// executor thread, the reclaimer or the withdrawing actor): it must only post a message.
 #pragma once
 
 #include <atomic>
@@ -33,6 +37,8 @@ class serving_slot {
   // Why on_release was called.
   enum class event { quiesced, idle };
   using release_fn = std::function<void(event)>;
+  // Runs a task (freeing withdrawn weights, then the quiesced event) somewhere else, soon.
+  using reclaim_fn = std::function<void(std::function<void()> task)>;
 
   // `weights` must be resident on `owner`, which must outlive the slot.
   serving_slot(std::string model, device& owner, std::unique_ptr<resident_model> weights, release_fn on_release);
@@ -40,6 +46,8 @@ class serving_slot {
 
   // Sets the callback; only before the slot is shared (it is not synchronized).
   void set_release(release_fn on_release) { on_release_ = std::move(on_release); }
+  // Sets where quiescing frees the weights; only before the slot is shared.
+  void set_reclaimer(reclaim_fn reclaim) { reclaim_ = std::move(reclaim); }
   serving_slot(const serving_slot&) = delete;
   serving_slot& operator=(const serving_slot&) = delete;
 
@@ -68,8 +76,9 @@ class serving_slot {
   // The caller keeps the slot alive (holds its shared_ptr) for as long as the lease lives.
   lease try_acquire(timestamp now, bool count_use = true);
 
-  // Stops new leases. Returns true when the slot is quiescent on return (no lease was held);
-  // otherwise the last lease's release quiesces it. Idempotent.
+  // Stops new leases. Returns true when the weights' bytes are back on return (no lease was held
+  // and they were freed inline, or an earlier quiesce's free has finished). Otherwise the
+  // quiesced event, sent after the free, says when. Idempotent.
   bool withdraw();
 
   // Asks for one `idle` event when the in-flight count next drops to zero. Returns true if it is
@@ -81,7 +90,7 @@ class serving_slot {
   std::uint64_t bytes() const { return bytes_; }
   std::uint32_t in_flight() const { return static_cast<std::uint32_t>(counts_.load() & in_flight_mask); }
   bool withdrawn() const { return withdrawn_.load(); }
-  bool quiesced() const { return quiesced_.load(); }
+  bool quiesced() const { return quiesced_.load(); }  // no lease can be held any more
   // Successful acquisitions and (to within last_used_resolution) the time of the last one.
   // Relaxed: for policies and inspection.
   std::uint64_t uses() const { return (counts_.load(std::memory_order_relaxed) >> use_shift) - refused_.load(std::memory_order_relaxed); }
@@ -89,14 +98,16 @@ class serving_slot {
 
  private:
   void release();
-  void quiesce();
+  bool quiesce();  // true for the one call that quiesced
 
   const std::string model_;
   device* const owner_;
   const std::uint64_t bytes_;
   std::unique_ptr<resident_model> weights_;
   release_fn on_release_;
-
+  reclaim_fn reclaim_;
+  // Set once the weights are freed, by whichever thread freed them; shared with the free task.
+  std::shared_ptr<std::atomic<bool>> freed_ = std::make_shared<std::atomic<bool>>(false);
   // One word so that a lease costs one read-modify-write on the hit path: the low 24 bits count
   // leases in flight, the high 40 bits count acquisitions (refused ones are subtracted by uses()).
   static constexpr int use_shift = 24;

@@ -175,6 +175,7 @@ caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> c
         // The slot's callback needs the slot's address: build the slot, then its callback.
         auto slot = std::make_shared<serving_slot>(m.model, dev, std::move(*m.weights), nullptr);
         slot->set_release(release(slot.get()));
+        slot->set_reclaimer(s.config.reclaim);
         if (s.residents.count(m.model)) {
           // A newer incarnation of the model (re-registered) replaces a stale copy.
           auto stale = s.residents[m.model];

@@ -12,6 +12,8 @@
 //   slot_released{...}              from a slot's last lease (any thread).
 //   inspect_device{done}            → device_info.
 // On exit every slot it holds is withdrawn, so the weights are freed once leases end.
+// Withdrawn weights are freed by the reclaimer (config.reclaim), never in a handler here: a
+// withdrawn slot counts as draining until its quiesced event arrives, after the bytes are back.
 #pragma once
 
 #include <caf/fwd.hpp>
@@ -23,6 +25,7 @@
 #include "warm/clock.hpp"
 #include "warm/device.hpp"
 #include "warm/metrics.hpp"
+#include "warm/serving_slot.hpp"
 
 namespace warm {
 
@@ -32,6 +35,9 @@ struct device_actor_config {
   std::unique_ptr<cache_policy> policy;   // moved into the actor's state
   std::shared_ptr<const clock> time;
   std::shared_ptr<runtime_metrics> metrics;  // null: the actor keeps private ones
+  // Where withdrawn weights are freed (serving_slot::set_reclaimer): off this actor's thread,
+  // since freeing gigabytes (munmap, cudaFree) takes long. Unset: inline (tests of one actor).
+  serving_slot::reclaim_fn reclaim;
 };
 
 // Spawns a device actor reporting to `pool`.

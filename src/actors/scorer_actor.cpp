@@ -38,7 +38,9 @@ caf::behavior scorer(caf::stateful_actor<scorer_state>* self, std::shared_ptr<sc
 }  // namespace
 
 caf::actor spawn_scorer(caf::actor_system& system, scorer_config config) {
-  return system.spawn(scorer, std::make_shared<scorer_config>(std::move(config)));
+  // Detached: a rebuild sorts every resident's score, and that must not hold a scheduler thread
+  // that the device and model actors need.
+  return system.spawn<caf::detached>(scorer, std::make_shared<scorer_config>(std::move(config)));
 }
 
 }  // namespace warm

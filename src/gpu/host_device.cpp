@@ -65,9 +65,15 @@ class host_memory {
 
 class host_buffer final : public device_buffer {
  public:
-  host_buffer(std::uint64_t size, void* memory, std::size_t mapped, std::function<void(std::uint64_t)> on_free)
-      : device_buffer(size), memory_(memory), mapped_(mapped), on_free_(std::move(on_free)) {}
+  host_buffer(std::uint64_t size, void* memory, std::size_t mapped, std::function<void()> before_free,
+              std::function<void(std::uint64_t)> on_free)
+      : device_buffer(size),
+        memory_(memory),
+        mapped_(mapped),
+        before_free_(std::move(before_free)),
+        on_free_(std::move(on_free)) {}
   ~host_buffer() override {
+    if (before_free_) before_free_();
     host_memory::free(memory_, mapped_);
     on_free_(size());
   }
@@ -76,6 +82,7 @@ class host_buffer final : public device_buffer {
  private:
   void* memory_;
   std::size_t mapped_;  // length of the mapping, or 0 for aligned_alloc memory
+  std::function<void()> before_free_;
   std::function<void(std::uint64_t)> on_free_;
 };
 
@@ -95,8 +102,11 @@ class direct_target final : public upload_target {
 
 class host_device final : public device {
  public:
-  host_device(std::uint64_t capacity, std::string name, std::function<bool()> allocation_fault)
-      : device(std::move(name), capacity), allocation_fault_(std::move(allocation_fault)) {}
+  host_device(std::uint64_t capacity, std::string name, std::function<bool()> allocation_fault,
+              std::function<void()> before_free)
+      : device(std::move(name), capacity),
+        allocation_fault_(std::move(allocation_fault)),
+        before_free_(std::move(before_free)) {}
 
  protected:
   expected<std::unique_ptr<device_buffer>> allocate_memory(std::uint64_t bytes) override {
@@ -107,7 +117,7 @@ class host_device final : public device {
     void* memory = host_memory::allocate(bytes, mapped);
     if (!memory) return make_error(errc::capacity_exhausted, "host: out of memory allocating " + std::to_string(bytes) + " bytes");
     return std::unique_ptr<device_buffer>(
-        std::make_unique<host_buffer>(bytes, memory, mapped, [this](std::uint64_t n) { release(n); }));
+        std::make_unique<host_buffer>(bytes, memory, mapped, before_free_, [this](std::uint64_t n) { release(n); }));
   }
 
   std::unique_ptr<upload_target> upload_target_for(device_buffer& destination) override {
@@ -150,6 +160,7 @@ class host_device final : public device {
 
  private:
   std::function<bool()> allocation_fault_;  // tests: true makes an allocation fail
+  std::function<void()> before_free_;       // tests: runs before each buffer is freed
 };
 
 }  // namespace
@@ -157,8 +168,9 @@ class host_device final : public device {
 void set_host_blas_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
 
 std::unique_ptr<device> make_host_device(std::uint64_t capacity, std::string name,
-                                         std::function<bool()> allocation_fault) {
-  return std::make_unique<host_device>(capacity, std::move(name), std::move(allocation_fault));
+                                         std::function<bool()> allocation_fault, std::function<void()> before_free) {
+  return std::make_unique<host_device>(capacity, std::move(name), std::move(allocation_fault),
+                                       std::move(before_free));
 }
 
 }  // namespace warm

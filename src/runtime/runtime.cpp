@@ -28,6 +28,9 @@ struct runtime_impl {
   std::atomic<std::uint64_t> next_watch{1};
   std::vector<caf::actor> device_actors;
   std::unique_ptr<warm::executor> executor;  // runs inferences after a miss
+  // One thread freeing withdrawn weights (munmap, cudaFree) for the device actors; declared after
+  // the devices, so it is gone before them.
+  std::unique_ptr<warm::executor> reclaimer;
   std::shared_ptr<runtime_metrics> metrics;
 };
 
@@ -163,6 +166,7 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   if (options.blas_threads) set_host_blas_threads(static_cast<int>(options.blas_threads));
   auto threads = options.inference_threads ? options.inference_threads : std::max(1u, std::thread::hardware_concurrency());
   impl->executor = std::make_unique<warm::executor>(threads);
+  impl->reclaimer = std::make_unique<warm::executor>(1);
 
   impl->metrics = std::make_shared<runtime_metrics>(impl->devices.size());
   loader_pool_config pool;
@@ -176,7 +180,11 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   impl->pool = spawn_loader_pool(*impl->system, std::move(pool));
   for (std::size_t i = 0; i < impl->devices.size(); ++i)
     impl->device_actors.push_back(
-        spawn_device_actor(*impl->system, {i, impl->devices[i], std::move(policies[i]), impl->time, impl->metrics},
+        spawn_device_actor(*impl->system,
+                           {i, impl->devices[i], std::move(policies[i]), impl->time, impl->metrics,
+                            [reclaimer = impl->reclaimer.get()](std::function<void()> task) {
+                              reclaimer->submit(std::move(task));
+                            }},
                            impl->pool));
   attach_devices(impl->pool, impl->device_actors);
   if (policies_rescore) {
@@ -216,6 +224,7 @@ runtime::~runtime() {
   i.executor.reset();  // no actor is left to submit: run what is queued
   // Every slot left in the hit path's index gives its weights back before the devices go.
   for (auto& [model, slot] : i.routes->current().slots) slot->withdraw();
+  i.reclaimer.reset();  // frees everything withdrawn so far
   i.system.reset();
 }
 

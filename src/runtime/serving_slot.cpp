@@ -44,7 +44,7 @@ serving_slot::lease serving_slot::try_acquire(timestamp now, bool count_use) {
 bool serving_slot::withdraw() {
   withdrawn_.store(true);
   if (in_flight() == 0) quiesce();
-  return quiesced_.load();
+  return freed_->load();
 }
 
 bool serving_slot::notify_when_idle() {
@@ -63,11 +63,22 @@ void serving_slot::release() {
     on_release_(event::idle);
 }
 
-void serving_slot::quiesce() {
-  if (quiesced_.exchange(true)) return;
-  weights_.reset();  // frees the device memory and returns its bytes to the budget
-  if (on_release_) on_release_(event::quiesced);
-  on_release_ = nullptr;  // no event can follow; drop what the callback holds (actor handles)
+bool serving_slot::quiesce() {
+  if (quiesced_.exchange(true)) return false;
+  // The task owns the weights and the callback: it needs nothing of the slot, which may be gone
+  // by the time a reclaimer runs it. No event can follow, so the slot keeps neither.
+  auto free_then_notify = [weights = std::shared_ptr<resident_model>(std::move(weights_)),
+                           done = std::move(on_release_), freed = freed_]() mutable {
+    weights.reset();  // frees the device memory and returns its bytes to the budget
+    freed->store(true);
+    if (done) done(event::quiesced);
+  };
+  on_release_ = nullptr;
+  if (reclaim_)
+    reclaim_(std::move(free_then_notify));
+  else
+    free_then_notify();
+  return true;
 }
 
 }  // namespace warm
