@@ -133,3 +133,22 @@ TEST_CASE("route table readers see consistent snapshots while writers publish") 
   CHECK(route_table::find(routes.current(), "m", &model) == slot.get());
   slot->withdraw();
 }
+
+TEST_CASE("replacing every alias at once drops the old ones and publishes the new in one snapshot") {
+  loaded l;
+  route_table routes;
+  auto slot = std::make_shared<serving_slot>("m", *l.dev, l.weights(), nullptr);
+  routes.put_slot("m", slot);
+  routes.put_alias("old", "m");
+  routes.replace_aliases({{"v1", "m"}, {"v2", "m"}});
+  const std::string* model = nullptr;
+  const auto& after = routes.current();
+  CHECK(route_table::find(after, "v1", &model) == slot.get());
+  CHECK(*model == "m");
+  CHECK(route_table::find(after, "v2", &model) == slot.get());
+  const std::string old = "old";
+  CHECK(route_table::find(after, old, &model) == nullptr);  // gone: not a model id either
+  CHECK(model == &old);
+  CHECK(route_table::find(after, "m", &model) == slot.get());  // slots are untouched
+  slot->withdraw();
+}

@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include <map>
+#include <unordered_map>
 
 #include "actors/gather.hpp"
 #include "warm/actor_messages.hpp"
@@ -245,10 +246,11 @@ void reload_from_store(self_ptr self) {
     vmodels.emplace(v.id, vmodel_entry{v, state, {}});
     if (state == vmodel_state::transitioning) transitions.emplace_back(v.id, v.target);
   }
-  for (auto& [id, v] : s.vmodels) s.config.routes->erase_alias(id);
   s.vmodels = std::move(vmodels);
+  std::unordered_map<std::string, std::string> aliases;
   for (auto& [id, v] : s.vmodels)
-    if (!v.record.active.empty()) s.config.routes->put_alias(id, v.record.active);
+    if (!v.record.active.empty()) aliases.emplace(id, v.record.active);
+  s.config.routes->replace_aliases(std::move(aliases));
   for (auto& [vmodel, target] : transitions) load_target(self, vmodel, target);
 }
 

@@ -75,4 +75,8 @@ void route_table::erase_alias(const std::string& vmodel) {
   update([&](snapshot& s) { s.aliases.erase(vmodel); });
 }
 
+void route_table::replace_aliases(std::unordered_map<std::string, std::string> aliases) {
+  update([&](snapshot& s) { s.aliases = std::move(aliases); });
+}
+
 }  // namespace warm

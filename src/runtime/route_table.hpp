@@ -40,6 +40,9 @@ class route_table {
   void erase_slot(const std::string& model, const serving_slot* slot);
   void put_alias(const std::string& vmodel, const std::string& model);
   void erase_alias(const std::string& vmodel);
+  // Replaces every alias at once, in one published snapshot (a registry reload: n vmodels cost
+  // one copy of the table, not n).
+  void replace_aliases(std::unordered_map<std::string, std::string> aliases);
 
  private:
   template <class Edit>
