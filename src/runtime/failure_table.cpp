@@ -5,6 +5,10 @@
 namespace warm {
 
 void failure_table::record(const std::string& model, const std::string& device, timestamp now, warm::error error) {
+  if (now >= next_sweep_) {
+    expire(now);
+    next_sweep_ = now + expiry_ / 4;
+  }
   records_[model][device] = failure_record{model, device, now, now + expiry_, std::move(error)};
 }
 

@@ -1,4 +1,4 @@
-// Load-failure records with expiry (issue 3, after ModelMesh). Pure logic: the caller passes the
+// Load-failure records with expiry (after ModelMesh). Pure logic: the caller passes the
 // time, so tests use a fake clock and never sleep.
 //
 // A failed load records (model, device, time, error). A record blocks loading that model on that
@@ -29,12 +29,15 @@ struct failure_record {
 
 class failure_table {
  public:
-  // Records expire `expiry` after they are made (issue default: 10 minutes). Must be positive.
+  // Records expire `expiry` after they are made (the runtime's default: 10 minutes). Must be
+  // positive.
   explicit failure_table(std::chrono::nanoseconds expiry) : expiry_(expiry) {}
 
   std::chrono::nanoseconds expiry() const { return expiry_; }
 
-  // Records a failed load; replaces an older record for the same model and device.
+  // Records a failed load; replaces an older record for the same model and device. Drops the
+  // expired records first, at most once per quarter of the expiry: whenever a record is added,
+  // none older than 1.25 × the expiry is held, so memory follows the recent failure rate.
   void record(const std::string& model, const std::string& device, timestamp now, warm::error error);
 
   // True when `device` has no unexpired record for `model` at `now`.
@@ -64,6 +67,7 @@ class failure_table {
 
  private:
   std::chrono::nanoseconds expiry_;
+  timestamp next_sweep_{};  // when record() next drops expired records
   std::map<std::string, std::map<std::string, failure_record>> records_;  // model → device → record
 };
 
