@@ -95,8 +95,11 @@ class direct_target final : public upload_target {
 
 class host_device final : public device {
  public:
-  host_device(std::uint64_t capacity, std::string name, std::function<bool()> allocation_fault)
-      : device(std::move(name), capacity), allocation_fault_(std::move(allocation_fault)) {}
+  host_device(std::uint64_t capacity, std::string name, std::function<bool()> allocation_fault,
+              std::function<void(std::uint64_t)> before_run)
+      : device(std::move(name), capacity),
+        allocation_fault_(std::move(allocation_fault)),
+        before_run_(std::move(before_run)) {}
 
  protected:
   expected<std::unique_ptr<device_buffer>> allocate_memory(std::uint64_t bytes) override {
@@ -115,6 +118,7 @@ class host_device final : public device {
   }
 
   expected<void> run(const resident_model& model, const float* input, std::uint64_t batch, float* output) override {
+    if (before_run_) before_run_(batch);
     const auto& spec = model.spec();
     const auto* base = static_cast<const char*>(model.weights().address());
     // Two ping-pong activation buffers per thread, reused across calls so the hit path allocates
@@ -150,6 +154,7 @@ class host_device final : public device {
 
  private:
   std::function<bool()> allocation_fault_;  // tests: true makes an allocation fail
+  std::function<void(std::uint64_t)> before_run_;  // fault injection: may block an inference
 };
 
 }  // namespace
@@ -157,8 +162,10 @@ class host_device final : public device {
 void set_host_blas_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
 
 std::unique_ptr<device> make_host_device(std::uint64_t capacity, std::string name,
-                                         std::function<bool()> allocation_fault) {
-  return std::make_unique<host_device>(capacity, std::move(name), std::move(allocation_fault));
+                                         std::function<bool()> allocation_fault,
+                                         std::function<void(std::uint64_t)> before_run) {
+  return std::make_unique<host_device>(capacity, std::move(name), std::move(allocation_fault),
+                                       std::move(before_run));
 }
 
 }  // namespace warm

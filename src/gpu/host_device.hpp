@@ -13,8 +13,10 @@ namespace warm {
 
 // A host device with `capacity` bytes of budget (named "host"). `allocation_fault` (fault
 // injection, see warm/fault_injection.hpp) is asked before each allocation; true makes it fail as
-// out of memory would.
+// out of memory would. `before_run` (fault injection too) is called with the batch before each
+// inference, on the inferring thread; it may block (a stalled device).
 std::unique_ptr<device> make_host_device(std::uint64_t capacity, std::string name = "host",
-                                         std::function<bool()> allocation_fault = nullptr);
+                                         std::function<bool()> allocation_fault = nullptr,
+                                         std::function<void(std::uint64_t)> before_run = nullptr);
 
 }  // namespace warm
