@@ -226,12 +226,14 @@ TEST_CASE("a slow free of evicted weights never blocks the device actor") {
   auto one_model = "host:" + std::to_string(small_model_bytes + 100);
   test::runtime_fixture f({"a", "b"}, {one_model}, 2, [gate](runtime_options& o) {
     o.make_device = [gate](const device_spec& spec) -> expected<std::unique_ptr<device>> {
-      return make_host_device(*spec.capacity, "host", nullptr, [gate] {
+      host_device_hooks hooks;
+      hooks.before_free = [gate] {
         std::unique_lock<std::mutex> lock(gate->mutex);
         ++gate->waiting;
         gate->opened.wait(lock, [&] { return !gate->closed; });
         --gate->waiting;
-      });
+      };
+      return make_host_device(*spec.capacity, "host", std::move(hooks));
     };
   });
   f.register_all();

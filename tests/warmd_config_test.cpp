@@ -37,6 +37,7 @@ http-threads = 64
 log-level = "info"
 allow-remote = false
 max-models = 10
+inline-inference-limit = 0
 )"));
   CHECK(p.c.repo == std::vector<std::string>{"/srv/models", "/srv/more-models"});
   CHECK(p.c.state == "/var/lib/warm");
@@ -47,6 +48,20 @@ max-models = 10
   CHECK(p.c.http == "127.0.0.1:8000");
   CHECK(p.c.http_threads == 64);
   CHECK(p.c.max_models == 10);
+  CHECK(p.c.inline_inference_limit == 0);
+}
+
+TEST_CASE("config: inline-inference-limit from the file and the command line") {
+  parsed defaults;
+  CHECK(defaults.c.inline_inference_limit == (256 * 256 + 256) * 16);  // 256→256 at batch 16
+  parsed file;
+  REQUIRE(file.apply("inline-inference-limit = 9223372036854775807\n"));
+  CHECK(file.c.inline_inference_limit == 9223372036854775807ull);
+  parsed flag;
+  const char* argv[] = {"warmd", "--inline-inference-limit", "18446744073709551615"};
+  flag.app.parse(3, argv);
+  REQUIRE(flag.apply("inline-inference-limit = 5\n"));
+  CHECK(flag.c.inline_inference_limit == UINT64_MAX);
 }
 
 TEST_CASE("config: a flag given on the command line wins over the file") {
@@ -68,6 +83,9 @@ TEST_CASE("config: malformed text, unknown keys and mistyped values are errors n
            "max-concurrent-loads = 65\n",
            "http-threads = 0\n",
            "max-models = -1\n",
+           "inline-inference-limit = -1\n",
+           "inline-inference-limit = 1.5\n",
+           "inline-inference-limit = \"1M\"\n",
            "device = [\"host:1GiB\", 2]\n",
            "state = 1\n",
            // Integers and booleans take exactly that TOML type (toml++ would convert these).

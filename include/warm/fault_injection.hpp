@@ -7,10 +7,15 @@
 //   options.make_device = warm::faulty_device_factory(faults);
 //
 // Injected failures carry "(injected fault)" in their message, so nobody mistakes them for real.
+//
+// A stalled device: hold_inferences(min_batch) makes every inference of at least min_batch rows
+// on a faulty device wait, inside the device and with its lease held, until release_inferences();
+// tests use it to keep a heavy inference in flight for exactly as long as they need.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,6 +46,16 @@ class fault_injector {
   bool fail_allocation();
   std::chrono::milliseconds load_delay();
 
+  // From now on, inferences with batch >= min_batch wait in before_inference until
+  // release_inferences(). Thread-safe.
+  void hold_inferences(std::uint64_t min_batch);
+  // Lets every waiting inference run and stops holding new ones.
+  void release_inferences();
+  // Inferences waiting now.
+  std::uint64_t held_inferences() const;
+  // Called by faulty devices before each inference; blocks while the batch is held.
+  void before_inference(std::uint64_t batch);
+
   std::uint64_t loads_failed() const { return loads_failed_.load(); }
   std::uint64_t allocations_failed() const { return allocations_failed_.load(); }
 
@@ -50,6 +65,9 @@ class fault_injector {
   mutable std::mutex mutex_;
   fault_plan plan_;
   std::mt19937_64 random_;
+  std::condition_variable released_;  // with mutex_
+  std::uint64_t hold_from_batch_ = 0;  // 0: nothing held; guarded by mutex_
+  std::uint64_t held_ = 0;             // guarded by mutex_
   std::atomic<std::uint64_t> loads_failed_{0};
   std::atomic<std::uint64_t> allocations_failed_{0};
 };
@@ -68,7 +86,8 @@ class faulty_loader final : public model_loader {
 };
 
 // A device factory (runtime_options::make_device) making host devices whose allocations fail
-// the plan's share of the time; CUDA specs are refused (unavailable).
+// the plan's share of the time and whose inferences wait while held (hold_inferences); CUDA specs
+// are refused (unavailable).
 std::function<expected<std::unique_ptr<device>>(const device_spec&)> faulty_device_factory(
     std::shared_ptr<fault_injector> faults);
 

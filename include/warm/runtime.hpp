@@ -11,8 +11,11 @@
 // All methods are thread-safe. Destroying the runtime waits for inferences it is running; the
 // caller must not call it concurrently with its destruction.
 //
-// A hit (the model is loaded) runs the inference on the calling thread without sending a
-// message; a miss is answered once the model is loaded, from warm's inference threads.
+// A hit (the model is loaded) takes a lease without sending a message. An inference no larger
+// than runtime_options::inline_inference_limit then runs on the calling thread (by default, every
+// hit); a larger one runs on warm's inference threads and is answered from there, so a caller
+// serving many clients on one thread (warmd's RPC loop) is not held up by one heavy batch. A miss
+// is answered once the model is loaded, from warm's inference threads.
 #pragma once
 
 #include <chrono>
@@ -47,7 +50,12 @@ struct runtime_options {
   std::chrono::nanoseconds failure_expiry = std::chrono::minutes(10);  // how long a failure blocks a device
   std::uint64_t max_models = 1'000'000;           // registrations the registry accepts
   std::uint32_t scheduler_threads = 0;            // CAF scheduler threads; 0 = one per core
-  std::uint32_t inference_threads = 0;            // threads running inferences after a miss; 0 = one per core
+  std::uint32_t inference_threads = 0;            // threads running misses and offloaded hits; 0 = one per core
+  // The largest hit, in multiply-adds (batch x the model's parameter count, dense_spec::parameters),
+  // run on the calling thread; a larger hit keeps its lease and runs on the inference threads, its
+  // callback called from there. The default runs every hit inline: an embedder calling from its own
+  // threads already has the parallelism it chose and pays no thread hop. warmd sets a small limit.
+  std::uint64_t inline_inference_limit = UINT64_MAX;
   std::uint32_t blas_threads = 1;                 // host BLAS threads per call (process-wide), 0 = leave as is
   std::shared_ptr<const clock> time;              // default: the steady clock
   std::shared_ptr<model_loader> loader;           // default: file_loader

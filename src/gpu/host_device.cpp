@@ -102,22 +102,19 @@ class direct_target final : public upload_target {
 
 class host_device final : public device {
  public:
-  host_device(std::uint64_t capacity, std::string name, std::function<bool()> allocation_fault,
-              std::function<void()> before_free)
-      : device(std::move(name), capacity),
-        allocation_fault_(std::move(allocation_fault)),
-        before_free_(std::move(before_free)) {}
+  host_device(std::uint64_t capacity, std::string name, host_device_hooks hooks)
+      : device(std::move(name), capacity), hooks_(std::move(hooks)) {}
 
  protected:
   expected<std::unique_ptr<device_buffer>> allocate_memory(std::uint64_t bytes) override {
     std::size_t mapped = 0;
-    if (allocation_fault_ && allocation_fault_())
+    if (hooks_.allocation_fault && hooks_.allocation_fault())
       return make_error(errc::capacity_exhausted, name() + ": out of memory allocating " + std::to_string(bytes) +
                                                       " bytes (injected fault)");
     void* memory = host_memory::allocate(bytes, mapped);
     if (!memory) return make_error(errc::capacity_exhausted, "host: out of memory allocating " + std::to_string(bytes) + " bytes");
     return std::unique_ptr<device_buffer>(
-        std::make_unique<host_buffer>(bytes, memory, mapped, before_free_, [this](std::uint64_t n) { release(n); }));
+        std::make_unique<host_buffer>(bytes, memory, mapped, hooks_.before_free, [this](std::uint64_t n) { release(n); }));
   }
 
   std::unique_ptr<upload_target> upload_target_for(device_buffer& destination) override {
@@ -125,6 +122,7 @@ class host_device final : public device {
   }
 
   expected<void> run(const resident_model& model, const float* input, std::uint64_t batch, float* output) override {
+    if (hooks_.before_run) hooks_.before_run(batch);
     const auto& spec = model.spec();
     const auto* base = static_cast<const char*>(model.weights().address());
     // Two ping-pong activation buffers per thread, reused across calls so the hit path allocates
@@ -159,18 +157,15 @@ class host_device final : public device {
   }
 
  private:
-  std::function<bool()> allocation_fault_;  // tests: true makes an allocation fail
-  std::function<void()> before_free_;       // tests: runs before each buffer is freed
+  host_device_hooks hooks_;  // fault injection and tests
 };
 
 }  // namespace
 
 void set_host_blas_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
 
-std::unique_ptr<device> make_host_device(std::uint64_t capacity, std::string name,
-                                         std::function<bool()> allocation_fault, std::function<void()> before_free) {
-  return std::make_unique<host_device>(capacity, std::move(name), std::move(allocation_fault),
-                                       std::move(before_free));
+std::unique_ptr<device> make_host_device(std::uint64_t capacity, std::string name, host_device_hooks hooks) {
+  return std::make_unique<host_device>(capacity, std::move(name), std::move(hooks));
 }
 
 }  // namespace warm

@@ -293,8 +293,11 @@ kj::Promise<void> warm_server::infer(InferContext context) {
     set_ok(results.getStatus());
     to_capnp(*r, results.initResult());
   };
-  // A hit runs the inference on this thread, inside rt_.infer: answer it at once instead of
-  // through the cross-thread fulfiller, which would wake this event loop for a result it has.
+  // A hit within the runtime's inline_inference_limit runs on this thread, inside rt_.infer:
+  // answer it at once instead of through the cross-thread fulfiller, which would wake this event
+  // loop for a result it has. Anything answered from another thread (a miss, or a hit too heavy
+  // to run inline, which the runtime hands to its inference threads so that this loop keeps
+  // serving other connections) goes through the bridge.
   struct inline_answer {
     std::thread::id caller = std::this_thread::get_id();
     std::atomic<bool> in_call{true};

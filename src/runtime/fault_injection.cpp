@@ -1,5 +1,6 @@
 #include "warm/fault_injection.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include "gpu/host_device.hpp"
@@ -45,6 +46,32 @@ std::chrono::milliseconds fault_injector::load_delay() {
   return std::chrono::milliseconds(std::uniform_int_distribution<std::int64_t>(lo, hi)(random_));
 }
 
+void fault_injector::hold_inferences(std::uint64_t min_batch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  hold_from_batch_ = std::max<std::uint64_t>(min_batch, 1);
+}
+
+void fault_injector::release_inferences() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    hold_from_batch_ = 0;
+  }
+  released_.notify_all();
+}
+
+std::uint64_t fault_injector::held_inferences() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return held_;
+}
+
+void fault_injector::before_inference(std::uint64_t batch) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (hold_from_batch_ == 0 || batch < hold_from_batch_) return;
+  ++held_;
+  released_.wait(lock, [&] { return hold_from_batch_ == 0; });
+  --held_;
+}
+
 faulty_loader::faulty_loader(std::shared_ptr<fault_injector> faults, std::shared_ptr<model_loader> inner)
     : faults_(std::move(faults)), inner_(inner ? std::move(inner) : std::make_shared<file_loader>()) {}
 
@@ -62,8 +89,10 @@ std::function<expected<std::unique_ptr<device>>(const device_spec&)> faulty_devi
     if (spec.type != device_spec::kind::host)
       return make_error(errc::unavailable, "fault injection supports host devices only, not " + spec.to_string());
     auto name = spec.partition < 0 ? std::string("host") : "host." + std::to_string(spec.partition);
-    return make_host_device(spec.capacity.value_or(std::uint64_t{1} << 30), name,
-                            [faults] { return faults->fail_allocation(); });
+    host_device_hooks hooks;
+    hooks.allocation_fault = [faults] { return faults->fail_allocation(); };
+    hooks.before_run = [faults](std::uint64_t batch) { faults->before_inference(batch); };
+    return make_host_device(spec.capacity.value_or(std::uint64_t{1} << 30), name, std::move(hooks));
   };
 }
 

@@ -364,18 +364,52 @@ void count_outcome(runtime_metrics& m, const expected<infer_result>& result) {
   }
 }
 
+// The multiply-adds an inference costs (batch x parameters), saturating; 0 for inputs that
+// check_inputs refuses (they are answered at once, wherever they are).
+std::uint64_t inference_cost(const infer_request& request, const dense_spec& spec) {
+  auto batch = check_inputs(request.inputs, spec);
+  if (!batch) return 0;
+  auto parameters = spec.parameters();
+  if (parameters != 0 && *batch > UINT64_MAX / parameters) return UINT64_MAX;
+  return *batch * parameters;
+}
+
+// Runs a held lease's inference on the executor and answers from there. The lease is released
+// before `done` is called (execute), the slot reference right after.
+void submit_inference(runtime_impl& impl, std::shared_ptr<msg::acquired> held, infer_request request,
+                      callback<infer_result> done) {
+  auto task = std::make_shared<std::pair<infer_request, callback<infer_result>>>(std::move(request), std::move(done));
+  impl.executor->submit([impl = &impl, held = std::move(held), task = std::move(task)] {
+    auto result = execute(std::move(held->lease), held->model, task->first, held->hit, held->wait_ms);
+    held->slot.reset();
+    count_outcome(*impl->metrics, result);
+    task->second(std::move(result));
+  });
+}
+
 }  // namespace
 
 void runtime::infer(infer_request request, callback<infer_result> done) {
   auto& i = *impl_;
   auto now = i.time->now();
   const std::string* model = nullptr;
-  if (auto* slot = route_table::find(i.routes->current(), request.target, &model)) {
+  const auto& routes = i.routes->current();
+  if (auto* slot = route_table::find(routes, request.target, &model)) {
     if (auto lease = slot->try_acquire(now)) {
       auto served = *model;  // the snapshot may change once the lease is released
-      auto result = execute(std::move(lease), served, request, true, 0);
-      count_outcome(*i.metrics, result);
-      return done(std::move(result));
+      if (inference_cost(request, lease.model().spec()) <= i.options.inline_inference_limit) {
+        auto result = execute(std::move(lease), served, request, true, 0);
+        count_outcome(*i.metrics, result);
+        return done(std::move(result));
+      }
+      // Too heavy for the caller's thread: the lease travels with the task, and the slot with it
+      // (this thread's snapshot, which holds the slot now, may be replaced before the task runs).
+      auto held = std::make_shared<msg::acquired>();
+      held->model = std::move(served);
+      held->slot = routes.slots.at(held->model);
+      held->lease = std::move(lease);
+      held->hit = true;
+      return submit_inference(i, std::move(held), std::move(request), std::move(done));
     }
   }
   // A miss: the model actor answers with a lease once the model is loaded; the inference then
@@ -388,14 +422,8 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
                                                 impl->metrics->requests_error.add();
                                                 return shared->second(std::move(a).error());
                                               }
-                                              auto held = std::make_shared<msg::acquired>(std::move(*a));
-                                              impl->executor->submit([impl, shared, held] {
-                                                auto result = execute(std::move(held->lease), held->model, shared->first,
-                                                                      held->hit, held->wait_ms);
-                                                held->slot.reset();
-                                                count_outcome(*impl->metrics, result);
-                                                shared->second(std::move(result));
-                                              });
+                                              submit_inference(*impl, std::make_shared<msg::acquired>(std::move(*a)),
+                                                               std::move(shared->first), std::move(shared->second));
                                             }});
 }
 

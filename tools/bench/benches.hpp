@@ -65,6 +65,18 @@ struct rpc_options {
 // ratio = the median over rounds of warm_rps / echo_rps.
 int run_rpc(const rpc_options& options);
 
+struct hol_options {
+  std::vector<std::uint64_t> small_layers{256, 256};
+  std::vector<std::uint64_t> large_layers{4096, 4096, 4096};
+  std::uint64_t large_batch = 64;
+  double seconds = 5.0;  // total: half alone, half loaded
+  std::uint64_t inline_limit = (256 * 256 + 256) * 16;  // warmd's default --inline-inference-limit
+};
+// `hol`: head-of-line blocking on the RPC thread. Batch-1 calls on a small model over one
+// connection, timed alone and then while another connection sends large inferences back to back.
+// ratio = small p99 loaded / small p99 alone.
+int run_hol(const hol_options& options);
+
 struct http_options {
   std::vector<std::uint64_t> layers{256, 256};
   double seconds = 5.0;  // total, split evenly over rounds x 2 phases

@@ -96,6 +96,28 @@ int main(int argc, char** argv) {
     rc = warm::bench::run_rpc(rpc);
   });
 
+  warm::bench::hol_options hol;
+  std::string hol_small = "256,256", hol_large = "4096,4096,4096";
+  auto* hol_cmd = app.add_subcommand("hol", "Head-of-line blocking: small-model p99 over RPC alone and beside large inferences");
+  hol_cmd->add_option("--seconds", hol.seconds, "Total duration (half alone, half loaded)")->capture_default_str()->check(CLI::Range(0.2, 600.0));
+  hol_cmd->add_option("--small", hol_small, "Layer widths of the small model")->capture_default_str();
+  hol_cmd->add_option("--large", hol_large, "Layer widths of the large model")->capture_default_str();
+  hol_cmd->add_option("--large-batch", hol.large_batch, "Batch of the large inferences")->capture_default_str()->check(CLI::Range(1, 4096));
+  hol_cmd->add_option("--inline-limit", hol.inline_limit,
+                      "The runtime's inline_inference_limit (18446744073709551615: every hit inline)")
+      ->capture_default_str();
+  hol_cmd->callback([&] {
+    auto small = warm::parse_widths(hol_small);
+    auto large = warm::parse_widths(hol_large);
+    if (!small || !large) {
+      std::cerr << "warm-bench: " << (!small ? small : large).error().message << "\n";
+      return;
+    }
+    hol.small_layers = *small;
+    hol.large_layers = *large;
+    rc = warm::bench::run_hol(hol);
+  });
+
   warm::bench::http_options http;
   std::string http_layers = "256,256";
   auto* http_cmd = app.add_subcommand("http", "KServe V2 inference over HTTP vs a bare httplib server (docs/performance.md)");

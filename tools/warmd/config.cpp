@@ -117,6 +117,10 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
   app.add_option("--max-models", c.max_models, "Registrations the registry accepts")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--inline-inference-limit", c.inline_inference_limit,
+                 "Largest hit (batch x parameters, multiply-adds) run on the RPC thread; larger ones run on the "
+                 "inference threads")
+      ->capture_default_str();
   app.add_option("--http", c.http, "Serve KServe V2 HTTP and /metrics on HOST:PORT (loopback unless --allow-remote)");
   app.add_option("--http-threads", c.http_threads, "HTTP requests served at once (a miss holds one while it loads)")
       ->capture_default_str()
@@ -343,6 +347,10 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       auto v = integer();
       if (!v || *v < 1) return bad(key, "a positive integer");
       if (!given(key)) c.max_models = static_cast<std::uint64_t>(*v);
+    } else if (key == "inline-inference-limit") {
+      auto v = integer();
+      if (!v || *v < 0) return bad(key, "a non-negative integer");
+      if (!given(key)) c.inline_inference_limit = static_cast<std::uint64_t>(*v);
     } else if (key == "http-threads") {
       auto v = integer();
       if (!v || *v < 1 || *v > 1024) return bad(key, "an integer from 1 to 1024");

@@ -37,6 +37,9 @@ struct config {
   bool metrics_per_model = false;
   std::string request_timeout = "5m";
   std::uint64_t max_models = 1'000'000;
+  // Hits up to this many multiply-adds (batch x parameters) run on the RPC thread; larger ones on
+  // the inference threads (runtime_options::inline_inference_limit). 256→256 at batch 16.
+  std::uint64_t inline_inference_limit = 1'052'672;
   // The policies' tuning (docs/policies.md; defaults as in warm::policy_options).
   std::string rescore_period = "1s";   // the importance scorer's rebuild period
   std::string iam_rate = "ewma";       // iam's request-rate estimator: ewma or window

@@ -134,6 +134,7 @@ int main(int argc, char** argv) {
   options.max_concurrent_loads = c.max_concurrent_loads;
   options.failure_expiry = *expiry;
   options.max_models = c.max_models;
+  options.inline_inference_limit = c.inline_inference_limit;
   // Every thread warm starts from here on inherits a mask blocking SIGINT/SIGTERM, so the signals
   // go to this thread (or to OpenBLAS's, which predate main), never to a thread that sits in an
   // uninstrumented wait (ThreadSanitizer defers a handler until its thread returns to
