@@ -1,4 +1,4 @@
-// Load-failure records with expiry (issue 3, after ModelMesh). Pure logic: the caller passes the
+// Load-failure records with expiry (after ModelMesh). Pure logic: the caller passes the
 // time, so tests use a fake clock and never sleep.
 //
 // A failed load records (model, device, time, error). A record blocks loading that model on that
