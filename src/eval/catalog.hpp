@@ -1,4 +1,4 @@
-// Model catalogs for the evaluation tools (issue 6): the models a trace may request, their sizes
+// Model catalogs for the evaluation tools: the models a trace may request, their sizes
 // and the time a miss costs. Pure logic, no CAF: warm-eval and the policy simulator use it.
 // docs/eval/catalog.md describes the CSV format, the shipped catalogs and the load-time fit.
 #pragma once

@@ -1,4 +1,4 @@
-// Request traces for the evaluation tools (issue 6): reading and writing them, and making them,
+// Request traces for the evaluation tools: reading and writing them, and making them,
 // from the Azure Functions 2019 invocation counts with the mCache paper's methodology or from a
 // Zipf popularity with Poisson arrivals. Pure logic, no CAF: warm-eval and the simulator use it.
 // docs/eval/traces.md describes the methodology and the CLI.

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "net/loopback.hpp"
+#include "net/token.hpp"
 #include "warm/runtime.hpp"
 
 namespace warm::http {
@@ -28,14 +29,6 @@ expected<T> wait(std::future<expected<T>> f, std::chrono::seconds timeout) {
   if (f.wait_for(timeout) != std::future_status::ready)
     return make_error(errc::timeout, "no answer within " + std::to_string(timeout.count()) + " s");
   return f.get();
-}
-
-// Constant-time comparison, so a remote client cannot learn the token byte by byte.
-bool same_token(const std::string& given, const std::string& token) {
-  if (given.size() != token.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < token.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ token[i]);
-  return diff == 0;
 }
 
 // A model's state for /ready: a model id, else a vmodel's active model. nullopt: unknown.
@@ -90,7 +83,9 @@ struct front::impl {
     if (options.token.empty()) return true;
     auto header = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
-    return header.rfind(prefix, 0) == 0 && same_token(header.substr(prefix.size()), options.token);
+    // The prefix is public; the token itself is compared in constant time (net/token.hpp).
+    return header.rfind(prefix, 0) == 0 &&
+           net::constant_time_equal(std::string_view(header).substr(prefix.size()), options.token);
   }
 
   void routes();

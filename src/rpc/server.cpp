@@ -8,6 +8,7 @@
 
 #include <kj/async.h>
 
+#include "net/token.hpp"
 #include "rpc/convert.hpp"
 #include "warm/runtime.hpp"
 
@@ -345,22 +346,10 @@ kj::Promise<void> warm_server::watch(WatchContext context) {
 
 authenticator::authenticator(std::string token, Warm::Client warm) : token_(std::move(token)), warm_(kj::mv(warm)) {}
 
-bool authenticator::tokens_equal(const std::string& a, const std::string& b) noexcept {
-  // Every byte of the longer one is read whatever the contents; only the lengths show in timing.
-  std::size_t n = std::max(a.size(), b.size());
-  unsigned diff = a.size() != b.size() ? 1u : 0u;
-  for (std::size_t i = 0; i < n; ++i) {
-    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned>(x ^ y);
-  }
-  return diff == 0;
-}
-
 kj::Promise<void> authenticator::authenticate(AuthenticateContext context) {
   auto token = to_std(context.getParams().getToken());
   auto results = context.getResults();
-  if (token_.empty() || !tokens_equal(token, token_)) {
+  if (token_.empty() || !net::constant_time_equal(token, token_)) {
     set_status(results.getStatus(), Status::Code::UNAUTHENTICATED, "wrong token");
     return kj::READY_NOW;
   }

@@ -73,13 +73,11 @@ class warm_server final : public Warm::Server {
   in_flight_counter in_flight_;
 };
 
-// The bootstrap of a TCP listener open to remote clients: hands out `warm` for the right token.
+// The bootstrap of a TCP listener open to remote clients: hands out `warm` for the right token,
+// compared in constant time (net/token.hpp).
 class authenticator final : public Authenticator::Server {
  public:
   authenticator(std::string token, Warm::Client warm);
-
-  // Compares `token` in time independent of where it differs.
-  static bool tokens_equal(const std::string& a, const std::string& b) noexcept;
 
  protected:
   kj::Promise<void> authenticate(AuthenticateContext context) override;

@@ -1,7 +1,7 @@
 // The loader pool's queue: which model load starts next. Pure logic, no actors, no clock: times
 // come from the caller, so tests and the simulator are deterministic.
 //
-// Ordering (issue 3, after ModelMesh's loading queue):
+// Ordering (after ModelMesh's loading queue):
 //   1. waiting loads — at least one request waits for the model — earliest waiting request first;
 //   2. proactive loads — loadNow at registration, ensureLoaded without a waiter — most recently
 //      used first.

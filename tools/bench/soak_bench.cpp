@@ -30,7 +30,7 @@
 // anything charged is leaked accounting). rss_growth_pct = (mean RSS of the last quarter of the
 // samples - mean of the first quarter) / mean of the first quarter x 100.
 //
-// Exits 1 when lost > 0, drift != 0 or rss_growth_pct >= 5 (the targets of issue 8), or the bench
+// Exits 1 when lost > 0, drift != 0 or rss_growth_pct >= 5 (the soak's pass criteria), or the bench
 // itself could not run. WARM_BENCH_VERBOSE=1 prints every RSS sample, the first message of every
 // error code and every lost call to stderr.
 #include <algorithm>

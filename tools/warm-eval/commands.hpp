@@ -1,4 +1,4 @@
-// warm-eval's subcommands (issue 6; docs/eval/traces.md and docs/eval/catalog.md). Each lives in
+// warm-eval's subcommands (docs/eval/traces.md and docs/eval/catalog.md). Each lives in
 // its own file and registers itself on the app with an add_*_command function declared here;
 // main.cpp only calls them. A command's callback runs after parsing and sets `rc`.
 //   trace    — trace_command.cpp: a request trace from Azure Functions counts or a Zipf law

@@ -1,4 +1,4 @@
-// warm-eval: the evaluation tooling of issue 6 (traces, catalogs, the policy simulator, replay
+// warm-eval: the evaluation tooling (traces, catalogs, the policy simulator, replay
 // against a live warmd). Each subcommand registers itself from its own file; see commands.hpp.
 // Exit status: 0 ok, 1 failure, 2 usage.
 #include <CLI/CLI.hpp>

@@ -1,6 +1,6 @@
 // warm-eval simulate: runs a trace through the policies (the daemon's own policy code) and prints
-// one JSON object per policy. Capacity in bytes ("2GiB") or as a percentage of the catalog's
-// total bytes ("60%").
+// one JSON object per policy, one per line (JSON is the only format; --json is accepted).
+// Capacity in bytes ("2GiB") or as a percentage of the catalog's total bytes ("60%").
 #include <cstdio>
 #include <sstream>
 
@@ -51,6 +51,9 @@ void add_simulate_command(CLI::App& app, int& rc) {
   cmd->add_option("--rescore", o->rescore_s, "iam: seconds of trace time between heap rebuilds")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 86400.0));
+  // JSON is simulate's only output, so --json changes nothing; it is accepted so that a script
+  // can say what it expects, as it does for `warm-eval replay --json`.
+  cmd->add_flag("--json", "Print JSON (the only format: one object per policy per line)");
   cmd->callback([o, &rc] {
     auto models = eval::read_catalog(o->catalog);
     if (!models) return void(rc = report("simulate", models.error(), exit_failure));

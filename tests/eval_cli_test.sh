@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Drives warm-eval's offline commands through the real executable: a tiny catalog and a Zipf trace,
+# then `simulate` with and without --json (JSON is its only format, so both print the same one
+# object per policy per line), and its refusals: an unknown flag and a bad --capacity (exit 2).
+#   eval_cli_test.sh WARM_EVAL
+set -u
+eval_bin=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+"$eval_bin" catalog --models 4 --min-size 200KB --max-size 2MB --seed 3 --out "$dir/catalog.csv" > /dev/null ||
+  fail "catalog"
+"$eval_bin" trace --zipf 0.8 --catalog "$dir/catalog.csv" --requests 300 --rate 300 --seed 1 \
+  --out "$dir/trace.csv" > /dev/null || fail "trace"
+
+sim() { "$eval_bin" simulate --trace "$dir/trace.csv" --catalog "$dir/catalog.csv" --capacity 50% --policy lru,kdf "$@"; }
+
+sim --json > "$dir/json.out" 2> "$dir/err" || fail "simulate --json exited $?: $(cat "$dir/err")"
+python3 - "$dir/json.out" << 'PY' || fail "simulate --json output: $(cat "$dir/json.out")"
+import json, sys
+docs = [json.loads(line) for line in open(sys.argv[1])]
+assert [d["policy"] for d in docs] == ["lru", "kdf"], docs
+assert all(d["requests"] == 300 and d["hits"] + d["misses"] == 300 for d in docs), docs
+PY
+sim > "$dir/plain.out" 2> "$dir/err" || fail "simulate exited $?: $(cat "$dir/err")"
+cmp -s "$dir/json.out" "$dir/plain.out" || fail "simulate output differs with --json"
+
+sim --yaml > /dev/null 2>&1
+[ $? = 2 ] || fail "simulate --yaml: exit status"
+"$eval_bin" simulate --trace "$dir/trace.csv" --catalog "$dir/catalog.csv" --capacity 0% --json > /dev/null 2>&1
+[ $? = 2 ] || fail "simulate --capacity 0%: exit status"
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "eval_cli_test: all checks passed"
