@@ -2,7 +2,7 @@
 """The last step of tools/eval: turns what it measured into docs/eval/README.md and PNG plots.
 
 Contract:
-  - Input (--work DIR, written by tools/eval): results.jsonl (one `warm-eval simulate` JSON
+  - Input (--work DIR, written by tools/eval): results.jsonl (one `warm-eval sweep` JSON
     object per line, tagged with set = hour|day, scheme, seed, capacity_pct), the trace
     generator's JSON per trace (hour/*.json, day/*.json), and, unless the replay was skipped,
     replay/{setup,summary-*,simulated-*}.json and replay/requests-*.csv.
@@ -455,7 +455,8 @@ def write_readme(args, res, replay_text):
     w(f"Regenerate everything on this page with one command, `{args.command}` (options: `tools/eval --help`). "
       f"This run took **{elapsed / 60:.1f} minutes** on {machine()}, "
       f"{time.strftime('%Y-%m-%d', time.gmtime())}. It builds `warm-eval` and `warmd`, generates the traces "
-      f"from `../shared/traces/`, runs `warm-eval simulate` (the daemon's own policy code, simulated time) and "
+      f"from `../shared/traces/`, runs every simulation in one `warm-eval sweep` per trace set (the "
+      f"daemon's own policy code, simulated time; simulations in parallel, results in a fixed order) and "
       f"a live replay, and writes this page and `plots/`. Intermediate files, every trace and every "
       f"per-request record, are left in `build/eval/`.\n")
     w("Workload: the Azure Functions 2019 traces (Shahrad et al., \"Serverless in the Wild\", USENIX ATC "

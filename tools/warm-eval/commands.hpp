@@ -4,6 +4,7 @@
 //   trace    — trace_command.cpp: a request trace from Azure Functions counts or a Zipf law
 //   catalog  — catalog_command.cpp: a synthetic model catalog, or the mCache paper's seven models
 //   simulate — simulate_command.cpp: the policy simulator
+//   sweep    — sweep_command.cpp (engine: eval/sweep.hpp): many simulations in parallel
 //   models   — models_command.cpp: a catalog written as dense model files
 //   replay   — replay_command.cpp (engine: replay.hpp): a trace played against a live warmd
 #pragma once
@@ -32,6 +33,7 @@ inline int report(const std::string& command, const warm::error& e, int rc) {
 void add_trace_command(CLI::App& app, int& rc);
 void add_catalog_command(CLI::App& app, int& rc);
 void add_simulate_command(CLI::App& app, int& rc);
+void add_sweep_command(CLI::App& app, int& rc);
 void add_models_command(CLI::App& app, int& rc);
 void add_replay_command(CLI::App& app, int& rc);
 

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   add_trace_command(app, rc);
   add_catalog_command(app, rc);
   add_simulate_command(app, rc);
+  add_sweep_command(app, rc);
   add_models_command(app, rc);
   add_replay_command(app, rc);
 
