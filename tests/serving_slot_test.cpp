@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -151,4 +152,44 @@ TEST_CASE("replacing every alias at once drops the old ones and publishes the ne
   CHECK(model == &old);
   CHECK(route_table::find(after, "m", &model) == slot.get());  // slots are untouched
   slot->withdraw();
+}
+
+// The hit path's race with eviction, at full speed: readers lease through the route table and read
+// the weights while a writer keeps installing a new slot and withdrawing the one it replaced. A
+// release that empties the count must not free the weights because of a withdrawal that came
+// after a new lease was taken: that lease would read freed weights (with the count and the flag in
+// separate words it did, in about 1 run in 5; ASan and TSan run this test too).
+TEST_CASE("leases taken while slots are replaced and withdrawn never see freed weights") {
+  loaded l;
+  route_table routes;
+  std::atomic<bool> stop{false};
+  std::atomic<long> leased{0}, freed_under_lease{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t)
+    readers.emplace_back([&] {
+      while (!stop) {
+        const std::string* model = nullptr;
+        auto* s = route_table::find(routes.current(), "m", &model);
+        if (!s) continue;
+        if (auto lease = s->try_acquire({})) {
+          ++leased;
+          if (s->quiesced()) ++freed_under_lease;  // checked before touching the weights
+          else if (lease.model().spec().input_width() != 16) ++freed_under_lease;
+        }
+      }
+    });
+  std::shared_ptr<serving_slot> previous;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (int i = 0; i < 3000 || leased < 1000 || std::chrono::steady_clock::now() < until; ++i) {
+    auto next = std::make_shared<serving_slot>("m", *l.dev, l.weights(), nullptr);
+    routes.put_slot("m", next);
+    if (previous) previous->withdraw();  // the eviction of the replaced copy
+    previous = std::move(next);
+  }
+  stop = true;
+  for (auto& r : readers) r.join();
+  INFO("leases taken: " << leased.load());
+  CHECK(freed_under_lease == 0);
+  previous->withdraw();
+  routes.erase_slot("m", previous.get());
 }

@@ -3,14 +3,20 @@
 // lease ends. This is how an unload waits for in-flight inferences without a lock: the hit path
 // takes a lease with one atomic increment and never sends a message.
 //
-// Protocol (sequentially consistent atomics, Dekker style):
-//   acquire:  in_flight += 1; if withdrawn { release; fail }     — the lease holder may then read
-//             the weights until it releases;
-//   withdraw: withdrawn = true; if in_flight == 0 { quiesce }    — no new lease can succeed after;
-//   release:  if (in_flight -= 1) == 0: withdrawn ? quiesce : (idle wanted ? notify);
+// Protocol: the in-flight count and the withdrawn flag share one atomic word, so every decision
+// is taken on one read-modify-write of it and sees both at the same instant:
+//   acquire:  old = (in_flight += 1); if old.withdrawn { release; fail } — the lease holder may
+//             then read the weights until it releases;
+//   withdraw: old = (withdrawn = true); if old.in_flight == 0 { quiesce } — no new lease can
+//             succeed after;
+//   release:  old = (in_flight -= 1); if old.in_flight == 1: old.withdrawn ? quiesce
+//             : (idle wanted ? notify);
 //   quiesce:  exactly once — frees the weights, then calls on_release(quiesced).
-// A lease that observed `withdrawn == false` after its increment was counted before the
-// withdrawal looked, so the weights outlive every successful lease.
+// The word's modification order is a total order of acquisitions, releases and the withdrawal:
+// quiesce runs only at the point where the count is zero and the flag set, after which no lease
+// succeeds, so the weights outlive every successful lease. (Separate words for the count and the
+// flag let a release that emptied the count read the flag set later, after a new lease had been
+// taken, and free the weights under it.)
 //
 // Freeing weights can be slow (munmap of gigabytes, cudaFree waiting for the device): with a
 // reclaimer set, quiesce hands the freeing and the quiesced event to it as one task, so the thread
@@ -89,11 +95,14 @@ class serving_slot {
   const device& owner() const { return *owner_; }
   std::uint64_t bytes() const { return bytes_; }
   std::uint32_t in_flight() const { return static_cast<std::uint32_t>(counts_.load() & in_flight_mask); }
-  bool withdrawn() const { return withdrawn_.load(); }
+  bool withdrawn() const { return (counts_.load() & withdrawn_bit) != 0; }
   bool quiesced() const { return quiesced_.load(); }  // no lease can be held any more
   // Successful acquisitions and (to within last_used_resolution) the time of the last one.
   // Relaxed: for policies and inspection.
-  std::uint64_t uses() const { return (counts_.load(std::memory_order_relaxed) >> use_shift) - refused_.load(std::memory_order_relaxed); }
+  std::uint64_t uses() const {
+    return ((counts_.load(std::memory_order_relaxed) & ~withdrawn_bit) >> use_shift) -
+           refused_.load(std::memory_order_relaxed);
+  }
   timestamp last_used() const { return timestamp{timestamp::duration{last_used_.load(std::memory_order_relaxed)}}; }
 
  private:
@@ -109,15 +118,16 @@ class serving_slot {
   // Set once the weights are freed, by whichever thread freed them; shared with the free task.
   std::shared_ptr<std::atomic<bool>> freed_ = std::make_shared<std::atomic<bool>>(false);
   // One word so that a lease costs one read-modify-write on the hit path: the low 24 bits count
-  // leases in flight, the high 40 bits count acquisitions (refused ones are subtracted by uses()).
+  // leases in flight, bits 24-62 count acquisitions (refused ones are subtracted by uses()), and
+  // the top bit is the withdrawn flag.
   static constexpr int use_shift = 24;
   static constexpr std::uint64_t in_flight_mask = (std::uint64_t{1} << use_shift) - 1;
   static constexpr std::uint64_t one_use = std::uint64_t{1} << use_shift;
+  static constexpr std::uint64_t withdrawn_bit = std::uint64_t{1} << 63;
   // last_used is rewritten only when it moves by more than this: fewer writes to a shared line.
   static constexpr timestamp::duration::rep last_used_resolution = 100'000;  // ns
 
   std::atomic<std::uint64_t> counts_{0};
-  std::atomic<bool> withdrawn_{false};
   std::atomic<bool> quiesced_{false};
   std::atomic<bool> want_idle_{false};
   std::atomic<std::uint64_t> refused_{0};

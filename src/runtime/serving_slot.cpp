@@ -28,8 +28,7 @@ void serving_slot::lease::reset() {
 
 serving_slot::lease serving_slot::try_acquire(timestamp now, bool count_use) {
   const std::uint64_t add = count_use ? one_use + 1 : 1;
-  counts_.fetch_add(add);
-  if (withdrawn_.load()) {
+  if (counts_.fetch_add(add) & withdrawn_bit) {
     if (count_use) refused_.fetch_add(1, std::memory_order_relaxed);
     release();
     return lease{};
@@ -42,8 +41,8 @@ serving_slot::lease serving_slot::try_acquire(timestamp now, bool count_use) {
 }
 
 bool serving_slot::withdraw() {
-  withdrawn_.store(true);
-  if (in_flight() == 0) quiesce();
+  auto old = counts_.fetch_or(withdrawn_bit);
+  if ((old & in_flight_mask) == 0) quiesce();
   return freed_->load();
 }
 
@@ -56,8 +55,9 @@ bool serving_slot::notify_when_idle() {
 }
 
 void serving_slot::release() {
-  if ((counts_.fetch_sub(1) & in_flight_mask) != 1) return;
-  if (withdrawn_.load())
+  auto old = counts_.fetch_sub(1);
+  if ((old & in_flight_mask) != 1) return;
+  if (old & withdrawn_bit)
     quiesce();
   else if (want_idle_.exchange(false) && on_release_)
     on_release_(event::idle);
