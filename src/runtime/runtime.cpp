@@ -54,18 +54,17 @@ std::pair<callback<T>, std::future<expected<T>>> promised() {
   return {[state](expected<T> r) { state->set(std::move(r)); }, std::move(future)};
 }
 
-// Runs the inference for a held lease and packages the result. The lease is released before
-// returning, so the caller's callback never runs with the slot in use.
-expected<infer_result> execute(serving_slot::lease lease, const std::string& model, const infer_request& request,
-                               bool hit, double wait_ms) {
+// Runs the inference for a held lease on inputs check_inputs accepted (`batch` rows) and packages
+// the result. The lease is released before returning, so the caller's callback never runs with
+// the slot in use.
+expected<infer_result> run_checked(serving_slot::lease lease, const std::string& model, const infer_request& request,
+                                   std::uint64_t batch, bool hit, double wait_ms) {
   const auto& spec = lease.model().spec();
-  auto batch = check_inputs(request.inputs, spec);
-  if (!batch) return std::move(batch).error();
   thread_local std::vector<float> input, output;
   const auto& data = request.inputs.front().data;
   input.resize(data.size() / sizeof(float));
   std::memcpy(input.data(), data.data(), data.size());
-  auto ran = lease.owner().infer(lease.model(), input.data(), input.size(), *batch, output);
+  auto ran = lease.owner().infer(lease.model(), input.data(), input.size(), batch, output);
   const auto output_width = spec.output_width();
   lease.reset();  // from here on the weights (and `spec`) may be freed
   if (!ran) return std::move(ran).error();
@@ -73,7 +72,7 @@ expected<infer_result> execute(serving_slot::lease lease, const std::string& mod
   tensor out;
   out.name = "output";
   out.type = dtype::f32;
-  out.shape = {*batch, output_width};
+  out.shape = {batch, output_width};
   out.data.resize(output.size() * sizeof(float));
   std::memcpy(out.data.data(), output.data(), out.data.size());
   result.outputs.push_back(std::move(out));
@@ -81,6 +80,14 @@ expected<infer_result> execute(serving_slot::lease lease, const std::string& mod
   result.cache_hit = hit;
   result.load_wait_ms = wait_ms;
   return result;
+}
+
+// check_inputs, then run_checked.
+expected<infer_result> execute(serving_slot::lease lease, const std::string& model, const infer_request& request,
+                               bool hit, double wait_ms) {
+  auto batch = check_inputs(request.inputs, lease.model().spec());
+  if (!batch) return std::move(batch).error();
+  return run_checked(std::move(lease), model, request, *batch, hit, wait_ms);
 }
 
 expected<void> check_options(const runtime_options& o) {
@@ -364,14 +371,11 @@ void count_outcome(runtime_metrics& m, const expected<infer_result>& result) {
   }
 }
 
-// The multiply-adds an inference costs (batch x parameters), saturating; 0 for inputs that
-// check_inputs refuses (they are answered at once, wherever they are).
-std::uint64_t inference_cost(const infer_request& request, const dense_spec& spec) {
-  auto batch = check_inputs(request.inputs, spec);
-  if (!batch) return 0;
+// The multiply-adds an inference of `batch` rows costs (batch x parameters), saturating.
+std::uint64_t inference_cost(std::uint64_t batch, const dense_spec& spec) {
   auto parameters = spec.parameters();
-  if (parameters != 0 && *batch > UINT64_MAX / parameters) return UINT64_MAX;
-  return *batch * parameters;
+  if (parameters != 0 && batch > UINT64_MAX / parameters) return UINT64_MAX;
+  return batch * parameters;
 }
 
 // Runs a held lease's inference on the executor and answers from there. The lease is released
@@ -397,8 +401,11 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
   if (auto* slot = route_table::find(routes, request.target, &model)) {
     if (auto lease = slot->try_acquire(now)) {
       auto served = *model;  // the snapshot may change once the lease is released
-      if (inference_cost(request, lease.model().spec()) <= i.options.inline_inference_limit) {
-        auto result = execute(std::move(lease), served, request, true, 0);
+      // Inputs are checked once, here: a refused request is answered at once, whatever its size.
+      auto batch = check_inputs(request.inputs, lease.model().spec());
+      if (!batch || inference_cost(*batch, lease.model().spec()) <= i.options.inline_inference_limit) {
+        auto result = batch ? run_checked(std::move(lease), served, request, *batch, true, 0)
+                            : expected<infer_result>(std::move(batch).error());
         count_outcome(*i.metrics, result);
         return done(std::move(result));
       }
