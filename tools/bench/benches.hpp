@@ -2,6 +2,7 @@
 // baseline measured in the same run (a ratio), because shared machines are noisy.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -122,6 +123,18 @@ int run_policy(const policy_bench_options& options);
 // Percentile (0..100) of samples, which it sorts.
 double percentile(std::vector<double>& samples, double pct);
 inline double median(std::vector<double> samples) { return percentile(samples, 50); }
+
+// The order in which round `round` runs a paired benchmark's `phases` sides: the sides rotated by
+// the round number, so that each side runs first equally often (a side that always runs first
+// gets the cooler caches and the quieter scheduler, and the ratio would carry that bias).
+template <typename T>
+std::vector<T> rotated_order(std::vector<T> phases, int round) {
+  if (!phases.empty()) {
+    auto shift = static_cast<std::size_t>(round) % phases.size();
+    std::rotate(phases.begin(), phases.begin() + static_cast<std::ptrdiff_t>(shift), phases.end());
+  }
+  return phases;
+}
 
 // A fresh directory under the system temp dir, removed (recursively) on destruction.
 class scratch_dir {

@@ -2,7 +2,7 @@
 //
 // The same model file is loaded twice: into a warm::runtime (ensure_loaded, sync) and, for the
 // baseline, onto a separate host device with device::load. Then `rounds` times, interleaved
-// (the machine is noisy), three phases of seconds / (3 x rounds) each, `threads` client threads
+// and rotated (each phase runs first in every third round: the machine is noisy), three phases of seconds / (3 x rounds) each, `threads` client threads
 // in every phase, batch 1:
 //   direct       device::infer(resident, input, output) in a loop — the floor;
 //   warm         runtime::infer(request, callback): a hit runs the inference and the callback
@@ -166,20 +166,23 @@ int run_hitpath(const hitpath_options& options) {
   const double phase_seconds = options.seconds / (3.0 * options.rounds);
   std::vector<double> direct_rps, warm_rps, future_rps, ratios, warm_latencies;
   for (int round = 0; round < options.rounds; ++round) {
-    for (auto* phase : {&direct, &warm_callback, &warm_future}) {
+    double round_direct = 0, round_warm = 0;
+    for (auto* phase : rotated_order<decltype(&direct)>({&direct, &warm_callback, &warm_future}, round)) {
       auto result = run_phase(options.threads, phase_seconds, *phase);
       if (result.failures) return fail(std::to_string(result.failures) + " calls failed; first: " + result.failure);
-      if (phase == &direct) direct_rps.push_back(result.rps);
-      if (phase == &warm_future) future_rps.push_back(result.rps);
       if (std::getenv("WARM_BENCH_VERBOSE"))
         std::fprintf(stderr, "round %d %s %.0f rps\n", round,
                      phase == &direct ? "direct" : phase == &warm_callback ? "warm" : "future", result.rps);
-      if (phase == &warm_callback) {
-        warm_rps.push_back(result.rps);
-        ratios.push_back(result.rps / direct_rps.back());
+      if (phase == &direct) {
+        direct_rps.push_back(round_direct = result.rps);
+      } else if (phase == &warm_future) {
+        future_rps.push_back(result.rps);
+      } else {
+        warm_rps.push_back(round_warm = result.rps);
         warm_latencies.insert(warm_latencies.end(), result.latencies_us.begin(), result.latencies_us.end());
       }
     }
+    ratios.push_back(round_warm / round_direct);
   }
   resident->reset();
   rt.reset();

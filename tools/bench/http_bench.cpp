@@ -8,7 +8,8 @@
 //   baseline  a bare httplib::Server whose POST handler reads the body and answers a fixed,
 //             pre-encoded V2 response: the very bytes warm answered to the same request (so the
 //             same size), with no decoding, model or encoding behind it — the floor HTTP sets.
-// Then `rounds` times, interleaved (warm, baseline, warm, ...; the machine is noisy), a phase of
+// Then `rounds` times, interleaved (warm, baseline, baseline, warm, ...: each side runs first in
+// every other round, so neither always gets the quieter machine), a phase of
 // seconds / (2 x rounds) per server: `connections` client threads, each with its own keep-alive
 // httplib::Client (connected one after another and warmed up by one call before the phase's clock
 // starts: httplib listens with a backlog of 5, and a burst of connects overflows it), POST
@@ -199,7 +200,8 @@ int run_http(const http_options& options) {
     std::vector<double> warm_rps, baseline_rps, ratios, warm_latencies, baseline_latencies;
     std::uint64_t errors = 0, baseline_errors = 0;
     for (int round = 0; round < options.rounds; ++round) {
-      for (bool warm_phase : {true, false}) {
+      double round_warm = 0, round_base = 0;
+      for (bool warm_phase : rotated_order<bool>({true, false}, round)) {
         auto result = run_phase(warm_phase, warm_phase ? (*front)->port() : baseline_port, options.connections,
                                 phase_seconds, path, body);
         if (!result.failure.empty())
@@ -213,13 +215,10 @@ int run_http(const http_options& options) {
         auto& latencies = warm_phase ? warm_latencies : baseline_latencies;
         latencies.insert(latencies.end(), result.latencies_us.begin(), result.latencies_us.end());
         (warm_phase ? errors : baseline_errors) += result.failures;
-        if (warm_phase) {
-          warm_rps.push_back(result.rps);
-        } else {
-          baseline_rps.push_back(result.rps);
-          ratios.push_back(result.rps > 0 ? warm_rps.back() / result.rps : 0);
-        }
+        (warm_phase ? warm_rps : baseline_rps).push_back(result.rps);
+        (warm_phase ? round_warm : round_base) = result.rps;
       }
+      ratios.push_back(round_base > 0 ? round_warm / round_base : 0);
     }
     if (errors > 0 || baseline_errors > 0) rc = 1;
 

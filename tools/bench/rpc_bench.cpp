@@ -7,7 +7,8 @@
 //   echo  a bare Cap'n Proto server (tools/bench/echo.capnp) taking the same InferRequest and
 //         answering an InferResult of the same size (the output tensor warm would return), with
 //         no model behind it — the floor the transport sets.
-// Then `rounds` times, interleaved (warm, echo, warm, echo, ...; the machine is noisy), a phase of
+// Then `rounds` times, interleaved (warm, echo, echo, warm, ...: each side runs first in every
+// other round, so neither always gets the quieter machine), a phase of
 // seconds / (2 x rounds) per server: `clients` client threads, each with its own kj event loop and
 // capnp::TwoPartyClient connected over the unix socket (connected and warmed up by one call before
 // the phase's clock starts), call infer at batch 1 in a closed loop (one call outstanding per
@@ -238,20 +239,18 @@ int run_rpc(const rpc_options& options) {
     const double phase_seconds = options.seconds / (2.0 * options.rounds);
     std::vector<double> warm_rps, echo_rps, ratios, warm_latencies, echo_latencies;
     for (int round = 0; round < options.rounds; ++round) {
-      for (bool warm_phase : {true, false}) {
+      double round_warm = 0, round_base = 0;
+      for (bool warm_phase : rotated_order<bool>({true, false}, round)) {
         auto result = run_phase(warm_phase, warm_phase ? warm_path : echo_path, options.clients, phase_seconds, id, input);
         if (!result.failure.empty()) return fail(result.failure);
         if (std::getenv("WARM_BENCH_VERBOSE"))
           std::fprintf(stderr, "round %d %s %.0f rps\n", round, warm_phase ? "warm" : "echo", result.rps);
         auto& latencies = warm_phase ? warm_latencies : echo_latencies;
         latencies.insert(latencies.end(), result.latencies_us.begin(), result.latencies_us.end());
-        if (warm_phase) {
-          warm_rps.push_back(result.rps);
-        } else {
-          echo_rps.push_back(result.rps);
-          ratios.push_back(warm_rps.back() / result.rps);
-        }
+        (warm_phase ? warm_rps : echo_rps).push_back(result.rps);
+        (warm_phase ? round_warm : round_base) = result.rps;
       }
+      ratios.push_back(round_warm / round_base);
     }
 
     nlohmann::ordered_json out{{"scenario", "rpc"},
