@@ -113,6 +113,16 @@ struct registry_options {
 // and status() latency.
 int run_registry(const registry_options& options);
 
+struct evict_options {
+  std::uint64_t bytes = std::uint64_t{2} << 30;  // size of each of the two large models
+  int evictions = 4;                             // loads per evicting phase, each evicting the other
+  int rounds = 2;                                // rotated evicting / idle rounds
+  double idle_seconds = 3.0;                     // the idle phase when it runs before any evicting one
+};
+// `evict`: status and inspect latency while large models are evicted and loaded in turn, against
+// the same calls on an idle runtime. ratio = status p99 evicting / status p99 idle.
+int run_evict(const evict_options& options);
+
 struct policy_bench_options {
   std::uint64_t resident = 10000;  // models on the device
   double seconds = 1.0;            // per policy

@@ -135,6 +135,22 @@ int main(int argc, char** argv) {
     rc = warm::bench::run_http(http);
   });
 
+  warm::bench::evict_options evict;
+  std::string evict_bytes = "2GiB";
+  auto* evict_cmd = app.add_subcommand("evict", "Status and inspect latency while large models are evicted in turn, vs idle");
+  evict_cmd->add_option("--bytes", evict_bytes, "Size of each of the two large models")->capture_default_str();
+  evict_cmd->add_option("--evictions", evict.evictions, "Loads per evicting phase")->capture_default_str()->check(CLI::Range(1, 1000));
+  evict_cmd->add_option("--rounds", evict.rounds, "Rotated evicting / idle rounds")->capture_default_str()->check(CLI::Range(1, 100));
+  evict_cmd->callback([&] {
+    auto bytes = warm::parse_bytes(evict_bytes);
+    if (!bytes) {
+      std::cerr << "warm-bench: " << bytes.error().message << "\n";
+      return;
+    }
+    evict.bytes = *bytes;
+    rc = warm::bench::run_evict(evict);
+  });
+
   warm::bench::soak_options soak;
   auto* soak_cmd = app.add_subcommand("soak", "Mixed RPC traffic with failing loads: lost calls, accounting drift, RSS growth");
   soak_cmd->add_option("--seconds", soak.seconds, "Traffic duration")->capture_default_str()->check(CLI::Range(1.0, 86400.0));
