@@ -320,6 +320,36 @@ TEST_CASE("after a 413 the same kept-alive connection serves the next request") 
   CHECK(json::parse(served.body)["model_name"] == "a");
 }
 
+TEST_CASE("pipelined requests in one packet are all answered, in order, on their connection") {
+  front_fixture h;
+  raw_conn conn(h.front->port());
+  auto body = request_body();
+  std::string infer = "POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  REQUIRE(conn.send_all("GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n" + infer +
+                        "GET /v2/nothing HTTP/1.1\r\nHost: x\r\n\r\n"));
+  CHECK(conn.read_response(20s).status == 200);
+  auto inferred = conn.read_response(20s);
+  CHECK(inferred.status == 200);
+  CHECK(json::parse(inferred.body)["model_name"] == "a");
+  CHECK(conn.read_response(20s).status == 404);
+}
+
+TEST_CASE("connections over the limit get 503 and are closed; the ones within it are served") {
+  http::front_options o;
+  o.max_connections = 3;
+  front_fixture h(o);
+  std::vector<std::unique_ptr<raw_conn>> open;
+  for (int i = 0; i < 3; ++i) open.push_back(std::make_unique<raw_conn>(h.front->port()));
+  // The three are admitted in order (one accept loop); the fourth is one too many.
+  raw_conn extra(h.front->port());
+  auto refused = extra.read_response(10s);
+  CHECK(refused.status == 503);
+  CHECK_THAT(error_of(refused.body), Catch::Contains("too many open connections"));
+  REQUIRE(open[0]->send_all("GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  CHECK(open[0]->read_response(10s).status == 200);
+}
+
 TEST_CASE("an infer or a repository load with no answer within --request-timeout gets 504; the load goes on") {
   http::front_options o;
   o.request_timeout = std::chrono::seconds(1);
