@@ -484,3 +484,21 @@ TEST_CASE("warmd: a 64 MiB body of empty objects gets 400 without its DOM; warmd
   CHECK(c.Get("/v2/health/live")->status == 200);
   CHECK(d.stop() == 0);
 }
+
+TEST_CASE("warmd: --http-header-timeout and --http-body-timeout reach the front; a bad value exits 2") {
+  warmd_process d;
+  CHECK(d.run_to_exit({"--http", "127.0.0.1:0", "--http-header-timeout", "soon"}) == 2);
+  CHECK(d.run_to_exit({"--http", "127.0.0.1:0", "--http-body-timeout", "-1s"}) == 2);
+  d.log_level = "info";
+  d.start({"--http", "127.0.0.1:0", "--http-header-timeout", "300ms", "--http-body-timeout", "300ms"});
+  auto port = http_port(d.log());
+  raw_conn head(port);
+  REQUIRE(head.send_all("GET /v2/health/live HTTP/1.1\r\nHost: x\r\n"));
+  raw_conn body(port);
+  REQUIRE(body.send_all("POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"));
+  auto t0 = steady::now();
+  CHECK(head.read_response(10s).status == 408);
+  CHECK(body.read_response(10s).status == 408);
+  CHECK(steady::now() - t0 < 5s);  // the defaults would be 10 s and 60 s
+  CHECK(d.stop() == 0);
+}
