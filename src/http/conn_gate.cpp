@@ -161,6 +161,8 @@ struct conn_gate::impl {
   std::mutex mutex;
   std::vector<connection> arrived;  // under mutex
   std::atomic<std::size_t> open{0};
+  std::atomic<std::size_t> queued{0};  // dispatched requests no worker has taken yet
+  static constexpr std::chrono::milliseconds linger_time{20};
   std::atomic<bool> stopping{false};
   bool stopped = false;
 
@@ -194,19 +196,58 @@ struct conn_gate::impl {
 
   void dispatch(connection c) {
     auto shared = std::make_shared<connection>(std::move(c));
+    ++queued;
     workers.enqueue([this, shared] {
-      bool keep = false;
-      {
-        request_timed_out = false;
-        gate_stream stream(*shared, clock::now() + options.body_timeout);
-        keep = serve(stream, stopping.load());
-        stream.keep_unread();
-        request_timed_out = false;
+      --queued;
+      for (;;) {
+        bool keep = false;
+        {
+          request_timed_out = false;
+          gate_stream stream(*shared, clock::now() + options.body_timeout);
+          keep = serve(stream, stopping.load());
+          stream.keep_unread();
+          request_timed_out = false;
+        }
+        if (!keep || stopping) break;
+        switch (linger(*shared)) {
+          case next::serve: continue;
+          case next::wait: return wait_for_head(std::move(*shared));
+          case next::closed: return;
+        }
       }
-      if (keep && !stopping) return wait_for_head(std::move(*shared));
       close_socket(shared->fd);
       --open;
     });
+  }
+
+  enum class next { serve, wait, closed };
+
+  // After a response, while no other connection waits for a worker: the next head, if it comes
+  // whole within `linger_time`, is served on this worker (a busy kept-alive client then skips a
+  // trip through the poll thread); otherwise the connection goes back to wait in the gate.
+  next linger(connection& c) {
+    head_progress progress;
+    auto until = clock::now() + linger_time;
+    for (;;) {
+      switch (scan_head(c.pending, options.limits, &progress)) {
+        case head_scan::complete: return next::serve;
+        case head_scan::incomplete: break;
+        default: return next::wait;  // the gate answers 431
+      }
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock::now()).count();
+      if (left <= 0 || queued.load() > 0) return next::wait;
+      pollfd p{c.fd, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+      char buffer[16 << 10];
+      ssize_t n = ::recv(c.fd, buffer, sizeof buffer, MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+      if (n <= 0) {
+        close_socket(c.fd);
+        --open;
+        return next::closed;
+      }
+      c.pending.append(buffer, static_cast<std::size_t>(n));
+    }
   }
 
   // Receives what a waiting connection sent; false when it was closed or handed on.

@@ -8,7 +8,8 @@
 // whose head is not complete within the header timeout gets 408 and is closed; one that sends
 // nothing within the idle timeout is closed. Only then is it handed to a worker, which serves that
 // one request (its body must arrive before the body deadline) and gives the connection back to
-// the gate to wait for the next one (keep-alive). At most max_connections are open at once; more
+// the gate to wait for the next one (keep-alive) — unless that next head arrives whole within
+// 20 ms while no other request waits for a worker: then the same worker serves it. At most max_connections are open at once; more
 // are closed on arrival with 503.
 #pragma once
 
