@@ -91,6 +91,42 @@ TEST_CASE("limits are checked before anything is allocated for the tensor") {
   CHECK(empty->request.inputs[0].data.empty());
 }
 
+TEST_CASE("tensor data is read straight into floats; everything else is bounded in JSON values") {
+  // data before the shape and name, nested unevenly, a scalar as data, two inputs: all decode.
+  auto r = decode_infer_request(R"({"inputs":[{"data":[[1,2],[3,4.5]],"datatype":"FP32","shape":[2,2],"name":"x"},
+                                              {"name":"y","shape":[1],"datatype":"FP32","data":7}],
+                                    "parameters":{"data":[{"k":"v"}]}})");
+  REQUIRE(r);
+  REQUIRE(r->request.inputs.size() == 2);
+  CHECK(floats(r->request.inputs[0]) == std::vector<float>{1, 2, 3, 4.5f});
+  CHECK(floats(r->request.inputs[1]) == std::vector<float>{7});
+  // Anything but numbers inside data, at any depth, is named.
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[2],"datatype":"FP32","data":[1,{"a":[2]}]}]})"),
+             Catch::Contains("numbers, not object"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[2],"datatype":"FP32","data":{"a":1}}]})"),
+             Catch::Contains("numbers, not object"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[2],"datatype":"FP32","data":[[1],[null]]}]})"),
+             Catch::Contains("numbers, not null"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[2],"datatype":"FP32","data":[true,1]}]})"),
+             Catch::Contains("numbers, not boolean"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[3],"datatype":"FP32","data":[1,2,1e39]}]})"),
+             Catch::Contains("element 2 is out of FP32 range"));
+  // A body of empty objects (a DOM ~30 times its size) is refused at the bound, not built.
+  std::string objects = "[";
+  for (int i = 0; i < 70000; ++i) objects += "{},";
+  objects += "{}]";
+  CHECK_THAT(error_of(objects), Catch::Contains("values outside tensor data"));
+  std::string params = R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}],"parameters":{"p":[)";
+  for (int i = 0; i < 70000; ++i) params += "0,";
+  params += "0]}}";
+  CHECK_THAT(error_of(params), Catch::Contains("values outside tensor data"));
+  // Numbers past the tensor limit are counted, not kept.
+  decode_limits small;
+  small.max_tensor_bytes = 16;
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[4],"datatype":"FP32","data":[1,2,3,4,5,6,7,8,9]}]})", small),
+             Catch::Contains("more than the shape's 4"));
+}
+
 TEST_CASE("responses, metadata and errors are JSON clients can read back") {
   infer_result r;
   r.model = "m\"1";

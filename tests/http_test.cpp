@@ -5,6 +5,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -148,13 +149,20 @@ TEST_CASE("infer loads on demand, then hits; nested and flat data agree with the
   CHECK(hit["parameters"]["warm_cache_hit"] == true);
   CHECK(hit["outputs"] == body["outputs"]);
 
-  auto direct = h.f.rt->infer({"a", {input(2, 16, 0.25f)}}).get();
+  // The HTTP request's rows are all 0.25 and all 1.25: the same two rows sent to the runtime
+  // directly give the same 16 outputs, bit for bit.
+  auto rows = input(2, 16, 0.25f);
+  std::vector<float> values(32, 0.25f);
+  std::fill(values.begin() + 16, values.end(), 1.25f);
+  std::memcpy(rows.data.data(), values.data(), rows.data.size());
+  auto direct = h.f.rt->infer({"a", {rows}}).get();
   REQUIRE(direct);
   auto expected = floats(direct->outputs[0]);
   auto& data = hit["outputs"][0]["data"];
-  REQUIRE(data.size() == expected.size() / 2 * 2);
-  // Row 0 of the HTTP request is all 0.25, as is every row of `direct`.
-  for (std::size_t i = 0; i < 8; ++i) CHECK(data[i].get<float>() == expected[i]);
+  REQUIRE(expected.size() == 16);
+  REQUIRE(data.size() == 16);
+  for (std::size_t i = 0; i < 16; ++i) CHECK(data[i].get<float>() == expected[i]);
+  CHECK(expected[0] != expected[8]);  // the rows differ, so a swapped or repeated row would show
 
   // A vmodel name serves its active model.
   REQUIRE(h.f.rt->set_vmodel("live", "b").get());

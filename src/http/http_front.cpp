@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "http/conn_gate.hpp"
 #include "net/loopback.hpp"
 #include "net/token.hpp"
 #include "warm/runtime.hpp"
@@ -51,15 +52,22 @@ std::optional<model_state> state_of(runtime& rt, const std::string& id, std::chr
 
 // A POST handler that receives the body itself. httplib would otherwise parse bodies sent as
 // application/x-www-form-urlencoded (curl -d's default) as forms and refuse those over 8 KiB.
+// The body is read into one buffer sized from Content-Length (httplib has refused it over
+// max_bytes), so a large body is not copied while it grows.
 template <class F>
-httplib::Server::HandlerWithContentReader with_body(F handle) {
-  return [handle](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+httplib::Server::HandlerWithContentReader with_body(std::uint64_t max_bytes, F handle) {
+  return [handle, max_bytes](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
     std::string body;
+    auto declared = req.get_header_value("Content-Length");
+    if (!declared.empty() && declared.size() <= 19 &&
+        declared.find_first_not_of("0123456789") == std::string::npos)
+      body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(std::stoull(declared), max_bytes)));
     bool complete = read([&](const char* data, std::size_t n) {
       body.append(data, n);
       return true;
     });
     if (!complete) {  // over the size limit (httplib set 413) or cut short; the error handler answers
+      if (current_request_timed_out()) res.status = 408;
       if (res.status < 400) res.status = 400;
       return;
     }
@@ -67,12 +75,45 @@ httplib::Server::HandlerWithContentReader with_body(F handle) {
   };
 }
 
+// Runs each task where it is enqueued: httplib's accept loop hands every socket to the gate, which
+// returns at once (conn_gate.hpp); the gate's own workers serve requests.
+class inline_queue final : public httplib::TaskQueue {
+ public:
+  void enqueue(std::function<void()> fn) override { fn(); }
+  void shutdown() override {}
+};
+
+// httplib's server with its sockets routed through a conn_gate: a worker is taken only by a
+// connection whose request head has arrived whole, within its bounds.
+class gated_server final : public httplib::Server {
+ public:
+  void start_gate(gate_options o) {
+    gate_ = std::make_unique<conn_gate>(o, [this](httplib::Stream& stream, bool stopping) {
+      bool closed = false;
+      bool served = process_request(stream, stopping, closed, [](httplib::Request&) {});
+      return served && !closed && !current_request_timed_out();  // a timed-out body is not read to its end
+    });
+    new_task_queue = [] { return new inline_queue; };
+  }
+  void stop_gate() {
+    if (gate_) gate_->stop();
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    gate_->admit(sock);
+    return true;
+  }
+
+  std::unique_ptr<conn_gate> gate_;
+};
+
 }  // namespace
 
 struct front::impl {
   runtime& rt;
   front_options options;
-  httplib::Server server;
+  gated_server server;
   std::thread thread;
   int port = 0;
   bool stopped = false;
@@ -134,13 +175,13 @@ void front::impl::routes() {
   s.Get(R"(/v2/models/([^/]+)/versions/[^/]+)",
         [this](const httplib::Request& req, httplib::Response& res) { metadata(req, res); });
   s.Get(R"(/v2/models/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) { model_ready(req, res); });
-  auto infer_route = with_body([this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
+  auto infer_route = with_body(options.max_request_bytes, [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
     infer(req, body, res);
   });
   s.Post(R"(/v2/models/([^/]+)/infer)", infer_route);
   s.Post(R"(/v2/models/([^/]+)/versions/[^/]+/infer)", infer_route);
   s.Post("/v2/repository/index",
-         with_body([this](const httplib::Request&, const std::string& body, httplib::Response& res) { index(body, res); }));
+         with_body(options.max_request_bytes, [this](const httplib::Request&, const std::string& body, httplib::Response& res) { index(body, res); }));
   s.Post(R"(/v2/repository/models/([^/]+)/load)", [this](const httplib::Request& req, httplib::Response& res) {
     auto done = wait(rt.ensure_loaded(req.matches[1], true), options.request_timeout);
     if (!done) return reply_error(res, done.error());
@@ -220,8 +261,15 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
   if (options.allow_remote && options.token.empty())
     return make_error(errc::invalid_argument, "remote HTTP access needs a token");
   auto i = std::make_unique<impl>(rt, std::move(options));
-  auto threads = i->options.threads;
-  i->server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  gate_options gate;
+  gate.limits.max_bytes = i->options.max_header_bytes;
+  gate.limits.max_lines = i->options.max_header_lines;
+  gate.idle_timeout = i->options.idle_timeout;
+  gate.header_timeout = i->options.header_timeout;
+  gate.body_timeout = i->options.body_timeout;
+  gate.max_connections = i->options.max_connections;
+  gate.threads = i->options.threads;
+  i->server.start_gate(gate);
   i->server.set_payload_max_length(i->options.max_request_bytes);
   i->server.set_tcp_nodelay(true);
   // httplib closes a kept-alive connection after 5 requests by default; with its listen backlog
@@ -251,6 +299,7 @@ void front::stop() {
   for (int i = 0; i < 5000 && !impl_->server.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   impl_->server.stop();
   if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->server.stop_gate();
 }
 
 std::uint16_t front::port() const { return static_cast<std::uint16_t>(impl_->port); }

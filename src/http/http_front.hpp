@@ -13,7 +13,8 @@
 //
 // {m} is a model id or a vmodel id. Errors are {"error": "..."} with the status http_status()
 // gives: 400 bad input, 404 unknown model or route, 503 load failure, never 500 for a client's
-// mistake. With a token, every endpoint but /v2/health/* needs "Authorization: Bearer TOKEN".
+// mistake. A client holds no worker thread until its request head has arrived, within bounds of
+// size and time (front_options), so slow or endless headers cannot starve the others. With a token, every endpoint but /v2/health/* needs "Authorization: Bearer TOKEN".
 #pragma once
 
 #include <chrono>
@@ -39,6 +40,16 @@ struct front_options {
   decode_limits limits;
   std::uint32_t threads = 32;   // requests served at once; a miss holds one while its model loads
   std::chrono::seconds request_timeout{300};  // an infer or load waiting longer gets 504
+  // Before a worker is taken (conn_gate.hpp): a request head over max_header_bytes or
+  // max_header_lines gets 431; one not complete within header_timeout gets 408; a connection
+  // that sends nothing within idle_timeout is closed; a body not complete within body_timeout
+  // (from the head) gets 408. More than max_connections open at once: the newest gets 503.
+  std::size_t max_header_bytes = 32 << 10;
+  std::size_t max_header_lines = 100;
+  std::chrono::milliseconds idle_timeout{5000};
+  std::chrono::milliseconds header_timeout{10000};
+  std::chrono::milliseconds body_timeout{60000};
+  std::size_t max_connections = 1024;
   bool per_model_metrics = false;  // warm_model_*{model="…"} series on /metrics
 };
 

@@ -7,6 +7,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "http/v2_parse.hpp"
+
 namespace warm::http {
 
 namespace {
@@ -44,37 +46,15 @@ int nesting(std::string_view text) {
   return deepest;
 }
 
-expected<json> parse(std::string_view body) {
+expected<parsed_request> parse(std::string_view body, const decode_limits& limits) {
   if (nesting(body) > max_depth + 1)
     return bad("request JSON is nested deeper than " + std::to_string(max_depth) + " levels");
-  try {
-    return json::parse(body.begin(), body.end());
-  } catch (const json::exception& e) {
-    return bad(std::string("request is not valid JSON: ") + e.what());
-  }
+  parse_bounds bounds;
+  bounds.max_values = limits.max_tensor_bytes / sizeof(float) + 1;  // one more tells "too many"
+  return parse_request(body, bounds);
 }
 
-// Appends the numbers of a flat or nested array, row-major, refusing more than `expected`.
-expected<void> flatten(const json& data, std::uint64_t expected_count, std::vector<float>& out, const std::string& name) {
-  if (data.is_array()) {
-    for (auto& item : data) {
-      auto r = flatten(item, expected_count, out, name);
-      if (!r) return r;
-    }
-    return {};
-  }
-  if (!data.is_number())
-    return bad("input '" + name + "': data must hold numbers, not " + std::string(data.type_name()));
-  if (out.size() >= expected_count)
-    return bad("input '" + name + "': data holds more than the shape's " + std::to_string(expected_count) + " elements");
-  double value = data.get<double>();
-  if (!std::isfinite(value) || std::fabs(value) > std::numeric_limits<float>::max())
-    return bad("input '" + name + "': element " + std::to_string(out.size()) + " is out of FP32 range");
-  out.push_back(static_cast<float>(value));
-  return {};
-}
-
-expected<tensor> decode_input(const json& in, std::size_t index, const decode_limits& limits) {
+expected<tensor> decode_input(const json& in, std::size_t index, data_values* data, const decode_limits& limits) {
   auto where = "inputs[" + std::to_string(index) + "]";
   if (!in.is_object()) return bad(where + " must be an object");
   auto name = in.find("name");
@@ -101,19 +81,24 @@ expected<tensor> decode_input(const json& in, std::size_t index, const decode_li
                  std::to_string(limits.max_tensor_bytes) + " bytes");
     count *= dim;
   }
-  auto data = in.find("data");
-  if (data == in.end()) return bad("input '" + t.name + "': \"data\" is required (binary data is not supported)");
-  std::vector<float> values;
-  values.reserve(count);
-  if (auto r = flatten(*data, count, values, t.name); !r) return std::move(r).error();
-  if (values.size() != count)
-    return bad("input '" + t.name + "': data holds " + std::to_string(values.size()) + " elements; shape " +
+  if (data == nullptr || !data->present)
+    return bad("input '" + t.name + "': \"data\" is required (binary data is not supported)");
+  if (!data->not_a_number.empty())
+    return bad("input '" + t.name + "': data must hold numbers, not " + data->not_a_number);
+  if (data->count > count)
+    return bad("input '" + t.name + "': data holds more than the shape's " + std::to_string(count) + " elements");
+  if (data->out_of_range >= 0)
+    return bad("input '" + t.name + "': element " + std::to_string(data->out_of_range) + " is out of FP32 range");
+  if (data->count != count)
+    return bad("input '" + t.name + "': data holds " + std::to_string(data->count) + " elements; shape " +
                dump(*shape) + " needs " + std::to_string(count));
+  auto& values = data->values;
   t.type = dtype::f32;
   t.data.resize(values.size() * sizeof(float));
   // An empty tensor (a 0 dimension) has no buffer: memcpy from a null pointer is undefined even
   // for 0 bytes.
   if (!values.empty()) std::memcpy(t.data.data(), values.data(), t.data.size());
+  std::vector<float>().swap(values);  // the floats live on in the tensor only
   return t;
 }
 
@@ -139,9 +124,9 @@ const char* triton_state(model_state s) {
 }  // namespace
 
 expected<v2_request> decode_infer_request(std::string_view body, const decode_limits& limits) {
-  auto parsed = parse(body);
+  auto parsed = parse(body, limits);
   if (!parsed) return std::move(parsed).error();
-  const json& root = *parsed;
+  const json& root = parsed->root;
   if (!root.is_object()) return bad("request body must be a JSON object");
   v2_request out;
   if (auto id = root.find("id"); id != root.end()) {
@@ -152,7 +137,7 @@ expected<v2_request> decode_infer_request(std::string_view body, const decode_li
   if (inputs == root.end() || !inputs->is_array() || inputs->empty())
     return bad("\"inputs\" (a non-empty array) is required");
   for (std::size_t i = 0; i < inputs->size(); ++i) {
-    auto t = decode_input((*inputs)[i], i, limits);
+    auto t = decode_input((*inputs)[i], i, i < parsed->data.size() ? &parsed->data[i] : nullptr, limits);
     if (!t) return std::move(t).error();
     out.request.inputs.push_back(std::move(*t));
   }

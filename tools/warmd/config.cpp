@@ -128,6 +128,12 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
   app.add_flag("--metrics-per-model", c.metrics_per_model, "Add per-model series to /metrics (one per model)");
   app.add_option("--request-timeout", c.request_timeout, "Longest an HTTP request waits for a load")
       ->capture_default_str();
+  app.add_option("--http-header-timeout", c.http_header_timeout,
+                 "Longest an HTTP client may take to send a request head (408 after)")
+      ->capture_default_str();
+  app.add_option("--http-body-timeout", c.http_body_timeout,
+                 "Longest an HTTP client may take to send a request body after its head (408 after)")
+      ->capture_default_str();
 }
 
 namespace {
@@ -334,6 +340,8 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
     else if (key == "max-tensor-bytes") r = string_value(c.max_tensor_bytes);
     else if (key == "http") r = string_value(c.http);
     else if (key == "request-timeout") r = string_value(c.request_timeout);
+    else if (key == "http-header-timeout") r = string_value(c.http_header_timeout);
+    else if (key == "http-body-timeout") r = string_value(c.http_body_timeout);
     else if (key == "rescore-period") r = string_value(c.rescore_period);
     else if (key == "iam-rate") r = string_value(c.iam_rate);
     else if (key == "iam-rate-period") r = string_value(c.iam_rate_period);

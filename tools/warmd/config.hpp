@@ -36,6 +36,8 @@ struct config {
   std::uint32_t http_threads = 32;
   bool metrics_per_model = false;
   std::string request_timeout = "5m";
+  std::string http_header_timeout = "10s";  // a request head must arrive whole within this, else 408
+  std::string http_body_timeout = "60s";    // its body within this after the head, else 408
   std::uint64_t max_models = 1'000'000;
   // Hits up to this many multiply-adds (batch x parameters) run on the RPC thread; larger ones on
   // the inference threads (runtime_options::inline_inference_limit). 256→256 at batch 16.

@@ -93,6 +93,10 @@ int main(int argc, char** argv) {
 
   auto request_timeout = warm::warmd::parse_duration(c.request_timeout);
   if (!request_timeout) return usage("--request-timeout: " + request_timeout.error().message);
+  auto header_timeout = warm::warmd::parse_duration(c.http_header_timeout);
+  if (!header_timeout) return usage("--http-header-timeout: " + header_timeout.error().message);
+  auto body_timeout = warm::warmd::parse_duration(c.http_body_timeout);
+  if (!body_timeout) return usage("--http-body-timeout: " + body_timeout.error().message);
   std::optional<warm::http::front_options> http_options;
   if (!c.http.empty()) {
     auto address = warm::warmd::parse_listen_address(c.http);
@@ -107,6 +111,11 @@ int main(int argc, char** argv) {
     http_options->per_model_metrics = c.metrics_per_model;
     http_options->request_timeout =
         std::max(std::chrono::seconds(1), std::chrono::duration_cast<std::chrono::seconds>(*request_timeout));
+    // At least 1 ms: a zero deadline would refuse every request.
+    http_options->header_timeout =
+        std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(*header_timeout));
+    http_options->body_timeout =
+        std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(*body_timeout));
   }
 
   warm::warmd::service_options service_options;

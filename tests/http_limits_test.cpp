@@ -1,0 +1,504 @@
+// The HTTP front's bounds before a request is served, driven over real sockets: request heads
+// over their size or line bound (431), endless headers before authentication, slow clients that
+// never finish a head (408, while health and inference keep answering), bodies that stall (408),
+// JSON bodies whose DOM would dwarf them (400, warmd's peak memory bounded); and the answers
+// docs/http.md promises for timeouts (504), load failures (503), the versioned infer route and a
+// connection that goes on after a 413.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <httplib.h>
+#include <sqlite3.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+
+#include "http/conn_gate.hpp"
+#include "http/http_front.hpp"
+#include "support/runtime_fixture.hpp"
+#include "support/warmd_process.hpp"
+
+using namespace warm;
+using namespace warm::test;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+// A runtime over models a, b, bad (dense 16 → 8) and a front on a free loopback port.
+struct front_fixture {
+  explicit front_fixture(http::front_options o = {}) : f({"a", "b", "bad"}) {
+    f.register_all();
+    o.host = "127.0.0.1";
+    o.port = 0;
+    auto started = http::front::start(*f.rt, std::move(o));
+    REQUIRE(started);
+    front = std::move(*started);
+  }
+  std::unique_ptr<httplib::Client> client() const {
+    auto c = std::make_unique<httplib::Client>("127.0.0.1", front->port());
+    c->set_read_timeout(20, 0);
+    return c;
+  }
+
+  runtime_fixture f;
+  std::unique_ptr<http::front> front;
+};
+
+std::string request_body(std::uint64_t batch = 1, float value = 0.5f) {
+  std::string data;
+  for (std::uint64_t i = 0; i < batch * 16; ++i) data += (i ? "," : "") + std::to_string(value);
+  return R"({"inputs":[{"name":"input","shape":[)" + std::to_string(batch) +
+         R"(,16],"datatype":"FP32","data":[)" + data + "]}]}";
+}
+
+std::string error_of(const std::string& body) {
+  auto j = json::parse(body, nullptr, false);
+  REQUIRE(j.is_object());
+  REQUIRE(j.contains("error"));
+  return j["error"].get<std::string>();
+}
+
+// A raw TCP connection, for what an HTTP client library will not send: endless or slow heads,
+// stalled bodies, a second request on the very same socket.
+class raw_conn {
+ public:
+  explicit raw_conn(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    timeval t{5, 0};  // a send that blocks this long fails (the server stopped reading)
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &t, sizeof t);
+  }
+  ~raw_conn() { ::close(fd_); }
+  raw_conn(const raw_conn&) = delete;
+
+  bool send_all(std::string_view s) {
+    while (!s.empty()) {
+      auto n = ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      s.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+
+  struct response {
+    int status = 0;  // 0: the connection closed (or the limit passed) before a whole response
+    std::string body;
+    bool closed = false;
+  };
+
+  // Reads one response (its head and a Content-Length body) within `limit`.
+  response read_response(std::chrono::milliseconds limit) {
+    response r;
+    auto deadline = steady::now() + limit;
+    std::size_t head_end;
+    while ((head_end = buffer_.find("\r\n\r\n")) == std::string::npos)
+      if (!fill(deadline, r)) return r;
+    std::string head = buffer_.substr(0, head_end);
+    std::smatch m;
+    if (std::regex_search(head, m, std::regex("^HTTP/1\\.1 ([0-9]{3})"))) r.status = std::stoi(m[1]);
+    std::size_t length = 0;
+    if (std::regex_search(head, m, std::regex("Content-Length: *([0-9]+)", std::regex::icase)))
+      length = std::stoul(m[1]);
+    while (buffer_.size() < head_end + 4 + length)
+      if (!fill(deadline, r)) return response{0, "", r.closed};
+    r.body = buffer_.substr(head_end + 4, length);
+    buffer_.erase(0, head_end + 4 + length);
+    return r;
+  }
+
+  // Whether the server closes the connection within `limit` (whatever it sends first is dropped).
+  bool closed_within(std::chrono::milliseconds limit) {
+    auto deadline = steady::now() + limit;
+    response r;
+    while (fill(deadline, r)) buffer_.clear();
+    return r.closed;
+  }
+
+ private:
+  bool fill(steady::time_point deadline, response& r) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) <= 0) return false;
+    char chunk[65536];
+    auto n = ::recv(fd_, chunk, sizeof chunk, 0);
+    if (n <= 0) {
+      r.closed = true;
+      return false;
+    }
+    buffer_.append(chunk, static_cast<std::size_t>(n));
+    return true;
+  }
+
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+// The peak resident set of a process, from /proc/PID/status (VmHWM), in bytes.
+std::uint64_t peak_rss(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  FAIL("no VmHWM for pid " << pid);
+  return 0;
+}
+
+int http_port(const std::string& log) {
+  static const std::regex line("serving HTTP on 127\\.0\\.0\\.1:([0-9]+)");
+  std::string port;
+  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it) port = (*it)[1];
+  REQUIRE(!port.empty());
+  return std::stoi(port);
+}
+
+}  // namespace
+
+TEST_CASE("scan_head: a head ends at its first empty line, within its byte and line bounds") {
+  http::head_limits l;
+  l.max_bytes = 64;
+  l.max_lines = 3;
+  using http::head_scan;
+  CHECK(http::scan_head("GET / HTTP/1.1\r\nHost: x\r\n\r\n", l) == head_scan::complete);
+  CHECK(http::scan_head("GET / HTTP/1.1\nHost: x\n\nbody", l) == head_scan::complete);
+  CHECK(http::scan_head("GET / HTTP/1.1\r\nHost: x\r\n", l) == head_scan::incomplete);
+  CHECK(http::scan_head("", l) == head_scan::incomplete);
+  CHECK(http::scan_head("GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\n\r\n", l) == head_scan::complete);  // 3 lines
+  CHECK(http::scan_head("GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n", l) == head_scan::too_many_lines);
+  // Exactly 64 bytes with its empty line is complete; without it, or one byte longer, too large.
+  std::string head = "GET / HTTP/1.1\r\nX: " + std::string(64 - 16 - 3 - 4, 'a') + "\r\n\r\n";
+  REQUIRE(head.size() == 64);
+  CHECK(http::scan_head(head, l) == head_scan::complete);
+  CHECK(http::scan_head(head.substr(0, 62) + "aa", l) == head_scan::too_large);
+  CHECK(http::scan_head("GET / HTTP/1.1\r\nX: a" + head.substr(19), l) == head_scan::too_large);
+}
+
+TEST_CASE("a request head over its line or byte bound gets 431 before authentication, and the front serves on") {
+  http::front_options o;
+  o.threads = 1;
+  o.token = std::string(32, 't');
+  o.max_header_bytes = 4096;
+  o.max_header_lines = 20;
+  front_fixture h(o);
+
+  raw_conn lines(h.front->port());
+  std::string head = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 25; ++i) head += "X-Line: " + std::to_string(i) + "\r\n";
+  REQUIRE(lines.send_all(head));
+  auto too_many = lines.read_response(10s);
+  CHECK(too_many.status == 431);
+  CHECK_THAT(error_of(too_many.body), Catch::Contains("too many header lines"));
+  CHECK(lines.closed_within(10s));
+
+  raw_conn bytes(h.front->port());
+  std::string prefix = "GET /metrics HTTP/1.1\r\nX-Pad: ";
+  REQUIRE(bytes.send_all(prefix + std::string(4096 - prefix.size(), 'p')));  // exactly the bound, no end
+  auto too_large = bytes.read_response(10s);
+  CHECK(too_large.status == 431);
+  CHECK_THAT(error_of(too_large.body), Catch::Contains("size limit"));
+
+  // Within the bounds, the same request reaches authentication, and then the route.
+  auto c = h.client();
+  CHECK(c->Get("/metrics")->status == 401);
+  c->set_bearer_token_auth(o.token.c_str());
+  CHECK(c->Get("/metrics")->status == 200);
+}
+
+TEST_CASE("endless header lines before authentication are cut off after a bounded number of bytes") {
+  http::front_options o;
+  o.token = std::string(32, 't');
+  front_fixture h(o);
+  raw_conn flood(h.front->port());
+  REQUIRE(flood.send_all("GET /metrics HTTP/1.1\r\nHost: x\r\n"));
+  std::string chunk;
+  while (chunk.size() < (64u << 10)) chunk += "X-Flood: aaaaaaaaaaaaaaaaaaaaaaaa\r\n";
+  std::uint64_t sent = 0;
+  const std::uint64_t give_up = 256ull << 20;
+  while (sent < give_up && flood.send_all(chunk)) sent += chunk.size();
+  // What the kernel's socket buffers hold is all that could be sent; the front read ~32 KiB of it.
+  INFO("sent " << sent << " bytes before the front closed the connection");
+  CHECK(sent < (32ull << 20));
+  CHECK(h.client()->Get("/v2/health/live")->status == 200);
+}
+
+TEST_CASE("slow heads get 408 at the header deadline and hold no worker: health and inference answer meanwhile") {
+  http::front_options o;
+  o.threads = 2;
+  o.header_timeout = 2000ms;
+  o.request_timeout = std::chrono::seconds(20);
+  front_fixture h(o);
+
+  constexpr int slow_count = 6;  // more than the workers
+  std::vector<std::unique_ptr<raw_conn>> slow;
+  for (int i = 0; i < slow_count; ++i) slow.push_back(std::make_unique<raw_conn>(h.front->port()));
+  std::atomic<bool> trickling{true};
+  auto began = steady::now();
+  std::thread trickle([&] {
+    const std::string head = "GET /v2/health/live HTTP/1.1\r\n";
+    const std::string line = "X-Slow: 1\r\n";
+    for (std::size_t at = 0; trickling; ++at) {
+      for (auto& c : slow) {
+        std::string next(1, at < head.size() ? head[at] : line[(at - head.size()) % line.size()]);
+        c->send_all(next);  // fails once the front closed it; keep going for the others
+      }
+      std::this_thread::sleep_for(50ms);  // the attack's pace, not a wait for the server
+    }
+  });
+
+  std::this_thread::sleep_for(300ms);  // the slow clients are mid-head; not a synchronization
+  auto c = h.client();
+  c->set_read_timeout(1, 500000);
+  auto t0 = steady::now();
+  auto live = c->Get("/v2/health/live");
+  REQUIRE(live);
+  CHECK(live->status == 200);
+  auto infer = c->Post("/v2/models/a/infer", request_body(), "application/json");
+  REQUIRE(infer);
+  CHECK(infer->status == 200);
+  INFO("health and a cold inference took " << std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count()
+                                          << " ms among " << slow_count << " slow clients");
+  CHECK(steady::now() - t0 < 1500ms);
+
+  for (auto& s : slow) {
+    auto r = s->read_response(10s);
+    CHECK((r.status == 408 || r.closed));
+  }
+  CHECK(steady::now() - began >= 1900ms);  // not before the deadline
+  trickling = false;
+  trickle.join();
+}
+
+TEST_CASE("a body that stalls gets 408 at the body deadline and its connection is closed") {
+  http::front_options o;
+  o.body_timeout = 500ms;
+  front_fixture h(o);
+  raw_conn stall(h.front->port());
+  REQUIRE(stall.send_all("POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         "Content-Length: 1000\r\n\r\n{\"inputs\":"));
+  auto t0 = steady::now();
+  auto r = stall.read_response(10s);
+  INFO("answer: " << r.body);
+  CHECK(r.status == 408);
+  CHECK(steady::now() - t0 >= 400ms);
+  CHECK(stall.closed_within(10s));
+  CHECK(h.client()->Post("/v2/models/a/infer", request_body(), "application/json")->status == 200);
+}
+
+TEST_CASE("after a 413 the same kept-alive connection serves the next request") {
+  http::front_options o;
+  o.max_request_bytes = 4096;
+  front_fixture h(o);
+  raw_conn conn(h.front->port());
+  std::string big(5000, 'x');
+  REQUIRE(conn.send_all("POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        "Content-Length: 5000\r\n\r\n" + big));
+  auto refused = conn.read_response(10s);
+  REQUIRE(refused.status == 413);
+  CHECK_THAT(error_of(refused.body), Catch::Contains("size limit"));
+  auto body = request_body();
+  REQUIRE(conn.send_all("POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+  auto served = conn.read_response(20s);
+  CHECK(served.status == 200);
+  CHECK(json::parse(served.body)["model_name"] == "a");
+}
+
+TEST_CASE("pipelined requests in one packet are all answered, in order, on their connection") {
+  front_fixture h;
+  raw_conn conn(h.front->port());
+  auto body = request_body();
+  std::string infer = "POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  REQUIRE(conn.send_all("GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n" + infer +
+                        "GET /v2/nothing HTTP/1.1\r\nHost: x\r\n\r\n"));
+  CHECK(conn.read_response(20s).status == 200);
+  auto inferred = conn.read_response(20s);
+  CHECK(inferred.status == 200);
+  CHECK(json::parse(inferred.body)["model_name"] == "a");
+  CHECK(conn.read_response(20s).status == 404);
+}
+
+TEST_CASE("connections over the limit get 503 and are closed; the ones within it are served") {
+  http::front_options o;
+  o.max_connections = 3;
+  front_fixture h(o);
+  std::vector<std::unique_ptr<raw_conn>> open;
+  for (int i = 0; i < 3; ++i) open.push_back(std::make_unique<raw_conn>(h.front->port()));
+  // The three are admitted in order (one accept loop); the fourth is one too many.
+  raw_conn extra(h.front->port());
+  auto refused = extra.read_response(10s);
+  CHECK(refused.status == 503);
+  CHECK_THAT(error_of(refused.body), Catch::Contains("too many open connections"));
+  REQUIRE(open[0]->send_all("GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  CHECK(open[0]->read_response(10s).status == 200);
+}
+
+TEST_CASE("an infer or a repository load with no answer within --request-timeout gets 504; the load goes on") {
+  http::front_options o;
+  o.request_timeout = std::chrono::seconds(1);
+  front_fixture h(o);
+  h.f.loader->hold();
+  struct release {
+    scripted_loader& l;
+    ~release() { l.open_gate(); }
+  } release_loads{*h.f.loader};
+  auto c = h.client();
+  auto infer = c->Post("/v2/models/a/infer", request_body(), "application/json");
+  REQUIRE(infer);
+  CHECK(infer->status == 504);
+  CHECK_THAT(error_of(infer->body), Catch::Contains("no answer within 1 s"));
+  auto load = c->Post("/v2/repository/models/b/load", "", "application/json");
+  REQUIRE(load);
+  CHECK(load->status == 504);
+  h.f.loader->open_gate();
+  REQUIRE(eventually([&] { return state_of(*h.f.rt, "a") == model_state::loaded; }, 10s));
+  auto hit = c->Post("/v2/models/a/infer", request_body(), "application/json");
+  REQUIRE(hit);
+  CHECK(hit->status == 200);
+  CHECK(json::parse(hit->body)["parameters"]["warm_cache_hit"] == true);
+}
+
+TEST_CASE("/v2/models/{m}/versions/{v}/infer runs the registered model") {
+  front_fixture h;
+  auto c = h.client();
+  auto plain = c->Post("/v2/models/a/infer", request_body(2, 0.75f), "application/json");
+  auto versioned = c->Post("/v2/models/a/versions/1/infer", request_body(2, 0.75f), "application/json");
+  REQUIRE(plain);
+  REQUIRE(versioned);
+  REQUIRE(versioned->status == 200);
+  CHECK(json::parse(versioned->body)["model_name"] == "a");
+  CHECK(json::parse(versioned->body)["outputs"] == json::parse(plain->body)["outputs"]);
+  auto unknown = c->Post("/v2/models/nope/versions/1/infer", request_body(), "application/json");
+  REQUIRE(unknown);
+  CHECK(unknown->status == 404);
+}
+
+TEST_CASE("repository load answers 503 for a failing load, unload 503 while a load requests wait for runs") {
+  front_fixture h;
+  auto c = h.client();
+  h.f.loader->fail("bad");
+  auto failed = c->Post("/v2/repository/models/bad/load", "", "application/json");
+  REQUIRE(failed);
+  CHECK(failed->status == 503);
+  CHECK_FALSE(error_of(failed->body).empty());
+
+  h.f.loader->hold();
+  std::future<int> waiting;
+  struct release {  // a failed check must not leave `waiting` blocked for ever (destroyed first)
+    scripted_loader& l;
+    ~release() { l.open_gate(); }
+  } release_loads{*h.f.loader};
+  waiting = std::async(std::launch::async, [&] {
+    auto w = h.client();
+    auto r = w->Post("/v2/models/b/infer", request_body(), "application/json");
+    return r ? r->status : -1;
+  });
+  REQUIRE(eventually([&] { return h.f.loader->loads_of("b") == 1; }));
+  auto unload = c->Post("/v2/repository/models/b/unload", "", "application/json");
+  REQUIRE(unload);
+  CHECK(unload->status == 503);
+  CHECK_FALSE(error_of(unload->body).empty());
+  h.f.loader->open_gate();
+  CHECK(waiting.get() == 200);
+  CHECK(c->Post("/v2/repository/models/b/unload", "", "application/json")->status == 200);
+}
+
+TEST_CASE("/v2/health/ready answers 503 while the runtime cannot answer, 200 again once it can") {
+  front_fixture h;
+  auto c = h.client();
+  CHECK(c->Get("/v2/health/ready")->status == 200);
+  // Another process holds the registry database's write lock: the registry's next commit waits
+  // for it (up to the store's 5 s busy timeout) on the registry's thread, which answers nothing
+  // meanwhile.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open((h.f.dir / "state/registry.db").c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  auto registering = h.f.rt->register_model("late", {"a"});
+  // The first probe may reach the registry before the commit begins; a later one cannot.
+  int status = 0;
+  std::string error;
+  for (int i = 0; i < 3 && status != 503; ++i) {
+    auto r = c->Get("/v2/health/ready");
+    REQUIRE(r);
+    status = r->status;
+    error = r->body;
+  }
+  CHECK(status == 503);
+  CHECK_THAT(error_of(error), Catch::Contains("not ready"));
+  REQUIRE(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  [[maybe_unused]] auto registered = registering.get();  // committed or timed out: the registry answers again
+  CHECK(c->Get("/v2/health/ready")->status == 200);
+}
+
+TEST_CASE("a large valid tensor is decoded and served") {
+  front_fixture h;
+  // 131,072 rows of 16: 2 Mi floats, an 8 MiB tensor in a ~19 MB body.
+  auto r = h.client()->Post("/v2/models/a/infer", request_body(131072, 0.123456f), "application/json");
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+  CHECK(json::parse(r->body)["outputs"][0]["shape"] == json::array({131072, 8}));
+}
+
+TEST_CASE("warmd: a 64 MiB body of empty objects gets 400 without its DOM; warmd's peak memory stays bounded") {
+  warmd_process d;
+  d.log_level = "info";
+  d.start({"--http", "127.0.0.1:0"});
+  auto port = http_port(d.log());
+  std::string body = "[";
+  body.reserve(64u << 20);
+  while (body.size() < (64u << 20) - 8) body += "{},";
+  body += "{}]";
+  auto before = peak_rss(d.pid());
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60, 0);
+  c.set_write_timeout(60, 0);
+  auto t0 = steady::now();
+  auto r = c.Post("/v2/models/m/infer", body, "application/json");
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count();
+  REQUIRE(r);
+  CHECK(r->status == 400);
+  CHECK_THAT(error_of(r->body), Catch::Contains("values outside tensor data"));
+  auto after = peak_rss(d.pid());
+  INFO("warmd's peak RSS went from " << before / (1 << 20) << " MiB to " << after / (1 << 20) << " MiB; the request took "
+                                     << took << " ms");
+  // The body itself (64 MiB, read once into one buffer) and little more; the DOM took ~2.3 GB.
+  CHECK(after - std::min(after, before) < (160ull << 20));
+  CHECK(c.Get("/v2/health/live")->status == 200);
+  CHECK(d.stop() == 0);
+}
+
+TEST_CASE("warmd: --http-header-timeout and --http-body-timeout reach the front; a bad value exits 2") {
+  warmd_process d;
+  CHECK(d.run_to_exit({"--http", "127.0.0.1:0", "--http-header-timeout", "soon"}) == 2);
+  CHECK(d.run_to_exit({"--http", "127.0.0.1:0", "--http-body-timeout", "-1s"}) == 2);
+  d.log_level = "info";
+  d.start({"--http", "127.0.0.1:0", "--http-header-timeout", "300ms", "--http-body-timeout", "300ms"});
+  auto port = http_port(d.log());
+  raw_conn head(port);
+  REQUIRE(head.send_all("GET /v2/health/live HTTP/1.1\r\nHost: x\r\n"));
+  raw_conn body(port);
+  REQUIRE(body.send_all("POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"));
+  auto t0 = steady::now();
+  CHECK(head.read_response(10s).status == 408);
+  CHECK(body.read_response(10s).status == 408);
+  CHECK(steady::now() - t0 < 5s);  // the defaults would be 10 s and 60 s
+  CHECK(d.stop() == 0);
+}
