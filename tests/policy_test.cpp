@@ -58,6 +58,23 @@ TEST_CASE("lru places an access reported late by when it happened, not when it a
   CHECK(p.choose_victims("x", 100, none, at(6)) == strings{"b"});
 }
 
+TEST_CASE("lru ignores a late-reported access older than the one it knows") {
+  // a was used at 5, after b arrived; an access at 1.5 reported afterwards must not move a
+  // behind b, or a recent model would be evicted before an idle one.
+  lru_policy p;
+  p.on_insert("a", 100, 1, at(1));
+  p.on_insert("b", 100, 1, at(2));
+  p.on_access("a", at(5), 1);
+  CHECK(p.choose_victims("x", 100, none, at(6)) == strings{"b"});
+  p.on_access("a", at(1.5), 1);
+  CHECK(p.choose_victims("x", 100, none, at(6)) == strings{"b"});
+  auto order = p.eviction_order(at(6));
+  REQUIRE(order.size() == 2);
+  CHECK(order[0].model == "b");
+  CHECK(order[1].model == "a");
+  CHECK(order[1].score == Approx(1.0));  // idle since 5, not since 1.5
+}
+
 TEST_CASE("lfu evicts the fewest requests since (re)load, ties least recently used") {
   lfu_policy p;
   for (auto m : {"a", "b", "c"}) p.on_insert(m, 100, 1, at(0));
