@@ -85,8 +85,8 @@ TEST_CASE("limits are checked before anything is allocated for the tensor") {
              Catch::Contains("tensor limit"));
   std::string deep = "{\"inputs\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
   CHECK_THAT(error_of(deep), Catch::Contains("nested deeper"));
-  // The boundary: 35 levels under the request's own three ({, "inputs" [ and the input's {) are
-  // read, one more is refused.
+  // The boundary: a body 36 deep (33 arrays of data inside the request's object, its "inputs"
+  // array and the input's object) is read; 37 deep is refused.
   auto nested_data = [](int levels) {
     return R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":)" + std::string(levels, '[') + "1" +
            std::string(levels, ']') + "}]}";
