@@ -181,15 +181,26 @@ TEST_CASE("stopping the runtime answers every waiting request") {
   std::vector<std::future<expected<infer_result>>> waiting;
   for (int i = 0; i < 20; ++i) waiting.push_back(f.rt->infer({"slow", {test::input()}}));
   REQUIRE(f.loader->wait_started(1));
+  // The load stays held until every waiter has its answer: stopping answers them without waiting
+  // for the load. Only then is the load let through, so the stop (which joins the loader's
+  // threads) can end. Were the answers to wait for the load, the opener would give up after 20 s
+  // and the checks below would see successes.
+  std::atomic<int> ready_before_open{0};
   std::thread opener([&] {
-    std::this_thread::sleep_for(50ms);  // the load finishes while the actors stop
+    auto deadline = std::chrono::steady_clock::now() + 20s;
+    for (auto& w : waiting)
+      if (w.wait_until(deadline) == std::future_status::ready) ++ready_before_open;
     f.loader->open_gate();
   });
   f.stop();
   opener.join();
+  CHECK(ready_before_open == 20);
   for (auto& w : waiting) {
     REQUIRE(w.wait_for(0s) == std::future_status::ready);
     auto r = w.get();  // never a broken promise
-    if (!r) CHECK(r.error().code == errc::unavailable);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == errc::unavailable);
+    CHECK_THAT(r.error().message, Catch::Contains("shutting down"));
   }
+  CHECK(f.loader->loads_of("slow") == 1);
 }

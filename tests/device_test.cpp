@@ -1,7 +1,9 @@
 // Device accounting: an exact byte budget that never over-commits and returns every byte.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <thread>
+#include <vector>
 
 #include "support/test_files.hpp"
 #include "warm/device.hpp"
@@ -72,6 +74,39 @@ TEST_CASE("concurrent allocations never over-commit") {
   for (auto& t : threads) t.join();
   CHECK(dev->used() == 0);
   CHECK(refused > 0);
+}
+
+// The budget under contention, many threads and many rounds: each acquisition takes more than
+// half the capacity, so at most one thread may hold it at any moment. A check-then-add in place
+// of the compare-and-swap lets two threads pass the check together (both then hold it, and the
+// budget over-commits). That window is a few instructions wide: with the check-then-add planted,
+// this test failed 3 runs in 10 on a loaded 2-core machine. (Every access is atomic, so
+// ThreadSanitizer cannot see that race; only a test of the invariant can.)
+TEST_CASE("a contended budget never lets two holders in at once") {
+  warm::memory_budget budget(1000);
+  constexpr int threads = 3, rounds = 2000000;
+  std::atomic<int> holders{0}, overlaps{0}, overcommits{0};
+  std::atomic<long> granted{0};
+  std::atomic<int> started{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&] {
+      ++started;
+      while (started < threads) std::this_thread::yield();
+      for (int i = 0; i < rounds; ++i) {
+        if (!budget.try_acquire(600)) continue;
+        if (holders.fetch_add(1) != 0) ++overlaps;
+        if (budget.used() > budget.capacity()) ++overcommits;
+        ++granted;
+        holders.fetch_sub(1);
+        budget.release(600);
+      }
+    });
+  for (auto& w : workers) w.join();
+  CHECK(overlaps == 0);
+  CHECK(overcommits == 0);
+  CHECK(granted > 0);
+  CHECK(budget.used() == 0);
 }
 
 TEST_CASE("loading charges exactly the model's data bytes and unloading returns them") {

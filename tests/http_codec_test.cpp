@@ -85,6 +85,16 @@ TEST_CASE("limits are checked before anything is allocated for the tensor") {
              Catch::Contains("tensor limit"));
   std::string deep = "{\"inputs\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
   CHECK_THAT(error_of(deep), Catch::Contains("nested deeper"));
+  // The boundary: a body 36 deep (33 arrays of data inside the request's object, its "inputs"
+  // array and the input's object) is read; 37 deep is refused.
+  auto nested_data = [](int levels) {
+    return R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":)" + std::string(levels, '[') + "1" +
+           std::string(levels, ']') + "}]}";
+  };
+  auto deepest = decode_infer_request(nested_data(33));
+  REQUIRE(deepest);
+  CHECK(floats(deepest->request.inputs.at(0)) == std::vector<float>{1});
+  CHECK_THAT(error_of(nested_data(34)), Catch::Contains("nested deeper than 35 levels"));
   // A zero-sized tensor decodes (the runtime then says a batch must be at least 1).
   auto empty = decode_infer_request(R"({"inputs":[{"name":"input","shape":[0,4],"datatype":"FP32","data":[]}]})");
   REQUIRE(empty);

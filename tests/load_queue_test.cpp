@@ -69,6 +69,19 @@ TEST_CASE("ties keep arrival order") {
   CHECK(order(q) == std::vector<std::string>{"x", "y", "z"});
 }
 
+TEST_CASE("ties keep arrival order, not name order") {
+  // Names arrive in reverse alphabetical order: a tie-break by name would reverse them.
+  load_queue q;
+  for (const char* m : {"zeta", "mu", "alpha"}) q.push_waiting(m, at(7ms));
+  for (const char* m : {"omega", "kappa", "beta"}) q.push_proactive(m, at(3ms));
+  CHECK(order(q) == std::vector<std::string>{"zeta", "mu", "alpha", "omega", "kappa", "beta"});
+  // A promoted load ties with the waiting ones by arrival of its request, after them.
+  CHECK_FALSE(q.push_waiting("kappa", at(7ms)));
+  CHECK(order(q) == std::vector<std::string>{"zeta", "mu", "alpha", "kappa", "omega", "beta"});
+  CHECK(q.pop()->model == "zeta");
+  CHECK(q.pop_first([](const load_queue::entry& e) { return e.model != "mu"; })->model == "alpha");
+}
+
 TEST_CASE("cancel removes a queued load (unregistration)") {
   load_queue q;
   q.push_waiting("a", at(1ms));

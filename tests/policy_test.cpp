@@ -58,6 +58,23 @@ TEST_CASE("lru places an access reported late by when it happened, not when it a
   CHECK(p.choose_victims("x", 100, none, at(6)) == strings{"b"});
 }
 
+TEST_CASE("lru ignores a late-reported access older than the one it knows") {
+  // a was used at 5, after b arrived; an access at 1.5 reported afterwards must not move a
+  // behind b, or a recent model would be evicted before an idle one.
+  lru_policy p;
+  p.on_insert("a", 100, 1, at(1));
+  p.on_insert("b", 100, 1, at(2));
+  p.on_access("a", at(5), 1);
+  CHECK(p.choose_victims("x", 100, none, at(6)) == strings{"b"});
+  p.on_access("a", at(1.5), 1);
+  CHECK(p.choose_victims("x", 100, none, at(6)) == strings{"b"});
+  auto order = p.eviction_order(at(6));
+  REQUIRE(order.size() == 2);
+  CHECK(order[0].model == "b");
+  CHECK(order[1].model == "a");
+  CHECK(order[1].score == Approx(1.0));  // idle since 5, not since 1.5
+}
+
 TEST_CASE("lfu evicts the fewest requests since (re)load, ties least recently used") {
   lfu_policy p;
   for (auto m : {"a", "b", "c"}) p.on_insert(m, 100, 1, at(0));
@@ -76,6 +93,15 @@ TEST_CASE("lfu evicts the fewest requests since (re)load, ties least recently us
   CHECK(p.choose_victims("x", 300, none, at(11)) == strings{"d", "e", "a"});
 }
 
+TEST_CASE("ranked policies skip pinned models, and give up when the unpinned cannot free enough") {
+  lfu_policy p;  // ranked_set: the same code ranks LFU, GDSF and IAM's fresh inserts
+  for (auto m : {"a", "b", "c"}) p.on_insert(m, 100, 1, at(0));
+  CHECK(p.choose_victims("x", 100, none, at(1)) == strings{"a"});
+  CHECK(p.choose_victims("x", 100, only("a"), at(1)) == strings{"b"});
+  CHECK(p.choose_victims("x", 200, only("b"), at(1)) == strings{"a", "c"});
+  CHECK(p.choose_victims("x", 300, only("c"), at(1)).empty());
+}
+
 TEST_CASE("srrip inserts long, promotes hits to near, ages until a distant victim appears") {
   srrip_policy p;
   for (auto m : {"a", "b", "c"}) p.on_insert(m, 100, 1, at(0));
@@ -89,6 +115,17 @@ TEST_CASE("srrip inserts long, promotes hits to near, ages until a distant victi
   CHECK(p.choose_victims("x", 200, only("a"), at(2)) == strings{"c", "b"});
   CHECK(p.rrpv("b") == 3);
   CHECK(p.choose_victims("x", 400, none, at(2)).empty());
+}
+
+TEST_CASE("srrip never ages a pinned model") {
+  srrip_policy p;
+  for (auto m : {"a", "b"}) p.on_insert(m, 100, 1, at(0));
+  p.on_access("a", at(1), 1);
+  p.on_access("b", at(1), 1);
+  // Both near (0): aging runs three rounds before b is distant; pinned a must stay at 0.
+  CHECK(p.choose_victims("x", 100, only("a"), at(2)) == strings{"b"});
+  CHECK(p.rrpv("a") == 0);
+  CHECK(p.rrpv("b") == 3);
 }
 
 TEST_CASE("gdsf ranks by L + frequency x penalty / size and inflates L on eviction") {
@@ -235,6 +272,25 @@ TEST_CASE("kdf evicts the least total value that frees the bytes, not the least 
   p.on_remove("large", true);
   p.on_insert("large", 300, 2.5, at(3));  // reloaded: its count remembers the earlier request
   CHECK(p.choose_victims("x", 350, only("small2"), at(3)) == strings{"small1", "large"});
+}
+
+TEST_CASE("kdf past its exact limit: greedy by least value per byte, or one model that frees enough for less") {
+  policy_options o;
+  o.kdf_tau = std::chrono::seconds(0);
+  o.kdf_horizon = 0;
+  auto made = make_policy("kdf", o);
+  REQUIRE(made);
+  auto& p = **made;
+  // 20 models of 100 bytes (more than the exact knapsack takes): m<i> is worth i + 1.
+  for (int i = 0; i < 20; ++i) {
+    auto m = "m" + std::to_string(i);
+    p.on_insert(m, 100, 1.0, at(0));
+    if (i > 0) p.on_access(m, at(1), static_cast<std::uint64_t>(i));
+  }
+  CHECK(p.choose_victims("x", 300, none, at(2)) == strings{"m0", "m1", "m2"});  // worth 6
+  CHECK(p.choose_victims("x", 300, only("m1"), at(2)) == strings{"m0", "m2", "m3"});
+  p.on_insert("big", 400, 5.0, at(2));  // frees 400 alone, worth 5 < 6
+  CHECK(p.choose_victims("x", 300, none, at(3)) == strings{"big"});
 }
 
 TEST_CASE("kdf's counts decay with tau and its value saturates with h") {

@@ -93,6 +93,7 @@ TEST_CASE("malformed files are rejected with a specific error") {
       {"offsets reversed", json_image(json{{"t", {{"dtype", "F32"}, {"shape", {0}}, {"data_offsets", {8, 4}}}}}, 8), "end before they begin"},
       {"offsets not a pair", json_image(json{{"t", {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {0, 4, 8}}}}}, 4), "is not [begin, end]"},
       {"offsets out of bounds", json_image(json{{"t", f32({4}, 0)}}, 8), "past the 8-byte data buffer"},
+      {"offsets one byte out of bounds", json_image(json{{"t", {{"dtype", "U8"}, {"shape", {9}}, {"data_offsets", {0, 9}}}}}, 8), "data_offsets end at 9, past the 8-byte data buffer"},
       {"overlapping tensors", json_image(json{{"a", f32({2}, 0)}, {"b", f32({2}, 4)}}, 12), "'b' overlaps tensor 'a'"},
       {"gap between tensors", json_image(json{{"a", f32({1}, 0)}, {"b", f32({1}, 8)}}, 12), "gap of 4 bytes before tensor 'b'"},
       {"gap at the start", json_image(json{{"a", f32({1}, 4)}}, 8), "gap of 4 bytes before tensor 'a'"},

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -376,7 +377,13 @@ TEST_CASE("kill -9 at random moments during loads, registrations and vmodel chan
   const int files = 4;
   for (int f = 0; f < files; ++f) d.write_model("f" + std::to_string(f), widths);
 
-  std::mt19937 rng(std::random_device{}());
+  // A new seed each run (WARM_TEST_SEED repeats one); the seed is printed so a failure can be.
+  std::uint32_t seed = std::random_device{}();
+  if (const char* env = std::getenv("WARM_TEST_SEED")) seed = static_cast<std::uint32_t>(std::strtoul(env, nullptr, 10));
+  std::printf("kill -9 test: seed %u (repeat with WARM_TEST_SEED=%u)\n", seed, seed);
+  std::fflush(stdout);
+  INFO("seed " << seed << " (repeat with WARM_TEST_SEED=" << seed << ")");
+  std::mt19937 rng(seed);
   acknowledged acked;
   int next = 0;
   for (int round = 0; round < 3; ++round) {

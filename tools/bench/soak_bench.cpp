@@ -528,10 +528,9 @@ int run_soak(const soak_options& options) {
     for (auto& [code, message] : total.first_error)
       std::fprintf(stderr, "warm-bench soak: first %s: %s\n", code.c_str(), message.c_str());
   for (auto& why : total.lost_calls) std::fprintf(stderr, "warm-bench soak: lost %s\n", why.c_str());
-  if (auto it = total.first_error.find("internal"); it != total.first_error.end())
-    std::fprintf(stderr, "warm-bench soak: an internal error (a bug in warm): %s\n", it->second.c_str());
-
   int rc = 0;
+  if (auto it = total.first_error.find("internal"); it != total.first_error.end())
+    rc = fail("an internal error (a bug in warm): " + it->second);
   if (!fatal.empty()) rc = fail(fatal);
   if (!teardown_error.empty()) rc = fail("teardown: " + teardown_error);
   if (registered_after != 0 || vmodels_after != 0)
