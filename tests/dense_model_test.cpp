@@ -80,6 +80,34 @@ TEST_CASE("dense rules are enforced with specific errors") {
   }
 }
 
+// Widths are capped at max_dense_width (2^24): exactly the cap passes the width rule, one more
+// is refused naming the cap, for inputs and outputs alike. The header is built directly (a file
+// with a 2^24-wide layer holds 64 MiB of weights), so only the rule itself is under test.
+TEST_CASE("a dense width of 2^24 passes the width rule; 2^24 + 1 is refused naming the limit") {
+  auto header_with = [](std::uint64_t in, std::uint64_t out) {
+    warm::safetensors_header h;
+    h.metadata = {{"warm.kind", "dense"}, {"warm.activation", "relu"}};
+    warm::tensor_info w{"layers.0.weight", warm::dtype::f32, {out, in}, 0, out * in * 4};
+    warm::tensor_info b{"layers.0.bias", warm::dtype::f32, {out}, w.end, w.end + out * 4};
+    h.data_bytes = b.end;
+    h.tensors = {w, b};
+    return h;
+  };
+  const std::uint64_t cap = warm::max_dense_width;
+  REQUIRE(cap == (1u << 24));
+  auto widest = warm::dense_spec_from(header_with(cap, 1));
+  REQUIRE(widest);
+  CHECK(widest->input_width() == cap);
+  CHECK(warm::dense_spec_from(header_with(1, cap)));
+  for (auto [in, out] : {std::pair<std::uint64_t, std::uint64_t>{cap + 1, 1}, {1, cap + 1}, {1ull << 40, 1}}) {
+    INFO(in << " -> " << out);
+    auto spec = warm::dense_spec_from(header_with(in, out));
+    REQUIRE_FALSE(spec);
+    CHECK(spec.error().code == warm::errc::invalid_argument);
+    CHECK(spec.error().message == "layer 0: dimension exceeds 16777216");
+  }
+}
+
 TEST_CASE("open_model_file prefixes errors with the path") {
   warm::test::temp_dir dir;
   auto path = dir / "m.safetensors";

@@ -101,6 +101,47 @@ TEST_CASE("inputs that do not match the model are invalid_argument, not a crash"
   CHECK(unknown.error().code == errc::not_found);
 }
 
+// docs/reliability.md promises errors "naming what the model takes": each one, message and all.
+TEST_CASE("each input error names what the model takes") {
+  test::runtime_fixture f({"m"});  // dense 16 -> 8
+  f.register_all();
+  auto message_of = [&](infer_request request) {
+    auto r = f.rt->infer(std::move(request)).get();
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == errc::invalid_argument);
+    return r.error().message;
+  };
+  auto f16 = test::input();
+  f16.type = dtype::f16;
+  CHECK(message_of({"m", {f16}}) == "input must be F32, not F16");
+  auto rank3 = test::input();
+  rank3.shape = {1, 1, 16};
+  CHECK(message_of({"m", {rank3}}) == "input must have rank 1 or 2; got rank 3");
+  CHECK(message_of({"m", {test::input(1, 15)}}) == "input's inner dimension is 15; the model takes 16");
+  auto short_data = test::input(2);
+  short_data.data.resize(short_data.data.size() - 4);
+  CHECK(message_of({"m", {short_data}}) == "input holds 124 bytes; shape [2, 16] needs 128");
+  auto zero_batch = test::input();
+  zero_batch.shape = {0, 16};
+  zero_batch.data.clear();
+  CHECK(message_of({"m", {zero_batch}}) == "batch must be at least 1");
+  // The largest batch is bounded by the widest layer's activations (2^27 elements / 16 = 8388608
+  // rows); one row more is refused from the shape, before the (absent) data is looked at.
+  auto huge = test::input();
+  huge.shape = {8'388'609, 16};
+  huge.data.clear();
+  CHECK(message_of({"m", {huge}}) == "batch of 8388609 is too large for this model; it takes at most 8388608 rows");
+  auto at_most = test::input();
+  at_most.shape = {8'388'608, 16};
+  at_most.data.clear();
+  CHECK_THAT(message_of({"m", {at_most}}), Catch::StartsWith("input holds 0 bytes; shape [8388608, 16]"));
+  auto renamed = test::input();
+  renamed.name = "pixels";
+  CHECK(message_of({"m", {renamed}}) == "unknown input tensor 'pixels'; the model's input is 'input'");
+  CHECK(message_of({"m", {test::input(), test::input()}}) == "the model takes 1 input tensor; got 2");
+  CHECK(message_of({"m", {}}) == "the model takes 1 input tensor; got 0");
+}
+
 TEST_CASE("inspection shows devices, residents, models and counters") {
   test::runtime_fixture f({"a", "b"});
   f.register_all();

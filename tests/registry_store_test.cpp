@@ -230,6 +230,45 @@ TEST_CASE("a registry.db that is not a SQLite database is an error and is left u
   CHECK(read_all(dir / "registry.db") == garbage);
 }
 
+// Damaged pages in the models table: SQLite reads a damaged b-tree as fewer rows (or fails only
+// on a later read), so a store that opened it would start as an empty registry. open() runs
+// PRAGMA quick_check and refuses, naming the file and the recovery, leaving the file as it is.
+TEST_CASE("a registry.db with a damaged models table is refused at open, naming the recovery") {
+  warm::test::temp_dir dir;
+  {
+    auto store = open_store(dir.path());
+    std::vector<warm::registry_change> batch;
+    for (int i = 0; i < 300; ++i)
+      batch.push_back(warm::put_model{{"model-" + std::to_string(i) + std::string(100, 'x'), "m", 1, {}, false}});
+    apply_batch(store, batch);
+  }  // closed: the WAL is checkpointed into the file
+  auto db = dir / "registry.db";
+  sqlite3* raw = nullptr;
+  REQUIRE(sqlite3_open_v2(db.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* s = nullptr;
+  REQUIRE(sqlite3_prepare_v2(raw, "SELECT rootpage FROM sqlite_master WHERE name = 'models'", -1, &s, nullptr) ==
+          SQLITE_OK);
+  REQUIRE(sqlite3_step(s) == SQLITE_ROW);
+  int root = sqlite3_column_int(s, 0);
+  sqlite3_finalize(s);
+  sqlite3_close(raw);
+  REQUIRE(root > 1);
+  {
+    std::fstream f(db, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(static_cast<std::streamoff>(root - 1) * 4096);
+    std::string garbage(4096, '\0');
+    for (std::size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<char>((i * 7919 + 13) & 0xff);
+    f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  auto damaged = read_all(db);
+  auto store = warm::registry_store::open(dir.path());
+  REQUIRE_FALSE(store);
+  CHECK(store.error().code == warm::errc::unavailable);
+  CHECK_THAT(store.error().message, Catch::StartsWith(db) && Catch::Contains("corrupt") &&
+                                        Catch::Contains("move the file aside") && Catch::Contains(".recover"));
+  CHECK(read_all(db) == damaged);
+}
+
 TEST_CASE("a newer schema version or a foreign SQLite database is refused") {
   warm::test::temp_dir dir;
   SECTION("newer schema") {

@@ -1,6 +1,8 @@
 // Registration, status, listing and restart through warm::runtime (registry actor + SQLite).
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include "support/runtime_fixture.hpp"
@@ -84,6 +86,56 @@ TEST_CASE("a model swapped for a symlink leading outside after registration is n
   CHECK(f.rt->status("n").get()->state != model_state::loaded);
 }
 
+// The id rule, at its boundary: 256 bytes accepted, 257 refused; each refusal names the rule.
+TEST_CASE("model ids: 256 bytes accepted, 257, empty, spaces, '/', control and non-ASCII bytes refused") {
+  test::runtime_fixture f({"a"});
+  REQUIRE(f.rt->register_model(std::string(256, 'm'), {"a"}).get());
+  auto longest = f.rt->status(std::string(256, 'm')).get();
+  CHECK(longest->state == model_state::not_loaded);
+  auto too_long = f.rt->register_model(std::string(257, 'm'), {"a"}).get();
+  REQUIRE_FALSE(too_long);
+  CHECK(too_long.error().code == errc::invalid_argument);
+  CHECK_THAT(too_long.error().message, Catch::Contains("model id must be 1 to 256 bytes long"));
+  for (const std::string& bad : {std::string("caf\xc3\xa9"), std::string("has space"), std::string("a/b"),
+                                 std::string("tab\there"), std::string("del\x7f"), std::string("nul\0x", 5)}) {
+    INFO("model id '" << bad << "'");
+    auto r = f.rt->register_model(bad, {"a"}).get();
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == errc::invalid_argument);
+    CHECK_THAT(r.error().message, Catch::Contains("may hold only printable ASCII without spaces or '/'"));
+  }
+  auto empty = f.rt->register_model("", {"a"}).get();
+  REQUIRE_FALSE(empty);
+  CHECK_THAT(empty.error().message, Catch::Contains("1 to 256 bytes"));
+  CHECK(f.rt->list_models().get()->size() == 1);
+}
+
+// A real FIFO (mkfifo) as the model file: opening it for reading would block until a writer came.
+// Registration refuses it, and one swapped in after registration fails the load and the describe,
+// each answered at once (the test would hang on the future otherwise).
+TEST_CASE("a FIFO as the model file is refused at registration, load and describe without blocking") {
+  test::runtime_fixture f({"m"});
+  namespace fs = std::filesystem;
+  fs::create_directories(f.dir / "repo/pipe/1");
+  REQUIRE(::mkfifo((f.dir / "repo/pipe/1/model.safetensors").c_str(), 0600) == 0);
+  auto pipe = f.rt->register_model("pipe", {"pipe"}).get();
+  REQUIRE_FALSE(pipe);
+  CHECK(pipe.error().code == errc::invalid_argument);
+  CHECK_THAT(pipe.error().message, Catch::Contains("not a regular file"));
+
+  f.register_all();
+  fs::remove(f.dir / "repo/m/1/model.safetensors");
+  REQUIRE(::mkfifo((f.dir / "repo/m/1/model.safetensors").c_str(), 0600) == 0);
+  auto loaded = f.rt->ensure_loaded("m", true).get();
+  REQUIRE_FALSE(loaded);
+  CHECK(loaded.error().code == errc::load_failed);
+  CHECK_THAT(loaded.error().message, Catch::Contains("not a regular file"));
+  auto described = f.rt->describe("m").get();
+  REQUIRE_FALSE(described);
+  CHECK(described.error().code == errc::load_failed);
+  CHECK_THAT(described.error().message, Catch::Contains("not a regular file"));
+}
+
 TEST_CASE("status of unknown, idle and loaded models; paged listing") {
   test::runtime_fixture f({"a", "b", "c"});
   f.register_all();
@@ -145,7 +197,10 @@ TEST_CASE("registration with load_now loads in the background; sync waits for th
 TEST_CASE("the registry refuses registrations past max_models") {
   test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2, [](runtime_options& o) { o.max_models = 1; });
   REQUIRE(f.rt->register_model("a", {"a"}).get());
-  CHECK(code_of(f.rt->register_model("b", {"b"}).get()) == errc::capacity_exhausted);
+  auto past = f.rt->register_model("b", {"b"}).get();
+  REQUIRE_FALSE(past);
+  CHECK(past.error().code == errc::capacity_exhausted);
+  CHECK_THAT(past.error().message, Catch::Contains("limit of 1 models and vmodels"));
   CHECK(f.rt->register_model("a", {"a"}).get());  // idempotent re-registration still fine
 }
 

@@ -105,6 +105,58 @@ TEST_CASE("config: malformed text, unknown keys and mistyped values are errors n
   }
 }
 
+// The promise of docs/configuration.md: a config error names the key and its line.
+TEST_CASE("config: errors name the key and the line it is on") {
+  struct want {
+    const char* text;
+    const char* key;
+    const char* line;
+  };
+  for (auto w : {want{"state = \"s\"\n\nport = 7411\n", "\"port\"", "(line 3)"},
+                 want{"# c\nmax-concurrent-loads = \"4\"\n", "\"max-concurrent-loads\"", "(line 2)"},
+                 want{"repo = \"/m\"\nstate = \"s\"\nhttp-threads = 0\n", "\"http-threads\"", "(line 3)"},
+                 want{"\n\n\ndevice = [\"host:1GiB\", 2]\n", "\"device\"", "(line 4)"},
+                 want{"allow-remote = 1\n", "\"allow-remote\"", "(line 1)"},
+                 want{"\n[server]\nrepo = \"/m\"\n", "\"server\"", "(line 2)"}}) {
+    INFO(w.text);
+    parsed p;
+    auto r = p.apply(w.text);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == warm::errc::invalid_argument);
+    CHECK_THAT(r.error().message, Catch::StartsWith("test.toml: ") && Catch::Contains(w.key) &&
+                                      Catch::Contains(w.line));
+  }
+  parsed syntax;  // TOML syntax: the line where toml++ stopped
+  auto r = syntax.apply("state = \"s\"\nrepo = [\"/m\",\n");
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("(line 3)") || Catch::Contains("(line 2)"));
+}
+
+// toml++ 3.3 builds a table per dotted part by recursion: 50,000 parts overflowed the stack.
+TEST_CASE("config: a dotted key of 50,000 parts is refused before parsing, naming its line") {
+  std::string parts = "a";
+  for (int i = 1; i < 50'000; ++i) parts += ".a";
+  for (const std::string& text : {"state = \"s\"\n" + parts + " = 1\n", "state = \"s\"\n[" + parts + "]\n",
+                                  "state = \"s\"\n" + std::string("\"q\"") + std::string(parts, 1) + " = 1\n"}) {
+    parsed p;
+    auto r = p.apply(text);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == warm::errc::invalid_argument);
+    CHECK_THAT(r.error().message, Catch::Contains("dotted key of more than 64 parts") && Catch::Contains("(line 2)"));
+  }
+  // 64 dots on a line are still toml++'s to judge (an unknown key here), and dots in strings and
+  // comments never count.
+  std::string sixty_five = "a";
+  for (int i = 0; i < 64; ++i) sixty_five += ".b";
+  parsed deep;
+  auto r = deep.apply(sixty_five + " = 1\n");
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("unknown key \"a\""));
+  parsed strings;
+  CHECK(strings.apply("state = \"" + std::string(200, '.') + "\" # " + std::string(200, '.') + "\n"));
+  CHECK(strings.c.state == std::string(200, '.'));
+}
+
 TEST_CASE("config: durations") {
   using namespace std::chrono;
   CHECK(warm::warmd::parse_duration("500ms").value() == milliseconds(500));

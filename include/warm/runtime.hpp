@@ -48,7 +48,7 @@ struct runtime_options {
   std::uint32_t max_concurrent_loads = 2;         // loads (reservations included) at once, 1..64
   std::uint32_t max_load_attempts = 3;            // attempts per load across devices, 1..16
   std::chrono::nanoseconds failure_expiry = std::chrono::minutes(10);  // how long a failure blocks a device
-  std::uint64_t max_models = 1'000'000;           // registrations the registry accepts
+  std::uint64_t max_models = 1'000'000;           // models and vmodels the registry holds, together
   std::uint32_t scheduler_threads = 0;            // CAF scheduler threads; 0 = one per core
   std::uint32_t inference_threads = 0;            // threads running misses and offloaded hits; 0 = one per core
   // The largest hit, in multiply-adds (batch x the model's parameter count, dense_spec::parameters),

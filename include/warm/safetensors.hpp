@@ -7,8 +7,10 @@
 // parse_safetensors_header() never trusts its input: it checks the header length against the file
 // and a 100 MB cap, JSON well-formedness and nesting, known dtypes, that shape x dtype size equals
 // the offset span (with overflow checks), that offsets are in bounds, contiguous, non-overlapping
-// and cover the whole buffer, and that no name (or key) appears twice. It allocates at most
-// O(header length) and is safe to fuzz. Model-kind rules (e.g. "dense") live in dense_model.hpp.
+// and cover the whole buffer, and that no name (or key) appears twice. It reads the JSON in one
+// streaming pass, without a document tree, so what it allocates stays within a small multiple of
+// the header's length (about 4x for the densest valid header; a shape of more than 64 dimensions
+// and a __metadata__ of more than 4096 entries are refused), and it is safe to fuzz. Model-kind rules (e.g. "dense") live in dense_model.hpp.
 #pragma once
 
 #include <cstdint>

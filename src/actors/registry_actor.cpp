@@ -8,6 +8,8 @@
 #include "actors/gather.hpp"
 #include "warm/actor_messages.hpp"
 #include "actors/model_actor.hpp"
+#include "storage/located_file.hpp"
+#include "storage/safetensors_file.hpp"
 #include "warm/dense_model.hpp"
 
 namespace warm {
@@ -24,6 +26,12 @@ expected<void> check_id(const std::string& id, const char* what) {
 
 namespace {
 
+// A description and the identity of the file it was read from.
+struct description {
+  file_identity file;
+  model_metadata meta;
+};
+
 struct model_entry {
   model_record record;
   model_location file;      // resolved model file; its path is empty until resolved
@@ -31,7 +39,23 @@ struct model_entry {
   caf::actor actor;         // spawned at first use
   std::uint64_t input_width = 0;  // from the header once resolved; 0 if it could not be read
   std::uint64_t output_width = 0;
+  std::shared_ptr<const description> described;  // the last description read (null: none yet)
 };
+
+// From a describe's worker back to the registry: the description read from `path`'s file.
+struct description_read {
+  std::string id;
+  std::string path;
+  std::shared_ptr<const description> read;
+};
+
+}  // namespace
+}  // namespace warm
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::description_read)
+
+namespace warm {
+namespace {
 
 struct vmodel_entry {
   vmodel_record record;
@@ -157,8 +181,9 @@ void on_unload(self_ptr self, msg::unload_model& m) {
   self->send(it->second.actor, msg::model_unload{std::move(m.done)});
 }
 
-// Reads the header of the model's file. The registry runs detached, so this I/O blocks no
-// scheduler thread; it is one small read, like resolving a registration.
+// Describes the model's file: opened beneath its root on the offload thread, answered from the
+// last description when the file's identity is unchanged, else its header parsed again there and
+// the new description sent back here (description_read). The registry itself only looks up.
 void on_describe(self_ptr self, msg::describe_model& m) {
   auto& s = self->state;
   auto it = s.models.find(model_named(s, m.id));
@@ -166,17 +191,42 @@ void on_describe(self_ptr self, msg::describe_model& m) {
   auto& e = it->second;
   if (e.file.path.empty())
     if (auto r = resolve(s, e); !r) return m.done(make_error(errc::load_failed, r.error().message));
-  auto file = open_model_file(e.file);
-  if (!file) return m.done(make_error(errc::load_failed, file.error().message));
-  model_metadata meta;
-  meta.id = e.record.id;
-  meta.version = e.record.version;
-  meta.bytes = e.bytes;
-  meta.input_width = file->spec.input_width();
-  meta.output_width = file->spec.output_width();
-  meta.layers = static_cast<std::uint32_t>(file->spec.layers.size());
-  meta.activation = std::string(to_string(file->spec.activation));
-  m.done(std::move(meta));
+  auto task = [registry = caf::actor_cast<caf::actor>(self), id = e.record.id, version = e.record.version,
+               bytes = e.bytes, where = e.file, last = e.described, done = std::move(m.done)]() mutable {
+    auto failed = [&](const error& why) { done(make_error(errc::load_failed, why.message)); };
+    auto file = open_located(where);
+    if (!file) return failed(file.error());
+    auto identity = file->identity();
+    if (!identity) return failed(identity.error());
+    if (last && last->file == *identity) return done(last->meta);
+    auto header = read_safetensors_header(*file);
+    if (!header) return failed(header.error());
+    auto spec = dense_spec_from(*header);
+    if (!spec) return failed(make_error(spec.error().code, where.path + ": " + spec.error().message));
+    auto read = std::make_shared<description>();
+    read->file = *identity;
+    read->meta.id = id;
+    read->meta.version = version;
+    read->meta.bytes = bytes;
+    read->meta.input_width = spec->input_width();
+    read->meta.output_width = spec->output_width();
+    read->meta.layers = static_cast<std::uint32_t>(spec->layers.size());
+    read->meta.activation = std::string(to_string(spec->activation));
+    caf::anon_send(registry, description_read{id, where.path, read});
+    done(read->meta);
+  };
+  if (s.config.offload)
+    s.config.offload(std::move(task));
+  else
+    task();
+}
+
+// Keeps a description read by a describe's worker, unless the model changed meanwhile.
+void on_description_read(self_ptr self, description_read& m) {
+  auto it = self->state.models.find(m.id);
+  if (it == self->state.models.end() || it->second.file.path != m.path) return;
+  auto& kept = it->second.described;
+  if (!kept || kept->file != m.read->file) kept = std::move(m.read);
 }
 
 // Keeps the metrics' registry gauges current (after each commit and each reload).
@@ -215,12 +265,19 @@ std::vector<registry_change> collect_orphans(self_ptr self, std::vector<std::str
   return changes;
 }
 
+void take_in(self_ptr self, registry_contents contents);
+
 void reload_from_store(self_ptr self) {
-  auto& s = self->state;
-  auto contents = s.config.store->load();
+  auto contents = self->state.config.store->load();
   if (!contents) return;  // keep memory as it is; the next commit reports the disk's state
+  take_in(self, std::move(*contents));
+}
+
+// Makes memory (tables, aliases, transitions) what `contents` says the disk holds.
+void take_in(self_ptr self, registry_contents contents) {
+  auto& s = self->state;
   std::map<std::string, model_entry> models;
-  for (auto& r : contents->models) {
+  for (auto& r : contents.models) {
     auto old = s.models.find(r.id);
     if (old != s.models.end() && old->second.record == r) {
       models.emplace(r.id, std::move(old->second));
@@ -236,7 +293,7 @@ void reload_from_store(self_ptr self) {
   // any other that is between models starts its transition again: nothing else would flip it.
   std::map<std::string, vmodel_entry> vmodels;
   std::vector<std::pair<std::string, std::string>> transitions;
-  for (auto& v : contents->vmodels) {
+  for (auto& v : contents.vmodels) {
     auto old = s.vmodels.find(v.id);
     if (old != s.vmodels.end() && old->second.record == v) {
       vmodels.emplace(v.id, std::move(old->second));
@@ -321,6 +378,15 @@ void load_target(self_ptr self, const std::string& vmodel, const std::string& ta
       });
 }
 
+// Models and vmodels together may number at most max_models: each costs a row, memory and (a
+// vmodel) a route; capacity_exhausted naming the limit when one more would pass it.
+expected<void> check_room(const registry_state& s) {
+  if (s.models.size() + s.vmodels.size() < s.config.max_models) return {};
+  return make_error(errc::capacity_exhausted, "the registry holds its limit of " +
+                                                  std::to_string(s.config.max_models) +
+                                                  " models and vmodels (--max-models)");
+}
+
 void on_register(self_ptr self, msg::register_model& m) {
   auto& s = self->state;
   auto reply = std::move(m.done);
@@ -345,9 +411,7 @@ void on_register(self_ptr self, msg::register_model& m) {
                                                           r.path + "')"));
     return stage(self, {}, then);  // idempotent: answered with the next commit
   }
-  if (s.models.size() >= s.config.max_models)
-    return reply(make_error(errc::capacity_exhausted,
-                            "the registry holds its limit of " + std::to_string(s.config.max_models) + " models"));
+  if (auto room = check_room(s); !room) return reply(std::move(room).error());
   model_entry e{{m.id, m.info.path, m.info.version, m.info.size_hint, false}, {}, 0, nullptr, 0, 0};
   if (auto r = resolve(s, e); !r) return reply(std::move(r).error());
   auto record = e.record;
@@ -373,16 +437,21 @@ void on_set_vmodel(self_ptr self, msg::set_vmodel& m) {
   auto target = s.models.find(m.target);
   if (target == s.models.end()) return reply(make_error(errc::not_found, "no model '" + m.target + "' is registered"));
   std::vector<registry_change> changes;
-  if (m.auto_delete_target && !target->second.record.auto_delete) {
-    target->second.record.auto_delete = true;
-    changes.push_back(put_model{target->second.record});
-  }
+  // Marks the target auto-delete once every check has passed: a refused request changes nothing.
+  auto mark_target = [&] {
+    if (m.auto_delete_target && !target->second.record.auto_delete) {
+      target->second.record.auto_delete = true;
+      changes.push_back(put_model{target->second.record});
+    }
+  };
   auto it = s.vmodels.find(m.id);
   bool start_load = false;
   if (it == s.vmodels.end()) {
     if (m.expected_target && !m.expected_target->empty())
       return reply(make_error(errc::invalid_argument, "vmodel '" + m.id + "' does not exist; expected target '" +
                                                           *m.expected_target + "'"));
+    if (auto room = check_room(s); !room) return reply(std::move(room).error());
+    mark_target();
     vmodel_entry v{{m.id, m.target, m.target}, vmodel_state::defined, {}};
     s.vmodels.emplace(m.id, v);
     s.config.routes->put_alias(m.id, m.target);
@@ -393,6 +462,7 @@ void on_set_vmodel(self_ptr self, msg::set_vmodel& m) {
     if (m.expected_target && *m.expected_target != v.record.target)
       return reply(make_error(errc::invalid_argument, "vmodel '" + m.id + "' targets '" + v.record.target +
                                                           "', not the expected '" + *m.expected_target + "'"));
+    mark_target();
     if (v.record.target != m.target || v.state == vmodel_state::transition_failed) {
       auto previous_target = v.record.target;
       v.record.target = m.target;
@@ -451,7 +521,12 @@ caf::behavior registry_actor(self_ptr self, std::shared_ptr<registry_config> con
   s.config = std::move(*config);
   s.pool = std::move(s.config.pool);
   s.hub = std::move(s.config.hub);
-  reload_from_store(self);
+  if (s.config.initial) {
+    take_in(self, std::move(*s.config.initial));
+    s.config.initial.reset();
+  } else {
+    reload_from_store(self);
+  }
   publish_counts(s);
   return {
       [=](msg::register_model& m) { on_register(self, m); },
@@ -486,6 +561,7 @@ caf::behavior registry_actor(self_ptr self, std::shared_ptr<registry_config> con
         });
       },
       [=](msg::flush_registry&) { flush(self); },
+      [=](description_read& m) { on_description_read(self, m); },
   };
 }
 

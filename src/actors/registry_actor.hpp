@@ -7,6 +7,10 @@
 // after every request already in the mailbox; one transaction commits them all and only then are
 // their callbacks answered. A registration is therefore acknowledged only once it is durable.
 //
+// Descriptions (describe_model) are read off its thread (registry_config::offload) and kept per
+// model with the identity of the file they were read from (device, inode, size, mtime): a
+// describe of an unchanged file opens it and answers from memory; a changed one is parsed again.
+//
 // Messages: register_model, unregister_model, use_model, unload_model, describe_model,
 // get_status, list_models, set_vmodel, delete_vmodel, get_vmodel_status, inspect_models (from
 // clients); vmodel_target_ready and flush_registry (from itself and from model actors' callbacks).
@@ -14,7 +18,9 @@
 
 #include <caf/actor.hpp>
 
+#include <functional>
 #include <memory>
+#include <optional>
 
 #include "runtime/route_table.hpp"
 #include "storage/registry_store.hpp"
@@ -31,11 +37,18 @@ struct registry_config {
   caf::actor hub;  // model actors report state changes there
   std::shared_ptr<route_table> routes;
   std::shared_ptr<const clock> time;
-  std::uint64_t max_models = 1'000'000;
+  std::uint64_t max_models = 1'000'000;  // models + vmodels held at most (capacity_exhausted past it)
   std::shared_ptr<runtime_metrics> metrics;  // registered-model gauges (may be null)
+  // What `store` held when opened (the caller's load(), so that a store that cannot be read stops
+  // the start instead of starting empty); when absent the registry loads it itself.
+  std::optional<registry_contents> initial;
+  // Runs a task on another thread, in any order; where describe_model's file work runs (opening
+  // the file and, when it changed since the last description, parsing its header), so that a
+  // large header never holds up the registry. Empty: the registry runs it on its own thread.
+  std::function<void(std::function<void()>)> offload;
 };
 
-// Spawns the registry, which first loads every stored model and vmodel.
+// Spawns the registry, which first takes in every stored model and vmodel.
 caf::actor spawn_registry(caf::actor_system& system, registry_config config);
 
 // An id names a model or vmodel: 1..256 bytes of printable ASCII without spaces or '/'.

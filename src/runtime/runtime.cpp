@@ -31,6 +31,9 @@ struct runtime_impl {
   // One thread freeing withdrawn weights (munmap, cudaFree) for the device actors; declared after
   // the devices, so it is gone before them.
   std::unique_ptr<warm::executor> reclaimer;
+  // One thread for the registry's file reads that answer a describe (a large header is parsed
+  // there, never on the registry's thread).
+  std::unique_ptr<warm::executor> describer;
   std::shared_ptr<runtime_metrics> metrics;
 };
 
@@ -124,8 +127,10 @@ expected<std::uint64_t> check_inputs(const std::vector<tensor>& inputs, const de
                                                   "; the model takes " + std::to_string(width));
   std::uint64_t batch = t.shape.size() == 2 ? t.shape[0] : 1;
   if (batch == 0) return make_error(errc::invalid_argument, "batch must be at least 1");
-  if (batch > max_activation_elements / spec.widest())
-    return make_error(errc::invalid_argument, "batch of " + std::to_string(batch) + " is too large for this model");
+  if (auto most = max_activation_elements / spec.widest(); batch > most)
+    return make_error(errc::invalid_argument, "batch of " + std::to_string(batch) +
+                                                  " is too large for this model; it takes at most " +
+                                                  std::to_string(most) + " rows");
   if (t.data.size() != batch * width * sizeof(float))
     return make_error(errc::invalid_argument, "input holds " + std::to_string(t.data.size()) + " bytes; shape [" +
                                                   std::to_string(batch) + ", " + std::to_string(width) + "] needs " +
@@ -166,6 +171,8 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   if (!repository) return std::move(repository).error();
   auto store = registry_store::open(options.state_dir);
   if (!store) return std::move(store).error();
+  auto stored = store->load();  // a registry that cannot be read must not start empty
+  if (!stored) return std::move(stored).error();
 
   impl->config = std::make_unique<caf::actor_system_config>();
   if (options.scheduler_threads) impl->config->set("scheduler.max-threads", options.scheduler_threads);
@@ -174,6 +181,7 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   auto threads = options.inference_threads ? options.inference_threads : std::max(1u, std::thread::hardware_concurrency());
   impl->executor = std::make_unique<warm::executor>(threads);
   impl->reclaimer = std::make_unique<warm::executor>(1);
+  impl->describer = std::make_unique<warm::executor>(1);
 
   impl->metrics = std::make_shared<runtime_metrics>(impl->devices.size());
   loader_pool_config pool;
@@ -208,6 +216,10 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   registry.time = impl->time;
   registry.max_models = options.max_models;
   registry.metrics = impl->metrics;
+  registry.initial = std::move(*stored);
+  registry.offload = [describer = impl->describer.get()](std::function<void()> task) {
+    describer->submit(std::move(task));
+  };
   impl->registry = spawn_registry(*impl->system, std::move(registry));
   impl->options = std::move(options);
   return std::unique_ptr<runtime>(new runtime(std::move(impl)));
@@ -229,6 +241,7 @@ runtime::~runtime() {
   i.device_actors.clear();
   i.system->await_all_actors_done();
   i.executor.reset();  // no actor is left to submit: run what is queued
+  i.describer.reset();  // answers the describes queued (their replies to the registry are dropped)
   // Every slot left in the hit path's index gives its weights back before the devices go.
   for (auto& [model, slot] : i.routes->current().slots) slot->withdraw();
   i.reclaimer.reset();  // frees everything withdrawn so far

@@ -86,6 +86,14 @@ expected<std::uint64_t> read_file::current_size() const {
   return static_cast<std::uint64_t>(st.st_size);
 }
 
+expected<file_identity> read_file::identity() const {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) return os_error(errc::load_failed, path_, "cannot stat", errno);
+  return file_identity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+                       static_cast<std::uint64_t>(st.st_size),
+                       static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
 void read_file::advise_sequential() const {
   ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
 }

@@ -11,6 +11,19 @@
 
 namespace warm {
 
+// Which file, in which version: device and inode, size and modification time (nanoseconds). A
+// file rewritten in place or replaced by another gets a different identity (short of a writer
+// that keeps the size and sets the old mtime back).
+struct file_identity {
+  std::uint64_t device = 0, inode = 0, size = 0;
+  std::int64_t mtime_ns = 0;
+
+  bool operator==(const file_identity& o) const {
+    return device == o.device && inode == o.inode && size == o.size && mtime_ns == o.mtime_ns;
+  }
+  bool operator!=(const file_identity& o) const { return !(*this == o); }
+};
+
 class read_file {
  public:
   // Opens `path` for reading. not_found when it does not exist, invalid_argument when it is not
@@ -33,6 +46,8 @@ class read_file {
   // The file's size now (a writer may have changed it since it was opened).
   expected<std::uint64_t> current_size() const;
   int descriptor() const { return fd_; }
+  // The open file's identity now (fstat); load_failed when it cannot be had.
+  expected<file_identity> identity() const;
 
   // Reads exactly `bytes` at `offset` into `out`. A read past the end of the file (the file
   // shrank) or an I/O error is load_failed.

@@ -55,11 +55,25 @@ expected<std::string> find_model_file(const std::string& path, std::optional<std
     return path;
   }
   fs::path dir(path);
+  // A model.safetensors that is there but not a regular file (a FIFO, a directory) is named as
+  // such, not passed over: opening a FIFO to read would block, and "no model here" would mislead.
+  auto not_regular = [&](const fs::path& file) {
+    auto st = fs::status(file, ec);
+    return fs::exists(st) && !fs::is_regular_file(st);
+  };
+  auto refuse = [](const fs::path& file) {
+    return make_error(errc::invalid_argument, file.string() + ": not a regular file");
+  };
   if (!version && fs::is_regular_file(dir / model_file_name, ec)) return (dir / model_file_name).string();
+  if (!version && not_regular(dir / model_file_name)) return refuse(dir / model_file_name);
   auto versions = list_versions(path);
   if (!versions) return std::move(versions).error();
-  if (versions->empty())
+  if (versions->empty()) {
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      if (parse_version(it->path().filename().string()) && not_regular(it->path() / model_file_name))
+        return refuse(it->path() / model_file_name);
     return make_error(errc::not_found, path + ": holds neither model.safetensors nor numeric version directories");
+  }
   std::uint64_t chosen = version ? *version : versions->back();
   if (!std::binary_search(versions->begin(), versions->end(), chosen))
     return make_error(errc::not_found, path + ": has no version " + std::to_string(chosen));

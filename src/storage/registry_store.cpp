@@ -179,6 +179,19 @@ struct registry_connection {
     return std::strtoll(text->c_str(), nullptr, 10);
   }
 
+  // PRAGMA quick_check: unavailable naming the file, SQLite's first finding and the recovery
+  // when any page or row is damaged (or the check itself cannot read the file).
+  expected<void> quick_check() {
+    auto verdict = query("PRAGMA quick_check(1)", "cannot check the database");
+    if (verdict && *verdict == "ok") return {};
+    std::string finding = verdict ? *verdict : verdict.error().message;
+    return make_error(errc::unavailable,
+                      path + ": the registry database is corrupt (" + finding +
+                          "); warm will not start on it. Stop warmd, move the file aside (with its -wal"
+                          " and -shm files) and either salvage it (sqlite3 registry.db.bad .recover |"
+                          " sqlite3 registry.db) or start on an empty state and register the models again");
+  }
+
   expected<void> prepare(statement_ptr& out, const char* sql) {
     sqlite3_stmt* raw = nullptr;
     int rc = sqlite3_prepare_v3(db.get(), sql, -1, SQLITE_PREPARE_PERSISTENT, &raw, nullptr);
@@ -373,6 +386,10 @@ expected<registry_store> registry_store::open(const std::string& state_dir) {
                       c->path + ": schema version " + std::to_string(*version) +
                           " is unknown to this warm (it reads version " +
                           std::to_string(schema_version) + "); was it written by a newer warm?");
+
+  // A file whose pages were damaged (a disk fault, a copy cut short, a hand edit) must not start
+  // as an empty registry: SQLite reads a damaged b-tree as fewer rows, or fails only later.
+  if (auto checked = c->quick_check(); !checked) return std::move(checked).error();
 
   const std::pair<statement_ptr*, const char*> statements[] = {
       {&c->upsert_model,

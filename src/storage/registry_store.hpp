@@ -94,7 +94,8 @@ class registry_store {
   //  - invalid_argument: `state_dir` is empty or not a directory; the file is a SQLite database
   //    of a newer schema version than `schema_version`, or one without warm's schema;
   //  - unavailable: the directory cannot be created, the file cannot be opened, is not a SQLite
-  //    database (it is left untouched), or WAL journaling cannot be enabled;
+  //    database (it is left untouched), WAL journaling cannot be enabled, or the file fails
+  //    SQLite's `PRAGMA quick_check` (damaged pages; the message says how to recover);
   //  - timeout: another connection held a lock for longer than `busy_timeout`.
   static expected<registry_store> open(const std::string& state_dir);
 

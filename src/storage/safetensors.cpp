@@ -1,19 +1,15 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <set>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include "storage/file.hpp"
+#include "storage/header_reader.hpp"
 #include "storage/safetensors_file.hpp"
 #include "warm/safetensors.hpp"
 
 namespace warm {
 namespace {
-
-using json = nlohmann::json;
 
 struct dtype_entry {
   dtype type;
@@ -39,115 +35,9 @@ constexpr std::array<dtype_entry, 15> dtype_table{{
     {dtype::boolean, "BOOL", 1},
 }};
 
-// Deepest container the format needs: root object (0) > tensor object (1) > shape array (2).
-constexpr int max_container_depth = 2;
-
-// Thrown from the parse callback to stop nlohmann's parser early; never escapes this file.
-struct reject {
-  std::string reason;
-};
-
 error invalid(std::string message) { return make_error(errc::invalid_argument, std::move(message)); }
 
 std::string in_quotes(std::string_view name) { return "'" + std::string(name) + "'"; }
-
-// Parses the header JSON into a DOM while rejecting excessive nesting and duplicate keys (which
-// nlohmann would otherwise silently collapse to the last value).
-expected<json> parse_json(std::string_view text) {
-  std::vector<std::set<std::string>> open_objects;
-  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (depth > max_container_depth) throw reject{"JSON nesting deeper than the format allows"};
-        if (event == json::parse_event_t::object_start) open_objects.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        if (open_objects.empty()) break;
-        const auto& key = parsed.get_ref<const std::string&>();
-        if (!open_objects.back().insert(key).second) throw reject{"duplicate key " + in_quotes(key)};
-        break;
-      }
-      default:
-        break;
-    }
-    return true;
-  };
-  try {
-    return json::parse(text.begin(), text.end(), on_event);
-  } catch (const reject& r) {
-    return invalid("header: " + r.reason);
-  } catch (const json::parse_error& e) {
-    // The parser's own message quotes the bytes it last read: name only where it stopped.
-    return invalid("header is not valid JSON (at byte " + std::to_string(e.byte) + " of the header)");
-  } catch (const json::exception&) {
-    return invalid("header is not valid JSON");
-  }
-}
-
-// A non-negative integer that fits in u64, or nullopt.
-std::optional<std::uint64_t> as_u64(const json& value) {
-  if (value.is_number_unsigned()) return value.get<std::uint64_t>();
-  if (value.is_number_integer() && value.get<std::int64_t>() >= 0)
-    return static_cast<std::uint64_t>(value.get<std::int64_t>());
-  return std::nullopt;
-}
-
-expected<std::map<std::string, std::string>> parse_metadata(const json& value) {
-  if (!value.is_object()) return invalid("__metadata__ must be an object of strings");
-  std::map<std::string, std::string> out;
-  for (const auto& [key, item] : value.items()) {
-    if (!item.is_string()) return invalid("__metadata__ value of " + in_quotes(key) + " is not a string");
-    out.emplace(key, item.get<std::string>());
-  }
-  return out;
-}
-
-expected<tensor_info> parse_tensor(const std::string& name, const json& value) {
-  auto bad = [&](const std::string& why) { return invalid("tensor " + in_quotes(name) + ": " + why); };
-  if (!value.is_object()) return bad("entry is not an object");
-  for (const auto& [key, item] : value.items()) {
-    (void)item;
-    if (key != "dtype" && key != "shape" && key != "data_offsets") return bad("unknown field " + in_quotes(key));
-  }
-  auto dtype_it = value.find("dtype");
-  auto shape_it = value.find("shape");
-  auto offsets_it = value.find("data_offsets");
-  if (dtype_it == value.end()) return bad("missing dtype");
-  if (shape_it == value.end()) return bad("missing shape");
-  if (offsets_it == value.end()) return bad("missing data_offsets");
-
-  tensor_info info;
-  info.name = name;
-  if (!dtype_it->is_string()) return bad("dtype is not a string");
-  auto type = parse_dtype(dtype_it->get_ref<const std::string&>());
-  if (!type) return bad("unknown dtype " + in_quotes(dtype_it->get_ref<const std::string&>()));
-  info.dtype = *type;
-
-  if (!shape_it->is_array()) return bad("shape is not an array");
-  std::uint64_t expected_bytes = dtype_size(info.dtype);
-  for (const auto& dim : *shape_it) {
-    auto d = as_u64(dim);
-    if (!d) return bad("shape has an entry that is not a non-negative integer");
-    info.shape.push_back(*d);
-    if (__builtin_mul_overflow(expected_bytes, *d, &expected_bytes)) return bad("shape size overflows");
-  }
-
-  if (!offsets_it->is_array() || offsets_it->size() != 2) return bad("data_offsets is not [begin, end]");
-  auto begin = as_u64((*offsets_it)[0]);
-  auto end = as_u64((*offsets_it)[1]);
-  if (!begin || !end) return bad("data_offsets are not non-negative integers");
-  if (*end < *begin) return bad("data_offsets end before they begin");
-  info.begin = *begin;
-  info.end = *end;
-  if (info.bytes() != expected_bytes)
-    return bad("shape and dtype need " + std::to_string(expected_bytes) + " bytes but data_offsets span " +
-               std::to_string(info.bytes()));
-  return info;
-}
 
 // Offsets must tile [0, data_bytes) exactly: in bounds, no overlap, no gap, nothing left over.
 expected<void> check_layout(std::vector<tensor_info>& tensors, std::uint64_t data_bytes) {
@@ -219,21 +109,10 @@ expected<safetensors_header> parse_safetensors_header(std::string_view text, std
                    std::to_string(file_size) + "-byte file");
   header.data_bytes = file_size - header.data_offset;
 
-  auto root = parse_json(text);
-  if (!root) return std::move(root).error();
-  if (!root->is_object()) return invalid("header is not a JSON object");
-
-  for (const auto& [key, value] : root->items()) {
-    if (key == "__metadata__") {
-      auto metadata = parse_metadata(value);
-      if (!metadata) return std::move(metadata).error();
-      header.metadata = std::move(*metadata);
-      continue;
-    }
-    auto tensor = parse_tensor(key, value);
-    if (!tensor) return std::move(tensor).error();
-    header.tensors.push_back(std::move(*tensor));
-  }
+  auto contents = detail::read_header_json(text);  // streamed: no document tree
+  if (!contents) return std::move(contents).error();
+  header.tensors = std::move(contents->tensors);
+  header.metadata = std::move(contents->metadata);
   if (auto layout = check_layout(header.tensors, header.data_bytes); !layout) return std::move(layout).error();
   return header;
 }

@@ -170,11 +170,17 @@ bool decode_utf8(std::string_view text, std::size_t i, char32_t& cp, std::size_t
   return cp < 0xD800 || cp > 0xDFFF;
 }
 
+// A dotted key (`a.b.c = 1`, `[a.b.c]`) is a table per part, and toml++ 3.3 builds and frees
+// them by recursion: a key of 50,000 parts overflowed the stack. warm's keys are all top-level,
+// so a line holding more dots than this outside its strings and comments is refused before toml++
+// sees it (a key cannot span lines; arrays and inline tables are bounded by toml++ itself, at 256).
+constexpr std::size_t max_dots_per_line = 64;
+
 ascii_toml to_ascii_toml(std::string_view in) {
   ascii_toml r;
   std::string& out = r.text;
   out.reserve(in.size() + in.size() / 4);
-  std::size_t i = 0, line = 1;
+  std::size_t i = 0, line = 1, dots = 0;
   if (in.substr(0, 3) == "\xEF\xBB\xBF") i = 3;  // a UTF-8 byte order mark
   auto refuse = [&](const char* problem) {
     r.line = line;
@@ -260,6 +266,9 @@ ascii_toml to_ascii_toml(std::string_view in) {
     } else if (b >= 0x80) {
       return refuse("a non-ASCII character outside a string or comment");
     } else {
+      if (b == '\n') dots = 0;
+      if (b == '.' && ++dots > max_dots_per_line)
+        return refuse("a dotted key of more than 64 parts (more than 64 dots outside strings on one line)");
       out += static_cast<char>(b);
       line += b == '\n';
       ++i;
@@ -283,8 +292,12 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
     msg << name << ": " << e.description() << " (line " << e.source().begin.line << ")";
     return make_error(errc::invalid_argument, msg.str());
   }
+  // Errors about a key name it and the line it is on.
+  auto line_of = [](const toml::node& node) { return " (line " + std::to_string(node.source().begin.line) + ")"; };
+  const toml::node* current = nullptr;  // the value being applied
   auto bad = [&](const std::string& key, const char* want) {
-    return make_error(errc::invalid_argument, name + ": key \"" + key + "\" must be " + want);
+    return make_error(errc::invalid_argument,
+                      name + ": key \"" + key + "\" must be " + want + (current ? line_of(*current) : ""));
   };
   // A key the command line gave is left alone. Every key below is a flag of add_options; one that
   // is not (a programming error) counts as not given rather than throwing.
@@ -295,6 +308,7 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
   for (auto&& [k, value] : table) {
     std::string key(k.str());
     auto& node = value;  // a reference the lambdas can capture (C++17 cannot capture a binding)
+    current = &node;
     // Integer and boolean keys take exactly that TOML type. toml++'s lax value<T>() would also
     // turn `true` into 1, 5 into true and 4.0 into 4, and for a float outside int64's range it
     // casts anyway: undefined behaviour inside toml++ 3.3 (found by fuzz/warmd_config_fuzz).
@@ -376,7 +390,7 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       if (!v) return bad(key, "true or false");
       if (!given(key)) c.allow_remote = *v;
     } else {
-      return make_error(errc::invalid_argument, name + ": unknown key \"" + key + "\"");
+      return make_error(errc::invalid_argument, name + ": unknown key \"" + key + "\"" + line_of(node));
     }
     if (!r) return r;
   }
