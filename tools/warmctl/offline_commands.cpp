@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "format.hpp"
 #include "warm/dense_model.hpp"
 #include "warm/model_repository.hpp"
 #include "warm/model_writer.hpp"
