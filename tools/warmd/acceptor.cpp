@@ -136,7 +136,7 @@ std::string peer_of(kj::AsyncIoStream& stream) {
 // One accepted connection: its stream, network and RPC system, and its place in the counts.
 struct rpc_acceptor::connection {
   connection(kj::Own<gated_stream> s, capnp::ReaderOptions options, connection_counts& c, bool needs_login,
-             std::set<const connection*>& l)
+             std::set<connection*>& l)
       : stream(kj::mv(s)),
         network(*stream, capnp::rpc::twoparty::Side::SERVER, options),
         counts(c),
@@ -162,7 +162,7 @@ struct rpc_acceptor::connection {
   capnp::TwoPartyVatNetwork network;
   kj::Maybe<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
   connection_counts& counts;
-  std::set<const connection*>& live;
+  std::set<connection*>& live;
   bool pending_login;
   std::string peer;
 };
@@ -190,7 +190,7 @@ kj::Promise<void> rpc_acceptor::listen(kj::ConnectionReceiver& receiver) {
 
 std::size_t rpc_acceptor::unsent_messages() const {
   std::size_t n = 0;
-  for (const auto* c : live_) n += const_cast<capnp::TwoPartyVatNetwork&>(c->network).getCurrentQueueCount();
+  for (auto* c : live_) n += c->network.getCurrentQueueCount();
   return n;
 }
 

@@ -75,7 +75,7 @@ class rpc_acceptor {
   rpc::in_flight_counter in_flight_;
   std::shared_ptr<std::uint32_t> all_watchers_;
   connection_counts& counts_;
-  std::set<const connection*> live_;  // every open connection (each removes itself)
+  std::set<connection*> live_;  // every open connection (each removes itself)
   kj::Own<kj::TaskSet::ErrorHandler> errors_;
   kj::Own<kj::TaskSet> tasks_;
 };
