@@ -189,13 +189,15 @@ struct ModelEvent {
   device @3 :Text;             # where it is loaded or loading; empty otherwise
   error @4 :Status;            # LOADING_FAILED: why
   sequence @5 :UInt64;         # increases by one per event on this server
+  missed @6 :UInt64;           # events of this watch dropped just before this one (the watcher
+                               # fell behind by more than the server queues); 0 when none
 }
 
 interface StateListener {
   # Implemented by a client that watches; the server calls it once per state change, in order.
   modelStateChanged @0 (event :ModelEvent) -> ();
   # One state change. Events that happen while earlier calls are unanswered queue on the server
-  # (past its limit the oldest are dropped, which shows as a gap in `sequence`).
+  # (past its limit the oldest are dropped: the next event delivered counts them in `missed`).
 }
 
 interface WatchHandle {
@@ -246,6 +248,7 @@ interface Warm {
 
   watch @10 (listener :StateListener) -> (status :Status, handle :WatchHandle);
   # Calls `listener` on every model state change from now on, until `handle` is dropped.
+  # capacityExhausted (and no handle) past the server's watcher limits, per connection and in all.
 }
 
 interface Authenticator {

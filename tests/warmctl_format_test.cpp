@@ -77,3 +77,14 @@ TEST_CASE("event lines name the transition, device and error") {
   e.sequence = 7;
   CHECK(event_line(e) == "#7 m LOADING -> LOADED on host");
 }
+
+TEST_CASE("--json output survives a message that is not UTF-8: bad bytes become U+FFFD") {
+  model_status s;
+  s.id = "m";
+  s.state = model_state::loading_failed;
+  s.last_error = warm::error{errc::load_failed, "cannot open repo/\xff\xfe.safetensors"};
+  std::string text;
+  REQUIRE_NOTHROW(text = dump_json(to_json(s), 2));
+  CHECK(text.find("repo/\xEF\xBF\xBD\xEF\xBF\xBD.safetensors") != std::string::npos);
+  CHECK(dump_json(to_json(*s.last_error)).find("\xEF\xBF\xBD") != std::string::npos);
+}

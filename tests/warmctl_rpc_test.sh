@@ -150,6 +150,7 @@ import json, sys
 events = [json.loads(l) for l in open(sys.argv[1])]
 assert len(events) == 2 and all(e["model"] == "other" for e in events), events
 assert events[1]["sequence"] == events[0]["sequence"] + 1, events
+assert all(e["missed"] == 0 for e in events), events
 PY
 "$warmctl" --connect "unix:$dir/warm.sock" watch > "$dir/watch" 2> "$dir/watch.err" &
 watch_pid=$!

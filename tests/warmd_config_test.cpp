@@ -249,3 +249,33 @@ kdf-horizon = 0.5
   refused([](auto& c) { c.kdf_horizon = -1; }, "--kdf-horizon");
   CHECK_FALSE(p.apply("iam-bias = \"two\"\n"));
 }
+
+TEST_CASE("config: the connection, login and watch bounds from the file, with their ranges") {
+  parsed p;
+  REQUIRE(p.apply(R"(max-connections = 7
+max-pending-logins = 3
+login-timeout = "2s"
+max-failed-logins = 0
+max-watchers = 9
+max-watchers-per-connection = 2
+max-queued-events = 16
+)"));
+  CHECK(p.c.max_connections == 7);
+  CHECK(p.c.max_pending_logins == 3);
+  CHECK(p.c.login_timeout == "2s");
+  CHECK(p.c.max_failed_logins == 0);
+  CHECK(p.c.max_watchers == 9);
+  CHECK(p.c.max_watchers_per_connection == 2);
+  CHECK(p.c.max_queued_events == 16);
+  for (std::string key : {"max-connections", "max-pending-logins", "max-watchers", "max-watchers-per-connection",
+                          "max-queued-events"}) {
+    parsed bad;
+    auto r = bad.apply(key + " = 0\n");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message == "test.toml: key \"" + key + "\" must be an integer from 1 to 1048576");
+  }
+  parsed negative;
+  auto r = negative.apply("max-failed-logins = -1\n");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message == "test.toml: key \"max-failed-logins\" must be an integer from 0 to 1048576");
+}

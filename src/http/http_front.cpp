@@ -8,6 +8,7 @@
 
 #include "http/conn_gate.hpp"
 #include "net/loopback.hpp"
+#include "net/login_limiter.hpp"
 #include "net/token.hpp"
 #include "warm/runtime.hpp"
 
@@ -120,13 +121,21 @@ struct front::impl {
 
   impl(runtime& r, front_options o) : rt(r), options(std::move(o)) {}
 
-  bool authorized(const httplib::Request& req) const {
+  // False, with `retry_after` set when the address's failed logins are over the limit, when the
+  // request does not carry the token. A wrong token presented counts as a failed login.
+  bool authorized(const httplib::Request& req, std::chrono::seconds& retry_after) const {
     if (options.token.empty()) return true;
+    auto now = net::login_limiter::clock::now();
+    if (options.login_limiter && !options.login_limiter->allow(req.remote_addr, "http", now, &retry_after))
+      return false;
+    if (!req.has_header("Authorization")) return false;
     auto header = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
     // The prefix is public; the token itself is compared in constant time (net/token.hpp).
-    return header.rfind(prefix, 0) == 0 &&
-           net::constant_time_equal(std::string_view(header).substr(prefix.size()), options.token);
+    bool ok = header.rfind(prefix, 0) == 0 &&
+              net::constant_time_equal(std::string_view(header).substr(prefix.size()), options.token);
+    if (!ok && options.login_limiter) options.login_limiter->failed(req.remote_addr, "http", now);
+    return ok;
   }
 
   void routes();
@@ -140,7 +149,14 @@ struct front::impl {
 void front::impl::routes() {
   auto& s = server;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path.rfind("/v2/health/", 0) == 0 || authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+    std::chrono::seconds retry_after{0};
+    if (req.path.rfind("/v2/health/", 0) == 0 || authorized(req, retry_after))
+      return httplib::Server::HandlerResponse::Unhandled;
+    if (retry_after.count() > 0) {
+      res.set_header("Retry-After", std::to_string(retry_after.count()));
+      reply_json(res, 429, encode_error("too many failed logins from this address"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     res.set_header("WWW-Authenticate", "Bearer");
     reply_json(res, 401, encode_error("authentication required: send \"Authorization: Bearer TOKEN\""));
     return httplib::Server::HandlerResponse::Handled;

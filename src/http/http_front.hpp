@@ -28,6 +28,9 @@
 namespace warm {
 class runtime;
 }
+namespace warm::net {
+class login_limiter;
+}
 
 namespace warm::http {
 
@@ -36,6 +39,9 @@ struct front_options {
   std::uint16_t port = 0;       // 0: any free port (see front::port)
   bool allow_remote = false;    // bind a non-loopback host; needs a token
   std::string token;            // required with allow_remote; optional otherwise
+  // Wrong bearer tokens per client address (shared with the RPC front); null: not limited. While
+  // an address's budget is spent its requests are answered 429 with Retry-After.
+  std::shared_ptr<net::login_limiter> login_limiter;
   std::uint64_t max_request_bytes = 64ull << 20;  // larger bodies get 413
   decode_limits limits;
   std::uint32_t threads = 32;   // requests served at once; a miss holds one while its model loads

@@ -8,6 +8,7 @@
 
 #include <kj/async.h>
 
+#include "net/login_limiter.hpp"
 #include "net/token.hpp"
 #include "rpc/convert.hpp"
 #include "warm/runtime.hpp"
@@ -48,18 +49,28 @@ void write_status(const expected<void>& r, Status::Builder out) {
 
 // One watcher's events between the runtime's watch hub (a warm thread) and the kj thread.
 struct watch_queue {
+  // An event and how many of this watch's events were dropped just before it.
+  struct entry {
+    model_event event;
+    std::uint64_t missed = 0;
+  };
   std::mutex mutex;
-  std::deque<model_event> events;                       // guarded by mutex
+  std::deque<entry> events;                             // guarded by mutex
   kj::Own<kj::CrossThreadPromiseFulfiller<void>> wake;  // set while the kj side waits; guarded
   bool closed = false;                                  // guarded
-  std::size_t capacity = 65536;
+  std::size_t capacity = 4096;
 
   // Called on a warm thread: queue the event, wake the kj side if it waits. Never blocks on it.
+  // Past capacity the oldest event is dropped and counted on the one after it.
   void push(const model_event& event) {
     std::lock_guard lock(mutex);
     if (closed) return;
-    if (events.size() >= capacity) events.pop_front();  // the gap shows in the sequence numbers
-    events.push_back(event);
+    events.push_back({event, 0});
+    if (events.size() > capacity) {
+      std::uint64_t missed = events.front().missed + 1;
+      events.pop_front();
+      events.front().missed += missed;
+    }
     if (wake) {
       wake->fulfill();
       wake = nullptr;
@@ -68,18 +79,26 @@ struct watch_queue {
 };
 
 // A watch: forwards queued events to the client's listener in order until it is dropped (the
-// client released its handle or disconnected) or the listener fails.
+// client released its handle or disconnected) or the listener fails. Counts itself in `counts`
+// while it lives.
 class watch_handle final : public WatchHandle::Server {
  public:
-  watch_handle(warm::runtime& rt, StateListener::Client listener, std::size_t capacity)
-      : rt_(rt), listener_(kj::mv(listener)), queue_(std::make_shared<watch_queue>()) {
+  watch_handle(warm::runtime& rt, StateListener::Client listener, std::size_t capacity,
+               std::shared_ptr<watch_counts> counts)
+      : rt_(rt), listener_(kj::mv(listener)), queue_(std::make_shared<watch_queue>()), counts_(std::move(counts)) {
+    ++counts_->connection;
+    ++*counts_->total;
     queue_->capacity = std::max<std::size_t>(capacity, 1);
     auto queue = queue_;
     id_ = rt_.watch([queue](const model_event& event) { queue->push(event); });
     pump_ = pump().eagerlyEvaluate([this](kj::Exception&&) { close(); });
   }
 
-  ~watch_handle() noexcept(false) { close(); }
+  ~watch_handle() noexcept(false) {
+    close();
+    --counts_->connection;
+    --*counts_->total;
+  }
 
  private:
   void close() {
@@ -93,9 +112,11 @@ class watch_handle final : public WatchHandle::Server {
   }
 
   // Sends everything queued (in order; Cap'n Proto delivers calls on one capability in order),
-  // waits for the listener to take it, and starts over; sleeps while the queue is empty.
+  // waits for the listener to take it, and starts over; sleeps while the queue is empty. At most
+  // one batch (≤ capacity events) is in Cap'n Proto's hands at a time, so a listener that does not
+  // answer holds this watch's memory to two queues' worth.
   kj::Promise<void> pump() {
-    std::deque<model_event> batch;
+    std::deque<watch_queue::entry> batch;
     {
       std::lock_guard lock(queue_->mutex);
       if (queue_->closed) return kj::READY_NOW;
@@ -107,9 +128,11 @@ class watch_handle final : public WatchHandle::Server {
       batch.swap(queue_->events);
     }
     auto calls = kj::heapArrayBuilder<kj::Promise<void>>(batch.size());
-    for (const auto& event : batch) {
+    for (const auto& entry : batch) {
       auto request = listener_.modelStateChangedRequest();
-      to_capnp(event, request.initEvent());
+      auto event = request.initEvent();
+      to_capnp(entry.event, event);
+      event.setMissed(entry.missed);
       calls.add(request.send().ignoreResult());
     }
     return kj::joinPromises(calls.finish()).then([this] { return pump(); });
@@ -118,6 +141,7 @@ class watch_handle final : public WatchHandle::Server {
   warm::runtime& rt_;
   StateListener::Client listener_;
   std::shared_ptr<watch_queue> queue_;
+  std::shared_ptr<watch_counts> counts_;
   std::uint64_t id_ = 0;
   bool closed_ = false;
   kj::Promise<void> pump_ = nullptr;
@@ -137,8 +161,11 @@ struct warm_server::guard {
   }
 };
 
-warm_server::warm_server(warm::runtime& rt, server_options options, in_flight_counter in_flight)
-    : rt_(rt), options_(options), in_flight_(std::move(in_flight)) {}
+warm_server::warm_server(warm::runtime& rt, server_options options, in_flight_counter in_flight,
+                         std::shared_ptr<std::uint32_t> all_watchers)
+    : rt_(rt), options_(options), in_flight_(std::move(in_flight)), watchers_(std::make_shared<watch_counts>()) {
+  if (all_watchers) watchers_->total = std::move(all_watchers);
+}
 
 kj::Own<warm_server::guard> warm_server::track() const { return kj::heap<guard>(in_flight_); }
 
@@ -337,24 +364,47 @@ kj::Promise<void> warm_server::inspect(InspectContext context) {
 
 kj::Promise<void> warm_server::watch(WatchContext context) {
   auto results = context.getResults();
+  if (watchers_->connection >= options_.max_watchers_per_connection) {
+    set_status(results.getStatus(), Status::Code::CAPACITY_EXHAUSTED,
+               std::to_string(watchers_->connection) + " watchers on this connection, the limit is " +
+                   std::to_string(options_.max_watchers_per_connection));
+    return kj::READY_NOW;
+  }
+  if (*watchers_->total >= options_.max_watchers) {
+    set_status(results.getStatus(), Status::Code::CAPACITY_EXHAUSTED,
+               std::to_string(*watchers_->total) + " watchers on this server, the limit is " +
+                   std::to_string(options_.max_watchers));
+    return kj::READY_NOW;
+  }
   set_ok(results.getStatus());
-  results.setHandle(kj::heap<watch_handle>(rt_, context.getParams().getListener(), options_.max_queued_events));
+  results.setHandle(
+      kj::heap<watch_handle>(rt_, context.getParams().getListener(), options_.max_queued_events, watchers_));
   return kj::READY_NOW;
 }
 
 // ---- authenticator -------------------------------------------------------------------------
 
-authenticator::authenticator(std::string token, Warm::Client warm) : token_(std::move(token)), warm_(kj::mv(warm)) {}
+authenticator::authenticator(std::string token, Warm::Client warm, login_options login)
+    : token_(std::move(token)), warm_(kj::mv(warm)), login_(std::move(login)) {}
 
 kj::Promise<void> authenticator::authenticate(AuthenticateContext context) {
-  auto token = to_std(context.getParams().getToken());
   auto results = context.getResults();
+  auto now = net::login_limiter::clock::now();
+  std::chrono::seconds retry_after{0};
+  if (login_.limiter && !login_.limiter->allow(login_.peer, "rpc", now, &retry_after)) {
+    set_status(results.getStatus(), Status::Code::UNAUTHENTICATED,
+               "too many failed logins from this address; retry in " + std::to_string(retry_after.count()) + " s");
+    return kj::READY_NOW;
+  }
+  auto token = to_std(context.getParams().getToken());
   if (token_.empty() || !net::constant_time_equal(token, token_)) {
+    if (login_.limiter) login_.limiter->failed(login_.peer, "rpc", now);
     set_status(results.getStatus(), Status::Code::UNAUTHENTICATED, "wrong token");
     return kj::READY_NOW;
   }
   set_ok(results.getStatus());
   results.setWarm(warm_);
+  if (login_.on_login) login_.on_login();
   return kj::READY_NOW;
 }
 

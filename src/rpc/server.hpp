@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -24,6 +25,9 @@
 
 namespace warm {
 class runtime;
+}
+namespace warm::net {
+class login_limiter;
 }
 
 namespace warm::rpc {
@@ -35,8 +39,17 @@ struct server_options {
   std::uint32_t max_tensors = 64;                 // input tensors per inference [64]
   std::uint32_t page_size = 1000;                 // listModels with limit 0 [1000]
   std::uint32_t max_page_size = 10000;            // larger limits are clamped to this [10000]
-  std::uint32_t max_queued_events = 65536;        // per watcher; older events are dropped (the
-                                                  // gap shows in ModelEvent.sequence) [65536]
+  std::uint32_t max_queued_events = 4096;         // per watcher; older events are dropped and the
+                                                  // next one delivered says how many (ModelEvent.missed) [4096]
+  std::uint32_t max_watchers_per_connection = 16;  // watch calls past it answer capacityExhausted [16]
+  std::uint32_t max_watchers = 256;               // across every connection of the server [256]
+};
+
+// Watchers open now: one count per connection and one shared by every connection. Lives on the
+// RPC thread only (created, changed and read there), like the objects that hold it.
+struct watch_counts {
+  std::uint32_t connection = 0;
+  std::shared_ptr<std::uint32_t> total = std::make_shared<std::uint32_t>(0);
 };
 
 // Calls the server is answering now, across every warm_server sharing the counter: the RPC
@@ -46,7 +59,10 @@ using in_flight_counter = std::shared_ptr<std::atomic<std::uint64_t>>;
 class warm_server final : public Warm::Server {
  public:
   // `rt` is borrowed and must outlive this object and its WatchHandles. `in_flight` may be null.
-  warm_server(warm::runtime& rt, server_options options, in_flight_counter in_flight = nullptr);
+  // `all_watchers` is the count shared with the other connections' servers (null: this server's
+  // own); one warm_server serves one connection, so the per-connection watcher limit is its own.
+  warm_server(warm::runtime& rt, server_options options, in_flight_counter in_flight = nullptr,
+              std::shared_ptr<std::uint32_t> all_watchers = nullptr);
 
  protected:
   kj::Promise<void> registerModel(RegisterModelContext context) override;
@@ -71,13 +87,23 @@ class warm_server final : public Warm::Server {
   warm::runtime& rt_;
   server_options options_;
   in_flight_counter in_flight_;
+  std::shared_ptr<watch_counts> watchers_;  // shared with this server's WatchHandles
 };
 
-// The bootstrap of a TCP listener open to remote clients: hands out `warm` for the right token,
-// compared in constant time (net/token.hpp).
+// What an authenticator knows of its connection besides the token.
+struct login_options {
+  std::shared_ptr<net::login_limiter> limiter;  // failed logins per peer; null: no limit, no report
+  std::string peer;                             // the peer's address, as the limiter keys it
+  std::function<void()> on_login;               // called on the RPC thread after each right token
+};
+
+// The bootstrap of one connection to a TCP listener open to remote clients: hands out `warm` for
+// the right token, compared in constant time (net/token.hpp). A wrong token is reported to the
+// limiter (which logs it, never the token); while the peer's budget of failures is spent every
+// attempt is answered unauthenticated with when to retry, the token not even compared.
 class authenticator final : public Authenticator::Server {
  public:
-  authenticator(std::string token, Warm::Client warm);
+  authenticator(std::string token, Warm::Client warm, login_options login = {});
 
  protected:
   kj::Promise<void> authenticate(AuthenticateContext context) override;
@@ -85,6 +111,7 @@ class authenticator final : public Authenticator::Server {
  private:
   std::string token_;
   Warm::Client warm_;
+  login_options login_;
 };
 
 }  // namespace warm::rpc

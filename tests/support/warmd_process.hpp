@@ -49,7 +49,7 @@ class warmd_process {
   }
 
   fs::path dir() const { return dir_; }
-  pid_t pid() const { return pid_; }  // the running daemon's, or -1
+  pid_t pid() const { return pid_; }  // the running warmd's, -1 when none
   fs::path repo() const { return dir_ / "repo"; }
   std::string socket() const { return (dir_ / "w.sock").string(); }
   std::string address() const { return "unix:" + socket(); }

@@ -162,6 +162,10 @@ void table::print(std::ostream& out) const {
   }
 }
 
+std::string dump_json(const json& doc, int indent) {
+  return doc.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
 json to_json(const warm::error& err) {
   return {{"code", to_string(err.code)}, {"message", err.message}};
 }

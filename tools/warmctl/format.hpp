@@ -28,6 +28,11 @@ class table {
 };
 
 // ---- JSON: field names are the snake_case names of warm/runtime_types.hpp ------------------
+// `doc` as text (indented by `indent` spaces, one line when negative). Text that is not UTF-8
+// (a server's message can quote a file name's bytes) is written with U+FFFD in place of each bad
+// byte, never thrown about: every document warmctl prints goes through here.
+std::string dump_json(const json& doc, int indent = -1);
+
 json to_json(const warm::error& err);
 json to_json(const model_status& status);
 json to_json(const vmodel_status& status);

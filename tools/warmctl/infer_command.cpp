@@ -204,7 +204,7 @@ void add_infer_command(CLI::App& app, command_context& ctx) {
         return exit_server_error;
       }
       if (ctx.options.json)
-        std::cout << to_json(*result).dump(2) << "\n";
+        std::cout << dump_json(to_json(*result), 2) << "\n";
       else
         print_infer_result(std::cout, *result);
       return exit_ok;

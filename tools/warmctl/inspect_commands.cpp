@@ -21,11 +21,17 @@ class event_printer final : public r::StateListener::Server {
       : json_(json), limit_(limit), done_(kj::mv(done)) {}
 
   kj::Promise<void> modelStateChanged(ModelStateChangedContext context) override {
-    auto event = r::from_capnp(context.getParams().getEvent());
-    if (json_)
-      std::cout << to_json(event).dump() << std::endl;  // one JSON document per line
-    else
+    auto capnp_event = context.getParams().getEvent();
+    auto event = r::from_capnp(capnp_event);
+    auto missed = capnp_event.getMissed();
+    if (json_) {
+      auto doc = to_json(event);
+      doc["missed"] = missed;
+      std::cout << dump_json(doc) << std::endl;  // one JSON document per line
+    } else {
+      if (missed > 0) std::cout << "(" << missed << " event(s) missed: this watcher fell behind)" << std::endl;
       std::cout << event_line(event) << std::endl;
+    }
     if (limit_ && ++seen_ == limit_) done_->fulfill();
     return kj::READY_NOW;
   }
@@ -80,7 +86,7 @@ void add_inspect(CLI::App& app, command_context& ctx) {
       if (int rc = check_status(reply.getStatus())) return rc;
       auto snapshot = r::from_capnp(reply.getInspection());
       if (ctx.options.json)
-        std::cout << inspection_section(snapshot, *section).dump(2) << "\n";
+        std::cout << dump_json(inspection_section(snapshot, *section), 2) << "\n";
       else
         print_inspection(std::cout, snapshot, *section);
       return exit_ok;

@@ -20,7 +20,7 @@ int done(const command_context& ctx, const std::string& text, json fields) {
   if (ctx.options.json) {
     json doc = {{"ok", true}};
     doc.update(fields);
-    std::cout << doc.dump(2) << "\n";
+    std::cout << dump_json(doc, 2) << "\n";
   } else {
     std::cout << text << "\n";
   }
@@ -118,7 +118,7 @@ void add_status(CLI::App& app, command_context& ctx) {
       auto status = fetch_status(ctx, c, *id);
       if (!status) return print_error(status.error());
       if (ctx.options.json)
-        std::cout << to_json(*status).dump(2) << "\n";
+        std::cout << dump_json(to_json(*status), 2) << "\n";
       else
         print_model_status(std::cout, *status);
       return exit_ok;
@@ -208,7 +208,7 @@ void add_models(CLI::App& app, command_context& ctx) {
           list.push_back(to_json(m));
         json doc = {{"models", list}};
         if (one_page) doc["next"] = cursor;
-        std::cout << doc.dump(2) << "\n";
+        std::cout << dump_json(doc, 2) << "\n";
       } else {
         print_models(std::cout, models);
         if (one_page && !cursor.empty()) std::cout << "next: --after " << cursor << "\n";
@@ -229,7 +229,7 @@ void add_vmodel(CLI::App& app, command_context& ctx) {
   auto print = [&ctx](r::VModelStatus::Reader reader) {
     auto status = r::from_capnp(reader);
     if (ctx.options.json)
-      std::cout << to_json(status).dump(2) << "\n";
+      std::cout << dump_json(to_json(status), 2) << "\n";
     else
       print_vmodel_status(std::cout, status);
     return exit_ok;

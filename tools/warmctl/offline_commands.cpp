@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "format.hpp"
 #include "warm/dense_model.hpp"
 #include "warm/model_repository.hpp"
 #include "warm/model_writer.hpp"
@@ -81,7 +82,7 @@ void add_offline_commands(CLI::App& app, bool& json, int& exit_code) {
       return;
     }
     if (json)
-      std::cout << info_json(*model).dump(2) << "\n";
+      std::cout << dump_json(info_json(*model), 2) << "\n";
     else
       print_info(*model);
     exit_code = exit_ok;
@@ -113,7 +114,7 @@ void add_offline_commands(CLI::App& app, bool& json, int& exit_code) {
     }
     auto bytes = dense_data_bytes(*widths);
     if (json)
-      std::cout << nlohmann::json{{"path", target}, {"layers", *widths}, {"activation", *act}, {"seed", *seed}, {"bytes", bytes}}.dump()
+      std::cout << nlohmann::json{{"path", target}, {"layers", *widths}, {"activation", *act}, {"seed", *seed}, {"bytes", bytes}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                 << "\n";
     else
       std::printf("wrote %s: dense %s, %s, %s\n", target.c_str(), layers->c_str(), act->c_str(), format_bytes(bytes).c_str());

@@ -114,6 +114,30 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
       ->capture_default_str();
   app.add_option("--max-request-bytes", c.max_request_bytes, "Largest request message")->capture_default_str();
   app.add_option("--max-tensor-bytes", c.max_tensor_bytes, "Largest input tensor")->capture_default_str();
+  app.add_option("--max-connections", c.max_connections, "Cap'n Proto connections open at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-pending-logins", c.max_pending_logins,
+                 "Remote Cap'n Proto connections not yet logged in, at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--login-timeout", c.login_timeout, "How long a remote connection may take to log in")
+      ->capture_default_str();
+  app.add_option("--max-failed-logins", c.max_failed_logins,
+                 "Wrong tokens a peer address may present per minute, both fronts (0 = no limit)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--max-watchers", c.max_watchers, "Watch streams open at once, all connections")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-watchers-per-connection", c.max_watchers_per_connection,
+                 "Watch streams one connection may open")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-queued-events", c.max_queued_events,
+                 "Events a watch stream queues for a listener that falls behind; older ones are dropped")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--max-models", c.max_models, "Registrations the registry accepts")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -356,6 +380,7 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
     else if (key == "request-timeout") r = string_value(c.request_timeout);
     else if (key == "http-header-timeout") r = string_value(c.http_header_timeout);
     else if (key == "http-body-timeout") r = string_value(c.http_body_timeout);
+    else if (key == "login-timeout") r = string_value(c.login_timeout);
     else if (key == "rescore-period") r = string_value(c.rescore_period);
     else if (key == "iam-rate") r = string_value(c.iam_rate);
     else if (key == "iam-rate-period") r = string_value(c.iam_rate_period);
@@ -373,6 +398,20 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       auto v = integer();
       if (!v || *v < 0) return bad(key, "a non-negative integer");
       if (!given(key)) c.inline_inference_limit = static_cast<std::uint64_t>(*v);
+    } else if (key == "max-connections" || key == "max-pending-logins" || key == "max-watchers" ||
+               key == "max-watchers-per-connection" || key == "max-failed-logins" ||
+               key == "max-queued-events") {
+      bool zero_ok = key == "max-failed-logins";
+      auto v = integer();
+      if (!v || *v < (zero_ok ? 0 : 1) || *v > (1 << 20))
+        return bad(key, zero_ok ? "an integer from 0 to 1048576" : "an integer from 1 to 1048576");
+      auto& field = key == "max-connections"      ? c.max_connections
+                    : key == "max-pending-logins" ? c.max_pending_logins
+                    : key == "max-watchers"       ? c.max_watchers
+                    : key == "max-failed-logins"  ? c.max_failed_logins
+                    : key == "max-queued-events"  ? c.max_queued_events
+                                                  : c.max_watchers_per_connection;
+      if (!given(key)) field = static_cast<std::uint32_t>(*v);
     } else if (key == "http-threads") {
       auto v = integer();
       if (!v || *v < 1 || *v > 1024) return bad(key, "an integer from 1 to 1024");

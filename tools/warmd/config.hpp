@@ -32,6 +32,15 @@ struct config {
   std::string log_level = "info";
   std::string max_request_bytes = "64MiB";
   std::string max_tensor_bytes = "64MiB";
+  // Cap'n Proto connections (docs/configuration.md): at once; not yet logged in at once (remote
+  // listeners); how long one may take to log in; failed logins a peer may make per minute.
+  std::uint32_t max_connections = 1024;
+  std::uint32_t max_pending_logins = 64;
+  std::string login_timeout = "10s";
+  std::uint32_t max_failed_logins = 10;
+  std::uint32_t max_watchers = 256;                // watch streams open at once, all connections
+  std::uint32_t max_watchers_per_connection = 16;  // watch streams one connection may open
+  std::uint32_t max_queued_events = 4096;          // events one watch stream queues for a slow reader
   std::string http;                 // HOST:PORT of the HTTP front; empty = none
   std::uint32_t http_threads = 32;
   bool metrics_per_model = false;

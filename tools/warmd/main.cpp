@@ -18,7 +18,9 @@
 #include <optional>
 
 #include "config.hpp"
+#include "file_checks.hpp"
 #include "http/http_front.hpp"
+#include "net/login_limiter.hpp"
 #include "service.hpp"
 #include "warm/runtime.hpp"
 #include "warm/units.hpp"
@@ -91,6 +93,20 @@ int main(int argc, char** argv) {
   auto tensor_bytes = warm::parse_bytes(c.max_tensor_bytes);
   if (!tensor_bytes) return usage("--max-tensor-bytes: " + tensor_bytes.error().message);
 
+  auto login_timeout = warm::warmd::parse_duration(c.login_timeout);
+  if (!login_timeout) return usage("--login-timeout: " + login_timeout.error().message);
+  if (login_timeout->count() <= 0) return usage("--login-timeout must be positive");
+  // Failed logins on either front, per peer address; each is logged (never the token).
+  warm::net::login_limiter::options login_limits;
+  login_limits.failures_per_minute = c.max_failed_logins;
+  login_limits.on_failure = [](const std::string& peer, const std::string& front, bool limited) {
+    if (limited)
+      spdlog::warn("{}: login refused from {}: too many failed logins (--max-failed-logins)", front, peer);
+    else
+      spdlog::warn("{}: failed login from {}: wrong token", front, peer);
+  };
+  auto limiter = std::make_shared<warm::net::login_limiter>(std::move(login_limits));
+
   auto request_timeout = warm::warmd::parse_duration(c.request_timeout);
   if (!request_timeout) return usage("--request-timeout: " + request_timeout.error().message);
   auto header_timeout = warm::warmd::parse_duration(c.http_header_timeout);
@@ -109,6 +125,7 @@ int main(int argc, char** argv) {
     http_options->limits.max_tensor_bytes = *tensor_bytes;
     http_options->threads = c.http_threads;
     http_options->per_model_metrics = c.metrics_per_model;
+    http_options->login_limiter = limiter;
     http_options->request_timeout =
         std::max(std::chrono::seconds(1), std::chrono::duration_cast<std::chrono::seconds>(*request_timeout));
     // At least 1 ms: a zero deadline would refuse every request.
@@ -123,13 +140,25 @@ int main(int argc, char** argv) {
   service_options.allow_remote = c.allow_remote;
   service_options.server.max_request_bytes = *request_bytes;
   service_options.server.max_tensor_bytes = *tensor_bytes;
+  service_options.server.max_watchers = c.max_watchers;
+  service_options.server.max_queued_events = c.max_queued_events;
+  service_options.server.max_watchers_per_connection = c.max_watchers_per_connection;
+  service_options.max_connections = c.max_connections;
+  service_options.max_pending_logins = c.max_pending_logins;
+  service_options.login_timeout = *login_timeout;
+  service_options.limiter = limiter;
   if (c.allow_remote) {
     if (c.token_file.empty()) return usage("--allow-remote needs --token-file");
+    for (const auto& warning : warm::warmd::check_token_file(c.token_file)) spdlog::warn("{}", warning);
     auto token = read_token(c.token_file);
     if (!token) return usage(token.error().message);
     service_options.token = *token;
     if (http_options) http_options->token = std::move(*token);
   }
+
+  auto state_warnings = warm::warmd::check_state_dir(c.state);
+  if (!state_warnings) return usage(state_warnings.error().message);
+  for (const auto& warning : *state_warnings) spdlog::warn("{}", warning);
 
   warm::runtime_options options;
   options.repositories = c.repo;

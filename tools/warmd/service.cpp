@@ -17,6 +17,7 @@
 #include <kj/async-io.h>
 #include <kj/thread.h>
 
+#include "acceptor.hpp"
 #include "net/loopback.hpp"
 #include "warm/runtime.hpp"
 
@@ -77,48 +78,6 @@ expected<void> clear_stale_socket(const std::string& path) {
   return {};
 }
 
-class log_errors final : public kj::TaskSet::ErrorHandler {
- public:
-  void taskFailed(kj::Exception&& e) override { spdlog::warn("rpc: {}", e.getDescription().cStr()); }
-};
-
-// Serves `bootstrap` on every connection a receiver accepts, like capnp::TwoPartyServer but with
-// the reader options given: TwoPartyServer reads with Cap'n Proto's defaults (64 MiB), and drops
-// a client whose message is larger instead of letting the server answer it tooLarge. Lives on
-// the RPC thread; destroying it closes every connection it accepted.
-class rpc_acceptor {
- public:
-  rpc_acceptor(capnp::Capability::Client bootstrap, capnp::ReaderOptions options)
-      : bootstrap_(kj::mv(bootstrap)), options_(options) {}
-
-  // Accepts until the promise is dropped (or accepting fails: the promise is rejected).
-  kj::Promise<void> listen(kj::ConnectionReceiver& receiver) {
-    return receiver.accept().then([this, &receiver](kj::Own<kj::AsyncIoStream>&& stream) {
-      auto c = kj::heap<connection>(kj::mv(stream), bootstrap_, options_);
-      auto disconnected = c->network.onDisconnect();
-      tasks_.add(disconnected.attach(kj::mv(c)));
-      return listen(receiver);
-    });
-  }
-
- private:
-  struct connection {
-    connection(kj::Own<kj::AsyncIoStream>&& s, capnp::Capability::Client bootstrap,
-               capnp::ReaderOptions options)
-        : stream(kj::mv(s)),
-          network(*stream, capnp::rpc::twoparty::Side::SERVER, options),
-          rpc(capnp::makeRpcServer(network, kj::mv(bootstrap))) {}
-    kj::Own<kj::AsyncIoStream> stream;
-    capnp::TwoPartyVatNetwork network;
-    capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
-  };
-
-  capnp::Capability::Client bootstrap_;
-  capnp::ReaderOptions options_;
-  log_errors errors_;
-  kj::TaskSet tasks_{errors_};
-};
-
 }  // namespace
 
 capnp::ReaderOptions receive_options(const rpc::server_options& server) {
@@ -147,7 +106,8 @@ struct service::impl {
       auto io = kj::setupAsyncIo();
       auto& net = io.provider->getNetwork();
       auto in_flight = std::make_shared<std::atomic<std::uint64_t>>(0);
-      rpc::Warm::Client warm = kj::heap<rpc::warm_server>(*rt, options.server, in_flight);
+      auto all_watchers = std::make_shared<std::uint32_t>(0);
+      connection_counts counts;
 
       struct listener {
         kj::Own<kj::ConnectionReceiver> receiver;
@@ -156,10 +116,15 @@ struct service::impl {
         std::string unix_path;
       };
       std::vector<listener> listeners;
-      log_errors errors;
       for (const auto& a : addresses) {
         listener l;
-        capnp::Capability::Client bootstrap = warm;
+        acceptor_options accepting;
+        accepting.server = options.server;
+        accepting.receive = receive_options(options.server);
+        accepting.login_timeout = options.login_timeout;
+        accepting.max_connections = options.max_connections;
+        accepting.max_unauthenticated = options.max_pending_logins;
+        accepting.limiter = options.limiter;
         if (a.is_unix) {
           if (auto ok = clear_stale_socket(a.path); !ok) {
             started.set_value(ok.error());
@@ -182,9 +147,10 @@ struct service::impl {
           l.receiver = addr->listen();
           auto host = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
           bound.push_back(host + ":" + std::to_string(l.receiver->getPort()));
-          if (options.allow_remote) bootstrap = kj::heap<rpc::authenticator>(options.token, warm);
+          if (options.allow_remote) accepting.token = options.token;
         }
-        l.server = kj::heap<rpc_acceptor>(kj::mv(bootstrap), receive_options(options.server));
+        l.server = kj::heap<rpc_acceptor>(*rt, io.provider->getTimer(), std::move(accepting), in_flight, all_watchers,
+                                          counts);
         auto text = bound.back();
         l.accepting = l.server->listen(*l.receiver).eagerlyEvaluate([text](kj::Exception&& e) {
           spdlog::error("listener {} stopped: {}", text, e.getDescription().cStr());
@@ -206,9 +172,17 @@ struct service::impl {
       }
       auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.drain_seconds);
       if (in_flight->load() > 0) spdlog::info("waiting for {} call(s) in flight", in_flight->load());
-      while (in_flight->load() > 0 && std::chrono::steady_clock::now() < deadline)
+      // The calls' answers must also leave: a finished call's reply may still sit in its
+      // connection's queue (a large one is written as the client reads it).
+      auto unsent = [&] {
+        std::size_t n = 0;
+        for (auto& l : listeners) n += l.server->unsent_messages();
+        return n;
+      };
+      while ((in_flight->load() > 0 || unsent() > 0) && std::chrono::steady_clock::now() < deadline)
         io.provider->getTimer().afterDelay(10 * kj::MILLISECONDS).wait(io.waitScope);
-      if (in_flight->load() > 0) spdlog::warn("{} call(s) still in flight, closing anyway", in_flight->load());
+      if (in_flight->load() > 0 || unsent() > 0)
+        spdlog::warn("{} call(s) still in flight, {} answer(s) unsent; closing anyway", in_flight->load(), unsent());
       listeners.clear();  // closes the connections: watch handles unwatch, calls are cancelled
     } catch (const kj::Exception& e) {
       if (!reported)

@@ -3,6 +3,7 @@
 // serving warm::rpc::warm_server over a runtime.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -15,6 +16,9 @@
 
 namespace warm {
 class runtime;
+}
+namespace warm::net {
+class login_limiter;
 }
 
 namespace warm::warmd {
@@ -49,6 +53,14 @@ struct service_options {
   std::string token;          // required (non-empty) with allow_remote
   rpc::server_options server;
   double drain_seconds = 30;  // how long stop() waits for in-flight calls
+  // Connections open at once, all listeners together; a new one past it is closed on accept.
+  std::uint32_t max_connections = 1024;
+  // With allow_remote (TCP clients must log in): connections not yet logged in, at once; a new one
+  // past it is closed on accept. Such a connection may send messages of login_message_bytes
+  // (acceptor.hpp) at most and is closed when it has not logged in within login_timeout.
+  std::uint32_t max_pending_logins = 64;
+  std::chrono::nanoseconds login_timeout = std::chrono::seconds(10);
+  std::shared_ptr<net::login_limiter> limiter;  // failed logins per peer (null: not limited)
 };
 
 // Owns the RPC thread. Thread-safe to stop() from any other thread, once.

@@ -1,0 +1,42 @@
+#include "file_checks.hpp"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+
+namespace warm::warmd {
+
+namespace {
+std::string octal(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+}  // namespace
+
+std::vector<std::string> check_token_file(const std::string& path) {
+  std::vector<std::string> warnings;
+  struct stat link {};
+  if (::lstat(path.c_str(), &link) != 0) return warnings;
+  if (S_ISLNK(link.st_mode)) warnings.push_back("token file " + path + " is a symlink");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH)) != 0)
+    warnings.push_back("token file " + path + " is readable by other users (mode " + octal(st.st_mode) +
+                       "); chmod 600 it");
+  return warnings;
+}
+
+expected<std::vector<std::string>> check_state_dir(const std::string& path) {
+  std::vector<std::string> warnings;
+  struct stat link {};
+  if (::lstat(path.c_str(), &link) != 0) return warnings;
+  if (S_ISLNK(link.st_mode)) warnings.push_back("state directory " + path + " is a symlink");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return warnings;
+  if (S_ISDIR(st.st_mode) && (st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0)
+    return make_error(errc::invalid_argument, "state directory " + path + " is writable by every user (mode " +
+                                                  octal(st.st_mode) + "); chmod o-w it");
+  return warnings;
+}
+
+}  // namespace warm::warmd
