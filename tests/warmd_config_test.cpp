@@ -272,10 +272,10 @@ max-queued-events = 16
     parsed bad;
     auto r = bad.apply(key + " = 0\n");
     REQUIRE_FALSE(r);
-    CHECK(r.error().message == "test.toml: key \"" + key + "\" must be an integer from 1 to 1048576");
+    CHECK(r.error().message == "test.toml: key \"" + key + "\" must be an integer from 1 to 1048576 (line 1)");
   }
   parsed negative;
   auto r = negative.apply("max-failed-logins = -1\n");
   REQUIRE_FALSE(r);
-  CHECK(r.error().message == "test.toml: key \"max-failed-logins\" must be an integer from 0 to 1048576");
+  CHECK(r.error().message == "test.toml: key \"max-failed-logins\" must be an integer from 0 to 1048576 (line 1)");
 }
