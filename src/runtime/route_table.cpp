@@ -133,6 +133,11 @@ std::size_t route_table::entries() const {
   return std::atomic_load(&published_)->entries.size();
 }
 
+std::size_t route_table::aliases() const {
+  std::lock_guard<std::mutex> guard(writers_);
+  return std::atomic_load(&published_)->aliases.size();
+}
+
 std::size_t route_table::retired() const {
   std::lock_guard<std::mutex> guard(writers_);
   return retired_.size();
@@ -157,7 +162,7 @@ void route_table::retire(entry& e) {
 void route_table::reclaim() {
   if (retired_.empty()) return;
   auto oldest = oldest_reader();
-  auto unreachable = [&](const retired_slot& r) { return false && r.epoch < oldest; };
+  auto unreachable = [&](const retired_slot& r) { return r.epoch < oldest; };
   retired_.erase(std::remove_if(retired_.begin(), retired_.end(), unreachable), retired_.end());
 }
 

@@ -71,9 +71,10 @@ class route_table {
   void replace_aliases(std::unordered_map<std::string, std::string> aliases);
 
   // For tests and inspection: snapshots published so far (a load of a model that has had an
-  // entry publishes none), entries held, and unlinked slots not yet released.
+  // entry publishes none), entries held, vmodel aliases held, and unlinked slots not yet released.
   std::uint64_t publications() const { return version_.load(std::memory_order_relaxed); }
   std::size_t entries() const;
+  std::size_t aliases() const;
   std::size_t retired() const;
 
   struct entry {
