@@ -98,7 +98,7 @@ TEST_CASE("clients racing a withdrawal never use freed weights and the bytes com
   }
 }
 
-TEST_CASE("route table readers see consistent snapshots while writers publish") {
+TEST_CASE("route table readers see consistent entries while writers publish") {
   loaded l;
   route_table routes;
   auto slot = std::make_shared<serving_slot>("m", *l.dev, l.weights(), nullptr);
@@ -108,11 +108,10 @@ TEST_CASE("route table readers see consistent snapshots while writers publish") 
   for (int t = 0; t < 2; ++t)
     readers.emplace_back([&] {
       while (!stop) {
-        const std::string* model = nullptr;
-        auto* s = route_table::find(routes.current(), "v", &model);
-        if (s) {
+        route_table::read_guard reading;
+        if (auto lease = routes.lease("v", {})) {
           ++found;
-          if (*model != "m" || s->model() != "m") ++inconsistent;
+          if (lease.slot().model() != "m") ++inconsistent;
         }
       }
     });
@@ -128,10 +127,11 @@ TEST_CASE("route table readers see consistent snapshots while writers publish") 
   stop = true;
   for (auto& r : readers) r.join();
   CHECK(inconsistent == 0);
-  const std::string* model = nullptr;
-  CHECK(route_table::find(routes.current(), "v", &model) == slot.get());
+  route_table::read_guard reading;
+  CHECK(routes.lease("v", {}).slot().model() == "m");
+  CHECK(routes.resolve("v") == "m");
   routes.erase_slot("m", nullptr);  // not the current slot: no change
-  CHECK(route_table::find(routes.current(), "m", &model) == slot.get());
+  CHECK(routes.lease("m", {}));
   slot->withdraw();
 }
 
@@ -141,16 +141,15 @@ TEST_CASE("replacing every alias at once drops the old ones and publishes the ne
   auto slot = std::make_shared<serving_slot>("m", *l.dev, l.weights(), nullptr);
   routes.put_slot("m", slot);
   routes.put_alias("old", "m");
+  route_table::read_guard reading;
+  auto before = routes.publications();
   routes.replace_aliases({{"v1", "m"}, {"v2", "m"}});
-  const std::string* model = nullptr;
-  const auto& after = routes.current();
-  CHECK(route_table::find(after, "v1", &model) == slot.get());
-  CHECK(*model == "m");
-  CHECK(route_table::find(after, "v2", &model) == slot.get());
-  const std::string old = "old";
-  CHECK(route_table::find(after, old, &model) == nullptr);  // gone: not a model id either
-  CHECK(model == &old);
-  CHECK(route_table::find(after, "m", &model) == slot.get());  // slots are untouched
+  CHECK(routes.publications() == before + 1);
+  CHECK(routes.lease("v1", {}).slot().model() == "m");
+  CHECK(routes.lease("v2", {}).slot().model() == "m");
+  CHECK_FALSE(routes.lease("old", {}));  // gone: not a model id either
+  CHECK(routes.resolve("old") == "old");
+  CHECK(routes.lease("m", {}));  // slots are untouched
   slot->withdraw();
 }
 
@@ -168,12 +167,10 @@ TEST_CASE("leases taken while slots are replaced and withdrawn never see freed w
   for (int t = 0; t < 3; ++t)
     readers.emplace_back([&] {
       while (!stop) {
-        const std::string* model = nullptr;
-        auto* s = route_table::find(routes.current(), "m", &model);
-        if (!s) continue;
-        if (auto lease = s->try_acquire({})) {
+        route_table::read_guard reading;
+        if (auto lease = routes.lease("m", {})) {
           ++leased;
-          if (s->quiesced()) ++freed_under_lease;  // checked before touching the weights
+          if (lease.slot().quiesced()) ++freed_under_lease;  // checked before touching the weights
           else if (lease.model().spec().input_width() != 16) ++freed_under_lease;
         }
       }
@@ -192,4 +189,126 @@ TEST_CASE("leases taken while slots are replaced and withdrawn never see freed w
   CHECK(freed_under_lease == 0);
   previous->withdraw();
   routes.erase_slot("m", previous.get());
+}
+
+// A load or an eviction of a model that has an entry changes that entry only: no snapshot of the
+// whole table is copied and published.
+TEST_CASE("loads and evictions touch one entry; the table publishes only for new ids and aliases") {
+  std::vector<loaded> models(3);
+  route_table routes;
+  auto make = [&](int i) {
+    return std::make_shared<serving_slot>("m" + std::to_string(i), *models[i].dev, models[i].weights(), nullptr);
+  };
+  auto first = make(0);
+  route_table::read_guard reading;
+  routes.put_slot("m0", first);
+  auto after_first = routes.publications();
+  CHECK(after_first > 1);  // a new id: one publication
+  first->withdraw();
+  routes.erase_slot("m0", first.get());
+  CHECK_FALSE(routes.lease("m0", {}));
+  auto second = make(0);
+  routes.put_slot("m0", second);  // the same id again: the entry is reused
+  CHECK(routes.publications() == after_first);
+  CHECK(routes.lease("m0", {}).slot().model() == "m0");
+  CHECK(routes.entries() == 1);
+  second->withdraw();
+  routes.erase_slot("m0", second.get());
+  CHECK(routes.publications() == after_first);
+}
+
+// An unlinked slot stays alive while a guard that may have read it lives (its lease can end on
+// it), and is released at the first write after.
+TEST_CASE("the table keeps an unlinked slot until no reader that saw it is left") {
+  loaded l;
+  route_table routes;
+  auto slot = std::make_shared<serving_slot>("m", *l.dev, l.weights(), nullptr);
+  std::weak_ptr<serving_slot> watch = slot;
+  routes.put_slot("m", slot);
+  {
+    route_table::read_guard reading;
+    auto lease = routes.lease("m", {});
+    REQUIRE(lease);
+    CHECK_FALSE(slot->withdraw());  // a lease is out
+    routes.erase_slot("m", slot.get());
+    slot.reset();  // the table's reference is the last one
+    CHECK(routes.retired() == 1);
+    CHECK_FALSE(watch.expired());
+    CHECK(lease.model().spec().input_width() == 16);
+    lease.reset();  // quiesces the slot: it frees its weights, and release() touched the slot
+    routes.erase_slot("other", nullptr);  // a write while the guard lives: still kept
+    CHECK_FALSE(watch.expired());
+  }
+  CHECK(routes.retired() == 1);   // released by a writer, not by the reader
+  routes.erase_slot("other", nullptr);
+  CHECK(routes.retired() == 0);
+  CHECK(watch.expired());
+  CHECK(l.dev->used() == 0);
+}
+
+// Many entries emptied by evictions are compacted away, amortized, and come back on the next load.
+TEST_CASE("empty entries are compacted once they are as many as the filled ones") {
+  loaded l;
+  route_table routes;
+  std::vector<std::shared_ptr<serving_slot>> slots;
+  for (int i = 0; i < 200; ++i) {
+    slots.push_back(std::make_shared<serving_slot>("m" + std::to_string(i), *l.dev, l.weights(), nullptr));
+    routes.put_slot("m" + std::to_string(i), slots.back());
+  }
+  CHECK(routes.entries() == 200);
+  for (int i = 0; i < 150; ++i) {
+    slots[i]->withdraw();
+    routes.erase_slot("m" + std::to_string(i), slots[i].get());
+  }
+  CHECK(routes.entries() < 200);
+  CHECK(routes.entries() >= 50);
+  route_table::read_guard reading;
+  for (int i = 150; i < 200; ++i) CHECK(routes.lease("m" + std::to_string(i), {}));
+  auto again = std::make_shared<serving_slot>("m0", *l.dev, l.weights(), nullptr);
+  routes.put_slot("m0", again);
+  CHECK(routes.lease("m0", {}));
+  again->withdraw();
+  for (int i = 150; i < 200; ++i) slots[i]->withdraw();
+}
+
+// The reclamation protocol under load: readers lease and read the weights while a writer keeps
+// replacing the model's slot and dropping every reference of its own. A slot released while a
+// reader could still reach it is a use after free (ASan and TSan run this test).
+TEST_CASE("readers never touch a released slot while writers replace it") {
+  loaded l;
+  route_table routes;
+  std::atomic<bool> stop{false};
+  std::atomic<long> leased{0}, wrong{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t)
+    readers.emplace_back([&] {
+      while (!stop) {
+        route_table::read_guard reading;
+        if (auto lease = routes.lease("m", {})) {
+          ++leased;
+          if (lease.model().spec().input_width() != 16 || lease.slot().model() != "m") ++wrong;
+        }
+      }
+    });
+  std::shared_ptr<serving_slot> previous;
+  for (int i = 0; i < 3000 || leased < 100; ++i) {
+    auto next = std::make_shared<serving_slot>("m", *l.dev, l.weights(), nullptr);
+    routes.put_slot("m", next);
+    if (previous) previous->withdraw();  // an eviction: leases in flight finish on it
+    previous = std::move(next);
+    if (i % 3 == 0) {
+      previous->withdraw();
+      routes.erase_slot("m", previous.get());
+      previous.reset();  // the table's reference is the last
+    }
+  }
+  stop = true;
+  for (auto& r : readers) r.join();
+  CHECK(wrong == 0);
+  INFO("leases taken: " << leased.load());
+  CHECK(leased >= 100);
+  if (previous) previous->withdraw();
+  routes.erase_slot("m", previous.get());
+  CHECK(routes.retired() == 0);  // every unlinked slot was released once safe
+  CHECK(l.dev->used() == 0);
 }

@@ -38,7 +38,8 @@
 
 namespace warm {
 
-class serving_slot {
+// Made with std::make_shared (a lease can hand out a shared reference to its slot).
+class serving_slot : public std::enable_shared_from_this<serving_slot> {
  public:
   // Why on_release was called.
   enum class event { quiesced, idle };
@@ -68,6 +69,8 @@ class serving_slot {
     void reset();
 
     const serving_slot& slot() const { return *slot_; }
+    // A reference that keeps the slot alive (for a lease handed to another thread).
+    std::shared_ptr<serving_slot> share() const { return slot_->shared_from_this(); }
     const resident_model& model() const { return *slot_->weights_; }
     device& owner() const { return *slot_->owner_; }
 

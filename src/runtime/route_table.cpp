@@ -1,6 +1,8 @@
 #include "runtime/route_table.hpp"
 
-#include <vector>
+#include <algorithm>
+#include <cassert>
+#include <limits>
 
 namespace warm {
 namespace {
@@ -16,9 +18,63 @@ struct cached_snapshot {
 };
 thread_local std::vector<cached_snapshot> thread_cache;
 
+// ---- epochs: when may an unlinked slot be released? -----------------------------------------
+//
+// A reader (read_guard) stores the global epoch into its own record before it reads any entry's
+// slot pointer and clears it once it is done with every slot it read (its leases released); a
+// writer unlinks a slot, then takes an epoch R (fetch_add) and later scans the records. All four
+// are sequentially consistent, so for every reader either its read of the entry comes after the
+// unlink (it cannot see the slot), or the scan sees its announcement, which is then at most R. A
+// slot unlinked at R is therefore unreachable once every announcement is 0 or greater than R.
+
+struct reader_record {
+  std::atomic<std::uint64_t> announced{0};  // 0: not reading an entry
+  std::atomic<bool> taken{false};           // owned by a live thread
+  reader_record* next = nullptr;            // immutable once published
+};
+
+std::atomic<std::uint64_t> global_epoch{1};
+std::atomic<reader_record*> records{nullptr};  // a list that only grows: one record per thread alive at once
+
+reader_record* take_record() {
+  for (auto* r = records.load(std::memory_order_acquire); r; r = r->next) {
+    bool free = false;
+    if (!r->taken.load(std::memory_order_relaxed) && r->taken.compare_exchange_strong(free, true)) return r;
+  }
+  auto* r = new reader_record;  // never freed: records are reused by later threads
+  r->taken.store(true, std::memory_order_relaxed);
+  r->next = records.load(std::memory_order_relaxed);
+  while (!records.compare_exchange_weak(r->next, r)) {
+  }
+  return r;
+}
+
+// This thread's record, taken at its first guard and given back when it exits.
+struct thread_reader {
+  reader_record* record = take_record();
+  int depth = 0;  // read_guards alive on this thread
+  ~thread_reader() {
+    record->announced.store(0);
+    record->taken.store(false, std::memory_order_release);
+  }
+};
+thread_local thread_reader this_reader;
+
+// The smallest announcement of a reader in an entry now; the maximum when none is.
+std::uint64_t oldest_reader() {
+  auto oldest = std::numeric_limits<std::uint64_t>::max();
+  for (auto* r = records.load(); r; r = r->next) {
+    auto announced = r->announced.load();
+    if (announced != 0) oldest = std::min(oldest, announced);
+  }
+  return oldest;
+}
+
 }  // namespace
 
 route_table::route_table() : instance_(next_instance.fetch_add(1)), published_(std::make_shared<snapshot>()) {}
+
+route_table::~route_table() = default;  // no reader may be inside a table being destroyed
 
 const route_table::snapshot& route_table::current() const {
   cached_snapshot* cached = nullptr;
@@ -39,44 +95,127 @@ const route_table::snapshot& route_table::current() const {
   return *cached->value;
 }
 
-serving_slot* route_table::find(const snapshot& s, const std::string& id, const std::string** model_id) {
+serving_slot::lease route_table::lease(const std::string& id, timestamp now) const {
+  const auto& s = current();
   const std::string* model = &id;
   if (auto a = s.aliases.find(id); a != s.aliases.end()) model = &a->second;
-  if (model_id) *model_id = model;
-  auto it = s.slots.find(*model);
-  return it == s.slots.end() ? nullptr : it->second.get();
+  auto it = s.entries.find(*model);
+  if (it == s.entries.end()) return {};
+  assert(this_reader.depth > 0 && "route_table::lease needs a read_guard on this thread");
+  auto* slot = it->second->slot.load();
+  return slot ? slot->try_acquire(now) : serving_slot::lease{};
+}
+
+route_table::read_guard::read_guard() {
+  if (this_reader.depth++ == 0) this_reader.record->announced.store(global_epoch.load());
+}
+
+route_table::read_guard::~read_guard() {
+  if (--this_reader.depth == 0) this_reader.record->announced.store(0, std::memory_order_release);
+}
+
+std::string route_table::resolve(const std::string& id) const {
+  const auto& s = current();
+  auto a = s.aliases.find(id);
+  return a == s.aliases.end() ? id : a->second;
+}
+
+std::vector<std::shared_ptr<serving_slot>> route_table::slots() const {
+  std::lock_guard<std::mutex> guard(writers_);
+  std::vector<std::shared_ptr<serving_slot>> out;
+  for (auto& [model, e] : std::atomic_load(&published_)->entries)
+    if (e->owner) out.push_back(e->owner);
+  return out;
+}
+
+std::size_t route_table::entries() const {
+  std::lock_guard<std::mutex> guard(writers_);
+  return std::atomic_load(&published_)->entries.size();
+}
+
+std::size_t route_table::aliases() const {
+  std::lock_guard<std::mutex> guard(writers_);
+  return std::atomic_load(&published_)->aliases.size();
+}
+
+std::size_t route_table::retired() const {
+  std::lock_guard<std::mutex> guard(writers_);
+  return retired_.size();
 }
 
 template <class Edit>
-void route_table::update(Edit&& edit) {
-  std::lock_guard<std::mutex> guard(writers_);
+void route_table::publish(Edit&& edit) {
   auto next = std::make_shared<snapshot>(*std::atomic_load(&published_));
   edit(*next);
   std::atomic_store(&published_, std::shared_ptr<const snapshot>(std::move(next)));
   version_.fetch_add(1, std::memory_order_release);
 }
 
+void route_table::retire(entry& e) {
+  e.slot.store(nullptr);
+  if (!e.owner) return;
+  retired_.push_back({std::move(e.owner), global_epoch.fetch_add(1)});
+  e.owner = nullptr;
+  ++empty_entries_;
+}
+
+void route_table::reclaim() {
+  if (retired_.empty()) return;
+  auto oldest = oldest_reader();
+  auto unreachable = [&](const retired_slot& r) { return r.epoch < oldest; };
+  retired_.erase(std::remove_if(retired_.begin(), retired_.end(), unreachable), retired_.end());
+}
+
+void route_table::compact_if_sparse() {
+  auto total = std::atomic_load(&published_)->entries.size();
+  if (empty_entries_ < 64 || empty_entries_ * 2 < total) return;
+  publish([](snapshot& s) {
+    for (auto it = s.entries.begin(); it != s.entries.end();)
+      it = it->second->owner ? std::next(it) : s.entries.erase(it);
+  });
+  empty_entries_ = 0;
+}
+
 void route_table::put_slot(const std::string& model, std::shared_ptr<serving_slot> slot) {
-  update([&](snapshot& s) { s.slots[model] = std::move(slot); });
+  std::lock_guard<std::mutex> guard(writers_);
+  auto now = std::atomic_load(&published_);  // only writers publish, and this one holds writers_
+  std::shared_ptr<entry> e;
+  if (auto it = now->entries.find(model); it != now->entries.end()) {
+    e = it->second;
+  } else {
+    e = std::make_shared<entry>();
+    publish([&](snapshot& s) { s.entries.emplace(model, e); });
+    ++empty_entries_;  // counted as filled just below
+  }
+  retire(*e);
+  e->owner = std::move(slot);
+  e->slot.store(e->owner.get());
+  --empty_entries_;
+  reclaim();
 }
 
 void route_table::erase_slot(const std::string& model, const serving_slot* slot) {
-  update([&](snapshot& s) {
-    auto it = s.slots.find(model);
-    if (it != s.slots.end() && it->second.get() == slot) s.slots.erase(it);
-  });
+  std::lock_guard<std::mutex> guard(writers_);
+  auto now = std::atomic_load(&published_);
+  auto it = now->entries.find(model);
+  if (it != now->entries.end() && it->second->owner && it->second->owner.get() == slot) retire(*it->second);
+  reclaim();
+  compact_if_sparse();
 }
 
 void route_table::put_alias(const std::string& vmodel, const std::string& model) {
-  update([&](snapshot& s) { s.aliases[vmodel] = model; });
+  std::lock_guard<std::mutex> guard(writers_);
+  publish([&](snapshot& s) { s.aliases[vmodel] = model; });
 }
 
 void route_table::erase_alias(const std::string& vmodel) {
-  update([&](snapshot& s) { s.aliases.erase(vmodel); });
+  std::lock_guard<std::mutex> guard(writers_);
+  publish([&](snapshot& s) { s.aliases.erase(vmodel); });
 }
 
 void route_table::replace_aliases(std::unordered_map<std::string, std::string> aliases) {
-  update([&](snapshot& s) { s.aliases = std::move(aliases); });
+  std::lock_guard<std::mutex> guard(writers_);
+  publish([&](snapshot& s) { s.aliases = std::move(aliases); });
 }
 
 }  // namespace warm

@@ -1,11 +1,22 @@
 // The hit path's index: which loaded slot serves a model id, and which model a vmodel id names.
-// Readers (client threads calling infer) look up without locks or shared writes: the table is an
-// immutable snapshot published by copy-on-write, and each thread keeps the snapshot it last saw
-// until the version changes. Writers (model actors on load and unload, the registry on vmodel
-// flips) are rare; they serialize on a mutex that guards only the copy-and-publish.
 //
-// A snapshot may name a slot that was withdrawn since: the slot itself refuses the lease, and the
-// caller takes the slow path. The table never keeps weights alive (a withdrawn slot frees them).
+// Each model id has a stable entry whose slot pointer changes atomically, so a load or an
+// eviction touches that one entry. The set of entries and the vmodel aliases form an immutable
+// snapshot published copy-on-write; it changes only when a model id gets its first entry, when
+// aliases change, and when empty entries are compacted away (amortized: at most once per as many
+// empty entries as remain). Each reader thread keeps the snapshot it last saw until the version
+// changes, so a lookup is one atomic load and a hash lookup.
+//
+// A slot unlinked from its entry (eviction, replacement) is not released by the table at once: a
+// reader may have read the pointer just before, and a lease it took must be able to end on the
+// slot. Readers hold a read_guard while they use slots read from the table: it announces a
+// process-wide epoch (one store to a line of the thread's own), and the table keeps an unlinked
+// slot until no guard that could have seen it is left, then drops its reference. Writers (model
+// actors on load and unload, the registry on vmodel flips) serialize on a mutex that guards only
+// their own short edits.
+//
+// A lease may name a slot withdrawn since the lookup: the slot itself refuses it, and the caller
+// takes the slow path. The table never keeps weights alive (a withdrawn slot frees them).
 #pragma once
 
 #include <atomic>
@@ -14,6 +25,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "warm/serving_slot.hpp"
 
@@ -21,19 +33,33 @@ namespace warm {
 
 class route_table {
  public:
-  struct snapshot {
-    std::unordered_map<std::string, std::shared_ptr<serving_slot>> slots;  // model id → slot
-    std::unordered_map<std::string, std::string> aliases;                   // vmodel id → model id
+  route_table();
+  ~route_table();
+  route_table(const route_table&) = delete;
+  route_table& operator=(const route_table&) = delete;
+
+  // While one lives on a thread, every slot that thread read from any table stays alive: the
+  // guard must outlive the leases taken under it (release them, or share() the slot before
+  // handing a lease to another thread). Guards nest; destroy one on the thread that made it.
+  class read_guard {
+   public:
+    read_guard();
+    ~read_guard();
+    read_guard(const read_guard&) = delete;
+    read_guard& operator=(const read_guard&) = delete;
   };
 
-  route_table();
+  // A lease on the slot serving `id` (a model id, or a vmodel id resolved to its active model),
+  // taken with serving_slot::try_acquire(now); empty when no loaded slot serves it or the slot
+  // refused (withdrawn). Its slot's model() is the model the id resolved to. Call it with a
+  // read_guard alive on this thread. Lock-free.
+  serving_slot::lease lease(const std::string& id, timestamp now) const;
 
-  // The current snapshot, cached per thread (one atomic load when nothing changed).
-  const snapshot& current() const;
+  // The model id `id` names now: a vmodel's active model, or `id` itself.
+  std::string resolve(const std::string& id) const;
 
-  // Resolves a vmodel id to its active model (or returns `id`) and finds its slot; null when the
-  // model has no slot in this snapshot. Sets *model_id to the resolved model id.
-  static serving_slot* find(const snapshot& s, const std::string& id, const std::string** model_id);
+  // Every slot the table routes to now (for shutdown, which withdraws them).
+  std::vector<std::shared_ptr<serving_slot>> slots() const;
 
   void put_slot(const std::string& model, std::shared_ptr<serving_slot> slot);
   // Removes the model's slot if it is still `slot` (a newer load may have replaced it).
@@ -44,14 +70,47 @@ class route_table {
   // one copy of the table, not n).
   void replace_aliases(std::unordered_map<std::string, std::string> aliases);
 
+  // For tests and inspection: snapshots published so far (a load of a model that has had an
+  // entry publishes none), entries held, vmodel aliases held, and unlinked slots not yet released.
+  std::uint64_t publications() const { return version_.load(std::memory_order_relaxed); }
+  std::size_t entries() const;
+  std::size_t aliases() const;
+  std::size_t retired() const;
+
+  struct entry {
+    std::atomic<serving_slot*> slot{nullptr};  // read by the hit path
+    std::shared_ptr<serving_slot> owner;       // keeps `slot` alive; guarded by writers_
+  };
+  struct snapshot {
+    std::unordered_map<std::string, std::shared_ptr<entry>> entries;  // model id → its entry
+    std::unordered_map<std::string, std::string> aliases;             // vmodel id → model id
+  };
+
  private:
+  struct retired_slot {
+    std::shared_ptr<serving_slot> slot;
+    std::uint64_t epoch;  // the epoch at which it was unlinked
+  };
+
+  // The current snapshot, cached per thread (one atomic load when nothing changed).
+  const snapshot& current() const;
+
+  // Publishes a copy of the snapshot edited by `edit`; the caller holds writers_.
   template <class Edit>
-  void update(Edit&& edit);
+  void publish(Edit&& edit);
+  // Unlinks the entry's slot (the caller holds writers_) and keeps it until it is safe to drop.
+  void retire(entry& e);
+  // Drops the retired slots no guard can still reach.
+  void reclaim();
+  // Publishes a snapshot without empty entries once they are as many as the others.
+  void compact_if_sparse();
 
   const std::uint64_t instance_;  // distinguishes tables in one process for the thread caches
   std::atomic<std::uint64_t> version_{1};
   std::shared_ptr<const snapshot> published_;
-  std::mutex writers_;
+  mutable std::mutex writers_;
+  std::vector<retired_slot> retired_;  // guarded by writers_
+  std::size_t empty_entries_ = 0;      // guarded by writers_
 };
 
 }  // namespace warm

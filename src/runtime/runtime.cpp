@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "actors/device_actor.hpp"
@@ -243,7 +244,7 @@ runtime::~runtime() {
   i.executor.reset();  // no actor is left to submit: run what is queued
   i.describer.reset();  // answers the describes queued (their replies to the registry are dropped)
   // Every slot left in the hit path's index gives its weights back before the devices go.
-  for (auto& [model, slot] : i.routes->current().slots) slot->withdraw();
+  for (auto& slot : i.routes->slots()) slot->withdraw();
   i.reclaimer.reset();  // frees everything withdrawn so far
   i.system.reset();
 }
@@ -409,28 +410,30 @@ void submit_inference(runtime_impl& impl, std::shared_ptr<msg::acquired> held, i
 void runtime::infer(infer_request request, callback<infer_result> done) {
   auto& i = *impl_;
   auto now = i.time->now();
-  const std::string* model = nullptr;
-  const auto& routes = i.routes->current();
-  if (auto* slot = route_table::find(routes, request.target, &model)) {
-    if (auto lease = slot->try_acquire(now)) {
-      auto served = *model;  // the snapshot may change once the lease is released
+  std::optional<expected<infer_result>> answered;
+  {
+    route_table::read_guard reading;  // the slot stays alive until its lease ends on this thread
+    if (auto lease = i.routes->lease(request.target, now)) {
+      auto served = lease.slot().model();  // a copy: the slot may go once the guard ends
       // Inputs are checked once, here: a refused request is answered at once, whatever its size.
       auto batch = check_inputs(request.inputs, lease.model().spec());
-      if (!batch || inference_cost(*batch, lease.model().spec()) <= i.options.inline_inference_limit) {
-        auto result = batch ? run_checked(std::move(lease), served, request, *batch, true, 0)
-                            : expected<infer_result>(std::move(batch).error());
-        count_outcome(*i.metrics, result);
-        return done(std::move(result));
+      if (batch && inference_cost(*batch, lease.model().spec()) > i.options.inline_inference_limit) {
+        // Too heavy for the caller's thread: the lease travels with the task, and a reference to
+        // the slot with it (the guard covers this thread only).
+        auto held = std::make_shared<msg::acquired>();
+        held->model = std::move(served);
+        held->slot = lease.share();
+        held->lease = std::move(lease);
+        held->hit = true;
+        return submit_inference(i, std::move(held), std::move(request), std::move(done));
       }
-      // Too heavy for the caller's thread: the lease travels with the task, and the slot with it
-      // (this thread's snapshot, which holds the slot now, may be replaced before the task runs).
-      auto held = std::make_shared<msg::acquired>();
-      held->model = std::move(served);
-      held->slot = routes.slots.at(held->model);
-      held->lease = std::move(lease);
-      held->hit = true;
-      return submit_inference(i, std::move(held), std::move(request), std::move(done));
+      answered = batch ? run_checked(std::move(lease), served, request, *batch, true, 0)
+                       : expected<infer_result>(std::move(batch).error());
     }
+  }
+  if (answered) {
+    count_outcome(*i.metrics, *answered);
+    return done(std::move(*answered));
   }
   // A miss: the model actor answers with a lease once the model is loaded; the inference then
   // runs on the executor, never on the actor's thread.
