@@ -306,8 +306,7 @@ void take_in(self_ptr self, registry_contents contents) {
       models.emplace(r.id, std::move(old->second));
       s.models.erase(old);
     } else {
-      auto& e = models.emplace(r.id, model_entry{r, {}, 0, {}, 0, 0}).first->second;
-      e.generation = s.next_generation++;
+      models.emplace(r.id, model_entry{r, {}, 0, {}, 0, 0, nullptr, s.next_generation++});
     }
   }
   for (auto& [id, e] : s.models)
@@ -444,7 +443,7 @@ void on_register(self_ptr self, msg::register_model& m) {
     return stage(self, {}, then);  // idempotent: answered with the next commit
   }
   if (auto room = check_room(s); !room) return reply(std::move(room).error());
-  model_entry e{{m.id, m.info.path, m.info.version, m.info.size_hint, false}, {}, 0, {}, 0, 0};
+  model_entry e{{m.id, m.info.path, m.info.version, m.info.size_hint, false}, {}, 0, {}, 0, 0, nullptr, 0};
   if (auto r = resolve(s, e); !r) return reply(std::move(r).error());
   e.generation = s.next_generation++;
   auto record = e.record;
