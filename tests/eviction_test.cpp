@@ -14,8 +14,8 @@
 
 #include "gpu/host_device.hpp"
 #include "support/runtime_fixture.hpp"
-#include "warm/actor_messages.hpp"
-#include "warm/runtime_actors.hpp"
+#include "warm/caf/actors.hpp"
+#include "warm/caf/messages.hpp"
 
 using namespace std::chrono_literals;
 using namespace warm;

@@ -19,7 +19,7 @@
 #include "actors/registry_actor.hpp"
 #include "support/runtime_fixture.hpp"
 #include "support/test_files.hpp"
-#include "warm/actor_messages.hpp"
+#include "warm/caf/messages.hpp"
 #include "warm/model_writer.hpp"
 
 using namespace std::chrono_literals;

@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "support/runtime_fixture.hpp"
-#include "warm/actor_messages.hpp"
+#include "warm/caf/messages.hpp"
 #include "policy/cache_policy.hpp"
-#include "warm/runtime_actors.hpp"
+#include "warm/caf/actors.hpp"
 
 using namespace std::chrono_literals;
 using namespace warm;

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "policy/load_penalty.hpp"
-#include "warm/actor_messages.hpp"
 #include "warm/units.hpp"
 
 namespace warm {
@@ -15,14 +14,14 @@ namespace {
 
 struct resident {
   std::shared_ptr<serving_slot> slot;
-  caf::actor owner;
+  model_actor owner;
   std::uint64_t seen_uses = 0;  // slot uses already reported to the policy
   timestamp installed{};
 };
 
 struct device_state {
   device_actor_config config;
-  caf::actor pool;
+  loader_pool_actor pool;
   std::unordered_map<std::string, resident> residents;
   std::vector<std::shared_ptr<serving_slot>> draining;  // withdrawn, waiting for leases to end
   bool pool_waiting = false;  // a reservation was refused; tell the pool when anything frees
@@ -36,7 +35,7 @@ struct device_state {
   }
 };
 
-using self_ptr = caf::stateful_actor<device_state>*;
+using self_ptr = device_actor::stateful_pointer<device_state>;
 
 // Hit-path uses are counted in the slots; report them to the policy before it chooses, oldest
 // first, so that policies ordering by recency see them in the order they happened.
@@ -109,7 +108,7 @@ void make_room(self_ptr self, const std::string& incoming, std::uint64_t bytes, 
     auto slot = s.residents[model].slot;
     withdraw(self, model, eviction_reason::capacity);
     ++s.evictions;
-    self->send(owner, msg::evicted{std::move(slot)});
+    self->send(owner, msg::unload{model, std::move(slot), eviction_reason::capacity});
   }
 }
 
@@ -129,7 +128,6 @@ bool watch_busy_models(device_state& s, const std::vector<std::string>& busy) {
 msg::reserve_result reserve_bytes(self_ptr self, const msg::reserve& m) {
   auto& s = self->state;
   msg::reserve_result result;
-  result.load_id = m.load_id;
   // A refusal must leave the pool a wake-up: an idle event of a busy model, a draining slot's
   // release, an install, or (when models keep turning idle and busy again between our looks)
   // a retry after a millisecond.
@@ -153,7 +151,8 @@ msg::reserve_result reserve_bytes(self_ptr self, const msg::reserve& m) {
   return result;
 }
 
-caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> config, caf::actor pool) {
+device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<device_actor_config> config,
+                                            loader_pool_actor pool) {
   self->state.config = std::move(*config);
   self->state.pool = std::move(pool);
   auto& cfg = self->state.config;
@@ -162,13 +161,13 @@ caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> c
   self->state.metrics = &cfg.metrics->devices[cfg.index];
   auto weak_self = caf::actor_cast<caf::weak_actor_ptr>(self);
   return {
-      [=](msg::reserve& m) { self->send(self->state.pool, reserve_bytes(self, m)); },
+      [=](msg::reserve& m) -> msg::reserve_result { return reserve_bytes(self, m); },
       [=](msg::install& m) {
         auto& s = self->state;
         auto& dev = *s.config.dev;
         auto release = [weak_self, model = m.model](serving_slot* slot) {
           return [weak_self, model, slot](serving_slot::event what) {
-            if (auto strong = caf::actor_cast<caf::actor>(weak_self.lock()))
+            if (auto strong = caf::actor_cast<device_actor>(weak_self.lock()))
               caf::anon_send(strong, msg::slot_released{model, slot, what});
           };
         };
@@ -180,7 +179,7 @@ caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> c
           // A newer incarnation of the model (re-registered) replaces a stale copy.
           auto stale = s.residents[m.model];
           withdraw(self, m.model, eviction_reason::replaced);
-          self->send(stale.owner, msg::evicted{stale.slot});
+          self->send(stale.owner, msg::unload{m.model, stale.slot, eviction_reason::replaced});
         }
         s.residents[m.model] = resident{slot, m.owner, 0, s.config.time->now()};
         s.metrics->models_loaded.set(static_cast<std::int64_t>(s.residents.size()));
@@ -209,13 +208,15 @@ caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> c
         }
         tell_pool_if_waiting(self);
       },
-      [=](msg::collect_scores& m) {
+      [=](msg::collect_scores&) -> caf::result<msg::scores_collected> {
         auto& s = self->state;
         auto* rescorer = s.config.policy->rescorer();
-        if (!rescorer) return;
+        if (!rescorer)
+          return to_caf_error(make_error(errc::invalid_argument, "policy '" + std::string(s.config.policy->name()) +
+                                                                     "' keeps no importance scores"));
         sync_accesses(s);
         auto now = s.config.time->now();
-        self->send(m.scorer, msg::scores_collected{s.config.index, rescorer->score_inputs(now), rescorer->bias(), now});
+        return msg::scores_collected{rescorer->score_inputs(now), rescorer->bias(), now};
       },
       [=](msg::swap_scores& m) {
         if (auto* rescorer = self->state.config.policy->rescorer()) rescorer->swap_scores(std::move(m.heap));
@@ -253,8 +254,8 @@ caf::behavior device_actor(self_ptr self, std::shared_ptr<device_actor_config> c
 
 }  // namespace
 
-caf::actor spawn_device_actor(caf::actor_system& system, device_actor_config config, caf::actor pool) {
-  return system.spawn(device_actor, std::make_shared<device_actor_config>(std::move(config)), std::move(pool));
+device_actor spawn_device_actor(caf::actor_system& system, device_actor_config config, loader_pool_actor pool) {
+  return system.spawn(device_behavior, std::make_shared<device_actor_config>(std::move(config)), std::move(pool));
 }
 
 }  // namespace warm

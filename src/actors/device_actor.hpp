@@ -2,26 +2,29 @@
 // the cache policy for victims, and makes room before a load. It never over-commits: bytes are
 // charged by the device's budget when reserved and return when a buffer is freed.
 //
-// Messages (all from within the runtime):
-//   reserve{load_id, model, bytes}  from the loader pool → reserve_result to the sender.
+// Interface: warm::device_actor (warm/caf/messages.hpp). All from within the runtime:
+//   reserve{model, bytes}           request from the loader pool → reserve_result.
 //       model_too_large if bytes exceed the capacity; otherwise evicts policy-chosen victims that
-//       have no inference in flight and reserves the bytes, or answers capacity_exhausted and
-//       sends the pool device_freed once anything frees (a quiesced eviction, an idle model).
+//       have no inference in flight (telling each owner unload{reason capacity}) and reserves
+//       the bytes, or answers capacity_exhausted and sends the pool device_freed once anything
+//       frees (a quiesced eviction, an idle model).
 //   install{model, owner, weights}  from the pool → load_done{slot} to the owner (model actor).
-//   unload{model, slot}             from a model actor (unregistration) → withdraws the slot.
+//   unload{model, slot, unload}     from a model actor (an operator's unload, unregistration)
+//       → withdraws the slot.
 //   slot_released{...}              from a slot's last lease (any thread).
+//   collect_scores / swap_scores    from the scorer.
 //   inspect_device{done}            → device_info.
 // On exit every slot it holds is withdrawn, so the weights are freed once leases end.
 // Withdrawn weights are freed by the reclaimer (config.reclaim), never in a handler here: a
 // withdrawn slot counts as draining until its quiesced event arrives, after the bytes are back.
 #pragma once
 
-#include <caf/fwd.hpp>
 
 #include <cstddef>
 #include <memory>
 
 #include "policy/cache_policy.hpp"
+#include "warm/caf/messages.hpp"
 #include "warm/clock.hpp"
 #include "warm/device.hpp"
 #include "warm/metrics.hpp"
@@ -41,6 +44,6 @@ struct device_actor_config {
 };
 
 // Spawns a device actor reporting to `pool`.
-caf::actor spawn_device_actor(caf::actor_system& system, device_actor_config config, caf::actor pool);
+device_actor spawn_device_actor(caf::actor_system& system, device_actor_config config, loader_pool_actor pool);
 
 }  // namespace warm

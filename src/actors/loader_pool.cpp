@@ -5,7 +5,6 @@
 #include <unordered_map>
 #include <variant>
 
-#include "warm/actor_messages.hpp"
 #include "runtime/failure_table.hpp"
 #include "runtime/load_queue.hpp"
 #include "warm/units.hpp"
@@ -19,14 +18,14 @@ struct worker_state {
   std::shared_ptr<model_loader> loader;
 };
 
-// A detached actor (its own thread): runs one load at a time for the pool.
-caf::behavior loader_worker(caf::stateful_actor<worker_state>* self, std::shared_ptr<model_loader> loader,
-                            caf::actor pool) {
+// A detached actor (its own thread): runs one load at a time for the pool, answering each
+// load_job request with its load_result.
+loader_worker_actor::behavior_type loader_worker(loader_worker_actor::stateful_pointer<worker_state> self,
+                                                 std::shared_ptr<model_loader> loader) {
   self->state.loader = std::move(loader);
   return {
-      [=](msg::load_job& job) {
+      [=](msg::load_job& job) -> msg::load_result {
         msg::load_result result;
-        result.load_id = job.load_id;
         load_stats stats;
         stats.copied = job.progress.get();
         auto loaded = self->state.loader->load(*job.dev, job.where, std::move(*job.reservation), &stats);
@@ -35,7 +34,7 @@ caf::behavior loader_worker(caf::stateful_actor<worker_state>* self, std::shared
         else
           result.error = std::move(loaded).error();
         result.seconds = stats.seconds;
-        self->send(pool, std::move(result));
+        return result;
       },
   };
 }
@@ -45,9 +44,9 @@ caf::behavior loader_worker(caf::stateful_actor<worker_state>* self, std::shared
 enum class phase { queued, reserving, loading };
 
 struct load_record {
-  std::uint64_t id = 0;
   std::string model;
-  caf::actor owner;
+  msg::registration who;  // whose load: {model, generation}
+  model_actor owner;
   model_location where;
   std::uint64_t bytes = 0;
   load_queue::entry entry;  // how it was queued, to queue it again after a refusal or failure
@@ -61,23 +60,21 @@ struct load_record {
 
 struct pool_state {
   loader_pool_config config;
-  std::vector<caf::actor> devices;
+  std::vector<device_actor> devices;
   std::vector<std::string> device_names;
   std::vector<bool> blocked;       // refused a reservation; waits for device_freed
-  std::vector<caf::actor> idle_workers;
+  std::vector<loader_worker_actor> idle_workers;
   load_queue queue;
   failure_table failures{std::chrono::minutes(10)};
   std::unordered_map<std::string, load_record> loads;           // by model id
-  std::unordered_map<std::string, msg::enqueue_load> deferred;  // a new owner behind a cancelled load
-  std::unordered_map<std::uint64_t, std::string> by_id;
+  std::unordered_map<std::string, msg::enqueue_load> deferred;  // a new registration behind a cancelled load
   std::uint32_t running = 0;  // reserving + loading
-  std::uint64_t next_id = 1;
   std::uint64_t started = 0;
   std::uint64_t failed = 0;
   runtime_metrics* metrics = nullptr;  // config.metrics
 };
 
-using self_ptr = caf::stateful_actor<pool_state>*;
+using self_ptr = loader_pool_actor::stateful_pointer<pool_state>;
 
 timestamp now(self_ptr self) { return self->state.config.time->now(); }
 
@@ -90,12 +87,7 @@ void requeue(pool_state& s, load_record& r) {
     s.queue.push_proactive(r.model, r.entry.last_used);
 }
 
-void forget(pool_state& s, const std::string& model) {
-  auto it = s.loads.find(model);
-  if (it == s.loads.end()) return;
-  s.by_id.erase(it->second.id);
-  s.loads.erase(it);
-}
+void forget(pool_state& s, const std::string& model) { s.loads.erase(model); }
 
 void enqueue(self_ptr self, msg::enqueue_load& m);
 
@@ -157,6 +149,8 @@ void publish(pool_state& s) {
   s.metrics->loads_running.set(s.running);
 }
 
+void on_reserved(self_ptr self, const msg::registration& who, msg::reserve_result& m);
+
 void dispatch(self_ptr self) {
   auto& s = self->state;
   struct at_exit {
@@ -181,35 +175,41 @@ void dispatch(self_ptr self) {
     r.device = std::get<std::size_t>(*chosen);
     r.at = phase::reserving;
     ++s.running;
-    self->send(s.devices[r.device], msg::reserve{r.id, r.model, r.bytes});
+    self->request(s.devices[r.device], caf::infinite, msg::reserve{r.model, r.bytes})
+        .then([self, who = r.who](msg::reserve_result& m) { on_reserved(self, who, m); },
+              [self, who = r.who](caf::error& e) {  // the device stopped (the runtime stops)
+                msg::reserve_result m;
+                m.error = from_caf_error(e);
+                on_reserved(self, who, m);
+              });
   }
 }
 
 void enqueue(self_ptr self, msg::enqueue_load& m) {
   auto& s = self->state;
-  auto it = s.loads.find(m.model);
-  if (it != s.loads.end() && it->second.owner != m.owner) {
-    // Another incarnation of the model (unregistered, then registered again) still has a load.
+  const auto& model = m.who.id;
+  auto it = s.loads.find(model);
+  if (it != s.loads.end() && it->second.who != m.who) {
+    // Another registration of the model (unregistered, then registered again) still has a load.
     if (it->second.at != phase::queued) {
-      s.deferred[m.model] = m;  // starts when that load is over
+      s.deferred[model] = m;  // starts when that load is over
       return;
     }
-    s.queue.cancel(m.model);
+    s.queue.cancel(model);
     self->send(it->second.owner, msg::load_cancelled{});
-    forget(s, m.model);
+    forget(s, model);
     it = s.loads.end();
   }
   if (it == s.loads.end()) {
     load_record r;
-    r.id = s.next_id++;
-    r.model = m.model;
+    r.model = model;
+    r.who = m.who;
     r.owner = m.owner;
     r.where = m.where;
     r.bytes = m.bytes;
-    r.entry.model = m.model;
+    r.entry.model = model;
     r.queued_at = now(self);
-    s.by_id[r.id] = m.model;
-    it = s.loads.emplace(m.model, std::move(r)).first;
+    it = s.loads.emplace(model, std::move(r)).first;
   }
   auto& r = it->second;
   r.waiters = m.waiters;
@@ -221,14 +221,96 @@ void enqueue(self_ptr self, msg::enqueue_load& m) {
   }
   if (r.at == phase::queued) {
     if (m.waiting)
-      s.queue.push_waiting(m.model, m.when);
+      s.queue.push_waiting(model, m.when);
     else
-      s.queue.push_proactive(m.model, m.when);
+      s.queue.push_proactive(model, m.when);
   }
   dispatch(self);
 }
 
-caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> config) {
+// The records of loads waiting for an answer (reserving, loading) are never replaced: a newer
+// registration's load is deferred until they are over. `who` checks that all the same.
+load_record* awaited(pool_state& s, const msg::registration& who) {
+  auto it = s.loads.find(who.id);
+  return it == s.loads.end() || it->second.who != who ? nullptr : &it->second;
+}
+
+void on_loaded(self_ptr self, loader_worker_actor worker, const msg::registration& who, msg::load_result& m);
+
+// A device's answer to a reservation.
+void on_reserved(self_ptr self, const msg::registration& who, msg::reserve_result& m) {
+  auto& s = self->state;
+  auto* found = awaited(s, who);
+  if (!found) return;
+  auto& r = *found;
+  if (r.cancelled) {
+    --s.running;
+    m.reservation.reset();
+    self->send(r.owner, msg::load_cancelled{});
+    finish(self, r.model);
+  } else if (m.reservation) {
+    r.at = phase::loading;
+    ++r.attempts;
+    ++s.started;
+    s.metrics->loads_started.add();
+    s.metrics->load_queue_wait.observe(std::chrono::duration<double>(now(self) - r.queued_at).count());
+    auto worker = s.idle_workers.back();
+    s.idle_workers.pop_back();
+    auto progress = std::make_shared<std::atomic<std::uint64_t>>(0);
+    self->send(r.owner, msg::load_started{s.device_names[r.device], progress});
+    self->request(worker, caf::infinite, msg::load_job{s.config.devices[r.device], r.where, std::move(m.reservation), progress})
+        .then([self, worker, who](msg::load_result& m) { on_loaded(self, worker, who, m); },
+              [self, worker, who](caf::error& e) {  // the worker stopped (the runtime stops)
+                msg::load_result m;
+                m.error = from_caf_error(e);
+                on_loaded(self, worker, who, m);
+              });
+  } else if (m.error.code == errc::capacity_exhausted) {
+    --s.running;
+    s.blocked[r.device] = true;
+    requeue(s, r);
+  } else {
+    --s.running;
+    s.metrics->load_failures.add();
+    fail(self, r, std::move(m.error));
+  }
+  dispatch(self);
+}
+
+// A worker's answer to a load job.
+void on_loaded(self_ptr self, loader_worker_actor worker, const msg::registration& who, msg::load_result& m) {
+  auto& s = self->state;
+  s.idle_workers.push_back(std::move(worker));
+  --s.running;
+  auto* found = awaited(s, who);
+  if (!found) return dispatch(self);
+  auto& r = *found;
+  auto device = r.device;
+  if (r.cancelled) {
+    m.model.reset();  // frees the bytes
+    s.blocked[device] = false;
+    self->send(r.owner, msg::load_cancelled{});
+    finish(self, r.model);
+  } else if (m.model) {
+    s.metrics->load_seconds.observe(m.seconds);
+    s.failures.clear(r.model);
+    self->send(s.devices[device], msg::install{r.model, r.owner, std::move(m.model), m.seconds});
+    finish(self, r.model);
+  } else {
+    s.blocked[device] = false;  // the failed load's buffer is gone
+    s.metrics->load_failures.add();
+    s.failures.record(r.model, s.device_names[device], now(self), m.error);
+    bool retry = r.attempts < s.config.max_attempts &&
+                 s.failures.first_eligible(r.model, s.device_names, now(self)).has_value();
+    if (retry)
+      requeue(s, r);
+    else
+      fail(self, r, std::move(m.error));
+  }
+  dispatch(self);
+}
+
+loader_pool_actor::behavior_type loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> config) {
   auto& s = self->state;
   s.config = std::move(*config);
   s.failures = failure_table(s.config.failure_expiry);
@@ -237,7 +319,7 @@ caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> con
   if (!s.config.metrics) s.config.metrics = std::make_shared<runtime_metrics>(s.config.devices.size());
   s.metrics = s.config.metrics.get();
   for (std::uint32_t i = 0; i < s.config.max_concurrent_loads; ++i) {
-    auto worker = self->spawn<caf::detached>(loader_worker, s.config.loader, caf::actor_cast<caf::actor>(self));
+    auto worker = self->spawn<caf::detached>(loader_worker, s.config.loader);
     self->link_to(worker);
     s.idle_workers.push_back(worker);
   }
@@ -246,96 +328,34 @@ caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> con
       [=](msg::enqueue_load& m) { enqueue(self, m); },
       [=](msg::load_waiters& m) {
         auto& s = self->state;
-        auto it = s.loads.find(m.model);
-        if (it != s.loads.end() && it->second.owner == m.owner) {
+        auto it = s.loads.find(m.who.id);
+        if (it != s.loads.end() && it->second.who == m.who) {
           it->second.waiters = m.waiters;
           return;
         }
-        auto d = s.deferred.find(m.model);
-        if (d != s.deferred.end() && d->second.owner == m.owner) d->second.waiters = m.waiters;
+        auto d = s.deferred.find(m.who.id);
+        if (d != s.deferred.end() && d->second.who == m.who) d->second.waiters = m.waiters;
       },
       [=](msg::cancel_load& m) {
         auto& s = self->state;
-        auto it = s.loads.find(m.model);
-        if (it == s.loads.end() || it->second.owner != m.owner) {
-          if (it == s.loads.end()) s.failures.clear(m.model);  // no load: only its records to forget
-          auto d = s.deferred.find(m.model);
-          if (d != s.deferred.end() && d->second.owner == m.owner) s.deferred.erase(d);
+        const auto& model = m.who.id;
+        auto it = s.loads.find(model);
+        if (it == s.loads.end() || it->second.who != m.who) {
+          if (it == s.loads.end()) s.failures.clear(model);  // no load: only its records to forget
+          auto d = s.deferred.find(model);
+          if (d != s.deferred.end() && d->second.who == m.who) s.deferred.erase(d);
           return;
         }
         auto& r = it->second;
-        s.failures.clear(m.model);
+        s.failures.clear(model);
         if (r.at == phase::queued) {
-          s.queue.cancel(m.model);
+          s.queue.cancel(model);
           self->send(r.owner, msg::load_cancelled{});
-          finish(self, m.model);
+          finish(self, model);
           publish(s);
         } else {
           r.cancelled = true;  // answered when the reservation or the load comes back
         }
-      },
-      [=](msg::reserve_result& m) {
-        auto& s = self->state;
-        auto id = s.by_id.find(m.load_id);
-        if (id == s.by_id.end()) return;
-        auto& r = s.loads.at(id->second);
-        if (r.cancelled) {
-          --s.running;
-          m.reservation.reset();
-          self->send(r.owner, msg::load_cancelled{});
-          finish(self, r.model);
-        } else if (m.reservation) {
-          r.at = phase::loading;
-          ++r.attempts;
-          ++s.started;
-          s.metrics->loads_started.add();
-          s.metrics->load_queue_wait.observe(std::chrono::duration<double>(now(self) - r.queued_at).count());
-          auto worker = s.idle_workers.back();
-          s.idle_workers.pop_back();
-          auto progress = std::make_shared<std::atomic<std::uint64_t>>(0);
-          self->send(r.owner, msg::load_started{s.device_names[r.device], progress});
-          self->send(worker, msg::load_job{r.id, s.config.devices[r.device], r.where, std::move(m.reservation), progress});
-        } else if (m.error.code == errc::capacity_exhausted) {
-          --s.running;
-          s.blocked[r.device] = true;
-          requeue(s, r);
-        } else {
-          --s.running;
-          s.metrics->load_failures.add();
-          fail(self, r, std::move(m.error));
-        }
-        dispatch(self);
-      },
-      [=](msg::load_result& m) {
-        auto& s = self->state;
-        s.idle_workers.push_back(caf::actor_cast<caf::actor>(self->current_sender()));
-        --s.running;
-        auto id = s.by_id.find(m.load_id);
-        if (id == s.by_id.end()) return dispatch(self);
-        auto& r = s.loads.at(id->second);
-        auto device = r.device;
-        if (r.cancelled) {
-          m.model.reset();  // frees the bytes
-          s.blocked[device] = false;
-          self->send(r.owner, msg::load_cancelled{});
-          finish(self, r.model);
-        } else if (m.model) {
-          s.metrics->load_seconds.observe(m.seconds);
-          s.failures.clear(r.model);
-          self->send(s.devices[device], msg::install{r.model, r.owner, std::move(m.model), m.seconds});
-          finish(self, r.model);
-        } else {
-          s.blocked[device] = false;  // the failed load's buffer is gone
-          s.metrics->load_failures.add();
-          s.failures.record(r.model, s.device_names[device], now(self), m.error);
-          bool retry = r.attempts < s.config.max_attempts &&
-                       s.failures.first_eligible(r.model, s.device_names, now(self)).has_value();
-          if (retry)
-            requeue(s, r);
-          else
-            fail(self, r, std::move(m.error));
-        }
-        dispatch(self);
       },
       [=](msg::device_freed& m) {
         if (m.device < self->state.blocked.size()) self->state.blocked[m.device] = false;
@@ -368,11 +388,11 @@ caf::behavior loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> con
 
 }  // namespace
 
-caf::actor spawn_loader_pool(caf::actor_system& system, loader_pool_config config) {
+loader_pool_actor spawn_loader_pool(caf::actor_system& system, loader_pool_config config) {
   return system.spawn(loader_pool, std::make_shared<loader_pool_config>(std::move(config)));
 }
 
-void attach_devices(const caf::actor& pool, std::vector<caf::actor> device_actors) {
+void attach_devices(const loader_pool_actor& pool, std::vector<device_actor> device_actors) {
   caf::anon_send(pool, msg::attach_devices{std::move(device_actors)});
 }
 

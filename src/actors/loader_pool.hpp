@@ -7,26 +7,30 @@
 // Reservations count against max_concurrent_loads, so at most that many loads hold bytes
 // without being resident.
 //
-// Messages:
-//   enqueue_load{model, owner, path, bytes, waiting, when} from a model actor. Queues (or
-//       promotes) the load; answers load_failed at once when no device may take it.
-//   cancel_load{model, owner}      from a model actor (unregistration) → load_cancelled when it
-//       was queued or in flight; nothing when there was no load.
-//   reserve_result / load_result   from device actors and workers.
+// Interface: warm::loader_pool_actor (warm/caf/messages.hpp):
+//   enqueue_load{who, owner, where, bytes, waiting, when} from a model actor. Queues (or
+//       promotes) the load; answers load_failed at once when no device may take it. A load of
+//       an earlier registration of the same id (a smaller generation) is cancelled if queued,
+//       or followed by this one once it is over.
+//   load_waiters{who, waiters}     from a model actor (inspection only).
+//   cancel_load{who}               from a model actor (unload, unregistration) → load_cancelled
+//       when it was queued or in flight; nothing when there was no load.
 //   device_freed{device}           from a device actor that refused a reservation earlier.
-//   inspect_loads{done}            → queue, running loads, failure records, counters.
+//   attach_devices / inspect_loads from the runtime → queue, running loads, failures, counters.
+// The pool asks a device to reserve (request reserve → reserve_result) and a worker to load
+// (request load_job → load_result); both answers come back as CAF responses.
 //
 // Failures: a failed load records (model, device, time, error) and is retried at once on another
 // device with no unexpired record, up to `max_attempts` in all; then the owner gets load_failed
 // with the last error and the time when a record next expires. model_too_large is never retried.
 #pragma once
 
-#include <caf/fwd.hpp>
 
 #include <chrono>
 #include <memory>
 #include <vector>
 
+#include "warm/caf/messages.hpp"
 #include "warm/clock.hpp"
 #include "warm/device.hpp"
 #include "warm/metrics.hpp"
@@ -45,8 +49,8 @@ struct loader_pool_config {
 };
 
 // Spawns the pool and its workers. Device actors are attached afterwards (they need the pool's
-// handle): send the pool a caf::actor vector through attach_devices().
-caf::actor spawn_loader_pool(caf::actor_system& system, loader_pool_config config);
-void attach_devices(const caf::actor& pool, std::vector<caf::actor> device_actors);
+// handle): send them to the pool through attach_devices().
+loader_pool_actor spawn_loader_pool(caf::actor_system& system, loader_pool_config config);
+void attach_devices(const loader_pool_actor& pool, std::vector<device_actor> device_actors);
 
 }  // namespace warm

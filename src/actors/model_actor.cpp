@@ -7,29 +7,30 @@
 #include <cstdint>
 #include <vector>
 
-#include "warm/actor_messages.hpp"
 #include "runtime/rate_meter.hpp"
 
 namespace warm {
 namespace {
 
+// A waiting use: answered through its response promise once the load is over.
 struct waiter {
   timestamp arrival;
-  std::function<void(expected<msg::acquired>)> done;
+  caf::typed_response_promise<msg::granted> promise;
 };
 
 struct model_state_data {
   std::string id;
+  std::uint64_t generation = 0;  // with `id`, names this registration to the pool
   model_location where;
   std::uint64_t bytes = 0;
-  caf::actor pool;
+  loader_pool_actor pool;
   std::shared_ptr<route_table> routes;
   std::shared_ptr<const clock> time;
-  caf::actor hub;  // the watch hub: every state change is reported there
+  watch_hub_actor hub;  // the watch hub: every state change is reported there
 
   model_state state = model_state::not_loaded;
   std::shared_ptr<serving_slot> slot;  // while LOADED
-  caf::actor slot_device;              // the device actor holding `slot`
+  device_actor slot_device;            // the device actor holding `slot`
   std::string device;                  // where loaded or loading
   std::shared_ptr<std::atomic<std::uint64_t>> progress;  // LOADING: bytes copied so far
   std::vector<waiter> waiters;
@@ -50,11 +51,13 @@ struct model_state_data {
   // Stopping (runtime shutdown) answers whoever still waits.
   ~model_state_data() {
     for (auto& w : waiters)
-      if (w.done) w.done(make_error(errc::unavailable, "model '" + id + "': the runtime is shutting down"));
+      w.promise.deliver(to_caf_error(make_error(errc::unavailable, "model '" + id + "': the runtime is shutting down")));
   }
+
+  msg::registration who() const { return {id, generation}; }
 };
 
-using self_ptr = caf::stateful_actor<model_state_data>*;
+using self_ptr = model_actor::stateful_pointer<model_state_data>;
 
 // Every transition goes through here, so watchers see each one.
 void set_state(self_ptr self, model_state next) {
@@ -94,12 +97,16 @@ void request_load(self_ptr self, bool waiting, timestamp when) {
   if (s.started) return;  // a running load will answer every waiter
   if (!s.load_pending && s.state != model_state::loading) set_state(self, model_state::queued);
   s.load_pending = true;
-  self->send(s.pool, msg::enqueue_load{s.id, caf::actor_cast<caf::actor>(self), s.where, s.bytes,
-                                       waiting, when, waiter_count(s)});
+  self->send(s.pool, msg::enqueue_load{s.who(), caf::actor_cast<model_actor>(self), s.where, s.bytes, waiting,
+                                       when, waiter_count(s)});
 }
 
 void stop_if_done(self_ptr self) {
   if (self->state.unregistered && !self->state.load_pending) self->quit();
+}
+
+msg::granted granted(const model_state_data& s, serving_slot::lease lease, bool hit, double wait_ms) {
+  return {std::make_shared<msg::acquired>(msg::acquired{s.id, s.slot, std::move(lease), hit, wait_ms})};
 }
 
 void answer_waiters(self_ptr self) {
@@ -113,7 +120,7 @@ void answer_waiters(self_ptr self) {
       s.waiters.push_back(std::move(w));
       continue;
     }
-    w.done(msg::acquired{s.id, s.slot, std::move(lease), false, ms_between(w.arrival, now)});
+    w.promise.deliver(granted(s, std::move(lease), false, ms_between(w.arrival, now)));
   }
   if (!s.waiters.empty()) {
     drop_slot(self);
@@ -124,7 +131,7 @@ void answer_waiters(self_ptr self) {
 void fail_waiters(self_ptr self, const warm::error& error) {
   auto waiters = std::move(self->state.waiters);
   self->state.waiters.clear();
-  for (auto& w : waiters) w.done(error);
+  for (auto& w : waiters) w.promise.deliver(to_caf_error(error));
 }
 
 std::uint64_t total_uses(const model_state_data& s) {
@@ -156,61 +163,56 @@ model_status status_of(model_state_data& s) {
   return st;
 }
 
-void on_use(self_ptr self, msg::model_use& m) {
+caf::result<msg::granted> on_use(self_ptr self, msg::model_use& m) {
   auto& s = self->state;
   auto now = s.time->now();
-  if (s.unregistered) {
-    if (m.done) m.done(make_error(errc::not_found, "model '" + s.id + "' is not registered"));
-    return;
-  }
+  if (s.unregistered) return to_caf_error(make_error(errc::not_found, "model '" + s.id + "' is not registered"));
   if (s.slot) {
     auto lease = s.slot->try_acquire(now);
-    if (lease) {
-      if (m.done) m.done(msg::acquired{s.id, s.slot, std::move(lease), true, 0});
-      return;
-    }
+    if (lease) return granted(s, std::move(lease), true, 0);
     drop_slot(self);  // withdrawn: the eviction notice is on its way
   }
   ++s.misses;
   s.rate.sample(total_uses(s), now);
   s.last_used = std::max(s.last_used, m.arrival);
   if (s.state == model_state::loading_failed) {
-    if (now < s.retry_at) {
-      if (m.done) m.done(make_error(s.last_error->code == errc::model_too_large ? errc::model_too_large : errc::load_failed,
-                                    s.last_error->message));
-      return;
-    }
+    if (now < s.retry_at)
+      return to_caf_error(make_error(
+          s.last_error->code == errc::model_too_large ? errc::model_too_large : errc::load_failed, s.last_error->message));
     set_state(self, model_state::not_loaded);
   }
   if (m.kind == msg::use_kind::proactive) {
     if (!s.load_pending) request_load(self, false, s.last_used);
-    if (m.done) m.done(msg::acquired{s.id, nullptr, {}, false, 0});
-    return;
+    return msg::granted{std::make_shared<msg::acquired>(msg::acquired{s.id, nullptr, {}, false, 0})};
   }
+  auto promise = self->make_response_promise<msg::granted>();
   bool first = s.waiters.empty();
-  s.waiters.push_back({m.arrival, std::move(m.done)});
+  s.waiters.push_back({m.arrival, promise});
   if (first)
     request_load(self, true, m.arrival);
   else if (s.load_pending && !s.started)  // the queue shows how many wait (inspection)
-    self->send(s.pool, msg::load_waiters{s.id, caf::actor_cast<caf::actor>(self), waiter_count(s)});
+    self->send(s.pool, msg::load_waiters{s.who(), waiter_count(s)});
+  return promise;
 }
 
 // An operator's unload. A loaded copy is withdrawn (inferences in flight finish on it); a queued
 // background load is cancelled. A load that has started, or that requests wait for, is not
 // interrupted: the answer says so, and unloading once it is loaded works.
-void on_unload(self_ptr self, msg::model_unload& m) {
+caf::result<void> on_unload(self_ptr self) {
   auto& s = self->state;
   if (s.started || !s.waiters.empty())
-    return m.done(make_error(errc::unavailable, "model '" + s.id + "' is loading for waiting requests; unload it once loaded"));
-  if (s.load_pending) self->send(s.pool, msg::cancel_load{s.id, caf::actor_cast<caf::actor>(self)});
-  if (s.slot) self->send(s.slot_device, msg::unload{s.id, s.slot});
+    return to_caf_error(
+        make_error(errc::unavailable, "model '" + s.id + "' is loading for waiting requests; unload it once loaded"));
+  if (s.load_pending) self->send(s.pool, msg::cancel_load{s.who()});
+  if (s.slot) self->send(s.slot_device, msg::unload{s.id, s.slot, eviction_reason::unload});
   drop_slot(self);
-  m.done({});
+  return caf::unit;
 }
 
-caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> config) {
+model_actor::behavior_type model_behavior(self_ptr self, std::shared_ptr<model_actor_config> config) {
   auto& s = self->state;
   s.id = config->id;
+  s.generation = config->generation;
   s.where = config->where;
   s.bytes = config->bytes;
   s.pool = config->pool;
@@ -218,8 +220,8 @@ caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> con
   s.time = config->time;
   s.hub = config->hub;
   return {
-      [=](msg::model_use& m) { on_use(self, m); },
-      [=](msg::model_status_request& m) { m.done(status_of(self->state)); },
+      [=](msg::model_use& m) { return on_use(self, m); },
+      [=](msg::model_status_request&) { return status_of(self->state); },
       [=](msg::load_started& m) {
         auto& s = self->state;
         s.started = true;
@@ -231,9 +233,9 @@ caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> con
         auto& s = self->state;
         s.load_pending = s.started = false;
         s.progress.reset();
-        auto device = caf::actor_cast<caf::actor>(self->current_sender());
+        auto device = caf::actor_cast<device_actor>(self->current_sender());
         if (s.unregistered) {
-          self->send(device, msg::unload{s.id, m.slot});
+          self->send(device, msg::unload{s.id, m.slot, eviction_reason::unload});
           return stop_if_done(self);
         }
         drop_slot(self);
@@ -273,19 +275,19 @@ caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> con
           set_state(self, model_state::not_loaded);  // an operator's unload cancelled it
         stop_if_done(self);
       },
-      [=](msg::model_unload& m) { on_unload(self, m); },
-      [=](msg::evicted& m) {
-        auto& s = self->state;
-        if (s.slot != m.slot) return;
-        drop_slot(self);
+      [=](msg::unload& m) -> caf::result<void> {
+        if (m.reason == eviction_reason::unload) return on_unload(self);
+        // Evicted by the device (for room, or replaced by a newer registration's copy).
+        if (self->state.slot == m.slot) drop_slot(self);
+        return caf::unit;
       },
       [=](msg::model_unregister&) {
         auto& s = self->state;
         s.unregistered = true;
         // Always told, pending load or not: the pool also forgets the model's failure records,
         // so a model registered again under this id starts with a clean slate.
-        self->send(s.pool, msg::cancel_load{s.id, caf::actor_cast<caf::actor>(self)});
-        if (s.slot) self->send(s.slot_device, msg::unload{s.id, s.slot});
+        self->send(s.pool, msg::cancel_load{s.who()});
+        if (s.slot) self->send(s.slot_device, msg::unload{s.id, s.slot, eviction_reason::unload});
         drop_slot(self);
         set_state(self, model_state::not_found);
         fail_waiters(self, make_error(errc::not_found, "model '" + s.id + "' was unregistered"));
@@ -296,8 +298,8 @@ caf::behavior model_actor(self_ptr self, std::shared_ptr<model_actor_config> con
 
 }  // namespace
 
-caf::actor spawn_model_actor(caf::actor_system& system, const model_actor_config& config) {
-  return system.spawn(model_actor, std::make_shared<model_actor_config>(config));
+model_actor spawn_model_actor(caf::actor_system& system, const model_actor_config& config) {
+  return system.spawn(model_behavior, std::make_shared<model_actor_config>(config));
 }
 
 }  // namespace warm

@@ -11,24 +11,29 @@
 // the load's error: one load per cold start however many requests arrive. A use while the model
 // is LOADED is answered at once (the hit path normally never gets here: see route_table).
 //
-// Messages:
-//   model_use{kind, arrival, done}  from the registry (a client's request).
-//   model_status_request{done}      → model_status.
-//   model_unload{done}              from the registry (an operator): unloads a loaded copy or
-//       cancels a queued background load; the model stays registered.
+// Interface: warm::model_actor (warm/caf/messages.hpp):
+//   model_use{kind, arrival}        request from the registry (a client's use) → granted (a
+//       lease; empty for a proactive use) or an error. A waiting use is answered through a
+//       response promise kept until the load is over.
+//   model_status_request{}          request → model_status.
+//   unload{reason unload}           request from the registry (an operator): unloads a loaded
+//       copy or cancels a queued background load; the model stays registered.
+//   unload{reason capacity|replaced, slot}  from a device actor: the slot was evicted.
 //   model_unregister{}              from the registry: cancels the queued load, unloads, fails
 //       waiters with not_found; the actor stops once no load of it is in flight.
 //   load_started / load_failed / load_cancelled  from the loader pool.
-//   load_done{slot} / evicted{slot}             from a device actor.
+//   load_done{slot}                 from a device actor.
+// It tells the pool its registration {id, generation}, so that the pool tells its loads from
+// those of an earlier or later registration of the same id.
 #pragma once
 
-#include <caf/actor.hpp>
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "runtime/route_table.hpp"
+#include "warm/caf/messages.hpp"
 #include "warm/clock.hpp"
 #include "warm/model_repository.hpp"
 
@@ -36,14 +41,15 @@ namespace warm {
 
 struct model_actor_config {
   std::string id;
+  std::uint64_t generation = 0;  // the registration's (registry_actor.hpp)
   model_location where;      // the resolved model file
   std::uint64_t bytes = 0;  // what a device must reserve for it
-  caf::actor pool;
+  loader_pool_actor pool;
   std::shared_ptr<route_table> routes;
   std::shared_ptr<const clock> time;
-  caf::actor hub;  // where state changes go (may be null)
+  watch_hub_actor hub;  // where state changes go (may be null)
 };
 
-caf::actor spawn_model_actor(caf::actor_system& system, const model_actor_config& config);
+model_actor spawn_model_actor(caf::actor_system& system, const model_actor_config& config);
 
 }  // namespace warm

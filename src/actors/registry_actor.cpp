@@ -6,7 +6,6 @@
 #include <unordered_map>
 
 #include "actors/gather.hpp"
-#include "warm/actor_messages.hpp"
 #include "actors/model_actor.hpp"
 #include "storage/located_file.hpp"
 #include "storage/safetensors_file.hpp"
@@ -24,38 +23,51 @@ expected<void> check_id(const std::string& id, const char* what) {
   return {};
 }
 
-namespace {
-
 // A description and the identity of the file it was read from.
-struct description {
+struct registry_description {
   file_identity file;
   model_metadata meta;
 };
+
+namespace {
+
+using description = registry_description;
 
 struct model_entry {
   model_record record;
   model_location file;      // resolved model file; its path is empty until resolved
   std::uint64_t bytes = 0;  // device bytes (size hint or header)
-  caf::actor actor;         // spawned at first use
+  model_actor actor;        // spawned at first use
   std::uint64_t input_width = 0;  // from the header once resolved; 0 if it could not be read
   std::uint64_t output_width = 0;
   std::shared_ptr<const description> described;  // the last description read (null: none yet)
+  std::uint64_t generation = 0;  // this registration's (registry_state::next_generation)
 };
 
-// From a describe's worker back to the registry: the description read from `path`'s file.
-struct description_read {
-  std::string id;
-  std::string path;
-  std::shared_ptr<const description> read;
+// A client's callback behind a request to a model actor: answered exactly once, and with
+// `unavailable` if the registry stops before the answer comes (CAF drops a stopping actor's
+// pending response handlers, and with them this).
+template <class T>
+class answer_once {
+ public:
+  explicit answer_once(std::function<void(expected<T>)> done) : done_(std::move(done)) {}
+  answer_once(const answer_once&) = delete;
+  answer_once& operator=(const answer_once&) = delete;
+  ~answer_once() {
+    if (done_) done_(make_error(errc::unavailable, "the runtime is shutting down"));
+  }
+  void operator()(expected<T> result) {
+    if (auto done = std::exchange(done_, nullptr)) done(std::move(result));
+  }
+
+ private:
+  std::function<void(expected<T>)> done_;
 };
 
-}  // namespace
-}  // namespace warm
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::description_read)
-
-namespace warm {
-namespace {
+template <class T>
+std::shared_ptr<answer_once<T>> once(std::function<void(expected<T>)> done) {
+  return std::make_shared<answer_once<T>>(std::move(done));
+}
 
 struct vmodel_entry {
   vmodel_record record;
@@ -65,7 +77,9 @@ struct vmodel_entry {
 
 struct registry_state {
   registry_config config;
-  caf::actor pool, hub;
+  loader_pool_actor pool;
+  watch_hub_actor hub;
+  std::uint64_t next_generation = 1;  // bumped by every registration taken in
   std::map<std::string, model_entry> models;
   std::map<std::string, vmodel_entry> vmodels;
   std::vector<registry_change> staged;
@@ -83,7 +97,7 @@ struct registry_state {
   }
 };
 
-using self_ptr = caf::stateful_actor<registry_state>*;
+using self_ptr = registry_actor::stateful_pointer<registry_state>;
 
 warm::error unknown(const std::string& id) {
   return make_error(errc::not_found, "no model or vmodel '" + id + "' is registered");
@@ -96,7 +110,7 @@ void stage(self_ptr self, std::vector<registry_change> changes, std::function<vo
   s.after_commit.push_back(std::move(then));
   if (!s.flush_sent) {
     s.flush_sent = true;
-    self->send(self, msg::flush_registry{});
+    self->send(caf::actor_cast<registry_actor>(self), msg::flush_registry{});
   }
 }
 
@@ -141,13 +155,13 @@ expected<void> resolve(registry_state& s, model_entry& e) {
   return {};
 }
 
-expected<caf::actor> actor_for(self_ptr self, model_entry& e) {
+expected<model_actor> actor_for(self_ptr self, model_entry& e) {
   auto& s = self->state;
   if (e.actor) return e.actor;
   if (e.file.path.empty())
     if (auto r = resolve(s, e); !r) return make_error(errc::load_failed, r.error().message);
-  e.actor = spawn_model_actor(self->system(),
-                              {e.record.id, e.file, e.bytes, s.pool, s.config.routes, s.config.time, s.hub});
+  e.actor = spawn_model_actor(
+      self->system(), {e.record.id, e.generation, e.file, e.bytes, s.pool, s.config.routes, s.config.time, s.hub});
   return e.actor;
 }
 
@@ -164,7 +178,12 @@ void use(self_ptr self, const std::string& model, msg::use_kind kind, timestamp 
     if (done) done(std::move(actor).error());
     return;
   }
-  self->send(*actor, msg::model_use{kind, arrival, std::move(done)});
+  // Requested even when nobody waits for the answer (a proactive use): an answer is a response,
+  // which the registry's interface could not take as an ordinary message.
+  auto answer = once(std::move(done));
+  self->request(*actor, caf::infinite, msg::model_use{kind, arrival})
+      .then([answer](msg::granted& g) { (*answer)(g.value ? std::move(*g.value) : msg::acquired{}); },
+            [answer](caf::error& e) { (*answer)(from_caf_error(e)); });
 }
 
 // The model a request names: itself, or a vmodel's active model.
@@ -178,12 +197,15 @@ void on_unload(self_ptr self, msg::unload_model& m) {
   auto it = s.models.find(model_named(s, m.id));
   if (it == s.models.end()) return m.done(unknown(m.id));
   if (!it->second.actor) return m.done({});  // never used since registration: nothing is loaded
-  self->send(it->second.actor, msg::model_unload{std::move(m.done)});
+  auto answer = once(std::move(m.done));
+  self->request(it->second.actor, caf::infinite, msg::unload{it->first, nullptr, eviction_reason::unload})
+      .then([answer]() { (*answer)({}); }, [answer](caf::error& e) { (*answer)(from_caf_error(e)); });
 }
 
 // Describes the model's file: opened beneath its root on the offload thread, answered from the
 // last description when the file's identity is unchanged, else its header parsed again there and
 // the new description sent back here (description_read). The registry itself only looks up.
+// The worker is a plain thread, not an actor: its answer goes to the client's callback directly.
 void on_describe(self_ptr self, msg::describe_model& m) {
   auto& s = self->state;
   auto it = s.models.find(model_named(s, m.id));
@@ -191,7 +213,8 @@ void on_describe(self_ptr self, msg::describe_model& m) {
   auto& e = it->second;
   if (e.file.path.empty())
     if (auto r = resolve(s, e); !r) return m.done(make_error(errc::load_failed, r.error().message));
-  auto task = [registry = caf::actor_cast<caf::actor>(self), id = e.record.id, version = e.record.version,
+  auto task = [registry = caf::actor_cast<registry_actor>(self), who = msg::registration{e.record.id, e.generation},
+               id = e.record.id, version = e.record.version,
                bytes = e.bytes, where = e.file, last = e.described, done = std::move(m.done)]() mutable {
     auto failed = [&](const error& why) { done(make_error(errc::load_failed, why.message)); };
     auto file = open_located(where);
@@ -212,7 +235,7 @@ void on_describe(self_ptr self, msg::describe_model& m) {
     read->meta.output_width = spec->output_width();
     read->meta.layers = static_cast<std::uint32_t>(spec->layers.size());
     read->meta.activation = std::string(to_string(spec->activation));
-    caf::anon_send(registry, description_read{id, where.path, read});
+    caf::anon_send(registry, msg::description_read{who, read});
     done(read->meta);
   };
   if (s.config.offload)
@@ -221,10 +244,10 @@ void on_describe(self_ptr self, msg::describe_model& m) {
     task();
 }
 
-// Keeps a description read by a describe's worker, unless the model changed meanwhile.
-void on_description_read(self_ptr self, description_read& m) {
-  auto it = self->state.models.find(m.id);
-  if (it == self->state.models.end() || it->second.file.path != m.path) return;
+// Keeps a description read by a describe's worker, unless the registration changed meanwhile.
+void on_description_read(self_ptr self, msg::description_read& m) {
+  auto it = self->state.models.find(m.who.id);
+  if (it == self->state.models.end() || it->second.generation != m.who.generation) return;
   auto& kept = it->second.described;
   if (!kept || kept->file != m.read->file) kept = std::move(m.read);
 }
@@ -283,7 +306,7 @@ void take_in(self_ptr self, registry_contents contents) {
       models.emplace(r.id, std::move(old->second));
       s.models.erase(old);
     } else {
-      models.emplace(r.id, model_entry{r, {}, 0, nullptr, 0, 0});
+      models.emplace(r.id, model_entry{r, {}, 0, {}, 0, 0, nullptr, s.next_generation++});
     }
   }
   for (auto& [id, e] : s.models)
@@ -337,13 +360,18 @@ void statuses(self_ptr self, const std::vector<std::string>& ids, std::function<
       st.output_width = e.output_width;
       g->set(i, st);
     } else {
-      self->send(e.actor,
-                 msg::model_status_request{
-                     [g, i, in = e.input_width, out = e.output_width](expected<model_status> st) {
-                       st->input_width = in;
-                       st->output_width = out;
-                       g->set(i, std::move(*st));
-                     }});
+      self->request(e.actor, caf::infinite, msg::model_status_request{})
+          .then(
+              [g, i, in = e.input_width, out = e.output_width](model_status& st) {
+                st.input_width = in;
+                st.output_width = out;
+                g->set(i, std::move(st));
+              },
+              [g, i, id = ids[i]](caf::error&) {  // the model actor stopped: unregistered meanwhile
+                model_status st;
+                st.id = id;
+                g->set(i, st);
+              });
     }
   }
 }
@@ -367,15 +395,18 @@ void vmodel_status_of(self_ptr self, const std::string& id, callback<vmodel_stat
   });
 }
 
-// Starts loading a vmodel's target; the flip happens on vmodel_target_ready.
+void on_target_ready(self_ptr self, const std::string& vmodel, const std::string& target, expected<void> result);
+
+// Starts loading a vmodel's target: a waiting use requested from the target's model actor; the
+// flip happens when it is answered (on_target_ready).
 void load_target(self_ptr self, const std::string& vmodel, const std::string& target) {
-  auto registry = caf::actor_cast<caf::actor>(self);
-  use(self, target, msg::use_kind::wait, self->state.config.time->now(),
-      [registry, vmodel, target](expected<msg::acquired> a) {
-        expected<void> result;
-        if (!a) result = std::move(a).error();
-        caf::anon_send(registry, msg::vmodel_target_ready{vmodel, target, std::move(result)});
-      });
+  auto& s = self->state;
+  auto it = s.models.find(target);
+  auto actor = it == s.models.end() ? expected<model_actor>(unknown(target)) : actor_for(self, it->second);
+  if (!actor) return on_target_ready(self, vmodel, target, std::move(actor).error());
+  self->request(*actor, caf::infinite, msg::model_use{msg::use_kind::wait, s.config.time->now()})
+      .then([=](msg::granted&) { on_target_ready(self, vmodel, target, {}); },
+            [=](caf::error& e) { on_target_ready(self, vmodel, target, from_caf_error(e)); });
 }
 
 // Models and vmodels together may number at most max_models: each costs a row, memory and (a
@@ -412,8 +443,9 @@ void on_register(self_ptr self, msg::register_model& m) {
     return stage(self, {}, then);  // idempotent: answered with the next commit
   }
   if (auto room = check_room(s); !room) return reply(std::move(room).error());
-  model_entry e{{m.id, m.info.path, m.info.version, m.info.size_hint, false}, {}, 0, nullptr, 0, 0};
+  model_entry e{{m.id, m.info.path, m.info.version, m.info.size_hint, false}, {}, 0, {}, 0, 0, nullptr, 0};
   if (auto r = resolve(s, e); !r) return reply(std::move(r).error());
+  e.generation = s.next_generation++;
   auto record = e.record;
   s.models.emplace(m.id, std::move(e));
   stage(self, {put_model{std::move(record)}}, then);
@@ -482,21 +514,22 @@ void on_set_vmodel(self_ptr self, msg::set_vmodel& m) {
   });
 }
 
-void on_target_ready(self_ptr self, msg::vmodel_target_ready& m) {
+// A vmodel's target answered its waiting use (`result`): flip the alias, or TRANSITION_FAILED.
+void on_target_ready(self_ptr self, const std::string& vmodel, const std::string& target, expected<void> result) {
   auto& s = self->state;
-  auto it = s.vmodels.find(m.vmodel);
-  if (it == s.vmodels.end() || it->second.record.target != m.target || it->second.state != vmodel_state::transitioning)
+  auto it = s.vmodels.find(vmodel);
+  if (it == s.vmodels.end() || it->second.record.target != target || it->second.state != vmodel_state::transitioning)
     return;  // superseded by a later setVModel or deleted
   auto& v = it->second;
-  if (!m.result) {
+  if (!result) {
     v.state = vmodel_state::transition_failed;
-    v.error = m.result.error();
+    v.error = result.error();
     return;
   }
   auto previous = v.record.active;
-  v.record.active = m.target;
+  v.record.active = target;
   v.state = vmodel_state::defined;
-  s.config.routes->put_alias(m.vmodel, m.target);
+  s.config.routes->put_alias(vmodel, target);
   std::vector<registry_change> changes{put_vmodel{v.record}};
   auto orphans = collect_orphans(self, {previous});
   changes.insert(changes.end(), orphans.begin(), orphans.end());
@@ -516,7 +549,7 @@ void on_delete_vmodel(self_ptr self, msg::delete_vmodel& m) {
   stage(self, std::move(changes), std::move(m.done));
 }
 
-caf::behavior registry_actor(self_ptr self, std::shared_ptr<registry_config> config) {
+registry_actor::behavior_type registry_behavior(self_ptr self, std::shared_ptr<registry_config> config) {
   auto& s = self->state;
   s.config = std::move(*config);
   s.pool = std::move(s.config.pool);
@@ -549,7 +582,6 @@ caf::behavior registry_actor(self_ptr self, std::shared_ptr<registry_config> con
       [=](msg::set_vmodel& m) { on_set_vmodel(self, m); },
       [=](msg::delete_vmodel& m) { on_delete_vmodel(self, m); },
       [=](msg::get_vmodel_status& m) { vmodel_status_of(self, m.id, std::move(m.done)); },
-      [=](msg::vmodel_target_ready& m) { on_target_ready(self, m); },
       [=](msg::inspect_models& m) {
         auto& s = self->state;
         std::vector<std::string> ids;
@@ -561,14 +593,14 @@ caf::behavior registry_actor(self_ptr self, std::shared_ptr<registry_config> con
         });
       },
       [=](msg::flush_registry&) { flush(self); },
-      [=](description_read& m) { on_description_read(self, m); },
+      [=](msg::description_read& m) { on_description_read(self, m); },
   };
 }
 
 }  // namespace
 
-caf::actor spawn_registry(caf::actor_system& system, registry_config config) {
-  return system.spawn<caf::detached>(registry_actor, std::make_shared<registry_config>(std::move(config)));
+registry_actor spawn_registry(caf::actor_system& system, registry_config config) {
+  return system.spawn<caf::detached>(registry_behavior, std::make_shared<registry_config>(std::move(config)));
 }
 
 }  // namespace warm

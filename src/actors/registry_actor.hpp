@@ -11,12 +11,17 @@
 // model with the identity of the file they were read from (device, inode, size, mtime): a
 // describe of an unchanged file opens it and answers from memory; a changed one is parsed again.
 //
-// Messages: register_model, unregister_model, use_model, unload_model, describe_model,
-// get_status, list_models, set_vmodel, delete_vmodel, get_vmodel_status, inspect_models (from
-// clients); vmodel_target_ready and flush_registry (from itself and from model actors' callbacks).
+// Interface: warm::registry_actor (warm/caf/messages.hpp). register_model, unregister_model,
+// use_model, unload_model, describe_model, get_status, list_models, set_vmodel, delete_vmodel,
+// get_vmodel_status, inspect_models come from the runtime and are answered through their
+// callbacks; flush_registry from itself; description_read from a describe's worker thread.
+// Whatever it needs from a model actor (a use, a status, an unload) it requests and handles the
+// CAF response (`request(...).then`); a client callback still waiting when the registry stops is
+// answered `unavailable`.
+//
+// Every registration of an id gets a new generation (a registry-wide counter, so a later
+// registration's is always larger); its model actor and the loader pool name it {id, generation}.
 #pragma once
-
-#include <caf/actor.hpp>
 
 #include <functional>
 #include <memory>
@@ -24,6 +29,7 @@
 
 #include "runtime/route_table.hpp"
 #include "storage/registry_store.hpp"
+#include "warm/caf/messages.hpp"
 #include "warm/clock.hpp"
 #include "warm/metrics.hpp"
 #include "warm/model_repository.hpp"
@@ -33,8 +39,8 @@ namespace warm {
 struct registry_config {
   std::unique_ptr<registry_store> store;
   std::shared_ptr<const model_repository> repository;
-  caf::actor pool;
-  caf::actor hub;  // model actors report state changes there
+  loader_pool_actor pool;
+  watch_hub_actor hub;  // model actors report state changes there
   std::shared_ptr<route_table> routes;
   std::shared_ptr<const clock> time;
   std::uint64_t max_models = 1'000'000;  // models + vmodels held at most (capacity_exhausted past it)
@@ -49,7 +55,7 @@ struct registry_config {
 };
 
 // Spawns the registry, which first takes in every stored model and vmodel.
-caf::actor spawn_registry(caf::actor_system& system, registry_config config);
+registry_actor spawn_registry(caf::actor_system& system, registry_config config);
 
 // An id names a model or vmodel: 1..256 bytes of printable ASCII without spaces or '/'.
 expected<void> check_id(const std::string& id, const char* what);

@@ -4,27 +4,29 @@
 // live heap in one message. Devices keep evicting from the old heap until then and score models
 // inserted between rebuilds themselves. Only spawned when some device's policy rescores (iam).
 //
-// Messages: rescore_tick (its own timer), scores_collected (from devices), inspect_scorer.
+// Interface: warm::scorer_actor (warm/caf/messages.hpp): rescore_tick (its own timer),
+// inspect_scorer (runtime). It requests collect_scores from each device and gets
+// scores_collected back as the response (an error from a device whose policy keeps no scores).
 #pragma once
 
-#include <caf/fwd.hpp>
 
 #include <chrono>
 #include <memory>
 #include <vector>
 
+#include "warm/caf/messages.hpp"
 #include "warm/clock.hpp"
 #include "warm/metrics.hpp"
 
 namespace warm {
 
 struct scorer_config {
-  std::vector<caf::actor> devices;
+  std::vector<device_actor> devices;
   std::chrono::milliseconds period{1000};
   std::shared_ptr<const clock> time;
   std::shared_ptr<runtime_metrics> metrics;  // rebuild times (may be null)
 };
 
-caf::actor spawn_scorer(caf::actor_system& system, scorer_config config);
+scorer_actor spawn_scorer(caf::actor_system& system, scorer_config config);
 
 }  // namespace warm

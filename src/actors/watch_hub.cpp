@@ -4,7 +4,6 @@
 
 #include <map>
 
-#include "warm/actor_messages.hpp"
 
 namespace warm {
 namespace {
@@ -16,7 +15,7 @@ struct hub_state {
 
 // `sequence`: the number before the first event's. (Every warm actor takes an argument: CAF 0.17
 // dereferences a null argument tuple when an actor function takes none, which UBSan reports.)
-caf::behavior watch_hub(caf::stateful_actor<hub_state>* self, std::uint64_t sequence) {
+watch_hub_actor::behavior_type watch_hub(watch_hub_actor::stateful_pointer<hub_state> self, std::uint64_t sequence) {
   self->state.sequence = sequence;
   return {
       [=](msg::state_changed& m) {
@@ -30,6 +29,6 @@ caf::behavior watch_hub(caf::stateful_actor<hub_state>* self, std::uint64_t sequ
 
 }  // namespace
 
-caf::actor spawn_watch_hub(caf::actor_system& system) { return system.spawn(watch_hub, std::uint64_t{0}); }
+watch_hub_actor spawn_watch_hub(caf::actor_system& system) { return system.spawn(watch_hub, std::uint64_t{0}); }
 
 }  // namespace warm

@@ -1,13 +1,14 @@
 // The watch hub: model actors report every state transition here; it calls each registered
 // listener, in the order the events arrive, on its own actor thread (listeners must not block).
 //
-// Messages: state_changed (from model actors), add_watcher / remove_watcher (from the runtime).
+// Interface: warm::watch_hub_actor (warm/caf/messages.hpp): state_changed (from model actors),
+// add_watcher / remove_watcher (from the runtime).
 #pragma once
 
-#include <caf/fwd.hpp>
+#include "warm/caf/messages.hpp"
 
 namespace warm {
 
-caf::actor spawn_watch_hub(caf::actor_system& system);
+watch_hub_actor spawn_watch_hub(caf::actor_system& system);
 
 }  // namespace warm

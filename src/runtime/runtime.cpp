@@ -8,13 +8,12 @@
 
 #include "actors/device_actor.hpp"
 #include "actors/loader_pool.hpp"
-#include "warm/actor_messages.hpp"
 #include "actors/registry_actor.hpp"
 #include "actors/scorer_actor.hpp"
 #include "actors/watch_hub.hpp"
+#include "warm/caf/actors.hpp"
 #include "runtime/executor.hpp"
 #include "warm/model_repository.hpp"
-#include "warm/runtime_actors.hpp"
 
 namespace warm {
 
@@ -25,9 +24,12 @@ struct runtime_impl {
   std::shared_ptr<route_table> routes = std::make_shared<route_table>();
   std::unique_ptr<caf::actor_system_config> config;
   std::unique_ptr<caf::actor_system> system;
-  caf::actor registry, pool, scorer, hub;  // scorer: only when a policy rescores
+  registry_actor registry;
+  loader_pool_actor pool;
+  scorer_actor scorer;  // only when a policy rescores
+  watch_hub_actor hub;
   std::atomic<std::uint64_t> next_watch{1};
-  std::vector<caf::actor> device_actors;
+  std::vector<device_actor> device_actors;
   std::unique_ptr<warm::executor> executor;  // runs inferences after a miss
   // One thread freeing withdrawn weights (munmap, cudaFree) for the device actors; declared after
   // the devices, so it is gone before them.

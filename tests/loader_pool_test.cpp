@@ -1,0 +1,152 @@
+// The loader pool actor alone, on CAF's deterministic test coordinator: the test decides which
+// actor handles its next message, so an ordering bug in the pool shows up every run instead of
+// behind polling and timing. The pool's devices and model actors are fakes that record what the
+// pool asks of them; every reservation is refused, so no load reaches a worker and the order in
+// which the pool asks for reservations is the order in which its queue hands out loads.
+#include <catch2/catch.hpp>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/loader_pool.hpp"
+#include "gpu/host_device.hpp"
+#include "warm/caf/messages.hpp"
+
+using namespace std::chrono_literals;
+using namespace warm;
+
+namespace {
+
+// What the fakes saw, in order. Everything runs on the test's thread (the coordinator's jobs).
+struct seen {
+  std::vector<std::string> reserves;  // models the device was asked to reserve for
+  std::vector<std::string> outcomes;  // "owner: failed" / "owner: cancelled" / "owner: started"
+};
+
+// A device actor that refuses every reservation with a final error (not capacity_exhausted, so
+// the pool fails the load and moves on to the next one in its queue).
+caf::behavior refusing_device(caf::event_based_actor*, std::shared_ptr<seen> log) {
+  return {
+      [=](msg::reserve& m) {
+        log->reserves.push_back(m.model);
+        msg::reserve_result r;
+        r.error = make_error(errc::load_failed, m.model + ": refused by the test");
+        return r;
+      },
+  };
+}
+
+// A model actor that only records what the pool tells it.
+caf::behavior recording_owner(caf::event_based_actor*, std::shared_ptr<seen> log, std::string name) {
+  return {
+      [=](msg::load_started&) { log->outcomes.push_back(name + ": started"); },
+      [=](msg::load_failed&) { log->outcomes.push_back(name + ": failed"); },
+      [=](msg::load_cancelled&) { log->outcomes.push_back(name + ": cancelled"); },
+  };
+}
+
+struct fixture {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf::scheduler::test_coordinator* sched = nullptr;
+  std::shared_ptr<seen> log = std::make_shared<seen>();
+  std::shared_ptr<manual_clock> time = std::make_shared<manual_clock>();
+  loader_pool_actor pool;
+  caf::actor device;
+  std::vector<caf::actor> owners;
+
+  fixture() {
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    sys = std::make_unique<caf::actor_system>(cfg);
+    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
+    loader_pool_config config;
+    config.devices.push_back(make_host_device(1 << 30));
+    config.time = time;
+    config.max_concurrent_loads = 1;  // one load at a time: the rest wait in the queue
+    pool = spawn_loader_pool(*sys, std::move(config));
+    device = sys->spawn(refusing_device, log);
+    attach_devices(pool, {caf::actor_cast<device_actor>(device)});
+    sched->run();  // every actor initialised, the devices attached; nothing else to do
+  }
+
+  ~fixture() {
+    caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);  // its workers are linked to it
+    caf::anon_send_exit(device, caf::exit_reason::user_shutdown);
+    for (auto& o : owners) caf::anon_send_exit(o, caf::exit_reason::user_shutdown);
+    sched->run();
+  }
+
+  // A model actor (fake) for registration {model, generation}.
+  msg::registration owner(const std::string& model, std::uint64_t generation, model_actor* handle) {
+    auto name = model + "#" + std::to_string(generation);
+    owners.push_back(sys->spawn(recording_owner, log, name));
+    sched->run();
+    *handle = caf::actor_cast<model_actor>(owners.back());
+    return {model, generation};
+  }
+
+  void enqueue(const msg::registration& who, const model_actor& handle, bool waiting) {
+    msg::enqueue_load m;
+    m.who = who;
+    m.owner = handle;
+    m.bytes = 1 << 20;
+    m.waiting = waiting;
+    m.when = time->now();
+    m.waiters = waiting ? 1 : 0;
+    caf::anon_send(pool, std::move(m));
+    time->advance(1ms);
+  }
+
+  // Runs the pool's next message only (the device's and owners' mailboxes wait).
+  void pool_handles_one() {
+    REQUIRE(sched->prioritize(pool));
+    sched->run_once();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a load that requests wait for overtakes background loads queued before it") {
+  fixture f;
+  model_actor a, b, c;
+  auto ra = f.owner("a", 1, &a);
+  auto rb = f.owner("b", 1, &b);
+  auto rc = f.owner("c", 1, &c);
+
+  f.enqueue(ra, a, false);
+  f.pool_handles_one();  // a starts at once: asks the device for room (not answered yet)
+  REQUIRE(f.log->reserves.empty());
+  f.enqueue(rb, b, false);  // background, queued behind the running load
+  f.pool_handles_one();
+  f.enqueue(rc, c, true);  // waited on, queued last
+  f.pool_handles_one();
+  f.sched->run();  // the device refuses a, then whatever the pool asks next, until all are done
+
+  CHECK(f.log->reserves == std::vector<std::string>{"a", "c", "b"});
+  CHECK(f.log->outcomes == std::vector<std::string>{"a#1: failed", "c#1: failed", "b#1: failed"});
+}
+
+TEST_CASE("a queued load of an earlier registration gives way to the new one; its late cancel is ignored") {
+  fixture f;
+  model_actor x, old_y, new_y;
+  auto rx = f.owner("x", 1, &x);
+  auto ry1 = f.owner("y", 1, &old_y);
+  auto ry2 = f.owner("y", 2, &new_y);
+
+  f.enqueue(rx, x, false);
+  f.pool_handles_one();  // x holds the one load slot
+  f.enqueue(ry1, old_y, true);
+  f.pool_handles_one();  // y (generation 1) queued
+  f.enqueue(ry2, new_y, true);
+  f.pool_handles_one();  // y registered again: generation 1's queued load is cancelled
+  caf::anon_send(f.pool, msg::cancel_load{ry1});  // generation 1's actor, stopping late
+  f.pool_handles_one();  // must not touch generation 2's load
+  f.sched->run();
+
+  CHECK(f.log->reserves == std::vector<std::string>{"x", "y"});
+  CHECK(f.log->outcomes == std::vector<std::string>{"y#1: cancelled", "x#1: failed", "y#2: failed"});
+}
