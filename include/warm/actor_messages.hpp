@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "warm/serving_slot.hpp"
+#include "core/serving_slot.hpp"
 #include "warm/clock.hpp"
-#include "warm/importance.hpp"
+#include "policy/importance.hpp"
 #include "warm/device.hpp"
 #include "warm/model_repository.hpp"
 #include "warm/runtime_types.hpp"

@@ -6,8 +6,8 @@
 #include <variant>
 
 #include "warm/actor_messages.hpp"
-#include "runtime/failure_table.hpp"
-#include "runtime/load_queue.hpp"
+#include "core/failure_table.hpp"
+#include "core/load_queue.hpp"
 #include "warm/units.hpp"
 
 namespace warm {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "warm/actor_messages.hpp"
-#include "runtime/rate_meter.hpp"
+#include "core/rate_meter.hpp"
 
 namespace warm {
 namespace {

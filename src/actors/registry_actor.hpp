@@ -22,7 +22,7 @@
 #include <memory>
 #include <optional>
 
-#include "runtime/route_table.hpp"
+#include "core/route_table.hpp"
 #include "storage/registry_store.hpp"
 #include "warm/clock.hpp"
 #include "warm/metrics.hpp"

@@ -15,7 +15,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "warm/serving_slot.hpp"
+#include "core/serving_slot.hpp"
 
 namespace warm {
 
