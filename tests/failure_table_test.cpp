@@ -1,7 +1,7 @@
 // Failure records: per-device blocking, fail-fast with the latest error, expiry on a fake clock.
 #include <catch2/catch.hpp>
 
-#include "runtime/failure_table.hpp"
+#include "core/failure_table.hpp"
 
 using namespace std::chrono_literals;
 

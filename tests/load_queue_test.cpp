@@ -2,7 +2,7 @@
 // recently used first), promotion, cancellation, and skipping entries that are not ready.
 #include <catch2/catch.hpp>
 
-#include "runtime/load_queue.hpp"
+#include "core/load_queue.hpp"
 
 using namespace std::chrono_literals;
 using warm::load_queue;

@@ -1,7 +1,7 @@
 // The EWMA request rate: converges to a steady rate, forgets old traffic, ignores zero-length gaps.
 #include <catch2/catch.hpp>
 
-#include "runtime/rate_meter.hpp"
+#include "core/rate_meter.hpp"
 
 using namespace std::chrono_literals;
 

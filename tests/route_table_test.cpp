@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/route_table.hpp"
+#include "core/route_table.hpp"
 
 using warm::route_table;
 

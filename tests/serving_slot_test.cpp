@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/route_table.hpp"
-#include "warm/serving_slot.hpp"
+#include "core/route_table.hpp"
+#include "core/serving_slot.hpp"
 #include "support/test_files.hpp"
 #include "warm/model_writer.hpp"
 

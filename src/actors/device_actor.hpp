@@ -28,7 +28,7 @@
 #include "warm/clock.hpp"
 #include "warm/device.hpp"
 #include "warm/metrics.hpp"
-#include "warm/serving_slot.hpp"
+#include "core/serving_slot.hpp"
 
 namespace warm {
 

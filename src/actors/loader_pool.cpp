@@ -5,8 +5,8 @@
 #include <unordered_map>
 #include <variant>
 
-#include "runtime/failure_table.hpp"
-#include "runtime/load_queue.hpp"
+#include "core/failure_table.hpp"
+#include "core/load_queue.hpp"
 #include "warm/units.hpp"
 
 namespace warm {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/rate_meter.hpp"
+#include "core/rate_meter.hpp"
 
 namespace warm {
 namespace {

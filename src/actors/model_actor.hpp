@@ -32,7 +32,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/route_table.hpp"
+#include "core/route_table.hpp"
 #include "warm/caf/messages.hpp"
 #include "warm/clock.hpp"
 #include "warm/model_repository.hpp"

@@ -27,7 +27,7 @@
 #include <memory>
 #include <optional>
 
-#include "runtime/route_table.hpp"
+#include "core/route_table.hpp"
 #include "storage/registry_store.hpp"
 #include "warm/caf/messages.hpp"
 #include "warm/clock.hpp"

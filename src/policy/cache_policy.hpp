@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "warm/importance.hpp"
+#include "policy/importance.hpp"
 #include "warm/clock.hpp"
 #include "warm/error.hpp"
 #include "warm/policy_options.hpp"

@@ -1,6 +1,6 @@
 // mCache's importance-aware policy (IAM). Each resident model i has
 //   utility_i = (P_i / S_i) · rate_i,   rank_i = log(#{resident j ≠ i : u_i > u_j} + b0)
-// (warm/importance.hpp); victims come from the bottom of a min-heap of ranks until the new
+// (policy/importance.hpp); victims come from the bottom of a min-heap of ranks until the new
 // model fits. Scores are not updated in place: a fresh heap is built from a snapshot of the
 // inputs (score_inputs) — by the importance scorer actor in the daemon, by the policy itself every
 // `rescore_period` in the simulator — and swapped in whole (swap_scores). Until the swap the old
@@ -12,9 +12,9 @@
 #include <deque>
 #include <unordered_map>
 
-#include "warm/importance.hpp"
+#include "core/rate_meter.hpp"
+#include "policy/importance.hpp"
 #include "policy/ranked_set.hpp"
-#include "runtime/rate_meter.hpp"
 
 namespace warm {
 

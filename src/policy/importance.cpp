@@ -1,4 +1,4 @@
-#include "warm/importance.hpp"
+#include "policy/importance.hpp"
 
 #include <algorithm>
 #include <cmath>

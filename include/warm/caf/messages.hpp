@@ -36,11 +36,11 @@
 
 #include "warm/clock.hpp"
 #include "warm/device.hpp"
-#include "warm/importance.hpp"
+#include "policy/importance.hpp"
 #include "warm/metrics.hpp"
 #include "warm/model_repository.hpp"
 #include "warm/runtime_types.hpp"
-#include "warm/serving_slot.hpp"
+#include "core/serving_slot.hpp"
 
 namespace warm {
 

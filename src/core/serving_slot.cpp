@@ -1,4 +1,4 @@
-#include "warm/serving_slot.hpp"
+#include "core/serving_slot.hpp"
 
 #include <cassert>
 

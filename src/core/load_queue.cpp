@@ -1,4 +1,4 @@
-#include "runtime/load_queue.hpp"
+#include "core/load_queue.hpp"
 
 namespace warm {
 

@@ -1,4 +1,4 @@
-#include "runtime/route_table.hpp"
+#include "core/route_table.hpp"
 
 #include <algorithm>
 #include <cassert>

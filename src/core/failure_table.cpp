@@ -1,4 +1,4 @@
-#include "runtime/failure_table.hpp"
+#include "core/failure_table.hpp"
 
 #include <algorithm>
 

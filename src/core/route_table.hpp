@@ -27,7 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "warm/serving_slot.hpp"
+#include "core/serving_slot.hpp"
 
 namespace warm {
 

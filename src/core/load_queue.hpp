@@ -18,7 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/timestamp.hpp"
+#include "core/timestamp.hpp"
 
 namespace warm {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/timestamp.hpp"
+#include "core/timestamp.hpp"
 #include "warm/error.hpp"
 
 namespace warm {
