@@ -7,6 +7,7 @@
 
 #include "actors/gather.hpp"
 #include "actors/model_actor.hpp"
+#include "actors/registry_writer.hpp"
 #include "storage/located_file.hpp"
 #include "storage/safetensors_file.hpp"
 #include "warm/dense_model.hpp"
@@ -27,6 +28,14 @@ expected<void> check_id(const std::string& id, const char* what) {
 struct registry_description {
   file_identity file;
   model_metadata meta;
+};
+
+// A model file resolved beneath its root, and what its header says the registry needs.
+struct model_resolution {
+  model_location file;
+  std::uint64_t bytes = 0;  // device bytes: the weights' size, or the size hint
+  std::uint64_t input_width = 0;
+  std::uint64_t output_width = 0;
 };
 
 namespace {
@@ -75,23 +84,48 @@ struct vmodel_entry {
   std::optional<warm::error> error;
 };
 
+using resolved_fn = std::function<void(const expected<std::shared_ptr<const model_resolution>>&)>;
+
+// A registration whose file is being resolved: not a model yet (no use, status or vmodel sees
+// it), but a second identical registration joins it instead of resolving again.
+struct pending_registration {
+  model_record record;
+  std::uint64_t generation = 0;
+  std::vector<std::function<void(expected<void>)>> then;  // each request's continuation
+};
+
 struct registry_state {
   registry_config config;
   loader_pool_actor pool;
   watch_hub_actor hub;
+  registry_writer_actor writer;
   std::uint64_t next_generation = 1;  // bumped by every registration taken in
   std::map<std::string, model_entry> models;
   std::map<std::string, vmodel_entry> vmodels;
+  std::map<std::string, pending_registration> registering;
+  // Continuations waiting for a resolution on the offload, by the registration's generation.
+  std::map<std::uint64_t, std::vector<resolved_fn>> resolving;
   std::vector<registry_change> staged;
   std::vector<std::function<void(expected<void>)>> after_commit;
+  std::vector<std::function<void(expected<void>)>> committing;  // the commit in flight's callbacks
+  bool commit_in_flight = false;
   bool flush_sent = false;
 
-  // The registry stops last among the runtime's actors. It still commits what is staged but
-  // answers those requests `unavailable` (their follow-ups, such as a load, cannot run any more;
-  // retrying is safe since registration is idempotent), and takes its model actors with it.
+  // The registry stops last among the runtime's actors. Its writer still commits what is staged
+  // (after any commit in flight), but those requests are answered `unavailable` (their follow-ups,
+  // such as a load, cannot run any more; retrying is safe since registration is idempotent), like
+  // the ones waiting for a resolution; and it takes its model actors with it.
   ~registry_state() {
-    if (!staged.empty()) (void)config.store->apply(staged);
-    for (auto& cb : after_commit) cb(make_error(errc::unavailable, "the runtime is shutting down"));
+    if (writer) caf::anon_send(writer, msg::store_close{std::move(staged)});
+    auto down = make_error(errc::unavailable, "the runtime is shutting down");
+    auto pending = std::move(registering);
+    registering.clear();  // so the resolutions failed below find nothing to register
+    for (auto& [id, p] : pending)
+      for (auto& then : p.then) then(down);
+    for (auto& cb : committing) cb(down);
+    for (auto& cb : after_commit) cb(down);
+    for (auto& [generation, waiting] : resolving)
+      for (auto& fn : waiting) fn(down);
     for (auto& [id, e] : models)
       if (e.actor) caf::anon_send_exit(e.actor, caf::exit_reason::user_shutdown);
   }
@@ -114,55 +148,120 @@ void stage(self_ptr self, std::vector<registry_change> changes, std::function<vo
   }
 }
 
-void reload_from_store(self_ptr self);
 void publish_counts(registry_state& s);
+void take_in(self_ptr self, registry_contents contents);
 void load_target(self_ptr self, const std::string& vmodel, const std::string& target);
+void committed(self_ptr self, msg::store_committed& outcome);
+void registered(self_ptr self, const std::string& id,
+                const expected<std::shared_ptr<const model_resolution>>& resolution);
 
+// Sends the staged changes to the writer as one commit, unless one is in flight (then they go
+// when it is answered: every request staged meanwhile joins the next group).
 void flush(self_ptr self) {
   auto& s = self->state;
   s.flush_sent = false;
-  auto changes = std::move(s.staged);
-  auto callbacks = std::move(s.after_commit);
-  s.staged.clear();
+  if (s.commit_in_flight || (s.staged.empty() && s.after_commit.empty())) return;
+  s.commit_in_flight = true;
+  s.committing = std::move(s.after_commit);
   s.after_commit.clear();
-  auto committed = changes.empty() ? expected<void>{} : s.config.store->apply(changes);
-  if (!committed) reload_from_store(self);  // memory must not claim what the disk lacks
-  publish_counts(s);
-  for (auto& cb : callbacks) cb(committed);
+  auto changes = std::move(s.staged);
+  s.staged.clear();
+  self->request(s.writer, caf::infinite, msg::store_commit{std::move(changes)})
+      .then([self](msg::store_committed& outcome) { committed(self, outcome); },
+            [self](caf::error& e) {
+              msg::store_committed lost{from_caf_error(e), std::nullopt};
+              committed(self, lost);
+            });
 }
 
-// Resolves the model file and validates its header, giving its size and widths (at
-// registration, at first use after a restart, or when a status asks first). The device bytes
-// are the weights' size, or the size hint when one is given: the hint reserves headroom beyond
-// the weights and may not be smaller than they are.
-expected<void> resolve(registry_state& s, model_entry& e) {
-  auto file = s.config.repository->resolve(e.record.path, e.record.version);
+// A commit was answered. After a failure memory must not claim what the disk lacks: when the
+// writer could re-read the disk, memory becomes what it holds, and the requests staged since
+// (changes memory no longer has) fail with the same error.
+void committed(self_ptr self, msg::store_committed& outcome) {
+  auto& s = self->state;
+  s.commit_in_flight = false;
+  auto callbacks = std::move(s.committing);
+  s.committing.clear();
+  if (!outcome.result && outcome.disk) {
+    take_in(self, std::move(*outcome.disk));
+    s.staged.clear();
+    for (auto& cb : std::exchange(s.after_commit, {})) callbacks.push_back(std::move(cb));
+  }
+  publish_counts(s);
+  for (auto& cb : callbacks) cb(outcome.result);
+  flush(self);
+}
+
+// Resolves a registration's model file beneath its root and checks its header, giving its size
+// and widths. The device bytes are the weights' size, or the size hint when one is given: the
+// hint reserves headroom beyond the weights and may not be smaller than they are. File work:
+// runs on the offload, never on the registry.
+expected<std::shared_ptr<const model_resolution>> resolve_file(const model_repository& repository,
+                                                               const model_record& record) {
+  auto file = repository.resolve(record.path, record.version);
   if (!file) return std::move(file).error();
   auto opened = open_model_file(*file);  // beneath the root, like every later open
   if (!opened) return std::move(opened).error();
-  auto bytes = opened->spec.data_bytes;
-  if (e.record.size_hint) {
-    if (*e.record.size_hint < bytes)
-      return make_error(errc::invalid_argument, "size hint of " + std::to_string(*e.record.size_hint) +
-                                                    " bytes is smaller than the model's " + std::to_string(bytes) +
-                                                    " bytes of weights");
-    bytes = *e.record.size_hint;
+  auto out = std::make_shared<model_resolution>();
+  out->bytes = opened->spec.data_bytes;
+  if (record.size_hint) {
+    if (*record.size_hint < out->bytes)
+      return make_error(errc::invalid_argument, "size hint of " + std::to_string(*record.size_hint) +
+                                                    " bytes is smaller than the model's " +
+                                                    std::to_string(out->bytes) + " bytes of weights");
+    out->bytes = *record.size_hint;
   }
-  e.file = std::move(*file);
-  e.bytes = bytes;
-  e.input_width = opened->spec.input_width();
-  e.output_width = opened->spec.output_width();
-  return {};
+  out->file = std::move(*file);
+  out->input_width = opened->spec.input_width();
+  out->output_width = opened->spec.output_width();
+  return std::shared_ptr<const model_resolution>(std::move(out));
 }
 
-expected<model_actor> actor_for(self_ptr self, model_entry& e) {
+// Runs `then` with registration `who`'s resolution, read on the offload (once for however many
+// ask before it is back; model_resolved brings it). `then` may run after the registration ended
+// or, with `unavailable`, while the registry stops: it must look its model up again, and touch
+// nothing of the registry on an error.
+void resolve_then(self_ptr self, const msg::registration& who, const model_record& record, resolved_fn then) {
   auto& s = self->state;
-  if (e.actor) return e.actor;
-  if (e.file.path.empty())
-    if (auto r = resolve(s, e); !r) return make_error(errc::load_failed, r.error().message);
-  e.actor = spawn_model_actor(
-      self->system(), {e.record.id, e.generation, e.file, e.bytes, s.pool, s.config.routes, s.config.time, s.hub});
-  return e.actor;
+  auto& waiting = s.resolving[who.generation];
+  waiting.push_back(std::move(then));
+  if (waiting.size() > 1) return;
+  auto task = [registry = caf::actor_cast<registry_actor>(self), who, record, repository = s.config.repository] {
+    caf::anon_send(registry, msg::model_resolved{who, resolve_file(*repository, record)});
+  };
+  if (s.config.offload)
+    s.config.offload(std::move(task));
+  else
+    task();  // its answer still arrives as a message
+}
+
+model_entry* find(registry_state& s, const msg::registration& who) {
+  auto it = s.models.find(who.id);
+  return it == s.models.end() || it->second.generation != who.generation ? nullptr : &it->second;
+}
+
+// Runs `then` once `e`'s file is resolved (at once when it is). A failure is passed on, not kept:
+// the next request reads the header again.
+void when_resolved(self_ptr self, model_entry& e, std::function<void(expected<void>)> then) {
+  if (!e.file.path.empty()) return then({});
+  resolve_then(self, {e.record.id, e.generation}, e.record, [then = std::move(then)](const auto& r) {
+    then(r ? expected<void>{} : expected<void>{r.error()});
+  });
+}
+
+// Runs `then` with `e`'s model actor, spawned at the first use (after resolving its file).
+void with_actor(self_ptr self, model_entry& e, std::function<void(expected<model_actor>)> then) {
+  if (e.actor) return then(e.actor);
+  when_resolved(self, e, [self, who = msg::registration{e.record.id, e.generation}, then](expected<void> r) {
+    if (!r) return then(r.error().code == errc::unavailable ? r.error() : make_error(errc::load_failed, r.error().message));
+    auto& s = self->state;
+    auto* e = find(s, who);
+    if (!e) return then(make_error(errc::not_found, "model '" + who.id + "' was unregistered meanwhile"));
+    if (!e->actor)
+      e->actor = spawn_model_actor(self->system(), {e->record.id, e->generation, e->file, e->bytes, s.pool,
+                                                    s.config.routes, s.config.time, s.hub});
+    then(e->actor);
+  });
 }
 
 void use(self_ptr self, const std::string& model, msg::use_kind kind, timestamp arrival,
@@ -173,17 +272,15 @@ void use(self_ptr self, const std::string& model, msg::use_kind kind, timestamp 
     if (done) done(unknown(model));
     return;
   }
-  auto actor = actor_for(self, it->second);
-  if (!actor) {
-    if (done) done(std::move(actor).error());
-    return;
-  }
-  // Requested even when nobody waits for the answer (a proactive use): an answer is a response,
-  // which the registry's interface could not take as an ordinary message.
   auto answer = once(std::move(done));
-  self->request(*actor, caf::infinite, msg::model_use{kind, arrival})
-      .then([answer](msg::granted& g) { (*answer)(g.value ? std::move(*g.value) : msg::acquired{}); },
-            [answer](caf::error& e) { (*answer)(from_caf_error(e)); });
+  with_actor(self, it->second, [self, kind, arrival, answer](expected<model_actor> actor) {
+    if (!actor) return (*answer)(std::move(actor).error());
+    // Requested even when nobody waits for the answer (a proactive use): an answer is a
+    // response, which the registry's interface could not take as an ordinary message.
+    self->request(*actor, caf::infinite, msg::model_use{kind, arrival})
+        .then([answer](msg::granted& g) { (*answer)(g.value ? std::move(*g.value) : msg::acquired{}); },
+              [answer](caf::error& e) { (*answer)(from_caf_error(e)); });
+  });
 }
 
 // The model a request names: itself, or a vmodel's active model.
@@ -206,16 +303,28 @@ void on_unload(self_ptr self, msg::unload_model& m) {
 // last description when the file's identity is unchanged, else its header parsed again there and
 // the new description sent back here (description_read). The registry itself only looks up.
 // The worker is a plain thread, not an actor: its answer goes to the client's callback directly.
+void describe(self_ptr self, const msg::registration& who, callback<model_metadata> done);
+
 void on_describe(self_ptr self, msg::describe_model& m) {
   auto& s = self->state;
   auto it = s.models.find(model_named(s, m.id));
   if (it == s.models.end()) return m.done(unknown(m.id));
   auto& e = it->second;
-  if (e.file.path.empty())
-    if (auto r = resolve(s, e); !r) return m.done(make_error(errc::load_failed, r.error().message));
+  when_resolved(self, e, [self, who = msg::registration{e.record.id, e.generation}, done = std::move(m.done)](
+                             expected<void> r) mutable {
+    if (!r) return done(r.error().code == errc::unavailable ? r.error() : make_error(errc::load_failed, r.error().message));
+    describe(self, who, std::move(done));
+  });
+}
+
+void describe(self_ptr self, const msg::registration& registered, callback<model_metadata> done) {
+  auto& s = self->state;
+  auto* found = find(s, registered);
+  if (!found) return done(make_error(errc::not_found, "model '" + registered.id + "' was unregistered meanwhile"));
+  auto& e = *found;
   auto task = [registry = caf::actor_cast<registry_actor>(self), who = msg::registration{e.record.id, e.generation},
                id = e.record.id, version = e.record.version,
-               bytes = e.bytes, where = e.file, last = e.described, done = std::move(m.done)]() mutable {
+               bytes = e.bytes, where = e.file, last = e.described, done = std::move(done)]() mutable {
     auto failed = [&](const error& why) { done(make_error(errc::load_failed, why.message)); };
     auto file = open_located(where);
     if (!file) return failed(file.error());
@@ -288,14 +397,6 @@ std::vector<registry_change> collect_orphans(self_ptr self, std::vector<std::str
   return changes;
 }
 
-void take_in(self_ptr self, registry_contents contents);
-
-void reload_from_store(self_ptr self) {
-  auto contents = self->state.config.store->load();
-  if (!contents) return;  // keep memory as it is; the next commit reports the disk's state
-  take_in(self, std::move(*contents));
-}
-
 // Makes memory (tables, aliases, transitions) what `contents` says the disk holds.
 void take_in(self_ptr self, registry_contents contents) {
   auto& s = self->state;
@@ -334,46 +435,56 @@ void take_in(self_ptr self, registry_contents contents) {
   for (auto& [vmodel, target] : transitions) load_target(self, vmodel, target);
 }
 
-// Asks the model actors for the statuses of `ids` (NOT_LOADED / NOT_FOUND without an actor).
-// A model not resolved since a restart is resolved here (one small header read; the registry
-// runs detached), so its bytes and widths show before its first use; a failure leaves them 0
-// and is reported by the first use.
-void statuses(self_ptr self, const std::vector<std::string>& ids, std::function<void(std::vector<model_status>)> done) {
+// Answers `set` with model `id`'s status: NOT_FOUND, NOT_LOADED without an actor, else the model
+// actor's. A model not resolved since a restart is resolved first (on the offload, once), so its
+// bytes and widths show before its first use; a failure leaves them 0 and is reported by the
+// first use.
+void status_of(self_ptr self, const std::string& id, std::function<void(model_status)> set, bool resolve_first = true) {
   auto& s = self->state;
-  auto g = gather<model_status>::create(ids.size(), std::move(done));
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    auto it = s.models.find(ids[i]);
-    if (it == s.models.end()) {
-      model_status st;
-      st.id = ids[i];
-      g->set(i, st);
-      continue;
-    }
-    auto& e = it->second;
-    if (e.file.path.empty()) (void)resolve(s, e);
-    if (!e.actor) {
-      model_status st;
-      st.id = ids[i];
-      st.state = model_state::not_loaded;
-      st.bytes = e.bytes;
-      st.input_width = e.input_width;
-      st.output_width = e.output_width;
-      g->set(i, st);
-    } else {
-      self->request(e.actor, caf::infinite, msg::model_status_request{})
-          .then(
-              [g, i, in = e.input_width, out = e.output_width](model_status& st) {
-                st.input_width = in;
-                st.output_width = out;
-                g->set(i, std::move(st));
-              },
-              [g, i, id = ids[i]](caf::error&) {  // the model actor stopped: unregistered meanwhile
-                model_status st;
-                st.id = id;
-                g->set(i, st);
-              });
-    }
+  auto it = s.models.find(id);
+  if (it == s.models.end()) {
+    model_status st;
+    st.id = id;
+    return set(std::move(st));
   }
+  auto& e = it->second;
+  if (!e.actor && e.file.path.empty() && resolve_first)
+    return when_resolved(self, e, [self, id, set](expected<void> r) {
+      if (!r && r.error().code == errc::unavailable) {  // stopping: the registry is going away
+        model_status st;
+        st.id = id;
+        return set(std::move(st));
+      }
+      status_of(self, id, set, false);
+    });
+  if (!e.actor) {
+    model_status st;
+    st.id = id;
+    st.state = model_state::not_loaded;
+    st.bytes = e.bytes;
+    st.input_width = e.input_width;
+    st.output_width = e.output_width;
+    return set(std::move(st));
+  }
+  self->request(e.actor, caf::infinite, msg::model_status_request{})
+      .then(
+          [set, in = e.input_width, out = e.output_width](model_status& st) {
+            st.input_width = in;
+            st.output_width = out;
+            set(std::move(st));
+          },
+          [set, id](caf::error&) {  // the model actor stopped: unregistered meanwhile
+            model_status st;
+            st.id = id;
+            set(std::move(st));
+          });
+}
+
+// The statuses of `ids`, in order, once all are known.
+void statuses(self_ptr self, const std::vector<std::string>& ids, std::function<void(std::vector<model_status>)> done) {
+  auto g = gather<model_status>::create(ids.size(), std::move(done));
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    status_of(self, ids[i], [g, i](model_status st) { g->set(i, std::move(st)); });
 }
 
 void vmodel_status_of(self_ptr self, const std::string& id, callback<vmodel_status> done) {
@@ -402,17 +513,22 @@ void on_target_ready(self_ptr self, const std::string& vmodel, const std::string
 void load_target(self_ptr self, const std::string& vmodel, const std::string& target) {
   auto& s = self->state;
   auto it = s.models.find(target);
-  auto actor = it == s.models.end() ? expected<model_actor>(unknown(target)) : actor_for(self, it->second);
-  if (!actor) return on_target_ready(self, vmodel, target, std::move(actor).error());
-  self->request(*actor, caf::infinite, msg::model_use{msg::use_kind::wait, s.config.time->now()})
-      .then([=](msg::granted&) { on_target_ready(self, vmodel, target, {}); },
-            [=](caf::error& e) { on_target_ready(self, vmodel, target, from_caf_error(e)); });
+  if (it == s.models.end()) return on_target_ready(self, vmodel, target, unknown(target));
+  with_actor(self, it->second, [=](expected<model_actor> actor) {
+    if (!actor) {
+      if (actor.error().code != errc::unavailable) on_target_ready(self, vmodel, target, std::move(actor).error());
+      return;
+    }
+    self->request(*actor, caf::infinite, msg::model_use{msg::use_kind::wait, self->state.config.time->now()})
+        .then([=](msg::granted&) { on_target_ready(self, vmodel, target, {}); },
+              [=](caf::error& e) { on_target_ready(self, vmodel, target, from_caf_error(e)); });
+  });
 }
 
 // Models and vmodels together may number at most max_models: each costs a row, memory and (a
 // vmodel) a route; capacity_exhausted naming the limit when one more would pass it.
 expected<void> check_room(const registry_state& s) {
-  if (s.models.size() + s.vmodels.size() < s.config.max_models) return {};
+  if (s.models.size() + s.vmodels.size() + s.registering.size() < s.config.max_models) return {};
   return make_error(errc::capacity_exhausted, "the registry holds its limit of " +
                                                   std::to_string(s.config.max_models) +
                                                   " models and vmodels (--max-models)");
@@ -442,13 +558,57 @@ void on_register(self_ptr self, msg::register_model& m) {
                                                           r.path + "')"));
     return stage(self, {}, then);  // idempotent: answered with the next commit
   }
+  model_record record{m.id, m.info.path, m.info.version, m.info.size_hint, false};
+  if (auto pending = s.registering.find(m.id); pending != s.registering.end()) {
+    if (pending->second.record != record)
+      return reply(make_error(errc::invalid_argument, "model '" + m.id +
+                                                          "' is being registered with different info (path '" +
+                                                          pending->second.record.path + "')"));
+    pending->second.then.push_back(std::move(then));  // joins the registration in progress
+    return;
+  }
   if (auto room = check_room(s); !room) return reply(std::move(room).error());
-  model_entry e{{m.id, m.info.path, m.info.version, m.info.size_hint, false}, {}, 0, {}, 0, 0, nullptr, 0};
-  if (auto r = resolve(s, e); !r) return reply(std::move(r).error());
-  e.generation = s.next_generation++;
-  auto record = e.record;
-  s.models.emplace(m.id, std::move(e));
-  stage(self, {put_model{std::move(record)}}, then);
+  auto& pending = s.registering[m.id];
+  pending.record = record;
+  pending.generation = s.next_generation++;
+  pending.then.push_back(std::move(then));
+  resolve_then(self, {m.id, pending.generation}, record, [self, id = m.id](const auto& r) { registered(self, id, r); });
+}
+
+// A registration's file was resolved (or not): the model enters the tables and its record is
+// staged, or every request that joined it gets the error.
+void registered(self_ptr self, const std::string& id,
+                const expected<std::shared_ptr<const model_resolution>>& resolution) {
+  auto& s = self->state;
+  auto node = s.registering.extract(id);
+  if (node.empty()) return;  // stopping: its requests are answered by ~registry_state
+  auto& pending = node.mapped();
+  if (!resolution) {
+    for (auto& then : pending.then) then(resolution.error());
+    return;
+  }
+  model_entry e{pending.record, (*resolution)->file, (*resolution)->bytes, {}, (*resolution)->input_width,
+                (*resolution)->output_width, nullptr, pending.generation};
+  s.models.emplace(id, std::move(e));
+  stage(self, {put_model{pending.record}}, [then = std::move(pending.then)](expected<void> r) {
+    for (auto& t : then) t(r);
+  });
+}
+
+// A resolution is back from the offload: kept by the entry it was read for (when that
+// registration is still current), then passed to whatever waited for it.
+void on_model_resolved(self_ptr self, msg::model_resolved& m) {
+  auto& s = self->state;
+  auto node = s.resolving.extract(m.who.generation);
+  if (node.empty()) return;
+  if (auto* e = find(s, m.who); e && m.result && e->file.path.empty()) {
+    auto& r = **m.result;
+    e->file = r.file;
+    e->bytes = r.bytes;
+    e->input_width = r.input_width;
+    e->output_width = r.output_width;
+  }
+  for (auto& fn : node.mapped()) fn(m.result);
 }
 
 void on_unregister(self_ptr self, msg::unregister_model& m) {
@@ -549,16 +709,16 @@ void on_delete_vmodel(self_ptr self, msg::delete_vmodel& m) {
   stage(self, std::move(changes), std::move(m.done));
 }
 
-registry_actor::behavior_type registry_behavior(self_ptr self, std::shared_ptr<registry_config> config) {
+registry_actor::behavior_type registry_behavior(self_ptr self, std::shared_ptr<registry_config> config,
+                                               registry_writer_actor writer) {
   auto& s = self->state;
   s.config = std::move(*config);
   s.pool = std::move(s.config.pool);
   s.hub = std::move(s.config.hub);
+  s.writer = std::move(writer);
   if (s.config.initial) {
     take_in(self, std::move(*s.config.initial));
     s.config.initial.reset();
-  } else {
-    reload_from_store(self);
   }
   publish_counts(s);
   return {
@@ -594,13 +754,17 @@ registry_actor::behavior_type registry_behavior(self_ptr self, std::shared_ptr<r
       },
       [=](msg::flush_registry&) { flush(self); },
       [=](msg::description_read& m) { on_description_read(self, m); },
+      [=](msg::model_resolved& m) { on_model_resolved(self, m); },
   };
 }
 
 }  // namespace
 
 registry_actor spawn_registry(caf::actor_system& system, registry_config config) {
-  return system.spawn<caf::detached>(registry_behavior, std::make_shared<registry_config>(std::move(config)));
+  if (!config.initial)
+    if (auto stored = config.store->load()) config.initial = std::move(*stored);
+  auto writer = spawn_registry_writer(system, std::move(config.store));
+  return system.spawn(registry_behavior, std::make_shared<registry_config>(std::move(config)), std::move(writer));
 }
 
 }  // namespace warm

@@ -2,19 +2,26 @@
 // the entry point for every request that names a model or vmodel, and the spawner of model
 // actors (lazily, at a model's first use, so an idle registration costs a table row).
 //
-// It runs detached (its own thread) because it writes to disk. Writes are group-committed: each
-// mutating request stages its change and the registry sends itself flush_registry, which arrives
-// after every request already in the mailbox; one transaction commits them all and only then are
-// their callbacks answered. A registration is therefore acknowledged only once it is durable.
-//
-// Descriptions (describe_model) are read off its thread (registry_config::offload) and kept per
-// model with the identity of the file they were read from (device, inode, size, mtime): a
-// describe of an unchanged file opens it and answers from memory; a changed one is parsed again.
+// It runs on the shared scheduler and never waits on a file: it routes every miss, so a commit
+// or a header read must not hold one up.
+//  - Writes are group-committed by its store writer (registry_writer.hpp, detached). Each
+//    mutating request changes memory, stages its change, and the registry sends itself
+//    flush_registry, which arrives after every request already in the mailbox; the staged
+//    changes go to the writer as one commit, and only when it answers are their callbacks
+//    answered. While a commit is in flight, new changes wait and go together as the next one. A
+//    registration is therefore acknowledged only once it is durable. After a failed commit the
+//    registry takes in what the writer re-read from the disk, failing the requests staged since.
+//  - Header reads run on registry_config::offload: resolving a registration's file (before it
+//    enters the tables; an identical registration meanwhile joins it), resolving a stored model
+//    at its first use or status after a restart (once, however many ask meanwhile:
+//    model_resolved), and describe_model. Descriptions are kept per model with the identity of
+//    the file they were read from (device, inode, size, mtime): a describe of an unchanged file
+//    opens it and answers from memory; a changed one is parsed again.
 //
 // Interface: warm::registry_actor (warm/caf/messages.hpp). register_model, unregister_model,
 // use_model, unload_model, describe_model, get_status, list_models, set_vmodel, delete_vmodel,
 // get_vmodel_status, inspect_models come from the runtime and are answered through their
-// callbacks; flush_registry from itself; description_read from a describe's worker thread.
+// callbacks; flush_registry from itself; description_read and model_resolved from the offload.
 // Whatever it needs from a model actor (a use, a status, an unload) it requests and handles the
 // CAF response (`request(...).then`); a client callback still waiting when the registry stops is
 // answered `unavailable`.
@@ -37,7 +44,7 @@
 namespace warm {
 
 struct registry_config {
-  std::unique_ptr<registry_store> store;
+  std::unique_ptr<registry_store> store;  // handed to the registry's writer
   std::shared_ptr<const model_repository> repository;
   loader_pool_actor pool;
   watch_hub_actor hub;  // model actors report state changes there
@@ -48,13 +55,14 @@ struct registry_config {
   // What `store` held when opened (the caller's load(), so that a store that cannot be read stops
   // the start instead of starting empty); when absent the registry loads it itself.
   std::optional<registry_contents> initial;
-  // Runs a task on another thread, in any order; where describe_model's file work runs (opening
-  // the file and, when it changed since the last description, parsing its header), so that a
-  // large header never holds up the registry. Empty: the registry runs it on its own thread.
+  // Runs a task on another thread, in any order: where the registry's file work runs (resolving a
+  // model file and checking its header; a describe's open and, when the file changed, parse), so
+  // that no file holds up the registry. Empty: the registry runs it inline (tests).
   std::function<void(std::function<void()>)> offload;
 };
 
-// Spawns the registry, which first takes in every stored model and vmodel.
+// Spawns the registry and its store writer; the registry first takes in every stored model and
+// vmodel (`initial`, else read from the store here, on the caller's thread).
 registry_actor spawn_registry(caf::actor_system& system, registry_config config);
 
 // An id names a model or vmodel: 1..256 bytes of printable ASCII without spaces or '/'.

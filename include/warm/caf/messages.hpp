@@ -41,10 +41,12 @@
 #include "warm/model_repository.hpp"
 #include "warm/runtime_types.hpp"
 #include "core/serving_slot.hpp"
+#include "storage/registry_store.hpp"
 
 namespace warm {
 
 struct registry_description;  // a model file's description, kept by the registry (opaque here)
+struct model_resolution;      // a model file found beneath its root and its header checked (opaque)
 
 namespace msg {
 
@@ -63,6 +65,10 @@ struct describe_model;
 struct inspect_models;
 struct flush_registry;
 struct description_read;
+struct model_resolved;
+struct store_commit;
+struct store_committed;
+struct store_close;
 struct model_use;
 struct granted;
 struct model_status_request;
@@ -112,7 +118,13 @@ using registry_actor = caf::typed_actor<
     caf::reacts_to<msg::describe_model>,     // runtime: a model's metadata from its header
     caf::reacts_to<msg::inspect_models>,     // runtime: statuses of models with an actor, totals
     caf::reacts_to<msg::flush_registry>,     // itself: commit the staged writes (group commit)
-    caf::reacts_to<msg::description_read>>;  // a describe's worker thread: keep its description
+    caf::reacts_to<msg::description_read>,   // a describe's worker thread: keep its description
+    caf::reacts_to<msg::model_resolved>>;    // a resolving worker thread: a model file's header
+
+// The registry's store writer (detached: the only actor that waits on SQLite).
+using registry_writer_actor = caf::typed_actor<
+    caf::replies_to<msg::store_commit>::with<msg::store_committed>,  // registry: one group commit
+    caf::reacts_to<msg::store_close>>;                                // registry (stopping): last commit, stop
 
 // A model actor (src/actors/model_actor.hpp): one registration's state machine.
 using model_actor = caf::typed_actor<
@@ -279,6 +291,29 @@ struct flush_registry {};
 struct description_read {
   registration who;
   std::shared_ptr<const registry_description> read;
+};
+// From a resolving worker thread: registration `who`'s file resolved and its header checked, or
+// why not (the registry's offload reads headers, never the registry itself).
+struct model_resolved {
+  registration who;
+  expected<std::shared_ptr<const model_resolution>> result;
+};
+
+// ---- to the registry's store writer -------------------------------------------------------------
+
+// Commit one group of staged changes in one transaction (request; answered `store_committed`).
+struct store_commit {
+  std::vector<registry_change> changes;
+};
+// The commit's outcome; after a failure, what the disk holds now (re-read), when it can be read,
+// so the registry can make its memory match.
+struct store_committed {
+  expected<void> result;
+  std::optional<registry_contents> disk;
+};
+// Commit what is left (possibly nothing), then stop: the registry's last words.
+struct store_close {
+  std::vector<registry_change> changes;
 };
 
 // ---- to a model actor -------------------------------------------------------------------------
@@ -457,6 +492,10 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::unload_model)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::describe_model)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::flush_registry)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::description_read)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_resolved)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::store_commit)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::store_committed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::store_close)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_use)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::granted)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_status_request)

@@ -1,0 +1,202 @@
+// One model actor alone, on CAF's deterministic test coordinator: its loader pool and device are
+// fakes that record what the model asks of them, and its clients are actors that request uses
+// and record the answers. The test decides when the pool's answers (load_started, load_done,
+// load_failed, load_cancelled) arrive relative to the uses, so the cold-start coalescing ("one
+// load however many wait") is checked in the orders that matter, the same way every run.
+#include <catch2/catch.hpp>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/model_actor.hpp"
+#include "support/test_files.hpp"
+#include "warm/caf/messages.hpp"
+#include "warm/model_writer.hpp"
+
+using namespace std::chrono_literals;
+using namespace warm;
+
+namespace {
+
+// What the fakes and clients saw, in order. Everything runs on the test's thread.
+struct seen {
+  std::vector<bool> enqueues;          // each enqueue_load's `waiting`
+  std::vector<std::uint32_t> waiters;  // each load_waiters' count
+  std::vector<std::string> answers;    // "hit" / "miss" / "proactive" / the error's message
+  int cancels = 0;
+};
+
+// The loader pool, as far as a model actor talks to it.
+caf::behavior recording_pool(caf::event_based_actor*, std::shared_ptr<seen> log) {
+  return {
+      [=](msg::enqueue_load& m) { log->enqueues.push_back(m.waiting); },
+      [=](msg::load_waiters& m) { log->waiters.push_back(m.waiters); },
+      [=](msg::cancel_load&) { ++log->cancels; },
+  };
+}
+
+// A device that takes unloads and ignores them.
+caf::behavior quiet_device(caf::event_based_actor*) {
+  return {[](msg::unload&) {}};
+}
+
+// A client: requests one use of `model` when told to, and records the answer.
+caf::behavior client(caf::event_based_actor* self, std::shared_ptr<seen> log, model_actor model) {
+  return {
+      [=](msg::model_use& use) {
+        self->request(model, caf::infinite, use)
+            .then(
+                [=](msg::granted& g) {
+                  if (!g.value || !g.value->slot)
+                    log->answers.push_back("proactive");
+                  else
+                    log->answers.push_back(g.value->hit ? "hit" : "miss");
+                },
+                [=](caf::error& e) { log->answers.push_back(from_caf_error(e).message); });
+      },
+  };
+}
+
+struct fixture {
+  test::temp_dir dir;
+  std::unique_ptr<device> dev = make_device(*parse_device_spec("host:1MiB")).value();
+  model_file file;
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf::scheduler::test_coordinator* sched = nullptr;
+  std::shared_ptr<seen> log = std::make_shared<seen>();
+  std::shared_ptr<manual_clock> time = std::make_shared<manual_clock>();
+  std::shared_ptr<route_table> routes = std::make_shared<route_table>();
+  caf::actor pool;
+  caf::actor device_handle;
+  model_actor model;
+  std::vector<caf::actor> clients;
+
+  fixture() {
+    auto path = dir / "m.safetensors";
+    REQUIRE(write_dense_model(path, {{16, 8}, activation::relu, 1}));
+    file = *open_model_file(path);
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    sys = std::make_unique<caf::actor_system>(cfg);
+    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
+    pool = sys->spawn(recording_pool, log);
+    device_handle = sys->spawn(quiet_device);
+    model_actor_config config;
+    config.id = "m";
+    config.generation = 1;
+    config.bytes = 544;
+    config.pool = caf::actor_cast<loader_pool_actor>(pool);
+    config.routes = routes;
+    config.time = time;
+    model = spawn_model_actor(*sys, config);
+    sched->run();
+  }
+
+  ~fixture() {
+    caf::anon_send_exit(model, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(device_handle, caf::exit_reason::user_shutdown);
+    for (auto& c : clients) caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
+    sched->run();
+  }
+
+  // A new client requests one use; runs until the model has handled it (and told the pool).
+  void use(msg::use_kind kind = msg::use_kind::wait) {
+    clients.push_back(sys->spawn(client, log, model));
+    sched->run();
+    caf::anon_send(clients.back(), msg::model_use{kind, time->now()});
+    sched->run();
+  }
+
+  // Sends the model a message as the device would (load_done's sender is the device it unloads from).
+  template <class Message>
+  void from_device(Message m) {
+    caf::send_as(caf::actor_cast<caf::actor>(device_handle), model, std::move(m));
+    sched->run();
+  }
+  template <class Message>
+  void from_pool(Message m) {
+    caf::send_as(pool, model, std::move(m));
+    sched->run();
+  }
+  std::shared_ptr<serving_slot> slot() {
+    return std::make_shared<serving_slot>("m", *dev, dev->load(file).value(), nullptr);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("concurrent cold starts of one model make one load, and every waiter gets its lease") {
+  fixture f;
+  f.use();
+  f.use();
+  f.use();
+  CHECK(f.log->enqueues == std::vector<bool>{true});           // one load for three waiters
+  CHECK(f.log->waiters == std::vector<std::uint32_t>{2, 3});  // the queue shows how many wait
+  CHECK(f.log->answers.empty());
+
+  f.from_pool(msg::load_started{"host", nullptr});
+  f.use();  // arrives while loading: waits on the same load, which the pool need not hear of
+  CHECK(f.log->enqueues.size() == 1);
+  CHECK(f.log->waiters.size() == 2);
+
+  f.from_device(msg::load_done{"host", f.slot(), 0.01});
+  CHECK(f.log->answers == std::vector<std::string>{"miss", "miss", "miss", "miss"});
+  f.use();  // loaded: answered at once
+  CHECK(f.log->answers.back() == "hit");
+  CHECK(f.log->enqueues.size() == 1);
+}
+
+TEST_CASE("a failed load fails every waiter, and the next use fails fast until the retry time") {
+  fixture f;
+  f.use();
+  f.use();
+  f.from_pool(msg::load_failed{make_error(errc::load_failed, "disk on fire"), f.time->now() + 10s});
+  REQUIRE(f.log->answers.size() == 2);
+  CHECK(f.log->answers[0] == "disk on fire");
+  CHECK(f.log->answers[1] == "disk on fire");
+
+  f.use();  // before retry_at: fails fast, no load
+  CHECK(f.log->answers.back() == "disk on fire");
+  CHECK(f.log->enqueues.size() == 1);
+
+  f.time->advance(10s);
+  f.use();  // at retry_at: a new load
+  CHECK(f.log->enqueues.size() == 2);
+}
+
+TEST_CASE("a proactive use is answered at once; a waiting one that follows rides on its load") {
+  fixture f;
+  f.use(msg::use_kind::proactive);
+  CHECK(f.log->answers == std::vector<std::string>{"proactive"});
+  CHECK(f.log->enqueues == std::vector<bool>{false});
+  f.use();  // now someone waits: the pool hears it (promoted), but still one load
+  CHECK(f.log->enqueues == std::vector<bool>{false, true});
+  f.from_device(msg::load_done{"host", f.slot(), 0.01});
+  CHECK(f.log->answers.back() == "miss");
+}
+
+TEST_CASE("a cancelled load with waiters is queued again; the waiters are not dropped") {
+  fixture f;
+  f.use();
+  f.from_pool(msg::load_cancelled{});  // e.g. a device refused and the pool dropped it
+  CHECK(f.log->enqueues == std::vector<bool>{true, true});
+  CHECK(f.log->answers.empty());
+  f.from_device(msg::load_done{"host", f.slot(), 0.01});
+  CHECK(f.log->answers == std::vector<std::string>{"miss"});
+}
+
+TEST_CASE("unregistering fails the waiters with not_found and cancels the load") {
+  fixture f;
+  f.use();
+  f.use();
+  caf::anon_send(f.model, msg::model_unregister{});
+  f.sched->run();
+  REQUIRE(f.log->answers.size() == 2);
+  CHECK(f.log->answers[0] == "model 'm' was unregistered");
+  CHECK(f.log->cancels == 1);
+}
