@@ -200,3 +200,33 @@ TEST_CASE("unregistering fails the waiters with not_found and cancels the load")
   CHECK(f.log->answers[0] == "model 'm' was unregistered");
   CHECK(f.log->cancels == 1);
 }
+
+TEST_CASE("a client's use is answered to its own callback, and `unavailable` if the model stops first") {
+  fixture f;
+  std::vector<std::string> got;
+  auto use_with_callback = [&] {
+    auto record = [&got](expected<msg::acquired> a) {
+      got.push_back(!a ? a.error().message : a->hit ? "hit" : "miss");
+    };
+    caf::anon_send(f.model, msg::client_use{msg::use_kind::wait, f.time->now(), msg::once_callback<msg::acquired>(record)});
+    f.sched->run();
+  };
+  use_with_callback();
+  f.use();  // a request rides on the same load
+  CHECK(f.log->enqueues.size() == 1);
+  auto slot = f.slot();
+  f.from_device(msg::load_done{"host", slot, 0.01});
+  CHECK(got == std::vector<std::string>{"miss"});
+  CHECK(f.log->answers == std::vector<std::string>{"miss"});
+  use_with_callback();
+  CHECK(got.back() == "hit");
+
+  f.from_device(msg::unload{"m", slot, eviction_reason::capacity});  // evicted
+  use_with_callback();  // waits for a new load
+  CHECK(f.log->enqueues.size() == 2);
+  CHECK(got.size() == 2);
+  caf::anon_send_exit(f.model, caf::exit_reason::user_shutdown);
+  f.sched->run();
+  REQUIRE(got.size() == 3);
+  CHECK(got[2] == "model 'm': the runtime is shutting down");
+}

@@ -12,10 +12,21 @@
 namespace warm {
 namespace {
 
-// A waiting use: answered through its response promise once the load is over.
+// A waiting use, answered once the load is over: through its response promise (a model_use
+// request) or straight to the client's callback (a client_use).
 struct waiter {
   timestamp arrival;
   caf::typed_response_promise<msg::granted> promise;
+  msg::once_callback<msg::acquired> client;
+  bool to_client = false;
+
+  void answer(expected<msg::acquired> result) {
+    if (to_client) return client(std::move(result));
+    if (result)
+      promise.deliver(msg::granted{std::make_shared<msg::acquired>(std::move(*result))});
+    else
+      promise.deliver(to_caf_error(result.error()));
+  }
 };
 
 struct model_state_data {
@@ -50,8 +61,7 @@ struct model_state_data {
 
   // Stopping (runtime shutdown) answers whoever still waits.
   ~model_state_data() {
-    for (auto& w : waiters)
-      w.promise.deliver(to_caf_error(make_error(errc::unavailable, "model '" + id + "': the runtime is shutting down")));
+    for (auto& w : waiters) w.answer(make_error(errc::unavailable, "model '" + id + "': the runtime is shutting down"));
   }
 
   msg::registration who() const { return {id, generation}; }
@@ -105,8 +115,8 @@ void stop_if_done(self_ptr self) {
   if (self->state.unregistered && !self->state.load_pending) self->quit();
 }
 
-msg::granted granted(const model_state_data& s, serving_slot::lease lease, bool hit, double wait_ms) {
-  return {std::make_shared<msg::acquired>(msg::acquired{s.id, s.slot, std::move(lease), hit, wait_ms})};
+msg::acquired acquired(const model_state_data& s, serving_slot::lease lease, bool hit, double wait_ms) {
+  return {s.id, s.slot, std::move(lease), hit, wait_ms};
 }
 
 void answer_waiters(self_ptr self) {
@@ -120,7 +130,7 @@ void answer_waiters(self_ptr self) {
       s.waiters.push_back(std::move(w));
       continue;
     }
-    w.promise.deliver(granted(s, std::move(lease), false, ms_between(w.arrival, now)));
+    w.answer(acquired(s, std::move(lease), false, ms_between(w.arrival, now)));
   }
   if (!s.waiters.empty()) {
     drop_slot(self);
@@ -131,7 +141,7 @@ void answer_waiters(self_ptr self) {
 void fail_waiters(self_ptr self, const warm::error& error) {
   auto waiters = std::move(self->state.waiters);
   self->state.waiters.clear();
-  for (auto& w : waiters) w.promise.deliver(to_caf_error(error));
+  for (auto& w : waiters) w.answer(error);
 }
 
 std::uint64_t total_uses(const model_state_data& s) {
@@ -163,36 +173,59 @@ model_status status_of(model_state_data& s) {
   return st;
 }
 
-caf::result<msg::granted> on_use(self_ptr self, msg::model_use& m) {
+// A use, as far as it can be answered at once: a lease (a hit), an error (unregistered, or failing
+// fast until retry_at), or an empty lease for a proactive use (its load queued). nullopt: the
+// use must wait for the load (wait_for_load).
+std::optional<expected<msg::acquired>> use_now(self_ptr self, msg::use_kind kind, timestamp arrival) {
   auto& s = self->state;
   auto now = s.time->now();
-  if (s.unregistered) return to_caf_error(make_error(errc::not_found, "model '" + s.id + "' is not registered"));
+  if (s.unregistered) return make_error(errc::not_found, "model '" + s.id + "' is not registered");
   if (s.slot) {
     auto lease = s.slot->try_acquire(now);
-    if (lease) return granted(s, std::move(lease), true, 0);
+    if (lease) return acquired(s, std::move(lease), true, 0);
     drop_slot(self);  // withdrawn: the eviction notice is on its way
   }
   ++s.misses;
   s.rate.sample(total_uses(s), now);
-  s.last_used = std::max(s.last_used, m.arrival);
+  s.last_used = std::max(s.last_used, arrival);
   if (s.state == model_state::loading_failed) {
     if (now < s.retry_at)
-      return to_caf_error(make_error(
-          s.last_error->code == errc::model_too_large ? errc::model_too_large : errc::load_failed, s.last_error->message));
+      return make_error(s.last_error->code == errc::model_too_large ? errc::model_too_large : errc::load_failed,
+                        s.last_error->message);
     set_state(self, model_state::not_loaded);
   }
-  if (m.kind == msg::use_kind::proactive) {
+  if (kind == msg::use_kind::proactive) {
     if (!s.load_pending) request_load(self, false, s.last_used);
-    return msg::granted{std::make_shared<msg::acquired>(msg::acquired{s.id, nullptr, {}, false, 0})};
+    return msg::acquired{s.id, nullptr, {}, false, 0};
   }
-  auto promise = self->make_response_promise<msg::granted>();
+  return std::nullopt;
+}
+
+// Keeps a waiting use: one load per cold start, however many wait.
+void wait_for_load(self_ptr self, waiter w) {
+  auto& s = self->state;
   bool first = s.waiters.empty();
-  s.waiters.push_back({m.arrival, promise});
+  auto arrival = w.arrival;
+  s.waiters.push_back(std::move(w));
   if (first)
-    request_load(self, true, m.arrival);
+    request_load(self, true, arrival);
   else if (s.load_pending && !s.started)  // the queue shows how many wait (inspection)
     self->send(s.pool, msg::load_waiters{s.who(), waiter_count(s)});
+}
+
+caf::result<msg::granted> on_use(self_ptr self, msg::model_use& m) {
+  if (auto now = use_now(self, m.kind, m.arrival)) {
+    if (!*now) return to_caf_error(now->error());
+    return msg::granted{std::make_shared<msg::acquired>(std::move(**now))};
+  }
+  auto promise = self->make_response_promise<msg::granted>();
+  wait_for_load(self, {m.arrival, promise, {}, false});
   return promise;
+}
+
+void on_client_use(self_ptr self, msg::client_use& m) {
+  if (auto now = use_now(self, m.kind, m.arrival)) return m.done(std::move(*now));
+  wait_for_load(self, {m.arrival, {}, std::move(m.done), true});
 }
 
 // An operator's unload. A loaded copy is withdrawn (inferences in flight finish on it); a queued
@@ -221,6 +254,7 @@ model_actor::behavior_type model_behavior(self_ptr self, std::shared_ptr<model_a
   s.hub = config->hub;
   return {
       [=](msg::model_use& m) { return on_use(self, m); },
+      [=](msg::client_use& m) { on_client_use(self, m); },
       [=](msg::model_status_request&) { return status_of(self->state); },
       [=](msg::load_started& m) {
         auto& s = self->state;

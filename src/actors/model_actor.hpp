@@ -12,9 +12,11 @@
 // is LOADED is answered at once (the hit path normally never gets here: see route_table).
 //
 // Interface: warm::model_actor (warm/caf/messages.hpp):
-//   model_use{kind, arrival}        request from the registry (a client's use) → granted (a
-//       lease; empty for a proactive use) or an error. A waiting use is answered through a
-//       response promise kept until the load is over.
+//   client_use{kind, arrival, done} from the registry: a client's use, answered to the client's
+//       callback `done` (a lease; empty for a proactive use; or an error), at once or, when it
+//       waits, once the load is over. Dropped uncalled, the callback answers `unavailable`.
+//   model_use{kind, arrival}        request from the registry (its own use: a vmodel's target) →
+//       granted, the same answer as a response; a waiting one through a response promise.
 //   model_status_request{}          request → model_status.
 //   unload{reason unload}           request from the registry (an operator): unloads a loaded
 //       copy or cancels a queued background load; the model stays registered.

@@ -53,30 +53,8 @@ struct model_entry {
   std::uint64_t generation = 0;  // this registration's (registry_state::next_generation)
 };
 
-// A client's callback behind a request to a model actor: answered exactly once, and with
-// `unavailable` if the registry stops before the answer comes (CAF drops a stopping actor's
-// pending response handlers, and with them this).
 template <class T>
-class answer_once {
- public:
-  explicit answer_once(std::function<void(expected<T>)> done) : done_(std::move(done)) {}
-  answer_once(const answer_once&) = delete;
-  answer_once& operator=(const answer_once&) = delete;
-  ~answer_once() {
-    if (done_) done_(make_error(errc::unavailable, "the runtime is shutting down"));
-  }
-  void operator()(expected<T> result) {
-    if (auto done = std::exchange(done_, nullptr)) done(std::move(result));
-  }
-
- private:
-  std::function<void(expected<T>)> done_;
-};
-
-template <class T>
-std::shared_ptr<answer_once<T>> once(std::function<void(expected<T>)> done) {
-  return std::make_shared<answer_once<T>>(std::move(done));
-}
+using once_callback = msg::once_callback<T>;
 
 struct vmodel_entry {
   vmodel_record record;
@@ -272,14 +250,10 @@ void use(self_ptr self, const std::string& model, msg::use_kind kind, timestamp 
     if (done) done(unknown(model));
     return;
   }
-  auto answer = once(std::move(done));
+  once_callback<msg::acquired> answer(std::move(done));
   with_actor(self, it->second, [self, kind, arrival, answer](expected<model_actor> actor) {
-    if (!actor) return (*answer)(std::move(actor).error());
-    // Requested even when nobody waits for the answer (a proactive use): an answer is a
-    // response, which the registry's interface could not take as an ordinary message.
-    self->request(*actor, caf::infinite, msg::model_use{kind, arrival})
-        .then([answer](msg::granted& g) { (*answer)(g.value ? std::move(*g.value) : msg::acquired{}); },
-              [answer](caf::error& e) { (*answer)(from_caf_error(e)); });
+    if (!actor) return answer(std::move(actor).error());
+    self->send(*actor, msg::client_use{kind, arrival, answer});  // answered to the client directly
   });
 }
 
@@ -294,9 +268,9 @@ void on_unload(self_ptr self, msg::unload_model& m) {
   auto it = s.models.find(model_named(s, m.id));
   if (it == s.models.end()) return m.done(unknown(m.id));
   if (!it->second.actor) return m.done({});  // never used since registration: nothing is loaded
-  auto answer = once(std::move(m.done));
+  once_callback<void> answer(std::move(m.done));
   self->request(it->second.actor, caf::infinite, msg::unload{it->first, nullptr, eviction_reason::unload})
-      .then([answer]() { (*answer)({}); }, [answer](caf::error& e) { (*answer)(from_caf_error(e)); });
+      .then([answer]() { answer({}); }, [answer](caf::error& e) { answer(from_caf_error(e)); });
 }
 
 // Describes the model's file: opened beneath its root on the offload thread, answered from the
@@ -764,7 +738,7 @@ registry_actor spawn_registry(caf::actor_system& system, registry_config config)
   if (!config.initial)
     if (auto stored = config.store->load()) config.initial = std::move(*stored);
   auto writer = spawn_registry_writer(system, std::move(config.store));
-  return system.spawn(registry_behavior, std::make_shared<registry_config>(std::move(config)), std::move(writer));
+  return system.spawn<caf::detached>(registry_behavior, std::make_shared<registry_config>(std::move(config)), std::move(writer));
 }
 
 }  // namespace warm

@@ -2,8 +2,10 @@
 // the entry point for every request that names a model or vmodel, and the spawner of model
 // actors (lazily, at a model's first use, so an idle registration costs a table row).
 //
-// It runs on the shared scheduler and never waits on a file: it routes every miss, so a commit
-// or a header read must not hold one up.
+// It never waits on a file or the disk: it routes every miss, so a commit or a header read must
+// not hold one up. It still has a thread of its own (spawned detached): every status and miss
+// goes through it, and on its own thread it answers a status in half the p99 it takes on the
+// shared scheduler (warm-bench registry: docs/benchmarks.md).
 //  - Writes are group-committed by its store writer (registry_writer.hpp, detached). Each
 //    mutating request changes memory, stages its change, and the registry sends itself
 //    flush_registry, which arrives after every request already in the mailbox; the staged

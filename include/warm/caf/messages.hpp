@@ -70,6 +70,7 @@ struct store_commit;
 struct store_committed;
 struct store_close;
 struct model_use;
+struct client_use;
 struct granted;
 struct model_status_request;
 struct model_unregister;
@@ -129,6 +130,7 @@ using registry_writer_actor = caf::typed_actor<
 // A model actor (src/actors/model_actor.hpp): one registration's state machine.
 using model_actor = caf::typed_actor<
     caf::replies_to<msg::model_use>::with<msg::granted>,              // registry: a use; a lease (or error)
+    caf::reacts_to<msg::client_use>,                                  // registry: a client's use; answered to it
     caf::replies_to<msg::model_status_request>::with<model_status>,   // registry: the status
     caf::replies_to<msg::unload>::with<void>,  // registry: an operator's unload; device: evicted/replaced
     caf::reacts_to<msg::model_unregister>,     // registry: the registration ended; stop
@@ -218,6 +220,35 @@ struct acquired {
 // messages must be copyable. Empty for a proactive use (nothing was waited for).
 struct granted {
   std::shared_ptr<acquired> value;
+};
+
+// A client's callback carried between actors: called at most once, and answered `unavailable`
+// if every copy is dropped uncalled (its message discarded, or its holder stopped with the
+// runtime). Copyable, since CAF messages are; the copies share one callback.
+template <class T>
+class once_callback {
+ public:
+  once_callback() = default;
+  explicit once_callback(std::function<void(expected<T>)> done)
+      : state_(done ? std::make_shared<holder>(std::move(done)) : nullptr) {}
+  void operator()(expected<T> value) const {
+    if (state_) state_->call(std::move(value));
+  }
+
+ private:
+  struct holder {
+    explicit holder(std::function<void(expected<T>)> d) : done(std::move(d)) {}
+    holder(const holder&) = delete;
+    holder& operator=(const holder&) = delete;
+    ~holder() {
+      if (done) done(make_error(errc::unavailable, "the runtime is shutting down"));
+    }
+    void call(expected<T> value) {
+      if (auto d = std::exchange(done, nullptr)) d(std::move(value));
+    }
+    std::function<void(expected<T>)> done;
+  };
+  std::shared_ptr<holder> state_;
 };
 
 enum class use_kind {
@@ -323,6 +354,13 @@ struct store_close {
 struct model_use {
   use_kind kind = use_kind::wait;
   timestamp arrival{};
+};
+// A client's use, forwarded by the registry: the same, but answered to the client's callback
+// directly (the registry does not wait for it, and the lease takes no hop back through it).
+struct client_use {
+  use_kind kind = use_kind::wait;
+  timestamp arrival{};
+  once_callback<acquired> done;
 };
 // Request; answered with the model's status.
 struct model_status_request {};
@@ -497,6 +535,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::store_commit)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::store_committed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::store_close)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_use)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::client_use)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::granted)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_status_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_unregister)
