@@ -39,8 +39,9 @@ caf::behavior recording_pool(caf::event_based_actor*, std::shared_ptr<seen> log)
   };
 }
 
-// A device that takes unloads and ignores them.
-caf::behavior quiet_device(caf::event_based_actor*) {
+// A device that takes unloads and ignores them. (It takes an argument because CAF 0.17 reads a
+// null argument tuple for an actor spawned without one, which UBSan reports.)
+caf::behavior quiet_device(caf::event_based_actor*, std::shared_ptr<seen>) {
   return {[](msg::unload&) {}};
 }
 
@@ -84,7 +85,7 @@ struct fixture {
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     pool = sys->spawn(recording_pool, log);
-    device_handle = sys->spawn(quiet_device);
+    device_handle = sys->spawn(quiet_device, log);
     model_actor_config config;
     config.id = "m";
     config.generation = 1;

@@ -206,37 +206,14 @@ TEST_CASE("a failed commit leaves memory as the disk is: the registration is ref
 TEST_CASE("a describe's file work runs off the registry's thread: other requests are answered meanwhile") {
   test::temp_dir dir;
   REQUIRE(write_dense_model(dir / "repo/m/1/model.safetensors", {{16, 8}, activation::relu, 1}));
-  caf::actor_system_config cfg;
-  caf::actor_system system{cfg};
-  auto held = std::make_shared<held_tasks>();
-  registry_config config;
-  auto store = registry_store::open(dir / "state");
-  REQUIRE(store);
-  config.store = std::make_unique<registry_store>(std::move(*store));
-  auto repository = model_repository::create({dir / "repo"});
-  REQUIRE(repository);
-  config.repository = std::make_shared<model_repository>(std::move(*repository));
-  config.routes = std::make_shared<route_table>();
-  config.time = std::make_shared<steady_clock>();
-  config.offload = [held](std::function<void()> task) { held->push(std::move(task)); };
-  auto registry = spawn_registry(system, std::move(config));
-
-  auto [registered, registration] = promised<void>();
-  caf::anon_send(registry, msg::register_model{"m", {"m"}, false, false, registered});
-  auto header = held->take();  // the registration's header read
-  REQUIRE(header);
-  header();
-  REQUIRE(registration.wait_for(30s) == std::future_status::ready);
-  REQUIRE(registration.get());
+  registry_rig rig(dir);
+  REQUIRE(rig.register_now("m"));
 
   auto [described, description] = promised<model_metadata>();
-  caf::anon_send(registry, msg::describe_model{"m", described});
-  auto task = held->take();  // the describe's work, held: the describe is in progress
+  caf::anon_send(rig.registry, msg::describe_model{"m", described});
+  auto task = rig.held->take();  // the describe's work, held: the describe is in progress
   REQUIRE(task);
-  auto [status_done, status] = promised<model_status>();
-  caf::anon_send(registry, msg::get_status{"m", status_done});
-  REQUIRE(status.wait_for(30s) == std::future_status::ready);  // answered while the describe waits
-  CHECK(status.get()->state == model_state::not_loaded);
+  CHECK(rig.status("m").state == model_state::not_loaded);  // answered while the describe waits
   CHECK(description.wait_for(0s) == std::future_status::timeout);  // not answered by the registry
 
   task();  // the worker's part: open, parse, answer
@@ -246,7 +223,6 @@ TEST_CASE("a describe's file work runs off the registry's thread: other requests
   CHECK(meta->input_width == 16);
   CHECK(meta->output_width == 8);
   CHECK(meta->activation == "relu");
-  caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
 }
 
 // The description is kept with the file's identity (device, inode, size, mtime). A file whose
