@@ -190,6 +190,39 @@ TEST_CASE("scan_head: a head ends at its first empty line, within its byte and l
   CHECK(http::scan_head("GET / HTTP/1.1\r\nX: a" + head.substr(19), l) == head_scan::too_large);
 }
 
+TEST_CASE("frame_bodyless_request: a head without Content-Length or Transfer-Encoding gets Content-Length: 0") {
+  auto framed = [](std::string head) {
+    http::head_progress p;
+    REQUIRE(http::scan_head(head, {}, &p) == http::head_scan::complete);
+    http::frame_bodyless_request(head, p.line_start);
+    return head;
+  };
+  CHECK(framed("POST /x HTTP/1.1\r\nHost: a\r\n\r\n") == "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+  CHECK(framed("POST /x HTTP/1.1\r\n\r\nbody") == "POST /x HTTP/1.1\r\nContent-Length: 0\r\n\r\nbody");
+  CHECK(framed("POST /x HTTP/1.1\r\ncontent-LENGTH: 4\r\n\r\nbody") == "POST /x HTTP/1.1\r\ncontent-LENGTH: 4\r\n\r\nbody");
+  CHECK(framed("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n") ==
+        "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+  // Only header names count: a value that mentions one, or a longer name, does not.
+  CHECK(framed("POST /x HTTP/1.1\r\nX-Note: Content-Length: 9\r\nContent-Lengthy: 2\r\n\r\n") ==
+        "POST /x HTTP/1.1\r\nX-Note: Content-Length: 9\r\nContent-Lengthy: 2\r\nContent-Length: 0\r\n\r\n");
+}
+
+TEST_CASE("a POST without a body or Content-Length is served at once; one to no route is 404") {
+  front_fixture h;
+  raw_conn conn(h.front->port());
+  auto t0 = steady::now();
+  REQUIRE(conn.send_all("POST /v2/repository/index HTTP/1.1\r\nHost: x\r\n\r\n"));  // as curl -X POST sends it
+  auto index = conn.read_response(20s);
+  CHECK(index.status == 200);
+  CHECK(json::parse(index.body).is_array());
+  CHECK(steady::now() - t0 < 5s);  // not after a body deadline
+  REQUIRE(conn.send_all("POST /v2/no/such/route HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto missing = conn.read_response(20s);
+  CHECK(missing.status == 404);
+  REQUIRE(conn.send_all("POST /v2/repository/models/a/load HTTP/1.1\r\nHost: x\r\n\r\n"));
+  CHECK(conn.read_response(20s).status == 200);  // the same connection, still in step
+}
+
 TEST_CASE("a request head over its line or byte bound gets 431 before authentication, and the front serves on") {
   http::front_options o;
   o.threads = 1;
@@ -320,6 +353,75 @@ TEST_CASE("after a 413 the same kept-alive connection serves the next request") 
   CHECK(json::parse(served.body)["model_name"] == "a");
 }
 
+// `body` in chunked framing, in pieces of `piece` bytes, with the last (empty) chunk.
+std::string chunked(const std::string& body, std::size_t piece) {
+  std::string out;
+  char size[32];
+  for (std::size_t at = 0; at < body.size(); at += piece) {
+    auto n = std::min(piece, body.size() - at);
+    std::snprintf(size, sizeof size, "%zx\r\n", n);
+    out += size;
+    out += body.substr(at, n);
+    out += "\r\n";
+  }
+  return out + "0\r\n\r\n";
+}
+
+const char* chunked_infer_head = "POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                 "Transfer-Encoding: chunked\r\n\r\n";
+
+TEST_CASE("a chunked body is held to --max-request-bytes: at the limit served, one byte past it 413 and closed") {
+  auto body = request_body();
+  http::front_options o;
+  o.max_request_bytes = body.size();
+  front_fixture h(o);
+  {
+    raw_conn conn(h.front->port());
+    REQUIRE(conn.send_all(chunked_infer_head + chunked(body, 100)));
+    auto served = conn.read_response(20s);
+    INFO("answer: " << served.body);
+    CHECK(served.status == 200);
+  }
+  raw_conn conn(h.front->port());
+  REQUIRE(conn.send_all(chunked_infer_head + chunked(body + " ", 100)));
+  auto refused = conn.read_response(20s);
+  CHECK(refused.status == 413);
+  CHECK_THAT(error_of(refused.body), Catch::Contains("size limit"));
+  CHECK(conn.closed_within(10s));  // the rest of the body is never read
+  CHECK(h.client()->Post("/v2/models/a/infer", body, "application/json")->status == 200);
+}
+
+TEST_CASE("an endless chunked body is cut off near the limit on any route, read or not") {
+  http::front_options o;
+  o.max_request_bytes = 4096;
+  front_fixture h(o);
+  for (const char* path : {"/v2/models/a/infer", "/v2/no/such/route", "/v2/repository/models/a/load"}) {
+    INFO(path);
+    raw_conn conn(h.front->port());
+    REQUIRE(conn.send_all(std::string("POST ") + path + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+    std::string piece = chunked(std::string(16 << 10, 'x'), 16 << 10);
+    piece.resize(piece.size() - 5);  // without the last chunk: the body never ends
+    std::uint64_t sent = 0;
+    while (sent < (256u << 20) && conn.send_all(piece)) sent += piece.size();
+    INFO("sent " << sent << " bytes before the server stopped reading");
+    CHECK(sent < (64u << 20));  // socket buffers take a few MiB; the server took ~100 KiB
+    CHECK(conn.closed_within(10s));
+  }
+  CHECK(h.client()->Post("/v2/models/a/infer", request_body(), "application/json")->status == 200);
+}
+
+TEST_CASE("repository load and unload take no body or a JSON object; anything else is 400") {
+  front_fixture h;
+  auto c = h.client();
+  CHECK(c->Post("/v2/repository/models/a/load", "", "application/json")->status == 200);
+  CHECK(c->Post("/v2/repository/models/a/load", R"({"parameters":{}})", "application/json")->status == 200);
+  auto refused = c->Post("/v2/repository/models/a/load", "not json", "application/json");
+  CHECK(refused->status == 400);
+  CHECK_THAT(error_of(refused->body), Catch::Contains("empty or a JSON object"));
+  CHECK(c->Post("/v2/repository/models/a/unload", "[1]", "application/json")->status == 400);
+  CHECK(c->Post("/v2/repository/models/a/unload", "{}", "application/json")->status == 200);
+}
+
 TEST_CASE("pipelined requests in one packet are all answered, in order, on their connection") {
   front_fixture h;
   raw_conn conn(h.front->port());
@@ -352,7 +454,7 @@ TEST_CASE("connections over the limit get 503 and are closed; the ones within it
 
 TEST_CASE("an infer or a repository load with no answer within --request-timeout gets 504; the load goes on") {
   http::front_options o;
-  o.request_timeout = std::chrono::seconds(1);
+  o.request_timeout = std::chrono::milliseconds(300);  // under a second: not rounded to one
   front_fixture h(o);
   h.f.loader->hold();
   struct release {
@@ -363,7 +465,7 @@ TEST_CASE("an infer or a repository load with no answer within --request-timeout
   auto infer = c->Post("/v2/models/a/infer", request_body(), "application/json");
   REQUIRE(infer);
   CHECK(infer->status == 504);
-  CHECK_THAT(error_of(infer->body), Catch::Contains("no answer within 1 s"));
+  CHECK_THAT(error_of(infer->body), Catch::Contains("no answer within 300 ms"));
   auto load = c->Post("/v2/repository/models/b/load", "", "application/json");
   REQUIRE(load);
   CHECK(load->status == 504);

@@ -1,6 +1,7 @@
 // Black-box tests of what a Cap'n Proto client can make warmd hold: connections before login
 // (the message size before login, --max-pending-logins, --max-connections, --login-timeout),
-// failed logins (logged, limited per address by --max-failed-logins on both fronts), and watch
+// failed logins (logged, limited per address by --max-failed-logins on both fronts), running out
+// of file descriptors (both listeners pause and accept again), and watch
 // streams (--max-watchers-per-connection, --max-watchers, --max-queued-events with a listener
 // that stops answering); and the daemon's promises about its socket, its request size and its
 // stop: a live unix socket in use exits 1, a stale one is replaced; a message over
@@ -22,8 +23,11 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <memory>
+#include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rpc/convert.hpp"
@@ -38,17 +42,22 @@ namespace {
 
 const std::string token = "0123456789abcdef-the-right-token";
 
+// A port nothing listens on now, and one this process has not been given before: the kernel may
+// hand out a port it just released again, and two listeners of one warmd must not collide.
 std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  static std::set<std::uint16_t> given;
+  for (;;) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    socklen_t len = sizeof(addr);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    ::close(fd);
+    if (given.insert(ntohs(addr.sin_port)).second) return ntohs(addr.sin_port);
+  }
 }
 
 // A raw TCP connection to 127.0.0.1:port, closed on destruction.
@@ -362,6 +371,36 @@ struct unix_client {
 };
 
 }  // namespace
+
+TEST_CASE("out of file descriptors, both listeners pause and accept again; neither stops for good") {
+  warmd_process d;
+  d.open_file_limit = 128;  // soft and hard: warmd cannot raise it
+  d.log_level = "info";
+  auto http_port = free_port();
+  d.start({"--max-connections", "1000", "--http", "127.0.0.1:" + std::to_string(http_port)});
+  {
+    std::vector<std::unique_ptr<raw_socket>> held;
+    for (int i = 0; i < 150; ++i) held.push_back(std::make_unique<raw_socket>(d.socket()));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (d.log().find("accept failed") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    INFO(d.log());
+    REQUIRE(d.log().find("accept failed") != std::string::npos);  // it did run out
+    // Out of descriptors, the HTTP front's accepts fail too (a few connections: the rest of them
+    // would wait in its listen backlog of 5, and a connect past that waits for SYN retries).
+    for (int i = 0; i < 3; ++i) held.push_back(std::make_unique<raw_socket>(http_port));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }  // every held connection closed: descriptors come back as warmd sees them end
+
+  capnp::EzRpcClient c(d.address());
+  auto req = c.getMain<r::Warm>().getModelStatusRequest();
+  req.setId("x");
+  auto answered = c.getIoProvider().getTimer().timeoutAfter(30 * kj::SECONDS, req.send()).wait(c.getWaitScope());
+  CHECK(answered.getStatus().getCode() == Code::OK);  // a new client is served
+  CHECK(http_status(http_port, "/v2/health/live", "") == 200);
+  CHECK(d.log().find("accepting connections again") != std::string::npos);
+  CHECK(d.stop() == 0);
+}
 
 TEST_CASE("watch streams are limited per connection and in all") {
   warmd_process d;

@@ -65,15 +65,16 @@ void serving_slot::release() {
 
 bool serving_slot::quiesce() {
   if (quiesced_.exchange(true)) return false;
-  // The task owns the weights and the callback: it needs nothing of the slot, which may be gone
-  // by the time a reclaimer runs it. No event can follow, so the slot keeps neither.
-  auto free_then_notify = [weights = std::shared_ptr<resident_model>(std::move(weights_)),
-                           done = std::move(on_release_), freed = freed_]() mutable {
+  // The task owns the weights and a copy of the callback: it needs nothing of the slot, which may
+  // be gone by the time a reclaimer runs it. The slot keeps its callback unchanged: the release
+  // that emptied the count just before the withdrawal may still be calling it (an idle event),
+  // and copying it is a read like that call, where moving it out would race with it.
+  auto free_then_notify = [weights = std::shared_ptr<resident_model>(std::move(weights_)), done = on_release_,
+                           freed = freed_]() mutable {
     weights.reset();  // frees the device memory and returns its bytes to the budget
     freed->store(true);
     if (done) done(event::quiesced);
   };
-  on_release_ = nullptr;
   if (reclaim_)
     reclaim_(std::move(free_then_notify));
   else

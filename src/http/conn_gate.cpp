@@ -11,9 +11,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -39,6 +41,7 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 thread_local bool request_timed_out = false;
+thread_local bool request_over_limit = false;
 
 void close_socket(int fd) {
   ::shutdown(fd, SHUT_RDWR);
@@ -68,7 +71,9 @@ struct connection {
 // by the request's deadline.
 class gate_stream final : public httplib::Stream {
  public:
-  gate_stream(connection& c, clock::time_point deadline) : c_(c), deadline_(deadline) {}
+  // `budget`: the bytes this request may read past its head (the head's own bound on top); 0: any.
+  gate_stream(connection& c, clock::time_point deadline, std::uint64_t budget, std::size_t head_bytes)
+      : c_(c), deadline_(deadline), budget_(budget ? budget + head_bytes : 0) {}
 
   bool is_readable() const override { return pos_ < c_.pending.size() || wait(POLLIN, deadline_); }
   bool is_writable() const override { return wait(POLLOUT, clock::now() + write_timeout); }
@@ -89,6 +94,14 @@ class gate_stream final : public httplib::Stream {
       c_.pending.assign(buffer, static_cast<std::size_t>(n));
     }
     std::size_t n = std::min(size, c_.pending.size() - pos_);
+    if (budget_) {
+      if (taken_ >= budget_) {
+        request_over_limit = true;
+        return -1;
+      }
+      n = static_cast<std::size_t>(std::min<std::uint64_t>(n, budget_ - taken_));
+      taken_ += n;
+    }
     std::memcpy(ptr, c_.pending.data() + pos_, n);
     pos_ += n;
     return static_cast<ssize_t>(n);
@@ -145,12 +158,35 @@ class gate_stream final : public httplib::Stream {
 
   connection& c_;
   clock::time_point deadline_;
+  std::uint64_t budget_;     // bytes this request may read in all (0: any)
+  std::uint64_t taken_ = 0;  // bytes read so far
   std::size_t pos_ = 0;
 };
 
 }  // namespace
 
+bool frame_bodyless_request(std::string& bytes, std::size_t empty_line_start) {
+  auto names = [](std::string_view line, std::string_view name) {
+    if (line.size() <= name.size() || line[name.size()] != ':') return false;
+    for (std::size_t i = 0; i < name.size(); ++i)
+      if (std::tolower(static_cast<unsigned char>(line[i])) != name[i]) return false;
+    return true;
+  };
+  std::string_view head(bytes.data(), std::min(empty_line_start, bytes.size()));
+  auto first = head.find('\n');  // the request line is no header
+  for (std::size_t at = first == std::string_view::npos ? head.size() : first + 1; at < head.size();) {
+    auto end = head.find('\n', at);
+    auto line = head.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+    if (names(line, "content-length") || names(line, "transfer-encoding")) return false;
+    at = end == std::string_view::npos ? head.size() : end + 1;
+  }
+  bytes.insert(head.size(), "Content-Length: 0\r\n");
+  return true;
+}
+
 bool current_request_timed_out() { return request_timed_out; }
+bool current_request_over_limit() { return request_over_limit; }
+void note_request_over_limit() { request_over_limit = true; }
 
 struct conn_gate::impl {
   gate_options options;
@@ -202,11 +238,15 @@ struct conn_gate::impl {
       for (;;) {
         bool keep = false;
         {
-          request_timed_out = false;
-          gate_stream stream(*shared, clock::now() + options.body_timeout);
-          keep = serve(stream, stopping.load());
+          request_timed_out = request_over_limit = false;
+          head_progress head;
+          if (scan_head(shared->pending, options.limits, &head) == head_scan::complete)
+            frame_bodyless_request(shared->pending, head.line_start);
+          gate_stream stream(*shared, clock::now() + options.body_timeout, options.max_request_wire_bytes,
+                             options.limits.max_bytes);
+          keep = serve(stream, stopping.load()) && !request_over_limit;
           stream.keep_unread();
-          request_timed_out = false;
+          request_timed_out = request_over_limit = false;
         }
         if (!keep || stopping) break;
         switch (linger(*shared)) {

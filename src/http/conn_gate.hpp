@@ -52,12 +52,25 @@ struct head_progress {
 // `bytes`. With `progress`, resumes where the last scan of a prefix of `bytes` stopped.
 head_scan scan_head(std::string_view bytes, const head_limits& limits, head_progress* progress = nullptr);
 
+// A request whose head has neither Content-Length nor Transfer-Encoding has no body (RFC 9112,
+// 6.3), but httplib 0.11 reads a POST's body until the connection closes (so `curl -X POST` with
+// no data waited for the body deadline). Given the bytes of a complete head and where its final
+// empty line starts (head_progress::line_start after a complete scan), inserts
+// "Content-Length: 0" before that line in that case. Header names are matched without regard to
+// case, at line starts only. Returns whether it inserted. Pure.
+bool frame_bodyless_request(std::string& bytes, std::size_t empty_line_start);
+
 struct gate_options {
   head_limits limits;
   std::chrono::milliseconds idle_timeout{5000};     // a waiting connection that sends nothing is closed
   std::chrono::milliseconds header_timeout{10000};  // from waiting to a complete head, else 408
   std::chrono::milliseconds body_timeout{60000};    // from a complete head to the whole body
   std::size_t max_connections = 1024;               // open at once, waiting or being served
+  // Bytes one request may take from its connection past its head, whatever its framing (a
+  // chunked body declares no length); past it a read fails and the connection is closed. 0: no
+  // bound. The front sets twice its body limit plus 64 KiB, room for chunk framing, so that only
+  // a body far past the limit is cut off here; routes that read bodies answer 413 at the limit.
+  std::uint64_t max_request_wire_bytes = 0;
   std::uint32_t threads = 32;                       // workers serving complete requests
 };
 
@@ -92,5 +105,11 @@ class conn_gate {
 // On a worker, inside serve: whether a read of the current request failed for its body deadline
 // (a handler answers 408 then). False on any other thread.
 bool current_request_timed_out();
+
+// On a worker, inside serve: whether the current request's body was left unread because it went
+// past a size limit: the gate's wire bound, or a handler that stopped reading and called
+// note_request_over_limit(). The connection is closed after the answer (413). False elsewhere.
+bool current_request_over_limit();
+void note_request_over_limit();
 
 }  // namespace warm::http

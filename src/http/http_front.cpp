@@ -27,14 +27,15 @@ void reply_error(httplib::Response& res, const warm::error& e) { reply_json(res,
 
 // Waits for a runtime future on this (httplib) thread, bounded by the request timeout.
 template <class T>
-expected<T> wait(std::future<expected<T>> f, std::chrono::seconds timeout) {
+expected<T> wait(std::future<expected<T>> f, std::chrono::milliseconds timeout) {
   if (f.wait_for(timeout) != std::future_status::ready)
-    return make_error(errc::timeout, "no answer within " + std::to_string(timeout.count()) + " s");
+    return make_error(errc::timeout, "no answer within " + (timeout.count() % 1000 ? std::to_string(timeout.count()) + " ms"
+                                                                               : std::to_string(timeout.count() / 1000) + " s"));
   return f.get();
 }
 
 // A model's state for /ready: a model id, else a vmodel's active model. nullopt: unknown.
-std::optional<model_state> state_of(runtime& rt, const std::string& id, std::chrono::seconds timeout,
+std::optional<model_state> state_of(runtime& rt, const std::string& id, std::chrono::milliseconds timeout,
                                     warm::error* failure) {
   auto st = wait(rt.status(id), timeout);
   if (!st) {
@@ -51,10 +52,22 @@ std::optional<model_state> state_of(runtime& rt, const std::string& id, std::chr
   return v->active_state;
 }
 
+// A repository load or unload takes no body or a JSON object (KServe's `{"parameters": …}`,
+// whose parameters warm does not use). Checked without building a document.
+expected<void> check_control_body(const std::string& body) {
+  auto first = body.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return {};
+  if (body[first] != '{' || !json::accept(body))
+    return make_error(errc::invalid_argument, "the request body must be empty or a JSON object");
+  return {};
+}
+
 // A POST handler that receives the body itself. httplib would otherwise parse bodies sent as
 // application/x-www-form-urlencoded (curl -d's default) as forms and refuse those over 8 KiB.
 // The body is read into one buffer sized from Content-Length (httplib has refused it over
-// max_bytes), so a large body is not copied while it grows.
+// max_bytes), so a large body is not copied while it grows. A body without a length (chunked) is
+// counted as it arrives: past max_bytes reading stops, the answer is 413 and the connection is
+// closed with the rest unread, so nothing past the limit is buffered.
 template <class F>
 httplib::Server::HandlerWithContentReader with_body(std::uint64_t max_bytes, F handle) {
   return [handle, max_bytes](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
@@ -64,11 +77,16 @@ httplib::Server::HandlerWithContentReader with_body(std::uint64_t max_bytes, F h
         declared.find_first_not_of("0123456789") == std::string::npos)
       body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(std::stoull(declared), max_bytes)));
     bool complete = read([&](const char* data, std::size_t n) {
+      if (max_bytes && n > max_bytes - body.size()) {
+        note_request_over_limit();
+        return false;
+      }
       body.append(data, n);
       return true;
     });
-    if (!complete) {  // over the size limit (httplib set 413) or cut short; the error handler answers
+    if (!complete) {  // over the size limit or cut short; the error handler answers
       if (current_request_timed_out()) res.status = 408;
+      if (current_request_over_limit()) res.status = 413;
       if (res.status < 400) res.status = 400;
       return;
     }
@@ -163,6 +181,10 @@ void front::impl::routes() {
   });
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;  // a handler's own error
+    if (current_request_over_limit()) {  // its body's rest is unread: the connection closes
+      res.set_header("Connection", "close");
+      return reply_json(res, 413, encode_error("request body exceeds the size limit"));
+    }
     if (res.status == 404) return reply_json(res, 404, encode_error("no route " + req.method + " " + req.path));
     if (res.status == 413) return reply_json(res, 413, encode_error("request body exceeds the size limit"));
     if (res.status == 400) return reply_json(res, 400, encode_error("malformed HTTP request"));
@@ -198,16 +220,20 @@ void front::impl::routes() {
   s.Post(R"(/v2/models/([^/]+)/versions/[^/]+/infer)", infer_route);
   s.Post("/v2/repository/index",
          with_body(options.max_request_bytes, [this](const httplib::Request&, const std::string& body, httplib::Response& res) { index(body, res); }));
-  s.Post(R"(/v2/repository/models/([^/]+)/load)", [this](const httplib::Request& req, httplib::Response& res) {
-    auto done = wait(rt.ensure_loaded(req.matches[1], true), options.request_timeout);
-    if (!done) return reply_error(res, done.error());
-    reply_json(res, 200, "{}");
-  });
-  s.Post(R"(/v2/repository/models/([^/]+)/unload)", [this](const httplib::Request& req, httplib::Response& res) {
-    auto done = wait(rt.unload(req.matches[1]), options.request_timeout);
-    if (!done) return reply_error(res, done.error());
-    reply_json(res, 200, "{}");
-  });
+  s.Post(R"(/v2/repository/models/([^/]+)/load)",
+         with_body(options.max_request_bytes, [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
+           if (auto ok = check_control_body(body); !ok) return reply_error(res, ok.error());
+           auto done = wait(rt.ensure_loaded(req.matches[1], true), options.request_timeout);
+           if (!done) return reply_error(res, done.error());
+           reply_json(res, 200, "{}");
+         }));
+  s.Post(R"(/v2/repository/models/([^/]+)/unload)",
+         with_body(options.max_request_bytes, [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
+           if (auto ok = check_control_body(body); !ok) return reply_error(res, ok.error());
+           auto done = wait(rt.unload(req.matches[1]), options.request_timeout);
+           if (!done) return reply_error(res, done.error());
+           reply_json(res, 200, "{}");
+         }));
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
 }
 
@@ -284,6 +310,8 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
   gate.header_timeout = i->options.header_timeout;
   gate.body_timeout = i->options.body_timeout;
   gate.max_connections = i->options.max_connections;
+  if (i->options.max_request_bytes)
+    gate.max_request_wire_bytes = 2 * i->options.max_request_bytes + (64 << 10);
   gate.threads = i->options.threads;
   i->server.start_gate(gate);
   i->server.set_payload_max_length(i->options.max_request_bytes);

@@ -45,7 +45,7 @@ struct front_options {
   std::uint64_t max_request_bytes = 64ull << 20;  // larger bodies get 413
   decode_limits limits;
   std::uint32_t threads = 32;   // requests served at once; a miss holds one while its model loads
-  std::chrono::seconds request_timeout{300};  // an infer or load waiting longer gets 504
+  std::chrono::milliseconds request_timeout{300'000};  // an infer or load waiting longer gets 504
   // Before a worker is taken (conn_gate.hpp): a request head over max_header_bytes or
   // max_header_lines gets 431; one not complete within header_timeout gets 408; a connection
   // that sends nothing within idle_timeout is closed; a body not complete within body_timeout

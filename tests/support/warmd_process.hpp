@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -56,6 +57,7 @@ class warmd_process {
   std::string device = "host:4MiB";
   std::string log_level = "warn";
   mode_t child_umask = 022;  // the umask warmd starts with
+  rlim_t open_file_limit = 0;  // when set, warmd's soft and hard RLIMIT_NOFILE (as `prlimit --nofile`)
 
   // Writes repo/<name>/1/model.safetensors with these widths.
   void write_model(const std::string& name, std::vector<std::uint64_t> widths) {
@@ -120,6 +122,10 @@ class warmd_process {
     if (pid_ == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
       ::umask(child_umask);
+      if (open_file_limit) {
+        rlimit limit{open_file_limit, open_file_limit};
+        ::setrlimit(RLIMIT_NOFILE, &limit);
+      }
       int log = ::open((dir_ / "warmd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
       if (log >= 0) {
         ::dup2(log, 1);

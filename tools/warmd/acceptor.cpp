@@ -182,10 +182,25 @@ rpc_acceptor::rpc_acceptor(warm::runtime& rt, kj::Timer& timer, acceptor_options
 rpc_acceptor::~rpc_acceptor() { tasks_ = nullptr; }  // closes the connections before the rest
 
 kj::Promise<void> rpc_acceptor::listen(kj::ConnectionReceiver& receiver) {
-  return receiver.accept().then([this, &receiver](kj::Own<kj::AsyncIoStream>&& stream) {
-    serve(kj::mv(stream));
-    return listen(receiver);
-  });
+  // evalNow: kj's accept() throws at once when accept(2) fails; as a rejected promise it is caught below.
+  return kj::evalNow([&receiver] { return receiver.accept(); })
+      .then(
+      [this, &receiver](kj::Own<kj::AsyncIoStream>&& stream) {
+        if (accept_pause_.count()) spdlog::info("accepting connections again");
+        accept_pause_ = std::chrono::milliseconds(0);
+        serve(kj::mv(stream));
+        return listen(receiver);
+      },
+      [this, &receiver](kj::Exception&& e) {
+        bool first = accept_pause_.count() == 0;
+        accept_pause_ = first ? std::chrono::milliseconds(10) : std::min(2 * accept_pause_, std::chrono::milliseconds(1000));
+        if (first || accept_pause_.count() == 1000)  // the first failure, then at most one line a second
+          spdlog::warn("accept failed ({}); trying again in {} ms, {} connections open", e.getDescription().cStr(),
+                       accept_pause_.count(), counts_.open);
+        return timer_.afterDelay(accept_pause_.count() * kj::MILLISECONDS).then([this, &receiver] {
+          return listen(receiver);
+        });
+      });
 }
 
 std::size_t rpc_acceptor::unsent_messages() const {

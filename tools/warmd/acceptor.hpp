@@ -57,7 +57,10 @@ class rpc_acceptor {
                std::shared_ptr<std::uint32_t> all_watchers, connection_counts& counts);
   ~rpc_acceptor();
 
-  // Accepts until the promise is dropped (or accepting fails: the promise is rejected).
+  // Accepts until the promise is dropped. An accept that fails (out of file descriptors: EMFILE,
+  // ENFILE; out of memory) is logged and tried again after a pause that doubles from 10 ms to 1 s
+  // while it keeps failing: the waiting connections stay in the kernel's backlog, and the listener
+  // never stops for good while the process lives.
   kj::Promise<void> listen(kj::ConnectionReceiver& receiver);
 
   // Messages (replies, events) queued on the open connections and not yet written to their
@@ -76,6 +79,7 @@ class rpc_acceptor {
   std::shared_ptr<std::uint32_t> all_watchers_;
   connection_counts& counts_;
   std::set<connection*> live_;  // every open connection (each removes itself)
+  std::chrono::milliseconds accept_pause_{0};  // the next pause after a failed accept (0: none failed)
   kj::Own<kj::TaskSet::ErrorHandler> errors_;
   kj::Own<kj::TaskSet> tasks_;
 };

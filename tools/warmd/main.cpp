@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <unistd.h>
 #include <spdlog/spdlog.h>
@@ -46,6 +47,25 @@ void on_stop_signal(int signal_number) {
   int saved = errno;
   [[maybe_unused]] auto n = ::write(signal_pipe[1], &signal_number, sizeof signal_number);
   errno = saved;
+}
+
+// Every connection holds a descriptor: raise the soft open-file limit to the hard one (1024 is a
+// common soft default, no more than --max-connections alone), and say when even the hard limit
+// leaves no room for every connection allowed. Running out is survived either way: the listeners
+// pause and accept again once descriptors are free.
+void raise_open_file_limit(std::uint64_t connections) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised{limit.rlim_max, limit.rlim_max};
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  constexpr std::uint64_t own = 256;  // the runtime's own: threads' eventfds, SQLite, model files
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < connections + own)
+    spdlog::warn("the open-file limit is {}: fewer than the connections allowed ({}) plus {} for warmd itself; "
+                 "past it new connections wait in the listen backlog until descriptors are free (raise it with "
+                 "ulimit -n or LimitNOFILE=)",
+                 limit.rlim_cur, connections, own);
 }
 
 }  // namespace
@@ -127,7 +147,7 @@ int main(int argc, char** argv) {
     http_options->per_model_metrics = c.metrics_per_model;
     http_options->login_limiter = limiter;
     http_options->request_timeout =
-        std::max(std::chrono::seconds(1), std::chrono::duration_cast<std::chrono::seconds>(*request_timeout));
+        std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(*request_timeout));
     // At least 1 ms: a zero deadline would refuse every request.
     http_options->header_timeout =
         std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(*header_timeout));
@@ -155,6 +175,8 @@ int main(int argc, char** argv) {
     service_options.token = *token;
     if (http_options) http_options->token = std::move(*token);
   }
+
+  raise_open_file_limit(c.max_connections + (http_options ? http_options->max_connections : 0));
 
   auto state_warnings = warm::warmd::check_state_dir(c.state);
   if (!state_warnings) return usage(state_warnings.error().message);
