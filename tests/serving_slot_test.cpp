@@ -30,6 +30,38 @@ struct loaded {
   std::unique_ptr<resident_model> weights() { return dev->load(file).value(); }
 };
 
+// Three threads that lease "m" through `routes` until stopped, counting their leases and the
+// leases that saw a wrong slot: one already quiesced (checked before touching the weights), or
+// weights or a name that are not m's.
+class lease_readers {
+ public:
+  explicit lease_readers(route_table& routes) {
+    for (int t = 0; t < 3; ++t)
+      threads_.emplace_back([this, &routes] {
+        while (!stop_) {
+          route_table::read_guard reading;
+          if (auto lease = routes.lease("m", {})) {
+            ++leased;
+            if (lease.slot().quiesced() || lease.model().spec().input_width() != 16 || lease.slot().model() != "m")
+              ++wrong;
+          }
+        }
+      });
+  }
+  ~lease_readers() { stop(); }
+  void stop() {
+    stop_ = true;
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+
+  std::atomic<long> leased{0}, wrong{0};
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
 }  // namespace
 
 TEST_CASE("a withdrawn slot refuses leases and frees its weights when the last lease ends") {
@@ -162,32 +194,18 @@ TEST_CASE("replacing every alias at once drops the old ones and publishes the ne
 TEST_CASE("leases taken while slots are replaced and withdrawn never see freed weights") {
   loaded l;
   route_table routes;
-  std::atomic<bool> stop{false};
-  std::atomic<long> leased{0}, freed_under_lease{0};
-  std::vector<std::thread> readers;
-  for (int t = 0; t < 3; ++t)
-    readers.emplace_back([&] {
-      while (!stop) {
-        route_table::read_guard reading;
-        if (auto lease = routes.lease("m", {})) {
-          ++leased;
-          if (lease.slot().quiesced()) ++freed_under_lease;  // checked before touching the weights
-          else if (lease.model().spec().input_width() != 16) ++freed_under_lease;
-        }
-      }
-    });
+  lease_readers readers(routes);
   std::shared_ptr<serving_slot> previous;
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  for (int i = 0; i < 3000 || leased < 1000 || std::chrono::steady_clock::now() < until; ++i) {
+  for (int i = 0; i < 3000 || readers.leased < 1000 || std::chrono::steady_clock::now() < until; ++i) {
     auto next = std::make_shared<serving_slot>("m", *l.dev, l.weights(), nullptr);
     routes.put_slot("m", next);
     if (previous) previous->withdraw();  // the eviction of the replaced copy
     previous = std::move(next);
   }
-  stop = true;
-  for (auto& r : readers) r.join();
-  INFO("leases taken: " << leased.load());
-  CHECK(freed_under_lease == 0);
+  readers.stop();
+  INFO("leases taken: " << readers.leased.load());
+  CHECK(readers.wrong == 0);
   previous->withdraw();
   routes.erase_slot("m", previous.get());
 }
@@ -278,21 +296,9 @@ TEST_CASE("empty entries are compacted once they are as many as the filled ones"
 TEST_CASE("readers never touch a released slot while writers replace it") {
   loaded l;
   route_table routes;
-  std::atomic<bool> stop{false};
-  std::atomic<long> leased{0}, wrong{0};
-  std::vector<std::thread> readers;
-  for (int t = 0; t < 3; ++t)
-    readers.emplace_back([&] {
-      while (!stop) {
-        route_table::read_guard reading;
-        if (auto lease = routes.lease("m", {})) {
-          ++leased;
-          if (lease.model().spec().input_width() != 16 || lease.slot().model() != "m") ++wrong;
-        }
-      }
-    });
+  lease_readers readers(routes);
   std::shared_ptr<serving_slot> previous;
-  for (int i = 0; i < 3000 || leased < 100; ++i) {
+  for (int i = 0; i < 3000 || readers.leased < 100; ++i) {
     auto next = std::make_shared<serving_slot>("m", *l.dev, l.weights(), nullptr);
     routes.put_slot("m", next);
     if (previous) previous->withdraw();  // an eviction: leases in flight finish on it
@@ -303,11 +309,10 @@ TEST_CASE("readers never touch a released slot while writers replace it") {
       previous.reset();  // the table's reference is the last
     }
   }
-  stop = true;
-  for (auto& r : readers) r.join();
-  CHECK(wrong == 0);
-  INFO("leases taken: " << leased.load());
-  CHECK(leased >= 100);
+  readers.stop();
+  CHECK(readers.wrong == 0);
+  INFO("leases taken: " << readers.leased.load());
+  CHECK(readers.leased >= 100);
   if (previous) previous->withdraw();
   routes.erase_slot("m", previous.get());
   CHECK(routes.retired() == 0);  // every unlinked slot was released once safe
