@@ -10,7 +10,6 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 
 #include "http/http_front.hpp"
@@ -89,14 +88,6 @@ std::map<std::string, double> samples(const std::string& text) {
   return out;
 }
 
-// The port of the last "serving HTTP on 127.0.0.1:PORT" line of a warmd log.
-int http_port(const std::string& log) {
-  static const std::regex line("serving HTTP on 127\\.0\\.0\\.1:([0-9]+)");
-  std::string port;
-  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it) port = (*it)[1];
-  REQUIRE(!port.empty());
-  return std::stoi(port);
-}
 
 }  // namespace
 
@@ -318,7 +309,7 @@ TEST_CASE("warmd --http serves V2 and /metrics on a free loopback port, and stop
   d.log_level = "info";
   d.write_model("m", {16, 8});
   d.start({"--http", "127.0.0.1:0"});
-  httplib::Client c("127.0.0.1", http_port(d.log()));
+  httplib::Client c("127.0.0.1", d.announced_port("serving HTTP on 127.0.0.1:"));
   auto missing = c.Post("/v2/models/m/infer", request_body(), "application/json");
   REQUIRE(missing);
   CHECK(missing->status == 404);
@@ -334,7 +325,7 @@ TEST_CASE("warmd --http serves V2 and /metrics on a free loopback port, and stop
     REQUIRE((*rt)->register_model("m", {"m"}).get());
   }
   d.start({"--http", "127.0.0.1:0", "--metrics-per-model"});
-  httplib::Client c2("127.0.0.1", http_port(d.log()));
+  httplib::Client c2("127.0.0.1", d.announced_port("serving HTTP on 127.0.0.1:"));
   auto served = c2.Post("/v2/models/m/infer", request_body(3), "application/json");
   REQUIRE(served);
   REQUIRE(served->status == 200);

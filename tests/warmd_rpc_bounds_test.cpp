@@ -24,7 +24,6 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -42,23 +41,6 @@ namespace {
 
 const std::string token = "0123456789abcdef-the-right-token";
 
-// A port nothing listens on now, and one this process has not been given before: the kernel may
-// hand out a port it just released again, and two listeners of one warmd must not collide.
-std::uint16_t free_port() {
-  static std::set<std::uint16_t> given;
-  for (;;) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-    socklen_t len = sizeof(addr);
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-    ::close(fd);
-    if (given.insert(ntohs(addr.sin_port)).second) return ntohs(addr.sin_port);
-  }
-}
 
 // A raw TCP connection to 127.0.0.1:port, closed on destruction.
 struct raw_socket {
@@ -136,14 +118,16 @@ std::string write_token(const fs::path& path) {
 
 // warmd with a unix listener and a remote-style TCP listener (an Authenticator bootstrap).
 struct remote_daemon {
-  explicit remote_daemon(std::vector<std::string> extra = {}) : port(free_port()) {
-    std::vector<std::string> args{"--listen", "127.0.0.1:" + std::to_string(port), "--allow-remote",
-                                  "--token-file", write_token(d.dir() / "token")};
+  explicit remote_daemon(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"--listen", "127.0.0.1:0", "--allow-remote", "--token-file",
+                                  write_token(d.dir() / "token")};
     args.insert(args.end(), extra.begin(), extra.end());
+    d.log_level = "info";
     d.start(args);
+    port = d.announced_port("listening on 127.0.0.1:");
   }
   warmd_process d;
-  std::uint16_t port;
+  std::uint16_t port = 0;
 };
 
 // A Cap'n Proto client over TCP that has logged in.
@@ -292,8 +276,8 @@ int http_status(std::uint16_t port, const std::string& path, const std::string& 
 }
 
 TEST_CASE("failed logins are logged without the token and limited per address on both fronts") {
-  auto http_port = free_port();
-  remote_daemon rd({"--max-failed-logins", "3", "--http", "127.0.0.1:" + std::to_string(http_port)});
+  remote_daemon rd({"--max-failed-logins", "3", "--http", "127.0.0.1:0"});
+  auto http_port = rd.d.announced_port("serving HTTP on 127.0.0.1:");
   const std::string wrong = "0123456789abcdef-a-wrong-guess";
   capnp::EzRpcClient ez("127.0.0.1", rd.port);
   auto& ws = ez.getWaitScope();
@@ -376,8 +360,8 @@ TEST_CASE("out of file descriptors, both listeners pause and accept again; neith
   warmd_process d;
   d.open_file_limit = 128;  // soft and hard: warmd cannot raise it
   d.log_level = "info";
-  auto http_port = free_port();
-  d.start({"--max-connections", "1000", "--http", "127.0.0.1:" + std::to_string(http_port)});
+  d.start({"--max-connections", "1000", "--http", "127.0.0.1:0"});
+  auto http_port = d.announced_port("serving HTTP on 127.0.0.1:");
   {
     std::vector<std::unique_ptr<raw_socket>> held;
     for (int i = 0; i < 150; ++i) held.push_back(std::make_unique<raw_socket>(d.socket()));
@@ -618,7 +602,7 @@ TEST_CASE("files warmd trusts: a world-writable state directory exits 2; loose t
     fs::create_directory_symlink(d.dir() / "real-state", d.dir() / "state");
     auto token_file = write_token(d.dir() / "token");
     fs::permissions(token_file, fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_read);
-    d.start({"--listen", "127.0.0.1:" + std::to_string(free_port()), "--allow-remote", "--token-file", token_file});
+    d.start({"--listen", "127.0.0.1:0", "--allow-remote", "--token-file", token_file});
     auto log = d.log();
     CHECK(log.find("state directory " + (d.dir() / "state").string() + " is a symlink") != std::string::npos);
     CHECK(log.find("is readable by other users (mode 0604)") != std::string::npos);

@@ -7,11 +7,9 @@
 // $WARMD, set by meson) runs on a temporary directory and is driven over Cap'n Proto.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
 #include <capnp/ez-rpc.h>
 #include <fcntl.h>
 #include <kj/async-io.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -49,20 +47,6 @@ namespace {
 
 using warm::test::warmd_process;
 
-// A port on 127.0.0.1 that was free a moment ago: bound to port 0, read back, closed.
-std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  socklen_t len = sizeof(addr);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 
 // A status call on `warm` (an unknown id answers ok with state notFound): true when it worked.
@@ -119,8 +103,9 @@ std::string write_token(const fs::path& path, const std::string& token) {
 
 TEST_CASE("a loopback TCP listener without --allow-remote serves Warm directly") {
   warmd_process d;
-  auto port = free_port();
-  d.start({"--listen", "127.0.0.1:" + std::to_string(port)});
+  d.log_level = "info";
+  d.start({"--listen", "127.0.0.1:0"});
+  auto port = d.announced_port("listening on 127.0.0.1:");
   capnp::EzRpcClient tcp("127.0.0.1", port);
   auto warm = tcp.getMain<r::Warm>();
   CHECK(status_works(warm, tcp.getWaitScope()));
@@ -131,9 +116,10 @@ TEST_CASE("with --allow-remote the TCP bootstrap is an Authenticator that wants 
   warmd_process d;
   const std::string token = "0123456789abcdef-the-right-token";
   auto token_file = write_token(d.dir() / "token", token);
-  auto port = free_port();
+  d.log_level = "info";
   // 127.0.0.1 stands in for a remote-reachable host: the bootstrap depends on --allow-remote only.
-  d.start({"--listen", "127.0.0.1:" + std::to_string(port), "--allow-remote", "--token-file", token_file});
+  d.start({"--listen", "127.0.0.1:0", "--allow-remote", "--token-file", token_file});
+  auto port = d.announced_port("listening on 127.0.0.1:");
 
   capnp::EzRpcClient tcp("127.0.0.1", port);
   auto& ws = tcp.getWaitScope();
@@ -173,7 +159,7 @@ TEST_CASE("with --allow-remote the TCP bootstrap is an Authenticator that wants 
 
 TEST_CASE("refused exposure: usage errors exit 2") {
   warmd_process d;
-  auto port = std::to_string(free_port());
+  const std::string port = "0";  // never bound: each run stops at its usage check
   SECTION("--allow-remote without --token-file") {
     CHECK(d.run_to_exit({"--listen", "127.0.0.1:" + port, "--allow-remote"}) == 2);
   }

@@ -96,6 +96,26 @@ class warmd_process {
   // SIGKILL, reaped.
   void crash() { end(SIGKILL); }
 
+  // The port warmd announced in its log for the TCP listener it was given as HOST:0: the number
+  // after the last `announcement` ("listening on 127.0.0.1:" for RPC, "serving HTTP on
+  // 127.0.0.1:" for HTTP). A port probed free before warmd starts can be taken by a test running
+  // beside this one first; port 0 cannot. Needs log_level "info"; waits (bounded) for the line,
+  // since the RPC listeners are announced just after they begin accepting.
+  std::uint16_t announced_port(const std::string& announcement) const {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      auto text = log();
+      auto at = text.rfind(announcement);
+      if (at != std::string::npos) {
+        auto digits = at + announcement.size();
+        auto end = text.find_first_not_of("0123456789", digits);
+        if (end != std::string::npos && end > digits) return static_cast<std::uint16_t>(std::stoul(text.substr(digits, end - digits)));
+      }
+      if (std::chrono::steady_clock::now() > deadline) FAIL("no \"" << announcement << "\" in the log: " << text);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
   std::string log() const {
     std::ifstream in(dir_ / "warmd.log");
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -210,6 +210,9 @@ expected<std::unique_ptr<service>> service::start(warm::runtime& rt, service_opt
                         "listen address " + text + " is not loopback; remote access needs --allow-remote");
     i->addresses.push_back(std::move(*a));
   }
+  // TCP first: a unix socket is what local clients and warmd's own tests poll for readiness, so
+  // by the time one accepts, every TCP listener does too.
+  std::stable_partition(i->addresses.begin(), i->addresses.end(), [](const listen_address& a) { return !a.is_unix; });
   if (options.allow_remote && options.token.empty())
     return make_error(errc::invalid_argument, "--allow-remote needs a token (--token-file)");
   i->options = std::move(options);

@@ -67,8 +67,9 @@ struct service_options {
 class service {
  public:
   // Validates the addresses (loopback-only TCP unless allow_remote; a token with allow_remote),
-  // starts the thread and binds every listener before returning. Unix sockets are created with
-  // mode 0600; a stale socket file (nobody accepting) is replaced, a live one is an error.
+  // starts the thread and binds every listener before returning: TCP listeners first, then unix
+  // sockets, so a unix socket that accepts means every listener is up. Unix sockets are created
+  // with mode 0600; a stale socket file (nobody accepting) is replaced, a live one is an error.
   // `rt` is borrowed and must outlive the service.
   static expected<std::unique_ptr<service>> start(warm::runtime& rt, service_options options);
   ~service();  // stop()s if needed
@@ -77,7 +78,7 @@ class service {
   // drain_seconds), closes the connections and joins the thread.
   void stop();
 
-  // The bound addresses, in `listen` order (TCP with the actual port, e.g. for port 0).
+  // The bound addresses in binding order: TCP (with the actual port, e.g. for port 0), then unix.
   const std::vector<std::string>& bound() const;
 
   struct impl;
