@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/round_barrier.hpp"
 #include "support/test_files.hpp"
 #include "warm/device.hpp"
 #include "warm/model_writer.hpp"
@@ -76,36 +77,41 @@ TEST_CASE("concurrent allocations never over-commit") {
   CHECK(refused > 0);
 }
 
-// The budget under contention, many threads and many rounds: each acquisition takes more than
-// half the capacity, so at most one thread may hold it at any moment. A check-then-add in place
-// of the compare-and-swap lets two threads pass the check together (both then hold it, and the
-// budget over-commits). That window is a few instructions wide: with the check-then-add planted,
-// this test failed 3 runs in 10 on a loaded 2-core machine. (Every access is atomic, so
-// ThreadSanitizer cannot see that race; only a test of the invariant can.)
+// The budget under contention: each round, two threads released by one barrier both ask for more
+// than half the capacity, so at most one may get it. A check-then-add in place of the
+// compare-and-swap lets both pass the check when their reads precede both adds; starting every
+// round together makes that overlap common, not a matter of luck: with the check-then-add planted,
+// this test failed 10 runs in 10 on a 2-core machine busy with a build, 387 to 9,203 of the 20,000
+// rounds having two winners. (Every access is atomic, so ThreadSanitizer cannot see that race;
+// only a test of the invariant can.)
 TEST_CASE("a contended budget never lets two holders in at once") {
   warm::memory_budget budget(1000);
-  constexpr int threads = 3, rounds = 2000000;
-  std::atomic<int> holders{0}, overlaps{0}, overcommits{0};
-  std::atomic<long> granted{0};
-  std::atomic<int> started{0};
-  std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t)
-    workers.emplace_back([&] {
-      ++started;
-      while (started < threads) std::this_thread::yield();
-      for (int i = 0; i < rounds; ++i) {
-        if (!budget.try_acquire(600)) continue;
-        if (holders.fetch_add(1) != 0) ++overlaps;
+  constexpr int rounds = 20000;
+  warm::test::round_barrier start, acquired, released;
+  std::atomic<int> winners{0};
+  int overlaps = 0, overcommits = 0, granted = 0;  // thread 0's counts
+  auto worker = [&](int self) {
+    for (int round = 0; round < rounds; ++round) {
+      start.arrive_and_wait();
+      const bool won = budget.try_acquire(600);
+      if (won) ++winners;
+      acquired.arrive_and_wait();
+      if (self == 0) {
+        const int w = winners.exchange(0);
+        if (w > 1) ++overlaps;
         if (budget.used() > budget.capacity()) ++overcommits;
-        ++granted;
-        holders.fetch_sub(1);
-        budget.release(600);
+        granted += w;
       }
-    });
-  for (auto& w : workers) w.join();
+      released.arrive_and_wait();  // thread 0 has looked before anyone releases
+      if (won) budget.release(600);
+    }
+  };
+  std::thread other(worker, 1);
+  worker(0);
+  other.join();
   CHECK(overlaps == 0);
   CHECK(overcommits == 0);
-  CHECK(granted > 0);
+  CHECK(granted == rounds);  // nobody held it across rounds, so every round had exactly one winner
   CHECK(budget.used() == 0);
 }
 

@@ -161,14 +161,6 @@ std::uint64_t peak_rss(pid_t pid) {
   return 0;
 }
 
-int http_port(const std::string& log) {
-  static const std::regex line("serving HTTP on 127\\.0\\.0\\.1:([0-9]+)");
-  std::string port;
-  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it) port = (*it)[1];
-  REQUIRE(!port.empty());
-  return std::stoi(port);
-}
-
 }  // namespace
 
 TEST_CASE("scan_head: a head ends at its first empty line, within its byte and line bounds") {
@@ -422,6 +414,41 @@ TEST_CASE("repository load and unload take no body or a JSON object; anything el
   CHECK(c->Post("/v2/repository/models/a/unload", "{}", "application/json")->status == 200);
 }
 
+TEST_CASE("repository bodies are at most 64 KiB: a larger one is 413 before it is parsed") {
+  front_fixture h;  // --max-request-bytes at its default, 64 MiB
+  // A valid object of exactly `bytes` bytes: {"ready":false,"pad":[{},{},…]} padded with spaces.
+  auto object_of = [](std::size_t bytes) {
+    std::string body = R"({"ready":false,"pad":[{})";
+    while (body.size() + 3 + 2 <= bytes) body += ",{}";
+    body += "]}";
+    body.append(bytes - body.size(), ' ');
+    REQUIRE(body.size() == bytes);
+    return body;
+  };
+  for (const std::string route : {"/v2/repository/index", "/v2/repository/models/a/load",
+                                  "/v2/repository/models/a/unload"}) {
+    INFO(route);
+    auto at_limit = h.client()->Post(route, object_of(64 << 10), "application/json");
+    REQUIRE(at_limit);
+    CHECK(at_limit->status == 200);
+    auto over = h.client()->Post(route, object_of((64 << 10) + 1), "application/json");
+    REQUIRE(over);
+    CHECK(over->status == 413);
+    CHECK(error_of(over->body) == "request body exceeds the size limit");
+  }
+  // 32 MiB of empty objects, which a document would have made gigabytes of, is refused after its
+  // first 64 KiB: the answer comes while the client is still sending, and the rest goes unread.
+  {
+    raw_conn conn(h.front->port());
+    REQUIRE(conn.send_all("POST /v2/repository/index HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          "Content-Length: " + std::to_string(32u << 20) + "\r\n\r\n"));
+    const auto body = object_of(1 << 20);
+    conn.send_all(body);  // may fail part-way: the server stops reading at 64 KiB
+    CHECK(conn.read_response(10s).status == 413);
+  }
+  CHECK(h.client()->Post("/v2/repository/index", "", "application/json")->status == 200);
+}
+
 TEST_CASE("pipelined requests in one packet are all answered, in order, on their connection") {
   front_fixture h;
   raw_conn conn(h.front->port());
@@ -475,6 +502,32 @@ TEST_CASE("an infer or a repository load with no answer within --request-timeout
   REQUIRE(hit);
   CHECK(hit->status == 200);
   CHECK(json::parse(hit->body)["parameters"]["warm_cache_hit"] == true);
+}
+
+TEST_CASE("/versions/{v}/ routes serve the version the model serves and answer 404 for any other") {
+  front_fixture h;  // "a" is registered by name: its highest version directory, 1, is served
+  auto c = h.client();
+  auto meta = c->Get("/v2/models/a");
+  REQUIRE(meta);
+  CHECK(json::parse(meta->body)["versions"] == json::array({"1"}));
+  auto versioned = c->Get("/v2/models/a/versions/1");
+  REQUIRE(versioned);
+  CHECK(versioned->status == 200);
+  CHECK(versioned->body == meta->body);
+  CHECK(c->Get("/v2/models/a/versions/1/ready")->status == 400);  // registered, not loaded
+  REQUIRE(c->Post("/v2/repository/models/a/load", "", "application/json")->status == 200);
+  CHECK(c->Get("/v2/models/a/versions/1/ready")->status == 200);
+  for (const std::string& other : {"2", "0", "01x", "latest", "99999999999999999999"}) {
+    INFO("version " << other);
+    auto absent = c->Get("/v2/models/a/versions/" + other);
+    REQUIRE(absent);
+    CHECK(absent->status == 404);
+    CHECK(error_of(absent->body) == "model 'a' has no version " + other + "; it serves version 1");
+    CHECK(c->Get("/v2/models/a/versions/" + other + "/ready")->status == 404);
+    CHECK(c->Post("/v2/models/a/versions/" + other + "/infer", request_body(), "application/json")->status == 404);
+  }
+  CHECK(c->Get("/v2/models/nope/versions/1")->status == 404);
+  CHECK(c->Get("/v2/models/nope/versions/1/ready")->status == 404);
 }
 
 TEST_CASE("/v2/models/{m}/versions/{v}/infer runs the registered model") {
@@ -546,6 +599,40 @@ TEST_CASE("/v2/health/ready stays 200 while a registry commit waits on the disk"
   CHECK(c->Get("/v2/health/ready")->status == 200);
 }
 
+TEST_CASE("/v2/health/ready answers 503 while the runtime does not answer within 2 s, and 200 once it does") {
+  front_fixture h;
+  auto c = h.client();
+  CHECK(c->Get("/v2/health/ready")->status == 200);
+  // The registry answers a listing by calling its callback on the registry's own thread: one that
+  // waits holds the registry, and with it every query readiness could ask.
+  std::promise<void> gate;
+  auto opened = gate.get_future().share();
+  std::promise<void> holding;
+  h.f.rt->list_models("", 1, [&holding, opened](expected<std::vector<model_status>>) {
+    holding.set_value();
+    opened.wait();
+  });
+  struct gate_opener {  // a failed check must not leave the registry held for ever
+    std::promise<void>& gate;
+    bool done = false;
+    void open() {
+      if (!std::exchange(done, true)) gate.set_value();
+    }
+    ~gate_opener() { open(); }
+  } release{gate};
+  holding.get_future().wait();
+  auto held = c->Get("/v2/health/ready");
+  REQUIRE(held);
+  CHECK(held->status == 503);
+  CHECK(error_of(held->body) == "not ready: no answer within 2 s");
+  CHECK(c->Get("/v2/health/live")->status == 200);  // liveness asks nothing of the runtime
+  release.open();
+  CHECK(eventually([&] {
+    auto r = c->Get("/v2/health/ready");
+    return r && r->status == 200;
+  }));
+}
+
 TEST_CASE("a large valid tensor is decoded and served") {
   front_fixture h;
   // 131,072 rows of 16: 2 Mi floats, an 8 MiB tensor in a ~19 MB body.
@@ -559,7 +646,7 @@ TEST_CASE("warmd: a 64 MiB body of empty objects gets 400 without its DOM; warmd
   warmd_process d;
   d.log_level = "info";
   d.start({"--http", "127.0.0.1:0"});
-  auto port = http_port(d.log());
+  auto port = d.announced_port("serving HTTP on 127.0.0.1:");
   std::string body = "[";
   body.reserve(64u << 20);
   while (body.size() < (64u << 20) - 8) body += "{},";
@@ -589,7 +676,7 @@ TEST_CASE("warmd: --http-header-timeout and --http-body-timeout reach the front;
   CHECK(d.run_to_exit({"--http", "127.0.0.1:0", "--http-body-timeout", "-1s"}) == 2);
   d.log_level = "info";
   d.start({"--http", "127.0.0.1:0", "--http-header-timeout", "300ms", "--http-body-timeout", "300ms"});
-  auto port = http_port(d.log());
+  auto port = d.announced_port("serving HTTP on 127.0.0.1:");
   raw_conn head(port);
   REQUIRE(head.send_all("GET /v2/health/live HTTP/1.1\r\nHost: x\r\n"));
   raw_conn body(port);

@@ -68,6 +68,12 @@ TEST_CASE("resolve searches the roots in order and confines paths to them") {
   CHECK(repo->resolve("two", 4).value().path == fs::canonical(b / "two/4/model.safetensors").string());
   CHECK(repo->resolve("alias").value().path == fs::canonical(a / "one/1/model.safetensors").string());
   CHECK(repo->resolve("one/../one").has_value());
+  // The version directory chosen (the highest, or the one asked for); none for a file named directly.
+  CHECK(repo->resolve("one").value().version == std::optional<std::uint64_t>(1));
+  CHECK(repo->resolve("two", 4).value().version == std::optional<std::uint64_t>(4));
+  CHECK(repo->resolve("alias").value().version == std::optional<std::uint64_t>(1));
+  CHECK_FALSE(repo->resolve("one/1/model.safetensors").value().version);
+  CHECK_FALSE(repo->resolve("one/1").value().version);
 
   struct bad_case {
     std::string path;

@@ -110,6 +110,20 @@ TEST_CASE("model ids: 256 bytes accepted, 257, empty, spaces, '/', control and n
   CHECK(f.rt->list_models().get()->size() == 1);
 }
 
+// A path that a C string would cut short ("a" then NUL then anything) must not register as "a".
+TEST_CASE("a registered path holding a NUL byte is refused, and nothing is stored") {
+  test::runtime_fixture f({"a"});
+  for (const std::string& bad : {std::string("a\0", 2), std::string("a\0/../../etc", 13)}) {
+    auto r = f.rt->register_model("m", {bad}).get();
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == errc::invalid_argument);
+    CHECK(r.error().message == "model paths may not contain NUL bytes");
+  }
+  CHECK(f.rt->list_models().get()->empty());
+  CHECK(f.rt->status("m").get()->state == model_state::not_found);
+  REQUIRE(f.rt->register_model("m", {"a"}).get());  // the id was not taken
+}
+
 // A real FIFO (mkfifo) as the model file: opening it for reading would block until a writer came.
 // Registration refuses it, and one swapped in after registration fails the load and the describe,
 // each answered at once (the test would hang on the future otherwise).

@@ -530,6 +530,15 @@ TEST_CASE("a message over --max-request-bytes is answered tooLarge by the reques
   req.setId("m");
   req.getInfo().setPath("m");
   CHECK(req.send().wait(ws).getStatus().getCode() == Code::OK);
+  // A connection reads messages up to 4 x the limit + 1 MiB (5 MiB here): just under that, the
+  // answer is still tooLarge; just over, the message is not read and the connection is closed.
+  CHECK(infer((4 << 20) / 4 + (256 << 10) / 4).getStatus().getCode() == Code::TOO_LARGE);  // 4.25 MiB
+  CHECK_THROWS(infer((5 << 20) / 4 + (256 << 10) / 4));                                     // 5.25 MiB
+  CHECK_THROWS(infer(8));  // the same connection is gone
+  capnp::EzRpcClient again(d.address());  // warmd serves a new one
+  auto status = again.getMain<r::Warm>().getModelStatusRequest();
+  status.setId("m");
+  CHECK(status.send().wait(again.getWaitScope()).getStatus().getCode() == Code::OK);
   CHECK(d.stop() == 0);
 }
 

@@ -23,6 +23,9 @@ inline constexpr const char* model_file_name = "model.safetensors";
 struct model_location {
   std::string path;  // canonical path of the model file, below `root`
   std::string root;  // canonical path of its repository root; empty only for an unconfined path
+  // The version directory (<model>/<version>/model.safetensors) resolution chose, as asked for or
+  // the highest; none when a model file was named directly.
+  std::optional<std::uint64_t> version;
 
   // A location that is not confined (offline tools and tests that name a file directly).
   static model_location unconfined(std::string path) { return {std::move(path), {}}; }

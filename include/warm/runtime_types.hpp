@@ -65,7 +65,8 @@ struct model_status {
 // What a model takes and gives (KServe V2's model metadata), read from its file's header.
 struct model_metadata {
   std::string id;                        // the model (for a vmodel: its active model)
-  std::optional<std::uint64_t> version;  // the registered version, if one was given
+  std::optional<std::uint64_t> version;  // the version served: the registered one, else the version
+                                         // directory registration chose; none for a file named directly
   std::uint64_t bytes = 0;               // bytes it takes on a device
   std::uint64_t input_width = 0;         // input "input" F32 [batch, input_width]
   std::uint64_t output_width = 0;        // output "output" F32 [batch, output_width]

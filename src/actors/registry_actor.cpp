@@ -312,7 +312,7 @@ void describe(self_ptr self, const msg::registration& registered, callback<model
     auto read = std::make_shared<description>();
     read->file = *identity;
     read->meta.id = id;
-    read->meta.version = version;
+    read->meta.version = version ? version : where.version;
     read->meta.bytes = bytes;
     read->meta.input_width = spec->input_width();
     read->meta.output_width = spec->output_width();

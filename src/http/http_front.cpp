@@ -52,6 +52,10 @@ std::optional<model_state> state_of(runtime& rt, const std::string& id, std::chr
   return v->active_state;
 }
 
+// The repository routes' bodies (index, load, unload) carry a flag or parameters, never data: a
+// larger one is 413 whatever --max-request-bytes allows, which bounds the index's parsed document.
+constexpr std::uint64_t max_control_body_bytes = 64 * 1024;
+
 // A repository load or unload takes no body or a JSON object (KServe's `{"parameters": …}`,
 // whose parameters warm does not use). Checked without building a document.
 expected<void> check_control_body(const std::string& body) {
@@ -158,6 +162,9 @@ struct front::impl {
 
   void routes();
   void infer(const httplib::Request& req, const std::string& body, httplib::Response& res);
+  // {version} of a /versions/{version}/ route: ok when it is the version `model` serves (its
+  // metadata's), else not_found naming the version it does serve.
+  expected<void> check_version(const std::string& model, const std::string& version);
   void metadata(const httplib::Request& req, httplib::Response& res);
   void model_ready(const httplib::Request& req, httplib::Response& res);
   void index(const std::string& body, httplib::Response& res);
@@ -210,25 +217,36 @@ void front::impl::routes() {
     reply_json(res, 200, json{{"name", "warm"}, {"version", "0.1.0"}, {"extensions", {"model_repository", "metrics"}}}.dump());
   });
   s.Get(R"(/v2/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) { metadata(req, res); });
-  s.Get(R"(/v2/models/([^/]+)/versions/[^/]+)",
-        [this](const httplib::Request& req, httplib::Response& res) { metadata(req, res); });
-  s.Get(R"(/v2/models/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) { model_ready(req, res); });
-  auto infer_route = with_body(options.max_request_bytes, [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
-    infer(req, body, res);
+  s.Get(R"(/v2/models/([^/]+)/versions/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    if (auto served = check_version(req.matches[1], req.matches[2]); !served) return reply_error(res, served.error());
+    metadata(req, res);
   });
-  s.Post(R"(/v2/models/([^/]+)/infer)", infer_route);
-  s.Post(R"(/v2/models/([^/]+)/versions/[^/]+/infer)", infer_route);
-  s.Post("/v2/repository/index",
-         with_body(options.max_request_bytes, [this](const httplib::Request&, const std::string& body, httplib::Response& res) { index(body, res); }));
-  s.Post(R"(/v2/repository/models/([^/]+)/load)",
+  s.Get(R"(/v2/models/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) { model_ready(req, res); });
+  s.Get(R"(/v2/models/([^/]+)/versions/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) {
+    if (auto served = check_version(req.matches[1], req.matches[2]); !served) return reply_error(res, served.error());
+    model_ready(req, res);
+  });
+  s.Post(R"(/v2/models/([^/]+)/infer)",
+         with_body(options.max_request_bytes, [this](const httplib::Request& req, const std::string& body,
+                                                     httplib::Response& res) { infer(req, body, res); }));
+  s.Post(R"(/v2/models/([^/]+)/versions/([^/]+)/infer)",
          with_body(options.max_request_bytes, [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
+           if (auto served = check_version(req.matches[1], req.matches[2]); !served) return reply_error(res, served.error());
+           infer(req, body, res);
+         }));
+  const auto control_bytes =
+      options.max_request_bytes ? std::min(options.max_request_bytes, max_control_body_bytes) : max_control_body_bytes;
+  s.Post("/v2/repository/index",
+         with_body(control_bytes, [this](const httplib::Request&, const std::string& body, httplib::Response& res) { index(body, res); }));
+  s.Post(R"(/v2/repository/models/([^/]+)/load)",
+         with_body(control_bytes, [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
            if (auto ok = check_control_body(body); !ok) return reply_error(res, ok.error());
            auto done = wait(rt.ensure_loaded(req.matches[1], true), options.request_timeout);
            if (!done) return reply_error(res, done.error());
            reply_json(res, 200, "{}");
          }));
   s.Post(R"(/v2/repository/models/([^/]+)/unload)",
-         with_body(options.max_request_bytes, [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
+         with_body(control_bytes, [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
            if (auto ok = check_control_body(body); !ok) return reply_error(res, ok.error());
            auto done = wait(rt.unload(req.matches[1]), options.request_timeout);
            if (!done) return reply_error(res, done.error());
@@ -251,6 +269,16 @@ void front::impl::metadata(const httplib::Request& req, httplib::Response& res) 
   auto meta = wait(rt.describe(name), options.request_timeout);
   if (!meta) return reply_error(res, meta.error());
   reply_json(res, 200, encode_model_metadata(name, *meta));
+}
+
+expected<void> front::impl::check_version(const std::string& model, const std::string& version) {
+  auto meta = wait(rt.describe(model), options.request_timeout);
+  if (!meta) return meta.error();
+  const bool numeric = !version.empty() && version.size() <= 19 && version.find_first_not_of("0123456789") == std::string::npos;
+  if (meta->version && numeric && std::stoull(version) == *meta->version) return {};
+  return make_error(errc::not_found, "model '" + model + "' has no version " + version + "; it serves " +
+                                         (meta->version ? "version " + std::to_string(*meta->version)
+                                                        : std::string("a model file without a version")));
 }
 
 void front::impl::model_ready(const httplib::Request& req, httplib::Response& res) {

@@ -144,7 +144,10 @@ expected<model_location> model_repository::resolve(const std::string& relative,
     if (ec) return make_error(errc::not_found, *file + ": " + ec.message());
     if (!is_within(root, real))
       return make_error(errc::invalid_argument, relative + ": resolves outside the repository root " + root_text);
-    return model_location{real.string(), root_text};
+    model_location found{real.string(), root_text, std::nullopt};
+    if (fs::path chosen(*file); chosen.parent_path().parent_path() == candidate)  // <candidate>/<N>/model file
+      found.version = parse_version(chosen.parent_path().filename().string());
+    return found;
   }
   return make_error(errc::not_found, relative + ": not found in any repository root");
 }

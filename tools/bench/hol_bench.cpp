@@ -3,9 +3,9 @@
 // One process holds warmd's RPC service (tools/warmd/service.*) over a runtime with two loaded
 // models, `small` and `large`, on a unix socket in a scratch directory. A client thread (its own
 // kj event loop and connection) calls infer on `small` at batch 1 in a closed loop, every call
-// timed: first alone for half the time, then for the other half while a second client on its own
+// timed: alone for half the time, and for the other half while a second client on its own
 // connection calls infer on `large` at `large_batch` back to back (its first call answered before
-// the timed half starts). With the runtime's inline_inference_limit below the large inference's
+// the timed part starts); the halves are cut into four rounds of each, in rotated order. With the runtime's inline_inference_limit below the large inference's
 // cost, the large inferences run on the runtime's inference threads and the RPC thread stays free
 // for the small calls; with it above (--inline-limit 18446744073709551615), each large inference
 // holds the RPC thread and the small calls wait behind it. Reported: small p50/p99 alone and
@@ -152,22 +152,37 @@ int run_hol(const hol_options& options) {
 
   const tensor small_input = random_input(options.small_layers.front());
   const tensor large_input = repeat_rows(random_input(options.large_layers.front()), options.large_batch);
-  const double half = options.seconds / 2;
-
-  auto alone = small_phase(path, small_input, half);
-  if (!alone.failure.empty()) return fail(alone.failure);
-
-  client_run large;
-  std::atomic<bool> stop_large{false}, large_started{false};
-  std::thread large_thread([&] {
-    client_loop(path, "large", large_input, false, stop_large, clock_type::time_point::max(), large_started, large);
-  });
-  while (!large_started.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  auto loaded = small_phase(path, small_input, half);
-  stop_large.store(true);
-  large_thread.join();
-  if (!loaded.failure.empty()) return fail(loaded.failure);
-  if (!large.failure.empty()) return fail(large.failure);
+  // Four rounds, each timing the small client alone and loaded for an eighth of the time, in
+  // rotated order (benches.hpp): neither side always runs first.
+  constexpr int rounds = 4;
+  const double slice = options.seconds / (2.0 * rounds);
+  client_run alone, loaded, large;
+  auto append = [](client_run& to, const client_run& from) {
+    to.latencies_us.insert(to.latencies_us.end(), from.latencies_us.begin(), from.latencies_us.end());
+    to.calls += from.calls;
+    to.seconds += from.seconds;
+    if (to.failure.empty()) to.failure = from.failure;
+  };
+  for (int round = 0; round < rounds; ++round)
+    for (bool with_large : rotated_order(std::vector<bool>{false, true}, round)) {
+      if (!with_large) {
+        append(alone, small_phase(path, small_input, slice));
+        continue;
+      }
+      client_run large_run;
+      std::atomic<bool> stop_large{false}, large_started{false};
+      std::thread large_thread([&] {
+        client_loop(path, "large", large_input, false, stop_large, clock_type::time_point::max(), large_started,
+                    large_run);
+      });
+      while (!large_started.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      append(loaded, small_phase(path, small_input, slice));
+      stop_large.store(true);
+      large_thread.join();
+      append(large, large_run);
+    }
+  for (const auto* run : {&alone, &loaded, &large})
+    if (!run->failure.empty()) return fail(run->failure);
 
   std::uint64_t large_cost = options.large_batch * parameters_of(options.large_layers);
   double p99_alone = percentile(alone.latencies_us, 99), p99_loaded = percentile(loaded.latencies_us, 99);
