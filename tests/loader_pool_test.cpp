@@ -89,6 +89,8 @@ struct fixture {
     return {model, generation};
   }
 
+  // Sends the pool an enqueue_load of `who` (1 MiB; `waiting`: a request waits on it) and lets
+  // the pool handle it, and only it; the clock then moves on 1 ms.
   void enqueue(const msg::registration& who, const model_actor& handle, bool waiting) {
     msg::enqueue_load m;
     m.who = who;
@@ -98,6 +100,7 @@ struct fixture {
     m.when = time->now();
     m.waiters = waiting ? 1 : 0;
     caf::anon_send(pool, std::move(m));
+    pool_handles_one();
     time->advance(1ms);
   }
 
@@ -117,13 +120,10 @@ TEST_CASE("a load that requests wait for overtakes background loads queued befor
   auto rb = f.owner("b", 1, &b);
   auto rc = f.owner("c", 1, &c);
 
-  f.enqueue(ra, a, false);
-  f.pool_handles_one();  // a starts at once: asks the device for room (not answered yet)
+  f.enqueue(ra, a, false);  // a starts at once: asks the device for room (not answered yet)
   REQUIRE(f.log->reserves.empty());
   f.enqueue(rb, b, false);  // background, queued behind the running load
-  f.pool_handles_one();
-  f.enqueue(rc, c, true);  // waited on, queued last
-  f.pool_handles_one();
+  f.enqueue(rc, c, true);   // waited on, queued last
   f.sched->run();  // the device refuses a, then whatever the pool asks next, until all are done
 
   CHECK(f.log->reserves == std::vector<std::string>{"a", "c", "b"});
@@ -137,12 +137,9 @@ TEST_CASE("a queued load of an earlier registration gives way to the new one; it
   auto ry1 = f.owner("y", 1, &old_y);
   auto ry2 = f.owner("y", 2, &new_y);
 
-  f.enqueue(rx, x, false);
-  f.pool_handles_one();  // x holds the one load slot
-  f.enqueue(ry1, old_y, true);
-  f.pool_handles_one();  // y (generation 1) queued
-  f.enqueue(ry2, new_y, true);
-  f.pool_handles_one();  // y registered again: generation 1's queued load is cancelled
+  f.enqueue(rx, x, false);      // x holds the one load slot
+  f.enqueue(ry1, old_y, true);  // y (generation 1) queued
+  f.enqueue(ry2, new_y, true);  // y registered again: generation 1's queued load is cancelled
   caf::anon_send(f.pool, msg::cancel_load{ry1});  // generation 1's actor, stopping late
   f.pool_handles_one();  // must not touch generation 2's load
   f.sched->run();

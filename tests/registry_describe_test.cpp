@@ -17,6 +17,7 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <optional>
 
 #include "actors/registry_actor.hpp"
 #include "support/runtime_fixture.hpp"
@@ -104,6 +105,18 @@ struct registry_rig {
   }
 };
 
+// dir/repo holding a (16 -> 8) and b (`b_widths`), and a registry over it that has registered a.
+struct a_registered {
+  explicit a_registered(std::vector<std::uint64_t> b_widths = {16, 8}) {
+    REQUIRE(write_dense_model(dir / "repo/a/1/model.safetensors", {{16, 8}, activation::relu, 1}));
+    REQUIRE(write_dense_model(dir / "repo/b/1/model.safetensors", {std::move(b_widths), activation::relu, 1}));
+    rig.emplace(dir);
+    REQUIRE(rig->register_now("a"));
+  }
+  test::temp_dir dir;
+  std::optional<registry_rig> rig;  // stopped before dir goes
+};
+
 // Another connection's write transaction on the registry's database: the store writer's commit
 // waits for it (up to registry_store::busy_timeout) while it is held.
 struct write_lock {
@@ -122,11 +135,8 @@ struct write_lock {
 }  // namespace
 
 TEST_CASE("a registration's header is read off the registry's thread; an identical one joins it") {
-  test::temp_dir dir;
-  REQUIRE(write_dense_model(dir / "repo/a/1/model.safetensors", {{16, 8}, activation::relu, 1}));
-  REQUIRE(write_dense_model(dir / "repo/b/1/model.safetensors", {{32, 4}, activation::relu, 1}));
-  registry_rig rig(dir);
-  REQUIRE(rig.register_now("a"));
+  a_registered setup({32, 4});
+  auto& rig = *setup.rig;
 
   auto first = rig.start_register("b");
   auto read = rig.held->take();  // b's header read, held: the registration is in progress
@@ -153,11 +163,9 @@ TEST_CASE("a registration's header is read off the registry's thread; an identic
 }
 
 TEST_CASE("a commit in flight holds up no request, and a registration is answered only once durable") {
-  test::temp_dir dir;
-  REQUIRE(write_dense_model(dir / "repo/a/1/model.safetensors", {{16, 8}, activation::relu, 1}));
-  REQUIRE(write_dense_model(dir / "repo/b/1/model.safetensors", {{16, 8}, activation::relu, 1}));
-  registry_rig rig(dir);
-  REQUIRE(rig.register_now("a"));
+  a_registered setup;
+  auto& rig = *setup.rig;
+  const auto& dir = setup.dir;
 
   write_lock lock(dir / "state/registry.db");
   auto b = rig.start_register("b");
@@ -180,11 +188,9 @@ TEST_CASE("a commit in flight holds up no request, and a registration is answere
 }
 
 TEST_CASE("a failed commit leaves memory as the disk is: the registration is refused and forgotten") {
-  test::temp_dir dir;
-  REQUIRE(write_dense_model(dir / "repo/a/1/model.safetensors", {{16, 8}, activation::relu, 1}));
-  REQUIRE(write_dense_model(dir / "repo/b/1/model.safetensors", {{16, 8}, activation::relu, 1}));
-  registry_rig rig(dir);
-  REQUIRE(rig.register_now("a"));
+  a_registered setup;
+  auto& rig = *setup.rig;
+  const auto& dir = setup.dir;
 
   write_lock lock(dir / "state/registry.db");  // held past the writer's busy timeout
   auto b = rig.start_register("b");
