@@ -28,7 +28,7 @@ struct model_location {
   std::optional<std::uint64_t> version;
 
   // A location that is not confined (offline tools and tests that name a file directly).
-  static model_location unconfined(std::string path) { return {std::move(path), {}}; }
+  static model_location unconfined(std::string path) { return {std::move(path), {}, std::nullopt}; }
 };
 
 
