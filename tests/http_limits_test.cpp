@@ -517,7 +517,7 @@ TEST_CASE("/versions/{v}/ routes serve the version the model serves and answer 4
   CHECK(c->Get("/v2/models/a/versions/1/ready")->status == 400);  // registered, not loaded
   REQUIRE(c->Post("/v2/repository/models/a/load", "", "application/json")->status == 200);
   CHECK(c->Get("/v2/models/a/versions/1/ready")->status == 200);
-  for (const std::string other : {"2", "0", "01x", "latest", "99999999999999999999"}) {
+  for (const std::string other : {"2", "0", "01", "01x", "latest", "99999999999999999999"}) {
     INFO("version " << other);
     auto absent = c->Get("/v2/models/a/versions/" + other);
     REQUIRE(absent);

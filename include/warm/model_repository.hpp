@@ -32,6 +32,10 @@ struct model_location {
 };
 
 
+// A version directory's name as its number: a positive decimal integer of at most 18 digits,
+// without sign or leading zeros; nullopt for anything else ("007", "0", "latest").
+std::optional<std::uint64_t> parse_version(const std::string& name);
+
 // The versions present under a model directory (numeric sub-directories holding a model file),
 // ascending. not_found when the directory does not exist.
 expected<std::vector<std::uint64_t>> list_versions(const std::string& model_dir);

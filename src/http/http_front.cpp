@@ -10,6 +10,7 @@
 #include "net/loopback.hpp"
 #include "net/login_limiter.hpp"
 #include "net/token.hpp"
+#include "warm/model_repository.hpp"
 #include "warm/runtime.hpp"
 
 namespace warm::http {
@@ -162,9 +163,9 @@ struct front::impl {
 
   void routes();
   void infer(const httplib::Request& req, const std::string& body, httplib::Response& res);
-  // {version} of a /versions/{version}/ route: ok when it is the version `model` serves (its
-  // metadata's), else not_found naming the version it does serve.
-  expected<void> check_version(const std::string& model, const std::string& version);
+  // {version} of a /versions/{version}/ route: the model's metadata when that is the version it
+  // serves (a version directory's name, parse_version), else not_found naming the one it serves.
+  expected<model_metadata> served_version(const std::string& model, const std::string& version);
   void metadata(const httplib::Request& req, httplib::Response& res);
   void model_ready(const httplib::Request& req, httplib::Response& res);
   void index(const std::string& body, httplib::Response& res);
@@ -218,12 +219,13 @@ void front::impl::routes() {
   });
   s.Get(R"(/v2/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) { metadata(req, res); });
   s.Get(R"(/v2/models/([^/]+)/versions/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    if (auto served = check_version(req.matches[1], req.matches[2]); !served) return reply_error(res, served.error());
-    metadata(req, res);
+    auto meta = served_version(req.matches[1], req.matches[2]);
+    if (!meta) return reply_error(res, meta.error());
+    reply_json(res, 200, encode_model_metadata(req.matches[1], *meta));
   });
   s.Get(R"(/v2/models/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) { model_ready(req, res); });
   s.Get(R"(/v2/models/([^/]+)/versions/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) {
-    if (auto served = check_version(req.matches[1], req.matches[2]); !served) return reply_error(res, served.error());
+    if (auto meta = served_version(req.matches[1], req.matches[2]); !meta) return reply_error(res, meta.error());
     model_ready(req, res);
   });
   s.Post(R"(/v2/models/([^/]+)/infer)",
@@ -231,7 +233,7 @@ void front::impl::routes() {
                                                      httplib::Response& res) { infer(req, body, res); }));
   s.Post(R"(/v2/models/([^/]+)/versions/([^/]+)/infer)",
          with_body(options.max_request_bytes, [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
-           if (auto served = check_version(req.matches[1], req.matches[2]); !served) return reply_error(res, served.error());
+           if (auto meta = served_version(req.matches[1], req.matches[2]); !meta) return reply_error(res, meta.error());
            infer(req, body, res);
          }));
   const auto control_bytes =
@@ -271,11 +273,10 @@ void front::impl::metadata(const httplib::Request& req, httplib::Response& res) 
   reply_json(res, 200, encode_model_metadata(name, *meta));
 }
 
-expected<void> front::impl::check_version(const std::string& model, const std::string& version) {
+expected<model_metadata> front::impl::served_version(const std::string& model, const std::string& version) {
   auto meta = wait(rt.describe(model), options.request_timeout);
   if (!meta) return meta.error();
-  const bool numeric = !version.empty() && version.size() <= 19 && version.find_first_not_of("0123456789") == std::string::npos;
-  if (meta->version && numeric && std::stoull(version) == *meta->version) return {};
+  if (meta->version && parse_version(version) == meta->version) return meta;
   return make_error(errc::not_found, "model '" + model + "' has no version " + version + "; it serves " +
                                          (meta->version ? "version " + std::to_string(*meta->version)
                                                         : std::string("a model file without a version")));

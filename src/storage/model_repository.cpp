@@ -12,16 +12,16 @@
 #include "storage/located_file.hpp"
 
 namespace warm {
-namespace {
 
-namespace fs = std::filesystem;
-
-// A positive decimal integer without sign or leading zeros, or nullopt.
 std::optional<std::uint64_t> parse_version(const std::string& name) {
   if (name.empty() || name.size() > 18 || name[0] == '0') return std::nullopt;
   if (name.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
   return std::stoull(name);
 }
+
+namespace {
+
+namespace fs = std::filesystem;
 
 // True when `path` is `root` or below it; both must be canonical.
 bool is_within(const fs::path& root, const fs::path& path) {
