@@ -64,6 +64,7 @@ class histogram {
   static std::vector<double> latency_bounds();
   static std::vector<double> lifetime_bounds();
   static std::vector<double> rebuild_bounds();
+  static std::vector<double> batch_bounds();  // rows: 1, 2, 4, … 4096
 
  private:
   std::vector<double> bounds_;
@@ -92,6 +93,8 @@ struct runtime_metrics {
   histogram cache_miss_wait{histogram::latency_bounds()};   // seconds a miss waited for its model
   histogram load_seconds{histogram::latency_bounds()};      // successful loads: read + copy
   histogram load_queue_wait{histogram::latency_bounds()};   // enqueue (or requeue) → load start
+  histogram batch_rows{histogram::batch_bounds()};          // rows per batched pass (dynamic batching)
+  histogram batch_queue_delay{histogram::latency_bounds()}; // seconds a request queued for its pass
   counter loads_started;
   counter load_failures;                                    // failed load attempts
   histogram age_at_eviction{histogram::lifetime_bounds()};  // seconds resident, at eviction

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "warm/batching.hpp"
 #include "warm/clock.hpp"
 #include "warm/device.hpp"
 #include "warm/error.hpp"
@@ -56,6 +57,9 @@ struct runtime_options {
   // callback called from there. The default runs every hit inline: an embedder calling from its own
   // threads already has the parallelism it chose and pays no thread hop. warmd sets a small limit.
   std::uint64_t inline_inference_limit = UINT64_MAX;
+  // Dynamic batching of every model's inferences (warm/batching.hpp); off by default. With it on,
+  // a hit is queued for its model's next pass on the inference threads instead of running inline.
+  batching_options batching;
   std::uint32_t blas_threads = 1;                 // host BLAS threads per call (process-wide), 0 = leave as is
   std::shared_ptr<const clock> time;              // default: the steady clock
   std::shared_ptr<model_loader> loader;           // default: file_loader

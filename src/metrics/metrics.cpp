@@ -45,6 +45,10 @@ std::vector<double> histogram::latency_bounds() {
   return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 }
 
+std::vector<double> histogram::batch_bounds() {
+  return {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
+}
+
 std::vector<double> histogram::lifetime_bounds() {
   return {1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400};
 }
@@ -103,6 +107,10 @@ std::string prometheus_text(const runtime_metrics& m, const std::vector<std::sha
   w.histogram({}, m.load_seconds.read());
   w.family("warm_load_queue_wait_seconds", kind::histogram, "Time a load spent queued before it started.");
   w.histogram({}, m.load_queue_wait.read());
+  w.family("warm_batch_rows", kind::histogram, "Rows per batched pass over a model's weights (dynamic batching).");
+  w.histogram({}, m.batch_rows.read());
+  w.family("warm_batch_queue_delay_seconds", kind::histogram, "Time a request waited in its model's batch queue.");
+  w.histogram({}, m.batch_queue_delay.read());
   w.family("warm_loads_started_total", kind::counter, "Load attempts started.");
   w.sample({}, as_double(m.loads_started.value()));
   w.family("warm_load_failures_total", kind::counter, "Load attempts that failed (each retry counts).");

@@ -12,6 +12,7 @@
 #include "actors/scorer_actor.hpp"
 #include "actors/watch_hub.hpp"
 #include "warm/caf/actors.hpp"
+#include "runtime/batcher.hpp"
 #include "runtime/executor.hpp"
 #include "warm/model_repository.hpp"
 
@@ -30,6 +31,7 @@ struct runtime_impl {
   watch_hub_actor hub;
   std::atomic<std::uint64_t> next_watch{1};
   std::vector<device_actor> device_actors;
+  std::unique_ptr<warm::batcher> batcher;     // with batching on: the models' batch queues
   std::unique_ptr<warm::executor> executor;  // runs inferences after a miss
   // One thread freeing withdrawn weights (munmap, cudaFree) for the device actors; declared after
   // the devices, so it is gone before them.
@@ -109,6 +111,7 @@ expected<void> check_options(const runtime_options& o) {
   if (o.device_policies.size() > o.devices.size())
     return make_error(errc::invalid_argument, "more device policies than devices");
   if (o.rescore_period.count() <= 0) return make_error(errc::invalid_argument, "rescore_period must be positive");
+  if (auto why = check_batching(o.batching); !why.empty()) return make_error(errc::invalid_argument, "batching: " + why);
   return {};
 }
 
@@ -187,6 +190,8 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   impl->describer = std::make_unique<warm::executor>(1);
 
   impl->metrics = std::make_shared<runtime_metrics>(impl->devices.size());
+  if (options.batching.enabled())
+    impl->batcher = std::make_unique<warm::batcher>(options.batching, *impl->executor, *impl->metrics);
   loader_pool_config pool;
   pool.metrics = impl->metrics;
   pool.devices = impl->devices;
@@ -394,10 +399,28 @@ std::uint64_t inference_cost(std::uint64_t batch, const dense_spec& spec) {
   return batch * parameters;
 }
 
+// Queues a held lease's inference for its model's next batched pass (inputs checked here: a
+// refused request is answered at once, its lease given back first).
+void submit_batched(runtime_impl& impl, std::shared_ptr<msg::acquired> held, infer_request request,
+                    callback<infer_result> done) {
+  auto rows = check_inputs(request.inputs, held->lease.model().spec());
+  auto counted = [metrics = impl.metrics, done = std::move(done)](expected<infer_result> result) {
+    count_outcome(*metrics, result);
+    done(std::move(result));
+  };
+  if (!rows) {
+    held->lease.reset();
+    held->slot.reset();
+    return counted(std::move(rows).error());
+  }
+  impl.batcher->submit(std::move(held), std::move(request), *rows, std::move(counted));
+}
+
 // Runs a held lease's inference on the executor and answers from there. The lease is released
 // before `done` is called (execute), the slot reference right after.
 void submit_inference(runtime_impl& impl, std::shared_ptr<msg::acquired> held, infer_request request,
                       callback<infer_result> done) {
+  if (impl.batcher) return submit_batched(impl, std::move(held), std::move(request), std::move(done));
   auto task = std::make_shared<std::pair<infer_request, callback<infer_result>>>(std::move(request), std::move(done));
   impl.executor->submit([impl = &impl, held = std::move(held), task = std::move(task)] {
     auto result = execute(std::move(held->lease), held->model, task->first, held->hit, held->wait_ms);
@@ -419,9 +442,9 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
       auto served = lease.slot().model();  // a copy: the slot may go once the guard ends
       // Inputs are checked once, here: a refused request is answered at once, whatever its size.
       auto batch = check_inputs(request.inputs, lease.model().spec());
-      if (batch && inference_cost(*batch, lease.model().spec()) > i.options.inline_inference_limit) {
-        // Too heavy for the caller's thread: the lease travels with the task, and a reference to
-        // the slot with it (the guard covers this thread only).
+      if (batch && (i.batcher || inference_cost(*batch, lease.model().spec()) > i.options.inline_inference_limit)) {
+        // Batched, or too heavy for the caller's thread: the lease travels with the task, and a
+        // reference to the slot with it (the guard covers this thread only).
         auto held = std::make_shared<msg::acquired>();
         held->model = std::move(served);
         held->slot = lease.share();

@@ -1,0 +1,36 @@
+// Dynamic batching's decision: which of the requests queued for one model share the next pass
+// over its weights. Pure logic, no threads and no clock: the caller says how long the oldest
+// request has waited, so tests and tools are deterministic.
+//
+// The rules (after Triton's dynamic batcher):
+//   - Requests run in arrival order. The candidate batch is the longest prefix of the queue whose
+//     rows fit max_batch; a request larger than max_batch alone runs alone.
+//   - The candidate runs at once when it is full: max_batch rows, or the next request does not
+//     fit beside it.
+//   - With preferred sizes, a prefix whose rows equal the largest preferred size runs at once
+//     too; a smaller preferred size waits for more, like any other candidate.
+//   - Otherwise it waits for more until the oldest request has waited max_queue_delay; then the
+//     longest prefix of a preferred size runs, or, with none, the whole candidate.
+//   - max_queue_delay 0 means no waiting: what is queued runs now.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "warm/batching.hpp"
+
+namespace warm {
+
+// How many of the queued requests (their rows, oldest first) to run now; 0: wait for more.
+// `waited` is how long the oldest has been queued. Never 0 for a non-empty queue once waited
+// reaches max_queue_delay.
+std::size_t requests_to_run(const std::vector<std::uint64_t>& rows, std::chrono::microseconds waited,
+                            const batching_options& options);
+
+// invalid: a preferred size of 0 or over max_batch, or a zero max_queue while batching; the
+// message names the field. Empty when valid.
+std::string check_batching(const batching_options& options);
+
+}  // namespace warm

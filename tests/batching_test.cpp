@@ -1,0 +1,117 @@
+// Dynamic batching through warm::runtime: requests that wait together share passes over the
+// weights, each answered with its own rows; the queue bound and the delay hold.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <future>
+#include <vector>
+
+#include "support/runtime_fixture.hpp"
+
+using namespace warm;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<float> floats_of(const tensor& t) {
+  std::vector<float> v(t.data.size() / sizeof(float));
+  std::memcpy(v.data(), t.data.data(), t.data.size());
+  return v;
+}
+
+// Rows of distinct values: request k's row r holds k + r / 10 in every column.
+tensor rows_input(int k, std::uint64_t rows) {
+  auto t = test::input(rows);
+  std::vector<float> values(rows * 16);
+  for (std::uint64_t r = 0; r < rows; ++r)
+    for (int c = 0; c < 16; ++c) values[r * 16 + c] = 0.01f * static_cast<float>(k) + 0.1f * static_cast<float>(r);
+  std::memcpy(t.data.data(), values.data(), t.data.size());
+  return t;
+}
+
+auto batching(std::uint64_t max_batch, std::chrono::microseconds delay, std::uint64_t max_queue = 1024) {
+  return [=](runtime_options& o) {
+    o.batching.max_batch = max_batch;
+    o.batching.max_queue_delay = delay;
+    o.batching.max_queue = max_queue;
+  };
+}
+
+}  // namespace
+
+TEST_CASE("requests that waited for a cold load share one pass, each answered with its own rows") {
+  // Reference answers: the same requests, one pass each, on a runtime without batching.
+  test::runtime_fixture plain({"a"});
+  plain.register_all();
+  const std::vector<std::uint64_t> rows{1, 2, 1, 3, 1};  // 8 rows in all
+  std::vector<std::vector<float>> reference;
+  for (int k = 0; k < 5; ++k) {
+    auto r = plain.rt->infer({"a", {rows_input(k, rows[k])}}).get();
+    REQUIRE(r);
+    reference.push_back(floats_of(r->outputs.front()));
+  }
+
+  // max_batch 8 and a long delay: the pass runs once all five are queued (8 rows: full).
+  test::runtime_fixture f({"a"}, {"host:64KiB"}, 2, batching(8, 60s));
+  f.register_all();
+  f.loader->hold();
+  std::vector<std::future<expected<infer_result>>> answers;
+  for (int k = 0; k < 5; ++k) answers.push_back(f.rt->infer({"a", {rows_input(k, rows[k])}}));
+  REQUIRE(test::eventually([&] { return f.loader->loads_of("a") == 1; }));
+  f.loader->open_gate();
+  for (int k = 0; k < 5; ++k) {
+    INFO("request " << k);
+    REQUIRE(answers[k].wait_for(20s) == std::future_status::ready);
+    auto r = answers[k].get();
+    REQUIRE(r);
+    CHECK_FALSE(r->cache_hit);
+    REQUIRE(r->outputs.front().shape == std::vector<std::uint64_t>{rows[k], 8});
+    auto got = floats_of(r->outputs.front());
+    REQUIRE(got.size() == reference[k].size());
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(reference[k][i]).epsilon(1e-5));
+  }
+  auto passes = f.rt->metrics().batch_rows.read();
+  CHECK(passes.count == 1);  // one pass over the weights for all five
+  CHECK(passes.sum == 8);
+  CHECK(f.rt->metrics().requests_miss.value() == 5);
+}
+
+TEST_CASE("a batch that is not full waits the delay; past max_queue a request is refused at once") {
+  test::runtime_fixture f({"a"}, {"host:64KiB"}, 2, batching(8, 300ms, 2));
+  f.register_all();
+  REQUIRE(f.rt->ensure_loaded("a", true).get());
+  auto start = std::chrono::steady_clock::now();
+  auto first = f.rt->infer({"a", {rows_input(0, 1)}});
+  auto second = f.rt->infer({"a", {rows_input(1, 1)}});
+  auto refused = f.rt->infer({"a", {rows_input(2, 1)}});  // the queue holds 2
+  REQUIRE(refused.wait_for(1s) == std::future_status::ready);
+  auto r = refused.get();
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::unavailable);
+  CHECK(r.error().message == "the batch queue of model 'a' is full (2 requests)");
+  auto bad = f.rt->infer({"a", {test::input(1, 15)}}).get();  // refused before queueing
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code == errc::invalid_argument);
+  CHECK(first.wait_for(100ms) == std::future_status::timeout);  // 2 rows of 8: waiting for more
+  REQUIRE(first.wait_for(10s) == std::future_status::ready);
+  REQUIRE(second.wait_for(10s) == std::future_status::ready);
+  CHECK(std::chrono::steady_clock::now() - start >= 300ms);
+  CHECK(first.get());
+  CHECK(second.get());
+  CHECK(f.rt->metrics().batch_rows.read().count == 1);
+  CHECK(f.rt->metrics().requests_hit.value() == 2);
+  CHECK(f.rt->metrics().requests_error.value() == 2);
+}
+
+TEST_CASE("batching options are checked when the runtime starts") {
+  runtime_options o;
+  o.repositories = {"."};
+  o.batching.max_batch = 8;
+  o.batching.preferred_batch = {4, 9};
+  auto refused = runtime::create(o);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == errc::invalid_argument);
+  CHECK(refused.error().message == "batching: preferred batch size 9 is outside 1..8");
+}
