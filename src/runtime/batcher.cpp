@@ -25,11 +25,11 @@ void batcher::submit(std::shared_ptr<msg::acquired> held, infer_request request,
     if (q->items.size() < options_.max_queue) {
       q->items.push_back(item{std::move(held), std::move(request), rows, std::move(done),
                               std::chrono::steady_clock::now()});
-      if (q->draining) {
+      if (q->drains > 0) {
         q->more.notify_one();
         return;
       }
-      q->draining = true;
+      q->drains = 1;
       held = nullptr;
     }
   }
@@ -40,15 +40,16 @@ void batcher::submit(std::shared_ptr<msg::acquired> held, infer_request request,
     return done(make_error(errc::unavailable, "the batch queue of model '" + model + "' is full (" +
                                                   std::to_string(options_.max_queue) + " requests)"));
   }
-  work_.submit([this, q] { drain(*q); });
+  work_.submit([this, q] { drain(q); });
 }
 
-void batcher::drain(queue& q) {
+void batcher::drain(const std::shared_ptr<queue>& shared) {
+  auto& q = *shared;
   std::unique_lock<std::mutex> lock(q.mutex);
   std::vector<std::uint64_t> rows;
   for (;;) {
     if (q.items.empty()) {
-      q.draining = false;
+      --q.drains;
       return;
     }
     // Each request has a row at least, so max_batch + 1 of them decide the next pass.
@@ -61,6 +62,10 @@ void batcher::drain(queue& q) {
     const auto oldest = q.items.front().queued;
     auto n = requests_to_run(rows, std::chrono::duration_cast<std::chrono::microseconds>(now - oldest), options_);
     if (n == 0) {
+      if (q.drains > 1) {  // one drain waits for the delay; the others are not needed
+        --q.drains;
+        return;
+      }
       q.more.wait_until(lock, oldest + options_.max_queue_delay);
       continue;
     }
@@ -70,7 +75,11 @@ void batcher::drain(queue& q) {
       batch.push_back(std::move(q.items.front()));
       q.items.pop_front();
     }
+    // A backlog past this batch: another drain serves it on another thread meanwhile.
+    const bool help = !q.items.empty() && q.drains < work_.threads();
+    if (help) ++q.drains;
     lock.unlock();
+    if (help) work_.submit([this, shared] { drain(shared); });
     run(batch);
     lock.lock();
   }

@@ -1,9 +1,10 @@
 // Dynamic batching: requests for one model that arrive together share a pass over its weights.
 //
 // Each model served with batching has a queue. A request joins it with its lease (checked inputs
-// only); while the queue is not empty one drain task runs on the runtime's inference threads: it
+// only); while the queue is not empty a drain task runs on the runtime's inference threads: it
 // asks batch_plan which requests to run next, runs them as one inference of all their rows, and
-// answers each with its own rows, in order. With max_queue_delay 0 the drain never waits: a burst
+// answers each with its own rows. While more than one batch is queued, another drain starts, up
+// to one per inference thread, so a backlog is served by every core. With max_queue_delay 0 the drain never waits: a burst
 // (the waiters of a cold start, answered together) is served in passes of up to max_batch rows.
 // Past max_queue queued requests a request is refused at once with `unavailable`.
 #pragma once
@@ -50,11 +51,11 @@ class batcher {
     std::mutex mutex;
     std::condition_variable more;  // a request arrived while the drain waited for the delay
     std::deque<item> items;
-    bool draining = false;
+    unsigned drains = 0;  // drain tasks running: one, or more while a backlog lasts (at most one a thread)
   };
 
   std::shared_ptr<queue> queue_of(const std::string& model);
-  void drain(queue& q);
+  void drain(const std::shared_ptr<queue>& q);
   void run(std::deque<item>& batch);
 
   batching_options options_;

@@ -10,7 +10,7 @@ namespace warm::bench {
 
 expected<std::unique_ptr<runtime>> single_model_runtime(const scratch_dir& dir, const std::string& id,
                                                        const std::vector<std::uint64_t>& layers,
-                                                       std::string* model_path) {
+                                                       std::string* model_path, const batching_options& batching) {
   auto path = (dir.path() / "repo" / id / "1" / model_file_name).string();
   if (auto r = write_dense_model(path, {layers, activation::relu, 1}); !r) return std::move(r).error();
   if (model_path) *model_path = path;
@@ -19,6 +19,7 @@ expected<std::unique_ptr<runtime>> single_model_runtime(const scratch_dir& dir, 
   options.devices = {"host:" + std::to_string(std::max<std::uint64_t>(std::uint64_t{1} << 30, 2 * bytes))};
   options.repositories = {(dir.path() / "repo").string()};
   options.state_dir = (dir.path() / "state").string();
+  options.batching = batching;
   auto created = runtime::create(options);
   if (!created) return created;
   if (auto r = (*created)->register_model(id, {id}).get(); !r) return std::move(r).error();

@@ -38,6 +38,7 @@ struct coldstorm_options {
   std::uint64_t requests = 1000;                    // concurrent requests fired at the cold model
   std::vector<std::uint64_t> layers{2048, 2048, 2048};  // ~32 MiB of weights: a load of some ms
   std::string kind = "ensure";  // "ensure": ensureLoaded(sync) requests; "infer": batch-1 inferences
+  std::uint64_t max_batch = 0;  // the runtime's dynamic batching (0: off), for --kind infer
 };
 // `coldstorm`: N concurrent inferences (callback API) at one registered, unloaded model. Reports
 // how many loads ran (1 is the contract), the load time and when the last answer arrived;
@@ -168,10 +169,12 @@ class scratch_dir {
 };
 
 // A runtime over `dir`/repo holding one registered dense model `id` with these layer widths, on a
-// host device with room for it (at least 1 GiB). *model_path gets the model file's path.
+// host device with room for it (at least 1 GiB). *model_path gets the model file's path;
+// `batching` is the runtime's (off by default).
 expected<std::unique_ptr<runtime>> single_model_runtime(const scratch_dir& dir, const std::string& id,
                                                        const std::vector<std::uint64_t>& layers,
-                                                       std::string* model_path = nullptr);
+                                                       std::string* model_path = nullptr,
+                                                       const batching_options& batching = {});
 // single_model_runtime with the model loaded (ensure_loaded, sync): every call on it is a hit.
 expected<std::unique_ptr<runtime>> loaded_single_model_runtime(const scratch_dir& dir, const std::string& id,
                                                               const std::vector<std::uint64_t>& layers,

@@ -4,7 +4,8 @@
 // One model (~32 MiB by default) is registered but not loaded. The calling thread then fires
 // `requests` requests with the callback API — ensure_loaded(sync) by default (--kind ensure: the
 // cost of coalescing alone), or batch-1 inferences (--kind infer: each answer then also pays a
-// full pass over the weights, ~1 ms for 32 MiB, so the ratio is bound by compute, not by warm) as fast as it can (the requests are built
+// full pass over the weights, ~1 ms for 32 MiB, unless --max-batch lets the waiters share passes
+// of up to that many rows: dynamic batching) as fast as it can (the requests are built
 // beforehand, so the burst times only warm), and each callback stamps when it ran, relative to
 // the first call. Reported:
 //   loads           status().loads.count after the storm (the contract: 1)
@@ -54,7 +55,10 @@ int run_coldstorm(const coldstorm_options& options) {
 
   scratch_dir dir("coldstorm");
   const std::string id = "storm";
-  auto created = single_model_runtime(dir, id, options.layers);
+  batching_options batching;
+  batching.max_batch = options.max_batch;
+  batching.max_queue = std::max<std::uint64_t>(1024, options.requests);  // the whole storm may queue
+  auto created = single_model_runtime(dir, id, options.layers, nullptr, batching);
   if (!created) return fail(created.error().to_string());
   auto& rt = *created;
 
@@ -106,6 +110,7 @@ int run_coldstorm(const coldstorm_options& options) {
   double load_ms = st->loads.mean_ms;
   nlohmann::ordered_json out{{"scenario", "coldstorm"},
                              {"kind", options.kind},
+                             {"max_batch", options.max_batch},
                              {"requests", options.requests},
                              {"loads", st->loads.count},
                              {"answered", options.requests - errors.load()},

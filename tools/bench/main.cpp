@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
   coldstorm_cmd->add_option("--kind", coldstorm.kind, "Requests: ensure (ensureLoaded --sync) or infer (batch 1)")
       ->capture_default_str()
       ->check(CLI::IsMember({"ensure", "infer"}));
+  coldstorm_cmd->add_option("--max-batch", coldstorm.max_batch, "Dynamic batching: rows per pass (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65536));
   coldstorm_cmd->callback([&] {
     auto widths = warm::parse_widths(coldstorm_layers);
     if (!widths) {
