@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -343,4 +344,37 @@ TEST_CASE("warmd refuses a non-loopback --http without --allow-remote, and a uni
   CHECK(d.run_to_exit({"--http", "0.0.0.0:0"}) == 2);
   CHECK(d.run_to_exit({"--http", "unix:/tmp/x.sock"}) == 2);
   CHECK(d.run_to_exit({"--http", "127.0.0.1:notaport"}) == 2);
+}
+
+TEST_CASE("warmd --max-batch: concurrent requests share passes, each answered with its rows; /metrics counts them") {
+  warmd_process d;
+  d.log_level = "info";
+  d.write_model("m", {16, 8});
+  {
+    runtime_options o;
+    o.repositories = {d.repo().string()};
+    o.state_dir = (d.dir() / "state").string();
+    auto rt = runtime::create(o);
+    REQUIRE(rt);
+    REQUIRE((*rt)->register_model("m", {"m"}).get());
+  }
+  d.start({"--http", "127.0.0.1:0", "--max-batch", "8", "--max-queue-delay", "50ms", "--preferred-batch", "4"});
+  const int port = d.announced_port("serving HTTP on 127.0.0.1:");
+  // Four requests of one row at once: they reach the preferred size and run as one pass.
+  std::vector<std::future<int>> statuses;
+  for (int i = 0; i < 4; ++i)
+    statuses.push_back(std::async(std::launch::async, [port] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(20, 0);
+      auto r = c.Post("/v2/models/m/infer", request_body(1), "application/json");
+      return r && json::parse(r->body)["outputs"][0]["shape"] == json::array({1, 8}) ? r->status : -1;
+    }));
+  for (auto& s : statuses) CHECK(s.get() == 200);
+  httplib::Client c("127.0.0.1", port);
+  auto s = samples(c.Get("/metrics")->body);
+  CHECK(s.at("warm_batch_rows_sum") == 4);
+  CHECK(s.at("warm_batch_rows_count") >= 1);
+  CHECK(s.at("warm_batch_rows_count") <= 4);
+  CHECK(d.stop() == 0);
+  CHECK(d.run_to_exit({"--max-batch", "8", "--preferred-batch", "9"}) == 2);  // 9 > 8: a usage error
 }

@@ -279,3 +279,38 @@ max-queued-events = 16
   REQUIRE_FALSE(r);
   CHECK(r.error().message == "test.toml: key \"max-failed-logins\" must be an integer from 0 to 1048576 (line 1)");
 }
+
+TEST_CASE("config: dynamic batching from the file and the command line, with its ranges") {
+  parsed defaults;
+  CHECK(defaults.c.max_batch == 0);  // off
+  CHECK(defaults.c.max_queue_delay == "0");
+  CHECK(defaults.c.batch_queue == 1024);
+  parsed file;
+  REQUIRE(file.apply("max-batch = 64\nmax-queue-delay = \"500us\"\npreferred-batch = [16, 64]\nbatch-queue = 9\n"));
+  CHECK(file.c.max_batch == 64);
+  CHECK(warm::warmd::parse_duration(file.c.max_queue_delay).value() == std::chrono::microseconds(500));
+  CHECK(file.c.preferred_batch == std::vector<std::uint64_t>{16, 64});
+  CHECK(file.c.batch_queue == 9);
+  parsed flag;
+  const char* argv[] = {"warmd", "--max-batch", "8", "--preferred-batch", "2,4"};
+  flag.app.parse(5, argv);
+  REQUIRE(flag.apply("max-batch = 64\npreferred-batch = [16]\n"));
+  CHECK(flag.c.max_batch == 8);
+  CHECK(flag.c.preferred_batch == std::vector<std::uint64_t>{2, 4});
+  struct refusal {
+    const char* text;
+    const char* message;
+  };
+  for (auto [text, message] : std::vector<refusal>{
+           {"max-batch = 65537\n", "key \"max-batch\" must be an integer from 0 to 65536 (line 1)"},
+           {"max-batch = -1\n", "key \"max-batch\" must be an integer from 0 to 65536 (line 1)"},
+           {"batch-queue = 0\n", "key \"batch-queue\" must be an integer from 1 to 1048576 (line 1)"},
+           {"\npreferred-batch = [4, 0]\n", "key \"preferred-batch\" must be an array of integers from 1 to 65536 (line 2)"},
+           {"preferred-batch = 4\n", "key \"preferred-batch\" must be an array of integers from 1 to 65536 (line 1)"},
+       }) {
+    parsed bad;
+    auto r = bad.apply(text);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message == std::string("test.toml: ") + message);
+  }
+}

@@ -32,6 +32,8 @@ expected<std::chrono::nanoseconds> parse_duration(const std::string& text) {
     seconds = value;
   else if (unit == "ms")
     seconds = value / 1000;
+  else if (unit == "us")
+    seconds = value / 1e6;
   else if (unit == "m" || unit == "min")
     seconds = value * 60;
   else if (unit == "h")
@@ -145,6 +147,18 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
                  "Largest hit (batch x parameters, multiply-adds) run on the RPC thread; larger ones run on the "
                  "inference threads")
       ->capture_default_str();
+  app.add_option("--max-batch", c.max_batch, "Dynamic batching: most rows in one pass over a model's weights (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65536));
+  app.add_option("--max-queue-delay", c.max_queue_delay,
+                 "Dynamic batching: how long a batch that is not full waits for more requests (e.g. 500us, 2ms)")
+      ->capture_default_str();
+  app.add_option("--preferred-batch", c.preferred_batch, "Dynamic batching: batch sizes run as soon as formed")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--batch-queue", c.batch_queue, "Dynamic batching: requests queued per model before refusing")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--http", c.http, "Serve KServe V2 HTTP and /metrics on HOST:PORT (loopback unless --allow-remote)");
   app.add_option("--http-threads", c.http_threads, "HTTP requests served at once (a miss holds one while it loads)")
       ->capture_default_str()
@@ -378,6 +392,7 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
     else if (key == "max-tensor-bytes") r = string_value(c.max_tensor_bytes);
     else if (key == "http") r = string_value(c.http);
     else if (key == "request-timeout") r = string_value(c.request_timeout);
+    else if (key == "max-queue-delay") r = string_value(c.max_queue_delay);
     else if (key == "http-header-timeout") r = string_value(c.http_header_timeout);
     else if (key == "http-body-timeout") r = string_value(c.http_body_timeout);
     else if (key == "login-timeout") r = string_value(c.login_timeout);
@@ -394,6 +409,22 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       auto v = integer();
       if (!v || *v < 1) return bad(key, "a positive integer");
       if (!given(key)) c.max_models = static_cast<std::uint64_t>(*v);
+    } else if (key == "max-batch" || key == "batch-queue") {
+      const bool queue = key == "batch-queue";
+      auto v = integer();
+      if (!v || *v < (queue ? 1 : 0) || *v > (queue ? (1 << 20) : 65536))
+        return bad(key, queue ? "an integer from 1 to 1048576" : "an integer from 0 to 65536");
+      if (!given(key)) (queue ? c.batch_queue : c.max_batch) = static_cast<std::uint64_t>(*v);
+    } else if (key == "preferred-batch") {
+      auto* list = node.as_array();
+      if (!list) return bad(key, "an array of integers from 1 to 65536");
+      std::vector<std::uint64_t> sizes;
+      for (auto&& item : *list) {
+        auto v = item.value_exact<std::int64_t>();
+        if (!v || *v < 1 || *v > 65536) return bad(key, "an array of integers from 1 to 65536");
+        sizes.push_back(static_cast<std::uint64_t>(*v));
+      }
+      if (!given(key)) c.preferred_batch = std::move(sizes);
     } else if (key == "inline-inference-limit") {
       auto v = integer();
       if (!v || *v < 0) return bad(key, "a non-negative integer");

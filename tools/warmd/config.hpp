@@ -51,6 +51,11 @@ struct config {
   // Hits up to this many multiply-adds (batch x parameters) run on the RPC thread; larger ones on
   // the inference threads (runtime_options::inline_inference_limit). 256→256 at batch 16.
   std::uint64_t inline_inference_limit = 1'052'672;
+  // Dynamic batching of every model (runtime_options::batching, warm/batching.hpp); 0: off.
+  std::uint64_t max_batch = 0;
+  std::string max_queue_delay = "0";          // how long a batch that is not full waits for more
+  std::vector<std::uint64_t> preferred_batch;  // batch sizes run as soon as formed
+  std::uint64_t batch_queue = 1024;            // requests queued per model; past it: unavailable
   // The policies' tuning (docs/policies.md; defaults as in warm::policy_options).
   std::string rescore_period = "1s";   // the importance scorer's rebuild period
   std::string iam_rate = "ewma";       // iam's request-rate estimator: ewma or window

@@ -195,6 +195,12 @@ int main(int argc, char** argv) {
   options.failure_expiry = *expiry;
   options.max_models = c.max_models;
   options.inline_inference_limit = c.inline_inference_limit;
+  auto queue_delay = warm::warmd::parse_duration(c.max_queue_delay);
+  if (!queue_delay) return usage("--max-queue-delay: " + queue_delay.error().message);
+  options.batching.max_batch = c.max_batch;
+  options.batching.max_queue_delay = std::chrono::duration_cast<std::chrono::microseconds>(*queue_delay);
+  options.batching.preferred_batch = c.preferred_batch;
+  options.batching.max_queue = c.batch_queue;
   // Every thread warm starts from here on inherits a mask blocking SIGINT/SIGTERM, so the signals
   // go to this thread (or to OpenBLAS's, which predate main), never to a thread that sits in an
   // uninstrumented wait (ThreadSanitizer defers a handler until its thread returns to
