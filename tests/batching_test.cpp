@@ -105,6 +105,28 @@ TEST_CASE("a batch that is not full waits the delay; past max_queue a request is
   CHECK(f.rt->metrics().requests_error.value() == 2);
 }
 
+TEST_CASE("a batch waiting for its delay holds no inference thread; stopping answers it") {
+  // One inference thread: a wait held on it would keep "b"'s full batch from running for 60 s.
+  test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2, [](runtime_options& o) {
+    batching(8, 60s)(o);
+    o.inference_threads = 1;
+  });
+  f.register_all();
+  REQUIRE(f.rt->ensure_loaded("a", true).get());
+  REQUIRE(f.rt->ensure_loaded("b", true).get());
+  auto waiting = f.rt->infer({"a", {rows_input(0, 1)}});
+  REQUIRE(test::eventually([&] { return f.rt->metrics().batch_rows.read().count == 0; }));
+  auto full = f.rt->infer({"b", {rows_input(1, 8)}});  // 8 rows: runs at once
+  REQUIRE(full.wait_for(10s) == std::future_status::ready);
+  CHECK(full.get());
+  CHECK(waiting.wait_for(50ms) == std::future_status::timeout);
+  f.stop();  // a stopping runtime runs what waits for its delay
+  REQUIRE(waiting.wait_for(0s) == std::future_status::ready);
+  auto r = waiting.get();
+  REQUIRE(r);
+  CHECK(r->outputs.front().shape == std::vector<std::uint64_t>{1, 8});
+}
+
 TEST_CASE("batching options are checked when the runtime starts") {
   runtime_options o;
   o.repositories = {"."};

@@ -7,67 +7,120 @@
 
 namespace warm {
 
-batcher::batcher(batching_options options, executor& work, runtime_metrics& metrics)
-    : options_(std::move(options)), work_(work), metrics_(metrics) {}
+batcher::batcher(batching_options defaults, executor& work, runtime_metrics& metrics)
+    : defaults_(std::move(defaults)), work_(work), metrics_(metrics), any_batched_(defaults_.enabled()) {
+  timer_ = std::thread([this] { timer_loop(); });
+}
+
+batcher::~batcher() { stop_timer(); }
+
+bool batcher::batches(const std::string& model) const {
+  if (!any_batched_.load(std::memory_order_acquire)) return false;
+  std::lock_guard<std::mutex> lock(queues_mutex_);
+  return options_of(model).enabled();
+}
+
+const batching_options& batcher::options_of(const std::string& model) const {
+  auto it = overrides_.find(model);
+  return it == overrides_.end() ? defaults_ : it->second;
+}
+
+void batcher::set_model_options(const std::string& model, std::optional<batching_options> options) {
+  std::lock_guard<std::mutex> lock(queues_mutex_);
+  if (auto it = overrides_.find(model); it != overrides_.end()) {
+    batched_overrides_ -= it->second.enabled();
+    overrides_.erase(it);
+  }
+  if (options) {
+    batched_overrides_ += options->enabled();
+    overrides_.emplace(model, std::move(*options));
+  }
+  any_batched_.store(defaults_.enabled() || batched_overrides_ > 0, std::memory_order_release);
+  if (auto it = queues_.find(model); it != queues_.end()) {
+    std::lock_guard<std::mutex> queue_lock(it->second->mutex);
+    it->second->options = options_of(model);
+  }
+}
 
 std::shared_ptr<batcher::queue> batcher::queue_of(const std::string& model) {
   std::lock_guard<std::mutex> lock(queues_mutex_);
   auto& q = queues_[model];
-  if (!q) q = std::make_shared<queue>();
+  if (!q) {
+    q = std::make_shared<queue>();
+    q->model = model;
+    q->options = options_of(model);
+  }
   return q;
+}
+
+std::size_t batcher::ready(const queue& q, time_point now) const {
+  // Each request has a row at least, so max_batch + 1 of them decide the next pass.
+  thread_local std::vector<std::uint64_t> rows;
+  rows.clear();
+  for (const auto& i : q.items) {
+    if (rows.size() > q.options.max_batch) break;
+    rows.push_back(i.rows);
+  }
+  auto waited = flushing_.load(std::memory_order_relaxed)
+                    ? std::chrono::microseconds::max()
+                    : std::chrono::duration_cast<std::chrono::microseconds>(now - q.items.front().queued);
+  return requests_to_run(rows, waited, q.options);
+}
+
+bool batcher::arm(const std::shared_ptr<queue>& q, time_point deadline) {
+  if (q->armed && *q->armed <= deadline) return true;  // the timer comes then, or sooner
+  {
+    std::lock_guard<std::mutex> lock(timer_mutex_);
+    if (stopping_) return false;
+    deadlines_.emplace(deadline, q);
+  }
+  q->armed = deadline;
+  timer_wake_.notify_one();
+  return true;
 }
 
 void batcher::submit(std::shared_ptr<msg::acquired> held, infer_request request, std::uint64_t rows,
                      callback<infer_result> done) {
-  auto q = queue_of(held->model);
-  {
-    std::lock_guard<std::mutex> lock(q->mutex);
-    if (q->items.size() < options_.max_queue) {
-      q->items.push_back(item{std::move(held), std::move(request), rows, std::move(done),
-                              std::chrono::steady_clock::now()});
-      if (q->drains > 0) {
-        q->more.notify_one();
-        return;
-      }
-      q->drains = 1;
+  for (;;) {
+    auto q = queue_of(held->model);
+    std::unique_lock<std::mutex> lock(q->mutex);
+    if (q->retired) continue;  // emptied and dropped since the lookup: a new queue serves
+    if (q->items.size() >= q->options.max_queue) {
+      const auto bound = q->options.max_queue;
+      lock.unlock();
+      auto model = std::move(held->model);
+      held->lease.reset();  // given back before the answer
       held = nullptr;
+      return done(make_error(errc::unavailable, "the batch queue of model '" + model + "' is full (" +
+                                                    std::to_string(bound) + " requests)"));
     }
+    const auto now = std::chrono::steady_clock::now();
+    q->items.push_back(item{std::move(held), std::move(request), rows, std::move(done), now});
+    if (q->drains > 0) return;  // a running drain plans again before it ends
+    if (ready(*q, now) == 0 && arm(q, q->items.front().queued + q->options.max_queue_delay)) return;
+    q->drains = 1;
+    lock.unlock();
+    work_.submit([this, q] { drain(q); });
+    return;
   }
-  if (held) {  // the queue is full: refused here, the lease given back first
-    auto model = held->model;
-    held->lease.reset();
-    held = nullptr;
-    return done(make_error(errc::unavailable, "the batch queue of model '" + model + "' is full (" +
-                                                  std::to_string(options_.max_queue) + " requests)"));
-  }
-  work_.submit([this, q] { drain(q); });
 }
 
 void batcher::drain(const std::shared_ptr<queue>& shared) {
   auto& q = *shared;
   std::unique_lock<std::mutex> lock(q.mutex);
-  std::vector<std::uint64_t> rows;
   for (;;) {
     if (q.items.empty()) {
-      --q.drains;
+      if (--q.drains == 0) retire_if_idle(shared, lock);
       return;
     }
-    // Each request has a row at least, so max_batch + 1 of them decide the next pass.
-    rows.clear();
-    for (const auto& i : q.items) {
-      if (rows.size() > options_.max_batch) break;
-      rows.push_back(i.rows);
-    }
     const auto now = std::chrono::steady_clock::now();
-    const auto oldest = q.items.front().queued;
-    auto n = requests_to_run(rows, std::chrono::duration_cast<std::chrono::microseconds>(now - oldest), options_);
-    if (n == 0) {
-      if (q.drains > 1) {  // one drain waits for the delay; the others are not needed
+    auto n = ready(q, now);
+    if (n == 0) {  // the timer starts a drain when the oldest has waited the delay
+      if (arm(shared, q.items.front().queued + q.options.max_queue_delay)) {
         --q.drains;
         return;
       }
-      q.more.wait_until(lock, oldest + options_.max_queue_delay);
-      continue;
+      n = ready(q, now);  // stopping: nothing waits any more
     }
     std::deque<item> batch;
     for (std::size_t k = 0; k < n; ++k) {
@@ -76,12 +129,79 @@ void batcher::drain(const std::shared_ptr<queue>& shared) {
       q.items.pop_front();
     }
     // A backlog past this batch: another drain serves it on another thread meanwhile.
-    const bool help = !q.items.empty() && q.drains < work_.threads();
+    const bool help = !q.items.empty() && q.drains < work_.threads() && ready(q, now) > 0;
     if (help) ++q.drains;
     lock.unlock();
     if (help) work_.submit([this, shared] { drain(shared); });
     run(batch);
     lock.lock();
+  }
+}
+
+void batcher::retire_if_idle(const std::shared_ptr<queue>& q, std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  {
+    std::lock_guard<std::mutex> queues_lock(queues_mutex_);
+    lock.lock();
+    if (!q->items.empty() || q->drains > 0 || q->retired) return;
+    q->retired = true;
+    if (auto it = queues_.find(q->model); it != queues_.end() && it->second == q) queues_.erase(it);
+  }
+}
+
+void batcher::timer_loop() {
+  std::unique_lock<std::mutex> lock(timer_mutex_);
+  for (;;) {
+    if (stopping_) return;
+    if (deadlines_.empty()) {
+      timer_wake_.wait(lock);
+      continue;
+    }
+    const auto first = deadlines_.begin()->first;
+    if (std::chrono::steady_clock::now() < first) {
+      timer_wake_.wait_until(lock, first);
+      continue;
+    }
+    auto q = std::move(deadlines_.begin()->second);
+    deadlines_.erase(deadlines_.begin());
+    lock.unlock();
+    {
+      std::lock_guard<std::mutex> queue_lock(q->mutex);
+      if (q->armed == first) q->armed.reset();
+      if (q->drains == 0 && !q->items.empty() && !q->retired) {
+        q->drains = 1;
+        work_.submit([this, q] { drain(q); });
+      }
+    }
+    lock.lock();
+  }
+}
+
+std::multimap<batcher::time_point, std::shared_ptr<batcher::queue>> batcher::stop_timer() {
+  std::multimap<time_point, std::shared_ptr<queue>> waiting;
+  {
+    std::lock_guard<std::mutex> lock(timer_mutex_);
+    if (stopping_) return waiting;
+    stopping_ = true;
+    waiting.swap(deadlines_);
+  }
+  timer_wake_.notify_one();
+  timer_.join();
+  return waiting;
+}
+
+void batcher::stop() {
+  // Set first: a plan made from now on runs what is queued, so no queue is armed after the timer
+  // stops (arm refuses then, and its caller plans again).
+  flushing_.store(true);
+  auto waiting = stop_timer();
+  for (auto& [deadline, q] : waiting) {
+    std::lock_guard<std::mutex> lock(q->mutex);
+    q->armed.reset();
+    if (q->drains == 0 && !q->items.empty() && !q->retired) {
+      q->drains = 1;
+      work_.submit([this, q = q] { drain(q); });
+    }
   }
 }
 

@@ -1,20 +1,28 @@
 // Dynamic batching: requests for one model that arrive together share a pass over its weights.
 //
-// Each model served with batching has a queue. A request joins it with its lease (checked inputs
-// only); while the queue is not empty a drain task runs on the runtime's inference threads: it
-// asks batch_plan which requests to run next, runs them as one inference of all their rows, and
-// answers each with its own rows. While more than one batch is queued, another drain starts, up
-// to one per inference thread, so a backlog is served by every core. With max_queue_delay 0 the drain never waits: a burst
-// (the waiters of a cold start, answered together) is served in passes of up to max_batch rows.
-// Past max_queue queued requests a request is refused at once with `unavailable`.
+// Each model with a request queued has a queue. A request joins it with its lease (checked inputs
+// only). Whenever batch_plan says the queue holds a batch to run now, a drain task runs on the
+// runtime's inference threads: it runs that batch as one inference of all its rows, answers each
+// request with its own rows, and goes on while batches are ready. While more than one batch is
+// queued, another drain starts, up to one per inference thread, so a backlog is served by every
+// core. A batch that waits for more requests (max_queue_delay) waits on the batcher's timer
+// thread, never on an inference thread: when the delay ends, the timer starts a drain.
+//
+// Each model is batched with the runtime's default options or the options its registration set
+// (set_model_options). Past max_queue queued requests a request is refused at once with
+// `unavailable`. A queue that empties is dropped, so queues exist only for models in use.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "core/batch_plan.hpp"
@@ -27,9 +35,18 @@ namespace warm {
 
 class batcher {
  public:
-  // `work` runs the drains and must outlive the batcher's last drain (the runtime destroys the
-  // executor, which runs what is queued, before the batcher).
-  batcher(batching_options options, executor& work, runtime_metrics& metrics);
+  // `defaults` batch every model without options of its own. `work` runs the drains and must
+  // outlive the batcher's last drain: call stop(), then destroy `work` (which runs what is
+  // queued), then the batcher. Destroyed without stop(), requests still queued are dropped
+  // unanswered (their callbacks destroyed).
+  batcher(batching_options defaults, executor& work, runtime_metrics& metrics);
+  ~batcher();
+  batcher(const batcher&) = delete;
+  batcher& operator=(const batcher&) = delete;
+
+  // Whether `model`'s inferences go through submit (its options batch). Lock-free while no model
+  // is batched.
+  bool batches(const std::string& model) const;
 
   // Queues `request` (inputs checked: `rows` rows for the leased model) to run on `held`'s lease.
   // `done` is called once: with the request's own rows, or an error (the pass failed, or the
@@ -37,32 +54,65 @@ class batcher {
   void submit(std::shared_ptr<msg::acquired> held, infer_request request, std::uint64_t rows,
               callback<infer_result> done);
 
-  const batching_options& options() const { return options_; }
+  // Batches `model` with `options` from now on (checked by the caller), or with the defaults
+  // again when empty. Requests already queued are planned with the new options.
+  void set_model_options(const std::string& model, std::optional<batching_options> options);
+
+  // For shutdown: stops the timer and starts a drain of every queue that waits for its delay, so
+  // every queued request is answered once `work` has run what it holds.
+  void stop();
 
  private:
+  using time_point = std::chrono::steady_clock::time_point;
   struct item {
     std::shared_ptr<msg::acquired> held;
     infer_request request;
     std::uint64_t rows = 0;
     callback<infer_result> done;
-    std::chrono::steady_clock::time_point queued;
+    time_point queued;
   };
   struct queue {
+    std::string model;
     std::mutex mutex;
-    std::condition_variable more;  // a request arrived while the drain waited for the delay
+    batching_options options;
     std::deque<item> items;
-    unsigned drains = 0;  // drain tasks running: one, or more while a backlog lasts (at most one a thread)
+    unsigned drains = 0;                 // drain tasks running: at most one an inference thread
+    std::optional<time_point> armed;     // the timer's deadline for this queue, if one is set
+    bool retired = false;                // dropped from queues_: submit must look again
   };
 
   std::shared_ptr<queue> queue_of(const std::string& model);
+  const batching_options& options_of(const std::string& model) const;  // queues_mutex_ held
+  // How many of q's requests run now (batch_plan); q.mutex held.
+  std::size_t ready(const queue& q, time_point now) const;
+  // Makes the timer start a drain of `q` at `deadline` (or sooner); q.mutex held. False once the
+  // timer has stopped: the caller must not leave `q` waiting.
+  bool arm(const std::shared_ptr<queue>& q, time_point deadline);
   void drain(const std::shared_ptr<queue>& q);
+  // Drops `q` from queues_ if it is still empty and idle; `lock` holds q.mutex, and holds it again
+  // on return.
+  void retire_if_idle(const std::shared_ptr<queue>& q, std::unique_lock<std::mutex>& lock);
   void run(std::deque<item>& batch);
+  void timer_loop();
+  // Stops the timer thread; returns the queues it was to wake.
+  std::multimap<time_point, std::shared_ptr<queue>> stop_timer();
 
-  batching_options options_;
+  const batching_options defaults_;
   executor& work_;
   runtime_metrics& metrics_;
-  std::mutex queues_mutex_;
-  std::unordered_map<std::string, std::shared_ptr<queue>> queues_;  // one per model ever batched
+
+  mutable std::mutex queues_mutex_;  // before any queue's mutex, when both are held
+  std::unordered_map<std::string, std::shared_ptr<queue>> queues_;  // models with requests queued
+  std::unordered_map<std::string, batching_options> overrides_;     // per-model options
+  std::size_t batched_overrides_ = 0;  // overrides that batch
+  std::atomic<bool> any_batched_{false};  // the defaults batch, or an override does
+
+  std::mutex timer_mutex_;  // after a queue's mutex, when both are held
+  std::condition_variable timer_wake_;
+  std::multimap<time_point, std::shared_ptr<queue>> deadlines_;
+  bool stopping_ = false;  // guarded by timer_mutex_
+  std::atomic<bool> flushing_{false};  // stop() was called: nothing waits for its delay
+  std::thread timer_;
 };
 
 }  // namespace warm

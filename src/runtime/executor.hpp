@@ -16,8 +16,8 @@ class executor {
  public:
   // Starts `threads` threads (at least 1).
   explicit executor(unsigned threads);
-  // Runs every task already submitted, then joins the threads. Tasks must not submit once the
-  // destructor has started.
+  // Runs every task already submitted, and those they submit, then joins the threads. Nothing
+  // else may submit once the destructor has started.
   ~executor();
   executor(const executor&) = delete;
   executor& operator=(const executor&) = delete;

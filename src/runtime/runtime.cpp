@@ -31,7 +31,7 @@ struct runtime_impl {
   watch_hub_actor hub;
   std::atomic<std::uint64_t> next_watch{1};
   std::vector<device_actor> device_actors;
-  std::unique_ptr<warm::batcher> batcher;     // with batching on: the models' batch queues
+  std::unique_ptr<warm::batcher> batcher;     // the batch queues of the models that batch
   std::unique_ptr<warm::executor> executor;  // runs inferences after a miss
   // One thread freeing withdrawn weights (munmap, cudaFree) for the device actors; declared after
   // the devices, so it is gone before them.
@@ -190,8 +190,7 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   impl->describer = std::make_unique<warm::executor>(1);
 
   impl->metrics = std::make_shared<runtime_metrics>(impl->devices.size());
-  if (options.batching.enabled())
-    impl->batcher = std::make_unique<warm::batcher>(options.batching, *impl->executor, *impl->metrics);
+  impl->batcher = std::make_unique<warm::batcher>(options.batching, *impl->executor, *impl->metrics);
   loader_pool_config pool;
   pool.metrics = impl->metrics;
   pool.devices = impl->devices;
@@ -248,6 +247,7 @@ runtime::~runtime() {
   i.pool = nullptr;
   i.device_actors.clear();
   i.system->await_all_actors_done();
+  i.batcher->stop();    // what waits for a batch delay is queued to run now
   i.executor.reset();  // no actor is left to submit: run what is queued
   i.describer.reset();  // answers the describes queued (their replies to the registry are dropped)
   // Every slot left in the hit path's index gives its weights back before the devices go.
@@ -420,7 +420,7 @@ void submit_batched(runtime_impl& impl, std::shared_ptr<msg::acquired> held, inf
 // before `done` is called (execute), the slot reference right after.
 void submit_inference(runtime_impl& impl, std::shared_ptr<msg::acquired> held, infer_request request,
                       callback<infer_result> done) {
-  if (impl.batcher) return submit_batched(impl, std::move(held), std::move(request), std::move(done));
+  if (impl.batcher->batches(held->model)) return submit_batched(impl, std::move(held), std::move(request), std::move(done));
   auto task = std::make_shared<std::pair<infer_request, callback<infer_result>>>(std::move(request), std::move(done));
   impl.executor->submit([impl = &impl, held = std::move(held), task = std::move(task)] {
     auto result = execute(std::move(held->lease), held->model, task->first, held->hit, held->wait_ms);
@@ -442,7 +442,7 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
       auto served = lease.slot().model();  // a copy: the slot may go once the guard ends
       // Inputs are checked once, here: a refused request is answered at once, whatever its size.
       auto batch = check_inputs(request.inputs, lease.model().spec());
-      if (batch && (i.batcher || inference_cost(*batch, lease.model().spec()) > i.options.inline_inference_limit)) {
+      if (batch && (i.batcher->batches(served) || inference_cost(*batch, lease.model().spec()) > i.options.inline_inference_limit)) {
         // Batched, or too heavy for the caller's thread: the lease travels with the task, and a
         // reference to the slot with it (the guard covers this thread only).
         auto held = std::make_shared<msg::acquired>();
