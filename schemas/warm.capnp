@@ -41,6 +41,15 @@ struct ModelInfo {
   path @0 :Text;           # relative to one of the server's repository roots: "mnist" or "mnist/3"
   version @1 :UInt64;      # a version directory; 0 = the highest present
   sizeHint @2 :UInt64;     # bytes to reserve on a device, at least the weights' size; 0 = the weights' size
+  batching @3 :Batching;   # how this model's inferences are batched; absent: the server's settings
+}
+
+struct Batching {
+  # Dynamic batching of one model's requests; these replace the server's settings as a whole.
+  maxBatch @0 :UInt64;         # rows in one pass; 0 or 1: this model is not batched
+  maxQueueDelayUs @1 :UInt64;  # how long the oldest queued request may wait for more (microseconds)
+  preferredBatch @2 :List(UInt64);  # sizes run as soon as formed, each in 1..maxBatch
+  maxQueue @3 :UInt64;         # requests queued at most (past it: unavailable); 0 = 1024
 }
 
 enum ModelState {

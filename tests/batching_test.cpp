@@ -127,6 +127,57 @@ TEST_CASE("a batch waiting for its delay holds no inference thread; stopping ans
   CHECK(r->outputs.front().shape == std::vector<std::uint64_t>{1, 8});
 }
 
+TEST_CASE("a model's own batching options replace the defaults, and outlive a restart") {
+  // Defaults: passes of 4 rows. "a" batches by 2, "b" not at all, "c" by the defaults. The delay
+  // is long: a pass runs when full, so the passes do not depend on when the requests arrive.
+  test::runtime_fixture f({"a", "b", "c"}, {"host:64KiB"}, 3, batching(4, 60s));
+  batching_options by_two;
+  by_two.max_batch = 2;
+  by_two.max_queue_delay = 60s;
+  model_info a("a"), b("b"), c("c");
+  a.batching = by_two;
+  b.batching = batching_options{};
+  REQUIRE(f.rt->register_model("a", a).get());
+  REQUIRE(f.rt->register_model("b", b).get());
+  REQUIRE(f.rt->register_model("c", c).get());
+
+  // Four cold-start waiters for one model; returns the passes and rows batching ran for them.
+  auto storm = [&](const std::string& model) {
+    auto before = f.rt->metrics().batch_rows.read();
+    f.loader->hold();
+    std::vector<std::future<expected<infer_result>>> answers;
+    for (int k = 0; k < 4; ++k) answers.push_back(f.rt->infer({model, {rows_input(k, 1)}}));
+    REQUIRE(test::eventually([&] { return f.loader->loads_of(model) >= 1; }));
+    f.loader->open_gate();
+    for (auto& answer : answers) {
+      REQUIRE(answer.wait_for(20s) == std::future_status::ready);
+      CHECK(answer.get());
+    }
+    auto after = f.rt->metrics().batch_rows.read();
+    return std::pair{after.count - before.count, after.sum - before.sum};
+  };
+  CHECK(storm("a") == std::pair<std::uint64_t, double>{2, 4});
+  CHECK(storm("b") == std::pair<std::uint64_t, double>{0, 0});
+  CHECK(storm("c") == std::pair<std::uint64_t, double>{1, 4});
+
+  // The options are part of the registration: a different set is a different registration.
+  auto again = f.rt->register_model("a", model_info("a")).get();
+  REQUIRE_FALSE(again);
+  CHECK(again.error().code == errc::invalid_argument);
+  batching_options bad;
+  bad.max_batch = 4;
+  bad.preferred_batch = {8};
+  model_info d("d");
+  d.batching = bad;
+  auto refused = f.rt->register_model("d", d).get();
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message == "model 'd': batching: preferred batch size 8 is outside 1..4");
+
+  f.stop();
+  f.start();  // "a"'s options come back from the registry's store
+  CHECK(storm("a") == std::pair<std::uint64_t, double>{2, 4});
+}
+
 TEST_CASE("batching options are checked when the runtime starts") {
   runtime_options o;
   o.repositories = {"."};

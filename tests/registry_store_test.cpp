@@ -26,7 +26,13 @@ struct StringMaker<warm::model_record> {
     out << "{" << r.id << ", " << r.path
         << ", v=" << (r.version ? std::to_string(*r.version) : "none")
         << ", size=" << (r.size_hint ? std::to_string(*r.size_hint) : "none")
-        << ", auto_delete=" << r.auto_delete << "}";
+        << ", auto_delete=" << r.auto_delete;
+    if (r.batching) {
+      out << ", batching={" << r.batching->max_batch << ", " << r.batching->max_queue_delay.count() << "us, [";
+      for (auto p : r.batching->preferred_batch) out << p << " ";
+      out << "], " << r.batching->max_queue << "}";
+    }
+    out << "}";
     return out.str();
   }
 };
@@ -273,12 +279,12 @@ TEST_CASE("a newer schema version or a foreign SQLite database is refused") {
   warm::test::temp_dir dir;
   SECTION("newer schema") {
     { auto store = open_store(dir.path()); }
-    raw_sql(dir / "registry.db", "PRAGMA user_version = 2");
+    raw_sql(dir / "registry.db", "PRAGMA user_version = 3");
     auto store = warm::registry_store::open(dir.path());
     REQUIRE_FALSE(store);
     CHECK(store.error().code == warm::errc::invalid_argument);
     CHECK_THAT(store.error().message,
-               Catch::Contains(dir / "registry.db") && Catch::Contains("schema version 2"));
+               Catch::Contains(dir / "registry.db") && Catch::Contains("schema version 3"));
   }
   SECTION("someone else's database") {
     raw_sql(dir / "registry.db", "CREATE TABLE notes (body TEXT)");
@@ -286,6 +292,74 @@ TEST_CASE("a newer schema version or a foreign SQLite database is refused") {
     REQUIRE_FALSE(store);
     CHECK(store.error().code == warm::errc::invalid_argument);
     CHECK_THAT(store.error().message, Catch::Contains("without warm's registry schema"));
+  }
+}
+
+TEST_CASE("a model's batching options round-trip; none is not the same as batching off") {
+  warm::test::temp_dir dir;
+  warm::batching_options off;  // max_batch 0: this model is not batched, whatever the defaults
+  warm::batching_options tuned;
+  tuned.max_batch = 32;
+  tuned.max_queue_delay = std::chrono::microseconds(750);
+  tuned.preferred_batch = {8, 16, 32};
+  tuned.max_queue = 7;
+  warm::batching_options one_size = tuned;
+  one_size.preferred_batch = {4};
+  const std::vector<warm::model_record> records{{"a", "a", {}, {}, false, tuned},
+                                                {"b", "b", {}, {}, false, off},
+                                                {"c", "c", {}, {}, false, std::nullopt},
+                                                {"d", "d", {}, {}, false, one_size}};
+  {
+    auto store = open_store(dir.path());
+    std::vector<warm::registry_change> batch;
+    for (const auto& r : records) batch.push_back(warm::put_model{r});
+    apply_batch(store, batch);
+  }
+  auto store = open_store(dir.path());
+  CHECK(load_all(store).models == records);
+}
+
+TEST_CASE("a registry written by the previous schema version is upgraded in place") {
+  warm::test::temp_dir dir;
+  raw_sql(dir / "registry.db",
+          "CREATE TABLE models (id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL,"
+          " version INTEGER CHECK (version >= 0), size_hint INTEGER CHECK (size_hint >= 0),"
+          " auto_delete INTEGER NOT NULL CHECK (auto_delete IN (0, 1))) WITHOUT ROWID;"
+          "CREATE TABLE vmodels (id TEXT PRIMARY KEY NOT NULL, active TEXT NOT NULL, target TEXT NOT NULL)"
+          " WITHOUT ROWID;"
+          "INSERT INTO models VALUES ('m', 'm', 3, NULL, 0);"
+          "INSERT INTO vmodels VALUES ('v', 'm', 'm');"
+          "PRAGMA user_version = 1;");
+  warm::batching_options b;
+  b.max_batch = 4;
+  {
+    auto store = open_store(dir.path());
+    auto contents = load_all(store);
+    REQUIRE(contents.models.size() == 1);
+    CHECK(contents.models[0] == warm::model_record{"m", "m", 3, {}, false, std::nullopt});
+    REQUIRE(contents.vmodels.size() == 1);
+    apply_batch(store, {warm::put_model{{"n", "n", {}, {}, false, b}}});
+  }
+  auto store = open_store(dir.path());  // now version 2: opened as it is
+  auto contents = load_all(store);
+  REQUIRE(contents.models.size() == 2);
+  CHECK(contents.models[1] == warm::model_record{"n", "n", {}, {}, false, b});
+}
+
+TEST_CASE("a corrupt batch_preferred is refused, not read as no preferred sizes") {
+  warm::test::temp_dir dir;
+  warm::batching_options b;
+  b.max_batch = 4;
+  b.preferred_batch = {2};
+  { auto store = open_store(dir.path()); apply_batch(store, {warm::put_model{{"m", "m", {}, {}, false, b}}}); }
+  for (const char* bad : {"2,", ",2", "2,,4", "x", "-1", "99999999999999999999"}) {
+    INFO(bad);
+    raw_sql(dir / "registry.db", (std::string("UPDATE models SET batch_preferred = '") + bad + "'").c_str());
+    auto store = open_store(dir.path());
+    auto contents = store.load();
+    REQUIRE_FALSE(contents);
+    CHECK(contents.error().code == warm::errc::unavailable);
+    CHECK_THAT(contents.error().message, Catch::Contains("'m': corrupt row (batch_preferred)"));
   }
 }
 

@@ -61,6 +61,17 @@ TEST_CASE("model states, statuses and infos round-trip") {
   auto info = msg.initRoot<r::ModelInfo>();
   r::to_capnp(model_info("a/b", 3, 1024), info);
   CHECK(r::from_capnp(info.asReader()) == model_info("a/b", 3, 1024));
+  model_info batched("a");
+  batched.batching = batching_options{};
+  batched.batching->max_batch = 16;
+  batched.batching->max_queue_delay = std::chrono::microseconds(250);
+  batched.batching->preferred_batch = {4, 16};
+  batched.batching->max_queue = 9;
+  r::to_capnp(batched, info);
+  CHECK(r::from_capnp(info.asReader()) == batched);
+  batched.batching = batching_options{};  // batching off for this model: not the same as none
+  r::to_capnp(batched, info);
+  CHECK(r::from_capnp(info.asReader()) == batched);
   r::to_capnp(model_info("a"), info);
   CHECK(r::from_capnp(info.asReader()) == model_info("a"));
 

@@ -65,6 +65,19 @@ expect 0 --json ensure later
 pycheck 'doc["ok"] is True and doc["sync"] is False'
 expect 0 unregister later
 
+# A model's own batching: the options travel with the registration (a different set is refused),
+# are checked by the server, and --max-batch must come with the others.
+expect 0 register batched small --max-batch 8 --preferred-batch 4,8 --max-queue-delay 500us --batch-queue 16
+expect 0 register batched small --max-batch 8 --preferred-batch 4,8 --max-queue-delay 500us --batch-queue 16
+expect 1 register batched small --max-batch 8
+grep -q "registered with different info" "$dir/err" || fail "batching re-register: $(cat "$dir/err")"
+expect 1 register badbatch small --max-batch 4 --preferred-batch 8
+grep -q "preferred batch size 8 is outside 1..4" "$dir/err" || fail "bad batching: $(cat "$dir/err")"
+expect 2 register nobatch small --preferred-batch 4
+grep -q -- "--max-batch is required" "$dir/err" || fail "batching without --max-batch: $(cat "$dir/err")"
+expect 2 register nobatch small --max-batch 4 --max-queue-delay soon
+expect 0 unregister batched
+
 # A model larger than every device (64 MiB here): 1 with model_too_large on stderr.
 expect 1 register huge small --size-hint 1GiB --sync
 grep -q "model_too_large" "$dir/err" || fail "register too large: $(cat "$dir/out" "$dir/err")"

@@ -15,6 +15,11 @@ struct batching_options {
   std::uint64_t max_queue = 1024;                // requests queued per model; past it: unavailable
 
   bool enabled() const { return max_batch > 1; }
+  bool operator==(const batching_options& o) const {
+    return max_batch == o.max_batch && max_queue_delay == o.max_queue_delay &&
+           preferred_batch == o.preferred_batch && max_queue == o.max_queue;
+  }
+  bool operator!=(const batching_options& o) const { return !(*this == o); }
 };
 
 }  // namespace warm

@@ -57,7 +57,8 @@ struct runtime_options {
   // callback called from there. The default runs every hit inline: an embedder calling from its own
   // threads already has the parallelism it chose and pays no thread hop. warmd sets a small limit.
   std::uint64_t inline_inference_limit = UINT64_MAX;
-  // Dynamic batching of every model's inferences (warm/batching.hpp); off by default. With it on,
+  // Dynamic batching of the models' inferences (warm/batching.hpp): the options of every model
+  // registered without its own (model_info::batching); off by default. For a model that batches,
   // a hit is queued for its model's next pass on the inference threads instead of running inline.
   batching_options batching;
   std::uint32_t blas_threads = 1;                 // host BLAS threads per call (process-wide), 0 = leave as is

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "warm/batching.hpp"
 #include "warm/error.hpp"
 #include "warm/safetensors.hpp"
 
@@ -29,8 +30,11 @@ struct model_info {
   std::string path;                        // relative to a repository root: "mnist", "mnist/3"
   std::optional<std::uint64_t> version;    // a version directory; default: the highest
   std::optional<std::uint64_t> size_hint;  // bytes to reserve on a device (≥ the weights); default: the weights
+  // How this model's inferences are batched, replacing the runtime's options (runtime_options::
+  // batching) as a whole; default: the runtime's.
+  std::optional<batching_options> batching;
   bool operator==(const model_info& o) const {
-    return path == o.path && version == o.version && size_hint == o.size_hint;
+    return path == o.path && version == o.version && size_hint == o.size_hint && batching == o.batching;
   }
 };
 

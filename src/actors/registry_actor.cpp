@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "actors/gather.hpp"
+#include "core/batch_plan.hpp"
 #include "actors/model_actor.hpp"
 #include "actors/registry_writer.hpp"
 #include "storage/located_file.hpp"
@@ -348,6 +349,7 @@ void drop_model(self_ptr self, const std::string& id) {
   if (it == s.models.end()) return;
   if (it->second.actor) self->send(it->second.actor, msg::model_unregister{});
   s.models.erase(it);
+  if (s.config.on_batching) s.config.on_batching(id, std::nullopt);
 }
 
 bool referenced(const registry_state& s, const std::string& model, std::string* by = nullptr) {
@@ -384,9 +386,13 @@ void take_in(self_ptr self, registry_contents contents) {
       models.emplace(r.id, model_entry{r, {}, 0, {}, 0, 0, nullptr, s.next_generation++});
     }
   }
-  for (auto& [id, e] : s.models)
+  for (auto& [id, e] : s.models) {
     if (e.actor) self->send(e.actor, msg::model_unregister{});
+    if (s.config.on_batching && !models.count(id)) s.config.on_batching(id, std::nullopt);
+  }
   s.models = std::move(models);
+  if (s.config.on_batching)
+    for (auto& [id, e] : s.models) s.config.on_batching(id, e.record.batching);
   // A vmodel the disk shows unchanged keeps its state (a transition in flight stays in flight);
   // any other that is between models starts its transition again: nothing else would flip it.
   std::map<std::string, vmodel_entry> vmodels;
@@ -514,6 +520,9 @@ void on_register(self_ptr self, msg::register_model& m) {
   if (auto ok = check_id(m.id, "model"); !ok) return reply(ok.error());
   if (s.vmodels.count(m.id)) return reply(make_error(errc::invalid_argument, "'" + m.id + "' is a vmodel id"));
   if (m.info.path.empty()) return reply(make_error(errc::invalid_argument, "model path is empty"));
+  if (m.info.batching)
+    if (auto why = check_batching(*m.info.batching); !why.empty())
+      return reply(make_error(errc::invalid_argument, "model '" + m.id + "': batching: " + why));
   auto then = [self, id = m.id, load_now = m.load_now || m.sync, sync = m.sync, reply](expected<void> r) {
     if (!r || !load_now) return reply(r);
     if (!sync) {
@@ -527,12 +536,13 @@ void on_register(self_ptr self, msg::register_model& m) {
   auto existing = s.models.find(m.id);
   if (existing != s.models.end()) {
     auto& r = existing->second.record;
-    if (r.path != m.info.path || r.version != m.info.version || r.size_hint != m.info.size_hint)
+    if (r.path != m.info.path || r.version != m.info.version || r.size_hint != m.info.size_hint ||
+        r.batching != m.info.batching)
       return reply(make_error(errc::invalid_argument, "model '" + m.id + "' is registered with different info (path '" +
                                                           r.path + "')"));
     return stage(self, {}, then);  // idempotent: answered with the next commit
   }
-  model_record record{m.id, m.info.path, m.info.version, m.info.size_hint, false};
+  model_record record{m.id, m.info.path, m.info.version, m.info.size_hint, false, m.info.batching};
   if (auto pending = s.registering.find(m.id); pending != s.registering.end()) {
     if (pending->second.record != record)
       return reply(make_error(errc::invalid_argument, "model '" + m.id +
@@ -564,6 +574,7 @@ void registered(self_ptr self, const std::string& id,
   model_entry e{pending.record, (*resolution)->file, (*resolution)->bytes, {}, (*resolution)->input_width,
                 (*resolution)->output_width, nullptr, pending.generation};
   s.models.emplace(id, std::move(e));
+  if (s.config.on_batching) s.config.on_batching(id, pending.record.batching);
   stage(self, {put_model{pending.record}}, [then = std::move(pending.then)](expected<void> r) {
     for (auto& t : then) t(r);
   });

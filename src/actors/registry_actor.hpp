@@ -61,6 +61,10 @@ struct registry_config {
   // model file and checking its header; a describe's open and, when the file changed, parse), so
   // that no file holds up the registry. Empty: the registry runs it inline (tests).
   std::function<void(std::function<void()>)> offload;
+  // Told each model's own batching options whenever the registry's tables take a model in (with
+  // its record's options, empty for none) or drop one (empty), on the registry's thread: it must
+  // only record them. May be empty.
+  std::function<void(const std::string& model, const std::optional<batching_options>&)> on_batching;
 };
 
 // Spawns the registry and its store writer; the registry first takes in every stored model and

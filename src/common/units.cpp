@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 namespace warm {
 namespace {
@@ -83,6 +84,38 @@ std::string format_bytes(std::uint64_t bytes) {
   std::snprintf(buffer, sizeof buffer, value < 10 ? "%.2f %s" : value < 100 ? "%.1f %s" : "%.0f %s",
                 value, names[index]);
   return buffer;
+}
+
+expected<std::chrono::nanoseconds> parse_duration(std::string_view in) {
+  const std::string text(in);
+  auto bad = make_error(errc::invalid_argument, "bad duration \"" + text + "\" (expected e.g. 500ms, 30s, 10m, 1h)");
+  std::size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  if (i == 0) return bad;
+  double value = 0;
+  try {
+    std::size_t used = 0;
+    value = std::stod(text.substr(0, i), &used);
+    if (used != i) return bad;  // "1.2.3s": stod stops at the second dot
+  } catch (...) {
+    return bad;
+  }
+  auto unit = text.substr(i);
+  double seconds = 0;
+  if (unit.empty() || unit == "s")
+    seconds = value;
+  else if (unit == "ms")
+    seconds = value / 1000;
+  else if (unit == "us")
+    seconds = value / 1e6;
+  else if (unit == "m" || unit == "min")
+    seconds = value * 60;
+  else if (unit == "h")
+    seconds = value * 3600;
+  else
+    return bad;
+  if (!(seconds >= 0) || seconds > 1e9) return bad;
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9));
 }
 
 }  // namespace warm

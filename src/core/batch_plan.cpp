@@ -40,6 +40,8 @@ std::size_t requests_to_run(const std::vector<std::uint64_t>& rows, std::chrono:
 
 std::string check_batching(const batching_options& options) {
   if (!options.enabled()) return {};
+  if (options.preferred_batch.size() > max_preferred_sizes)
+    return "at most " + std::to_string(max_preferred_sizes) + " preferred batch sizes";
   for (auto p : options.preferred_batch)
     if (p == 0 || p > options.max_batch)
       return "preferred batch size " + std::to_string(p) + " is outside 1.." + std::to_string(options.max_batch);

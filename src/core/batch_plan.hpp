@@ -29,8 +29,9 @@ namespace warm {
 std::size_t requests_to_run(const std::vector<std::uint64_t>& rows, std::chrono::microseconds waited,
                             const batching_options& options);
 
-// invalid: a preferred size of 0 or over max_batch, or a zero max_queue while batching; the
-// message names the field. Empty when valid.
+// invalid: a preferred size of 0 or over max_batch, more than max_preferred_sizes of them, or a
+// zero max_queue while batching; the message names the field. Empty when valid.
+constexpr std::size_t max_preferred_sizes = 64;
 std::string check_batching(const batching_options& options);
 
 }  // namespace warm

@@ -1,6 +1,9 @@
 #include "rpc/convert.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <limits>
 #include <cstring>
 
 namespace warm::rpc {
@@ -138,12 +141,33 @@ void to_capnp(const model_info& info, ModelInfo::Builder out) {
   out.setPath(to_text(info.path));
   out.setVersion(info.version.value_or(0));
   out.setSizeHint(info.size_hint.value_or(0));
+  if (const auto& b = info.batching) {
+    auto batching = out.initBatching();
+    batching.setMaxBatch(b->max_batch);
+    batching.setMaxQueueDelayUs(static_cast<std::uint64_t>(std::max<std::int64_t>(0, b->max_queue_delay.count())));
+    auto preferred = batching.initPreferredBatch(static_cast<unsigned>(b->preferred_batch.size()));
+    for (unsigned k = 0; k < preferred.size(); ++k) preferred.set(k, b->preferred_batch[k]);
+    batching.setMaxQueue(b->max_queue);
+  } else if (out.hasBatching()) {
+    out.disownBatching();
+  }
 }
 
 model_info from_capnp(ModelInfo::Reader info) {
   model_info out(to_std(info.getPath()));
   if (info.getVersion() != 0) out.version = info.getVersion();
   if (info.getSizeHint() != 0) out.size_hint = info.getSizeHint();
+  if (info.hasBatching()) {
+    auto in = info.getBatching();
+    batching_options b;
+    b.max_batch = in.getMaxBatch();
+    // Saturated: a delay past ~292 000 years is as good as forever.
+    b.max_queue_delay = std::chrono::microseconds(static_cast<std::int64_t>(
+        std::min<std::uint64_t>(in.getMaxQueueDelayUs(), std::numeric_limits<std::int64_t>::max())));
+    for (auto size : in.getPreferredBatch()) b.preferred_batch.push_back(size);
+    if (in.getMaxQueue() != 0) b.max_queue = in.getMaxQueue();
+    out.batching = std::move(b);
+  }
   return out;
 }
 

@@ -227,6 +227,10 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   registry.offload = [describer = impl->describer.get()](std::function<void()> task) {
     describer->submit(std::move(task));
   };
+  registry.on_batching = [batcher = impl->batcher.get()](const std::string& model,
+                                                         const std::optional<batching_options>& options) {
+    batcher->set_model_options(model, options);
+  };
   impl->registry = spawn_registry(*impl->system, std::move(registry));
   impl->options = std::move(options);
   return std::unique_ptr<runtime>(new runtime(std::move(impl)));

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +35,38 @@ CREATE TABLE vmodels (
 ) WITHOUT ROWID;
 PRAGMA user_version = 1;
 )sql";
+
+// Version 2: a model's own batching options; all NULL when it has none. batch_preferred lists the
+// preferred sizes as decimal numbers separated by commas ('' for none).
+constexpr const char* upgrade_to_v2 = R"sql(
+ALTER TABLE models ADD COLUMN batch_max INTEGER CHECK (batch_max >= 0);
+ALTER TABLE models ADD COLUMN batch_delay_us INTEGER CHECK (batch_delay_us >= 0);
+ALTER TABLE models ADD COLUMN batch_preferred TEXT;
+ALTER TABLE models ADD COLUMN batch_queue INTEGER CHECK (batch_queue >= 0);
+PRAGMA user_version = 2;
+)sql";
+
+std::string preferred_text(const std::vector<std::uint64_t>& sizes) {
+  std::string out;
+  for (auto n : sizes) out += (out.empty() ? "" : ",") + std::to_string(n);
+  return out;
+}
+
+// The inverse of preferred_text; false when `text` is not a list of decimal numbers.
+bool parse_preferred(const std::string& text, std::vector<std::uint64_t>& out) {
+  out.clear();
+  std::size_t at = 0;
+  while (at < text.size()) {
+    auto comma = text.find(',', at);
+    auto part = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (part.empty() || part.size() > 19 || part.find_first_not_of("0123456789") != std::string::npos) return false;
+    out.push_back(std::stoull(part));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+    if (at == text.size()) return false;  // a trailing comma
+  }
+  return true;
+}
 
 struct db_closer {
   // close_v2: never leaves the handle open, even if a statement were still alive.
@@ -287,6 +320,20 @@ expected<void> apply_change(detail::registry_connection& c, const registry_chang
     if (auto b = bind_count(c, s, 4, r.size_hint, r.id, "size_hint"); !b) return b;
     if (int rc = sqlite3_bind_int(s, 5, r.auto_delete ? 1 : 0); rc != SQLITE_OK)
       return c.failure("cannot bind auto_delete", rc);
+    std::optional<std::uint64_t> max_batch, delay_us, queue;
+    std::string preferred;
+    if (r.batching) {
+      max_batch = r.batching->max_batch;
+      delay_us = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.batching->max_queue_delay.count()));
+      queue = r.batching->max_queue;
+      preferred = preferred_text(r.batching->preferred_batch);
+    }
+    if (auto b = bind_count(c, s, 6, max_batch, r.id, "batch_max"); !b) return b;
+    if (auto b = bind_count(c, s, 7, delay_us, r.id, "batch_delay_us"); !b) return b;
+    int rc = r.batching ? sqlite3_bind_text64(s, 8, preferred.data(), preferred.size(), SQLITE_TRANSIENT, SQLITE_UTF8)
+                        : sqlite3_bind_null(s, 8);
+    if (rc != SQLITE_OK) return c.failure("cannot bind batch_preferred", rc);
+    if (auto b = bind_count(c, s, 9, queue, r.id, "batch_queue"); !b) return b;
     return c.run(s, "cannot store model '" + r.id + "'");
   }
   if (const auto* put = std::get_if<put_vmodel>(&change)) {
@@ -377,7 +424,20 @@ expected<registry_store> registry_store::open(const std::string& state_dir) {
                           c->path + ": a SQLite database without warm's registry schema");
       if (auto made = c->exec(schema_v1, "cannot create the schema"); !made)
         return std::move(made).error();
-      version = schema_version;
+      version = 1;
+    }
+    if (auto committed = txn.commit(); !committed) return std::move(committed).error();
+  }
+  if (*version == 1) {
+    // Written by an older warm: add what version 2 adds, unless another process did meanwhile.
+    transaction txn(*c);
+    if (auto begun = txn.begin(true); !begun) return std::move(begun).error();
+    version = c->query_int(read_version, cannot_read_version);
+    if (!version) return std::move(version).error();
+    if (*version == 1) {
+      if (auto made = c->exec(upgrade_to_v2, "cannot upgrade the schema to version 2"); !made)
+        return std::move(made).error();
+      version = 2;
     }
     if (auto committed = txn.commit(); !committed) return std::move(committed).error();
   }
@@ -393,16 +453,20 @@ expected<registry_store> registry_store::open(const std::string& state_dir) {
 
   const std::pair<statement_ptr*, const char*> statements[] = {
       {&c->upsert_model,
-       "INSERT INTO models (id, path, version, size_hint, auto_delete) VALUES (?1, ?2, ?3, ?4, ?5)"
+       "INSERT INTO models (id, path, version, size_hint, auto_delete, batch_max, batch_delay_us,"
+       " batch_preferred, batch_queue) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
        " ON CONFLICT (id) DO UPDATE SET path = excluded.path, version = excluded.version,"
-       " size_hint = excluded.size_hint, auto_delete = excluded.auto_delete"},
+       " size_hint = excluded.size_hint, auto_delete = excluded.auto_delete,"
+       " batch_max = excluded.batch_max, batch_delay_us = excluded.batch_delay_us,"
+       " batch_preferred = excluded.batch_preferred, batch_queue = excluded.batch_queue"},
       {&c->delete_model, "DELETE FROM models WHERE id = ?1"},
       {&c->upsert_vmodel,
        "INSERT INTO vmodels (id, active, target) VALUES (?1, ?2, ?3)"
        " ON CONFLICT (id) DO UPDATE SET active = excluded.active, target = excluded.target"},
       {&c->delete_vmodel, "DELETE FROM vmodels WHERE id = ?1"},
       {&c->select_models,
-       "SELECT id, path, version, size_hint, auto_delete FROM models ORDER BY id"},
+       "SELECT id, path, version, size_hint, auto_delete, batch_max, batch_delay_us, batch_preferred,"
+       " batch_queue FROM models ORDER BY id"},
       {&c->select_vmodels, "SELECT id, active, target FROM vmodels ORDER BY id"},
   };
   for (const auto& [out, sql] : statements) {
@@ -434,6 +498,22 @@ expected<registry_contents> registry_store::load() const {
             errc::unavailable,
             path_ + ": model '" + r.id + "': corrupt row (a count is not a non-negative integer)");
       r.auto_delete = sqlite3_column_int64(s, 4) != 0;
+      std::optional<std::uint64_t> max_batch, delay_us, queue;
+      const bool counts = read_count(s, 5, max_batch) && read_count(s, 6, delay_us) && read_count(s, 8, queue);
+      if (counts && max_batch) {
+        batching_options b;
+        b.max_batch = *max_batch;
+        b.max_queue_delay = std::chrono::microseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(
+            delay_us.value_or(0), static_cast<std::uint64_t>(std::chrono::microseconds::max().count()))));
+        b.max_queue = queue.value_or(b.max_queue);
+        if (sqlite3_column_type(s, 7) != SQLITE_TEXT || !parse_preferred(read_text(s, 7), b.preferred_batch))
+          return make_error(errc::unavailable, path_ + ": model '" + r.id + "': corrupt row (batch_preferred)");
+        r.batching = std::move(b);
+      }
+      if (!counts)
+        return make_error(
+            errc::unavailable,
+            path_ + ": model '" + r.id + "': corrupt row (a count is not a non-negative integer)");
       out.models.push_back(std::move(r));
     }
     if (rc != SQLITE_DONE) return c.failure("cannot read models", rc);

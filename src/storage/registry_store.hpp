@@ -23,6 +23,7 @@
 #include <variant>
 #include <vector>
 
+#include "warm/batching.hpp"
 #include "warm/error.hpp"
 
 namespace warm {
@@ -38,11 +39,12 @@ struct model_record {
   std::optional<std::uint64_t> version;
   std::optional<std::uint64_t> size_hint;  // bytes
   bool auto_delete = false;                // unregister when no vmodel references it any more
+  std::optional<batching_options> batching;  // the model's own; default: the runtime's
 
   // Field-wise.
   bool operator==(const model_record& other) const {
     return id == other.id && path == other.path && version == other.version &&
-           size_hint == other.size_hint && auto_delete == other.auto_delete;
+           size_hint == other.size_hint && auto_delete == other.auto_delete && batching == other.batching;
   }
   bool operator!=(const model_record& other) const { return !(*this == other); }
 };
@@ -85,14 +87,15 @@ struct registry_contents {
 class registry_store {
  public:
   // The schema version this build writes and reads (kept in SQLite's user_version pragma).
-  static constexpr int schema_version = 1;
+  static constexpr int schema_version = 2;
   // How long a statement waits for another connection's lock before failing with timeout.
   static constexpr std::chrono::milliseconds busy_timeout{5000};
 
   // Opens `<state_dir>/registry.db`, creating it (and `state_dir` and any missing parents, mode
   // 0700) if needed, and creating the schema in a new file. Errors name the path:
   //  - invalid_argument: `state_dir` is empty or not a directory; the file is a SQLite database
-  //    of a newer schema version than `schema_version`, or one without warm's schema;
+  //    of a newer schema version than `schema_version`, or one without warm's schema (a file of
+  //    an older version is upgraded in place, in one transaction);
   //  - unavailable: the directory cannot be created, the file cannot be opened, is not a SQLite
   //    database (it is left untouched), WAL journaling cannot be enabled, or the file fails
   //    SQLite's `PRAGMA quick_check` (damaged pages; the message says how to recover);

@@ -31,9 +31,11 @@ void add_register(CLI::App& app, command_context& ctx) {
   auto* cmd =
       app.add_subcommand("register", "Register model ID at PATH (relative to a repository root)");
   struct args_t {
-    std::string id, path, size_hint;
+    std::string id, path, size_hint, max_queue_delay;
     std::uint64_t version = 0;
     bool load = false, sync = false;
+    std::optional<std::uint64_t> max_batch, batch_queue;
+    std::vector<std::uint64_t> preferred_batch;
   };
   auto a = std::make_shared<args_t>();
   cmd->add_option("ID", a->id, "Model id")->required();
@@ -45,6 +47,16 @@ void add_register(CLI::App& app, command_context& ctx) {
                   "Bytes on a device, e.g. 64MiB (default: from the file header)");
   cmd->add_flag("--load", a->load, "Queue a load right away");
   cmd->add_flag("--sync", a->sync, "Answer once the model is loaded (or failed to load)");
+  auto* batching = "Batching (any of these replaces the server's batching settings for this model)";
+  cmd->add_option("--max-batch", a->max_batch, "Most rows in one pass over the weights (0 or 1: not batched)")
+      ->group(batching);
+  cmd->add_option("--max-queue-delay", a->max_queue_delay,
+                  "How long the oldest request waits for more, e.g. 500us (default 0: no waiting)")
+      ->group(batching);
+  cmd->add_option("--preferred-batch", a->preferred_batch, "Batch sizes run as soon as formed, e.g. 8,16")
+      ->delimiter(',')
+      ->group(batching);
+  cmd->add_option("--batch-queue", a->batch_queue, "Requests queued at most (default 1024)")->group(batching);
   cmd->callback([&ctx, a] {
     std::uint64_t hint = 0;
     if (!a->size_hint.empty()) {
@@ -55,12 +67,31 @@ void add_register(CLI::App& app, command_context& ctx) {
       }
       hint = *parsed;
     }
+    model_info info(a->path, a->version ? std::optional(a->version) : std::nullopt,
+                    hint ? std::optional(hint) : std::nullopt);
+    if (a->max_batch || a->batch_queue || !a->max_queue_delay.empty() || !a->preferred_batch.empty()) {
+      if (!a->max_batch) {
+        ctx.exit_code = usage_error("--max-batch is required with the other batching options");
+        return;
+      }
+      batching_options b;
+      b.max_batch = a->max_batch.value_or(0);
+      b.max_queue = a->batch_queue.value_or(b.max_queue);
+      b.preferred_batch = a->preferred_batch;
+      if (!a->max_queue_delay.empty()) {
+        auto delay = parse_duration(a->max_queue_delay);
+        if (!delay) {
+          ctx.exit_code = usage_error("--max-queue-delay: " + delay.error().message);
+          return;
+        }
+        b.max_queue_delay = std::chrono::duration_cast<std::chrono::microseconds>(*delay);
+      }
+      info.batching = std::move(b);
+    }
     run_rpc(ctx, [&](connection& c) {
       auto req = c.warm().registerModelRequest();
       req.setId(a->id);
-      r::to_capnp(model_info(a->path, a->version ? std::optional(a->version) : std::nullopt,
-                             hint ? std::optional(hint) : std::nullopt),
-                  req.initInfo());
+      r::to_capnp(info, req.initInfo());
       req.setLoadNow(a->load || a->sync);
       req.setSync(a->sync);
       auto reply = ctx.s.wait(req.send());

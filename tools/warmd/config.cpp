@@ -13,37 +13,6 @@
 
 namespace warm::warmd {
 
-expected<std::chrono::nanoseconds> parse_duration(const std::string& text) {
-  auto bad = make_error(errc::invalid_argument, "bad duration \"" + text + "\" (expected e.g. 500ms, 30s, 10m, 1h)");
-  std::size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
-  if (i == 0) return bad;
-  double value = 0;
-  try {
-    std::size_t used = 0;
-    value = std::stod(text.substr(0, i), &used);
-    if (used != i) return bad;  // "1.2.3s": stod stops at the second dot
-  } catch (...) {
-    return bad;
-  }
-  auto unit = text.substr(i);
-  double seconds = 0;
-  if (unit.empty() || unit == "s")
-    seconds = value;
-  else if (unit == "ms")
-    seconds = value / 1000;
-  else if (unit == "us")
-    seconds = value / 1e6;
-  else if (unit == "m" || unit == "min")
-    seconds = value * 60;
-  else if (unit == "h")
-    seconds = value * 3600;
-  else
-    return bad;
-  if (!(seconds >= 0) || seconds > 1e9) return bad;
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9));
-}
-
 device_choice split_device_policies(const std::vector<std::string>& devices) {
   device_choice out;
   for (const auto& d : devices) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "warm/error.hpp"
+#include "warm/units.hpp"
 #include "warm/policy_options.hpp"
 
 namespace CLI {
@@ -72,11 +73,8 @@ struct device_choice {
 };
 device_choice split_device_policies(const std::vector<std::string>& devices);
 
-
-
-// "10m", "30s", "500ms", "1h", "1.5s"; a bare number is seconds. invalid_argument for anything
-// else, negative or past 1e9 seconds.
-expected<std::chrono::nanoseconds> parse_duration(const std::string& text);
+// "10m", "30s", "500ms", "1h", "1.5s", "200us"; a bare number is seconds (warm/units.hpp).
+using warm::parse_duration;
 
 // The policy tuning the config asks for; invalid_argument naming the flag for a bad value.
 expected<void> apply_policy_tuning(const config& c, policy_options& tuning,
