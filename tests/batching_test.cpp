@@ -5,7 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <atomic>
+#include <cstdio>
 #include <future>
+#include <random>
+#include <thread>
 #include <vector>
 
 #include "support/runtime_fixture.hpp"
@@ -176,6 +180,57 @@ TEST_CASE("a model's own batching options replace the defaults, and outlive a re
   f.stop();
   f.start();  // "a"'s options come back from the registry's store
   CHECK(storm("a") == std::pair<std::uint64_t, double>{2, 4});
+}
+
+TEST_CASE("concurrent clients of a batched model each get their own rows (randomized)") {
+  const auto seed = std::random_device{}();
+  INFO("seed " << seed);
+  std::printf("batching_test: seed %u\n", seed);
+  // "a" batches by up to 4 rows, no delay; "plain" is the same file, never batched: the reference.
+  test::runtime_fixture f({"a"}, {"host:64KiB"}, 2, batching(4, 0us));
+  model_info plain("a");
+  plain.batching = batching_options{};
+  REQUIRE(f.rt->register_model("a", model_info("a"), true, true).get());
+  REQUIRE(f.rt->register_model("plain", plain, true, true).get());
+  std::vector<std::vector<float>> reference;  // [k * 3 + rows - 1]
+  for (int k = 0; k < 7; ++k)
+    for (std::uint64_t rows = 1; rows <= 3; ++rows) {
+      auto r = f.rt->infer({"plain", {rows_input(k, rows)}}).get();
+      REQUIRE(r);
+      reference.push_back(floats_of(r->outputs.front()));
+    }
+  CHECK(f.rt->metrics().batch_rows.read().count == 0);
+
+  std::atomic<int> wrong{0}, failed{0};
+  std::vector<std::thread> clients;
+  for (unsigned c = 0; c < 4; ++c)
+    clients.emplace_back([&, c] {
+      std::mt19937 rng(seed + c);
+      std::vector<std::pair<std::size_t, std::future<expected<infer_result>>>> sent;
+      for (int n = 0; n < 150; ++n) {
+        int k = static_cast<int>(rng() % 7);
+        std::uint64_t rows = 1 + rng() % 3;
+        sent.emplace_back(static_cast<std::size_t>(k) * 3 + rows - 1, f.rt->infer({"a", {rows_input(k, rows)}}));
+        if (rng() % 4 == 0) sent.back().second.wait();  // some clients wait, some pile up
+      }
+      for (auto& [which, answer] : sent) {
+        auto r = answer.get();
+        if (!r) {
+          ++failed;
+          continue;
+        }
+        auto got = floats_of(r->outputs.front());
+        const auto& want = reference[which];
+        bool same = got.size() == want.size();
+        for (std::size_t i = 0; same && i < got.size(); ++i) same = std::fabs(got[i] - want[i]) <= 1e-4f * (1 + std::fabs(want[i]));
+        if (!same) ++wrong;
+      }
+    });
+  for (auto& t : clients) t.join();
+  CHECK(failed == 0);
+  CHECK(wrong == 0);
+  auto passes = f.rt->metrics().batch_rows.read();
+  CHECK(passes.sum >= 600);  // every request of "a" ran in a batched pass
 }
 
 TEST_CASE("batching options are checked when the runtime starts") {

@@ -96,9 +96,13 @@ void batcher::submit(std::shared_ptr<msg::acquired> held, infer_request request,
     }
     const auto now = std::chrono::steady_clock::now();
     q->items.push_back(item{std::move(held), std::move(request), rows, std::move(done), now});
-    if (q->drains > 0) return;  // a running drain plans again before it ends
-    if (ready(*q, now) == 0 && arm(q, q->items.front().queued + q->options.max_queue_delay)) return;
-    q->drains = 1;
+    // Like a model instance that is free: a thread not running this model's passes starts a pass
+    // now, when the plan says one is ready (a running drain plans again before it ends).
+    if (q->drains >= work_.threads()) return;
+    if (ready(*q, now) == 0) {
+      if (q->drains > 0 || arm(q, q->items.front().queued + q->options.max_queue_delay)) return;
+    }
+    ++q->drains;
     lock.unlock();
     work_.submit([this, q] { drain(q); });
     return;

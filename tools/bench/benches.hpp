@@ -45,6 +45,18 @@ struct coldstorm_options {
 // ratio = last_answer_ms / load_ms.
 int run_coldstorm(const coldstorm_options& options);
 
+struct batch_options {
+  std::vector<std::uint64_t> layers{1024, 1024, 1024};
+  int clients = 32;                              // closed-loop batch-1 clients per phase
+  double seconds = 8.0;                          // total, split evenly over rounds x 2 phases
+  int rounds = 4;                                // rotated batched / unbatched rounds
+  std::uint64_t max_batch = 32;                  // the batched model's options
+  std::chrono::microseconds max_queue_delay{0};
+};
+
+// Throughput and tail latency of concurrent batch-1 clients, with and without dynamic batching.
+int run_batch(const batch_options& options);
+
 struct hitpath_options {
   std::vector<std::uint64_t> layers{256, 256};
   double seconds = 5.0;  // total, split evenly over rounds x 3 phases

@@ -65,6 +65,27 @@ int main(int argc, char** argv) {
     rc = warm::bench::run_coldstorm(coldstorm);
   });
 
+  warm::bench::batch_options batch;
+  std::string batch_layers = "1024,1024,1024", batch_delay = "0us";
+  auto* batch_cmd = app.add_subcommand("batch", "Concurrent batch-1 clients of one model, with and without dynamic batching");
+  batch_cmd->add_option("--layers", batch_layers, "Layer widths of the model")->capture_default_str();
+  batch_cmd->add_option("--clients", batch.clients, "Closed-loop client threads")->capture_default_str()->check(CLI::Range(1, 4096));
+  batch_cmd->add_option("--seconds", batch.seconds, "Total timed seconds")->capture_default_str()->check(CLI::PositiveNumber);
+  batch_cmd->add_option("--rounds", batch.rounds, "Rotated batched / unbatched rounds")->capture_default_str()->check(CLI::Range(1, 1000));
+  batch_cmd->add_option("--max-batch", batch.max_batch, "Rows per batched pass")->capture_default_str()->check(CLI::Range(2, 65536));
+  batch_cmd->add_option("--max-queue-delay", batch_delay, "How long a pass may wait for more, e.g. 200us")->capture_default_str();
+  batch_cmd->callback([&] {
+    auto widths = warm::parse_widths(batch_layers);
+    auto delay = warm::parse_duration(batch_delay);
+    if (!widths || !delay) {
+      std::cerr << "warm-bench: " << (widths ? delay.error().message : widths.error().message) << "\n";
+      return;
+    }
+    batch.layers = *widths;
+    batch.max_queue_delay = std::chrono::duration_cast<std::chrono::microseconds>(*delay);
+    rc = warm::bench::run_batch(batch);
+  });
+
   warm::bench::hitpath_options hitpath;
   std::string hitpath_layers = "256,256";
   auto* hitpath_cmd = app.add_subcommand("hitpath", "runtime::infer on a loaded model vs device::infer directly");

@@ -1,0 +1,134 @@
+// warm-bench batch: what dynamic batching buys concurrent clients of one model.
+//
+// One runtime serves two copies of the same model (1024 -> 1024 -> 1024 by default, 8 MiB of
+// weights, loaded before timing): "batched" registered with its own batching options
+// (--max-batch, --max-queue-delay), "plain" with none (the runtime's default: not batched). Both
+// run on the runtime's inference threads (the hit-path inline limit is warmd's), so the two
+// phases differ in batching alone. `clients` threads each send batch-1 inferences in a closed
+// loop (the next request when the last is answered), at one model per phase; phases alternate,
+// the first rotated between rounds, so drift in the machine's speed falls on both. Reported:
+//   rps_on, rps_off     requests per second, medians over rounds
+//   ratio               rps_on / rps_off
+//   p99_us_on/off       99th percentile latency over every request of the phase kind
+//   p99_ratio           p99_us_on / p99_us_off (the target: no worse than 2)
+//   rows_per_pass       mean rows of the batched passes
+// A request that fails, or a phase without answers, exits non-zero.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "benches.hpp"
+#include "warm/dense_model.hpp"
+#include "warm/model_writer.hpp"
+#include "warm/runtime.hpp"
+
+namespace warm::bench {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// `clients` closed-loop threads against `model` for `seconds`.
+phase_result run_phase(runtime& rt, const std::string& model, const tensor& input, int clients, double seconds) {
+  std::vector<phase_tally> tallies(static_cast<std::size_t>(clients));
+  std::vector<std::thread> threads;
+  const auto start = clock_type::now();
+  const auto deadline = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+  for (int c = 0; c < clients; ++c)
+    threads.emplace_back([&, c] {
+      auto& t = tallies[static_cast<std::size_t>(c)];
+      infer_request request{model, {input}};
+      while (clock_type::now() < deadline) {
+        auto sent = clock_type::now();
+        auto r = rt.infer(request).get();
+        if (!r) {
+          ++t.failures;
+          if (t.failure.empty()) t.failure = r.error().to_string();
+          continue;
+        }
+        ++t.calls;
+        t.latencies_us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - sent).count());
+      }
+      t.end = clock_type::now();
+    });
+  for (auto& th : threads) th.join();
+  return merge_tallies(tallies, start, seconds);
+}
+
+}  // namespace
+
+int run_batch(const batch_options& options) {
+  auto fail = [](const std::string& message) {
+    std::fprintf(stderr, "warm-bench batch: %s\n", message.c_str());
+    return 1;
+  };
+  if (options.layers.size() < 2) return fail("--layers needs at least two widths");
+  if (options.clients < 1 || options.rounds < 1) return fail("--clients and --rounds must be at least 1");
+  if (options.max_batch < 2) return fail("--max-batch must be at least 2");
+
+  scratch_dir dir("batch");
+  const auto repo = dir.path() / "repo";
+  for (const char* id : {"batched", "plain"})
+    if (auto r = write_dense_model((repo / id / "1" / model_file_name).string(), {options.layers, activation::relu, 1}); !r)
+      return fail(r.error().to_string());
+  runtime_options ro;
+  ro.devices = {"host:" + std::to_string(std::max<std::uint64_t>(std::uint64_t{1} << 30, 4 * dense_data_bytes(options.layers)))};
+  ro.repositories = {repo.string()};
+  ro.state_dir = (dir.path() / "state").string();
+  ro.inline_inference_limit = (256 * 256 + 256) * 16;  // warmd's default: these hits run on the inference threads
+  auto created = runtime::create(ro);
+  if (!created) return fail(created.error().to_string());
+  auto& rt = **created;
+  model_info batched("batched");
+  batched.batching = batching_options{};
+  batched.batching->max_batch = options.max_batch;
+  batched.batching->max_queue_delay = options.max_queue_delay;
+  for (auto [id, info] : {std::pair{"batched", batched}, std::pair{"plain", model_info("plain")}}) {
+    if (auto r = rt.register_model(id, info, true, true).get(); !r) return fail(std::string(id) + ": " + r.error().to_string());
+  }
+
+  const auto input = random_input(options.layers.front(), 3);
+  const double phase_seconds = options.seconds / (2.0 * options.rounds);
+  std::vector<double> rps_on, rps_off, lat_on, lat_off;
+  const auto passes_before = rt.metrics().batch_rows.read();
+  for (int round = 0; round < options.rounds; ++round) {
+    for (int k = 0; k < 2; ++k) {
+      const bool on = (k + round) % 2 == 0;
+      auto phase = run_phase(rt, on ? "batched" : "plain", input, options.clients, phase_seconds);
+      if (phase.failures) return fail(std::to_string(phase.failures) + " requests failed; first: " + phase.failure);
+      if (phase.latencies_us.empty()) return fail("a phase had no answers");
+      (on ? rps_on : rps_off).push_back(phase.rps);
+      auto& lat = on ? lat_on : lat_off;
+      lat.insert(lat.end(), phase.latencies_us.begin(), phase.latencies_us.end());
+    }
+  }
+  const auto passes = rt.metrics().batch_rows.read();
+  const double on = median(rps_on), off = median(rps_off);
+  const double p99_on = percentile(lat_on, 99), p99_off = percentile(lat_off, 99);
+  const auto pass_count = passes.count - passes_before.count;
+  nlohmann::ordered_json out{{"scenario", "batch"},
+                             {"rps_on", on},
+                             {"rps_off", off},
+                             {"ratio", off > 0 ? on / off : 0.0},
+                             {"p99_us_on", p99_on},
+                             {"p99_us_off", p99_off},
+                             {"p99_ratio", p99_off > 0 ? p99_on / p99_off : 0.0},
+                             {"p50_us_on", percentile(lat_on, 50)},
+                             {"p50_us_off", percentile(lat_off, 50)},
+                             {"rows_per_pass", pass_count ? (passes.sum - passes_before.sum) / static_cast<double>(pass_count) : 0.0},
+                             {"clients", options.clients},
+                             {"max_batch", options.max_batch},
+                             {"max_queue_delay_us", options.max_queue_delay.count()},
+                             {"layers", options.layers},
+                             {"rounds", options.rounds},
+                             {"seconds", options.seconds}};
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+}  // namespace warm::bench
