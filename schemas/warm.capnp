@@ -82,6 +82,7 @@ struct ModelStatus {
   inputWidth @15 :UInt64;      # the input "input" is F32 [batch, inputWidth]; 0 = unknown (the
                                # model file's header could not be read)
   outputWidth @16 :UInt64;     # the output "output" is F32 [batch, outputWidth]; 0 = unknown
+  batching @17 :Batching;      # the registration's own batching settings; absent: the server's
 }
 
 enum VModelState {

@@ -90,6 +90,7 @@ TEST_CASE("model states, statuses and infos round-trip") {
   s.retry_in_seconds = 9;
   s.input_width = 784;
   s.output_width = 10;
+  s.batching = batched.batching;
   auto ms = msg.initRoot<r::ModelStatus>();
   r::to_capnp(s, ms);
   CHECK(ms.getLoadStddevMs() == 4.0);
@@ -108,6 +109,7 @@ TEST_CASE("model states, statuses and infos round-trip") {
   CHECK(b.last_error->code == errc::load_failed);
   CHECK(b.retry_in_seconds == 9);
   CHECK(b.input_width == 784);
+  CHECK(b.batching == s.batching);
   CHECK(b.output_width == 10);
 
   vmodel_status v;

@@ -69,6 +69,12 @@ expect 0 unregister later
 # are checked by the server, and --max-batch must come with the others.
 expect 0 register batched small --max-batch 8 --preferred-batch 4,8 --max-queue-delay 500us --batch-queue 16
 expect 0 register batched small --max-batch 8 --preferred-batch 4,8 --max-queue-delay 500us --batch-queue 16
+expect 0 status batched
+grep -q "batching: *up to 8 rows, delay 500us, preferred 4,8, queue 16" "$dir/out" || fail "batching status: $(cat "$dir/out")"
+expect 0 --json status batched
+pycheck 'doc["batching"] == {"max_batch": 8, "max_queue_delay_us": 500, "preferred_batch": [4, 8], "max_queue": 16}'
+expect 0 status small
+grep -q "batching: *the daemon's" "$dir/out" || fail "default batching status: $(cat "$dir/out")"
 expect 1 register batched small --max-batch 8
 grep -q "registered with different info" "$dir/err" || fail "batching re-register: $(cat "$dir/err")"
 expect 1 register badbatch small --max-batch 4 --preferred-batch 8

@@ -64,6 +64,7 @@ struct model_status {
   // model: then a use fails to load).
   std::uint64_t input_width = 0;
   std::uint64_t output_width = 0;
+  std::optional<batching_options> batching;  // its registration's own; none: the runtime's
 };
 
 // What a model takes and gives (KServe V2's model metadata), read from its file's header.

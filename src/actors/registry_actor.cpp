@@ -444,13 +444,15 @@ void status_of(self_ptr self, const std::string& id, std::function<void(model_st
     st.bytes = e.bytes;
     st.input_width = e.input_width;
     st.output_width = e.output_width;
+    st.batching = e.record.batching;
     return set(std::move(st));
   }
   self->request(e.actor, caf::infinite, msg::model_status_request{})
       .then(
-          [set, in = e.input_width, out = e.output_width](model_status& st) {
+          [set, in = e.input_width, out = e.output_width, batching = e.record.batching](model_status& st) {
             st.input_width = in;
             st.output_width = out;
+            st.batching = batching;
             set(std::move(st));
           },
           [set, id](caf::error&) {  // the model actor stopped: unregistered meanwhile

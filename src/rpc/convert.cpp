@@ -137,17 +137,35 @@ vmodel_state from_capnp(VModelState state) noexcept {
 
 // ---- registrations and statuses ------------------------------------------------------------
 
+namespace {
+
+void to_capnp(const batching_options& b, Batching::Builder out) {
+  out.setMaxBatch(b.max_batch);
+  out.setMaxQueueDelayUs(static_cast<std::uint64_t>(std::max<std::int64_t>(0, b.max_queue_delay.count())));
+  auto preferred = out.initPreferredBatch(static_cast<unsigned>(b.preferred_batch.size()));
+  for (unsigned k = 0; k < preferred.size(); ++k) preferred.set(k, b.preferred_batch[k]);
+  out.setMaxQueue(b.max_queue);
+}
+
+batching_options from_capnp(Batching::Reader in) {
+  batching_options b;
+  b.max_batch = in.getMaxBatch();
+  // Saturated: a delay past ~292 000 years is as good as forever.
+  b.max_queue_delay = std::chrono::microseconds(static_cast<std::int64_t>(
+      std::min<std::uint64_t>(in.getMaxQueueDelayUs(), std::numeric_limits<std::int64_t>::max())));
+  for (auto size : in.getPreferredBatch()) b.preferred_batch.push_back(size);
+  if (in.getMaxQueue() != 0) b.max_queue = in.getMaxQueue();
+  return b;
+}
+
+}  // namespace
+
 void to_capnp(const model_info& info, ModelInfo::Builder out) {
   out.setPath(to_text(info.path));
   out.setVersion(info.version.value_or(0));
   out.setSizeHint(info.size_hint.value_or(0));
-  if (const auto& b = info.batching) {
-    auto batching = out.initBatching();
-    batching.setMaxBatch(b->max_batch);
-    batching.setMaxQueueDelayUs(static_cast<std::uint64_t>(std::max<std::int64_t>(0, b->max_queue_delay.count())));
-    auto preferred = batching.initPreferredBatch(static_cast<unsigned>(b->preferred_batch.size()));
-    for (unsigned k = 0; k < preferred.size(); ++k) preferred.set(k, b->preferred_batch[k]);
-    batching.setMaxQueue(b->max_queue);
+  if (info.batching) {
+    to_capnp(*info.batching, out.initBatching());
   } else if (out.hasBatching()) {
     out.disownBatching();
   }
@@ -157,17 +175,7 @@ model_info from_capnp(ModelInfo::Reader info) {
   model_info out(to_std(info.getPath()));
   if (info.getVersion() != 0) out.version = info.getVersion();
   if (info.getSizeHint() != 0) out.size_hint = info.getSizeHint();
-  if (info.hasBatching()) {
-    auto in = info.getBatching();
-    batching_options b;
-    b.max_batch = in.getMaxBatch();
-    // Saturated: a delay past ~292 000 years is as good as forever.
-    b.max_queue_delay = std::chrono::microseconds(static_cast<std::int64_t>(
-        std::min<std::uint64_t>(in.getMaxQueueDelayUs(), std::numeric_limits<std::int64_t>::max())));
-    for (auto size : in.getPreferredBatch()) b.preferred_batch.push_back(size);
-    if (in.getMaxQueue() != 0) b.max_queue = in.getMaxQueue();
-    out.batching = std::move(b);
-  }
+  if (info.hasBatching()) out.batching = from_capnp(info.getBatching());
   return out;
 }
 
@@ -189,6 +197,7 @@ void to_capnp(const model_status& s, ModelStatus::Builder out) {
   out.setLoadedBytes(s.loaded_bytes);
   out.setInputWidth(s.input_width);
   out.setOutputWidth(s.output_width);
+  if (s.batching) to_capnp(*s.batching, out.initBatching());
 }
 
 model_status from_capnp(ModelStatus::Reader s) {
@@ -210,6 +219,7 @@ model_status from_capnp(ModelStatus::Reader s) {
   out.loaded_bytes = s.getLoadedBytes();
   out.input_width = s.getInputWidth();
   out.output_width = s.getOutputWidth();
+  if (s.hasBatching()) out.batching = from_capnp(s.getBatching());
   return out;
 }
 

@@ -170,6 +170,32 @@ json to_json(const warm::error& err) {
   return {{"code", to_string(err.code)}, {"message", err.message}};
 }
 
+namespace {
+
+// A model's own batching settings; null when it has none (the daemon's apply).
+json batching_json(const std::optional<batching_options>& b) {
+  if (!b) return nullptr;
+  return {{"max_batch", b->max_batch},
+          {"max_queue_delay_us", b->max_queue_delay.count()},
+          {"preferred_batch", b->preferred_batch},
+          {"max_queue", b->max_queue}};
+}
+
+std::string batching_text(const std::optional<batching_options>& b) {
+  if (!b) return "the daemon's";
+  if (!b->enabled()) return "off";
+  std::string text = "up to " + std::to_string(b->max_batch) + " rows, delay " +
+                     std::to_string(b->max_queue_delay.count()) + "us";
+  if (!b->preferred_batch.empty()) {
+    text += ", preferred";
+    for (std::size_t k = 0; k < b->preferred_batch.size(); ++k)
+      text += (k ? "," : " ") + std::to_string(b->preferred_batch[k]);
+  }
+  return text + ", queue " + std::to_string(b->max_queue);
+}
+
+}  // namespace
+
 json to_json(const model_status& s) {
   return {{"id", s.id},
           {"state", to_string(s.state)},
@@ -187,7 +213,8 @@ json to_json(const model_status& s) {
           {"last_error", nullable_error(s.last_error)},
           {"retry_in_seconds", s.retry_in_seconds},
           {"input_width", s.input_width},
-          {"output_width", s.output_width}};
+          {"output_width", s.output_width},
+          {"batching", batching_json(s.batching)}};
 }
 
 json to_json(const vmodel_status& s) {
@@ -277,6 +304,7 @@ void print_model_status(std::ostream& out, const model_status& s) {
          s.bytes ? format_bytes(s.bytes) + " (" + std::to_string(s.bytes) + " bytes)" : "-"});
   t.add({"input:", s.input_width ? "F32 [batch, " + std::to_string(s.input_width) + "]" : "-"});
   t.add({"output:", s.output_width ? "F32 [batch, " + std::to_string(s.output_width) + "]" : "-"});
+  t.add({"batching:", batching_text(s.batching)});
   t.add({"requests:", std::to_string(s.requests) + " (" + std::to_string(s.hits) + " hits), " +
                           fixed(s.requests_per_second, 2) + "/s, " + std::to_string(s.in_flight) +
                           " in flight"});
