@@ -21,6 +21,9 @@
 #include "config.hpp"
 #include "file_checks.hpp"
 #include "http/http_front.hpp"
+#if WARM_HAVE_GRPC
+#include "grpc/grpc_front.hpp"
+#endif
 #include "net/login_limiter.hpp"
 #include "service.hpp"
 #include "warm/runtime.hpp"
@@ -133,6 +136,25 @@ int main(int argc, char** argv) {
   if (!header_timeout) return usage("--http-header-timeout: " + header_timeout.error().message);
   auto body_timeout = warm::warmd::parse_duration(c.http_body_timeout);
   if (!body_timeout) return usage("--http-body-timeout: " + body_timeout.error().message);
+#if WARM_HAVE_GRPC
+  std::optional<warm::grpc_front::front_options> grpc_options;
+  if (!c.grpc.empty()) {
+    auto address = warm::warmd::parse_listen_address(c.grpc);
+    if (!address || address->is_unix) return usage("--grpc takes HOST:PORT, not \"" + c.grpc + "\"");
+    grpc_options.emplace();
+    grpc_options->host = address->host;
+    grpc_options->port = address->port;
+    grpc_options->allow_remote = c.allow_remote;
+    grpc_options->max_request_bytes = *request_bytes;
+    grpc_options->max_tensor_bytes = *tensor_bytes;
+    grpc_options->threads = c.http_threads;
+    grpc_options->login_limiter = limiter;
+    grpc_options->request_timeout =
+        std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(*request_timeout));
+  }
+#else
+  if (!c.grpc.empty()) return usage("--grpc: this warmd was built without gRPC (libgrpc++-dev)");
+#endif
   std::optional<warm::http::front_options> http_options;
   if (!c.http.empty()) {
     auto address = warm::warmd::parse_listen_address(c.http);
@@ -173,6 +195,9 @@ int main(int argc, char** argv) {
     auto token = read_token(c.token_file);
     if (!token) return usage(token.error().message);
     service_options.token = *token;
+#if WARM_HAVE_GRPC
+    if (grpc_options) grpc_options->token = *token;
+#endif
     if (http_options) http_options->token = std::move(*token);
   }
 
@@ -227,6 +252,18 @@ int main(int argc, char** argv) {
     http = std::move(*started);
     spdlog::info("serving HTTP on {}", http->address());
   }
+#if WARM_HAVE_GRPC
+  std::unique_ptr<warm::grpc_front::front> grpc;
+  if (grpc_options) {
+    auto started = warm::grpc_front::front::start(**rt, std::move(*grpc_options));
+    if (!started) {
+      spdlog::error("cannot serve gRPC: {}", started.error().to_string());
+      return started.error().code == warm::errc::invalid_argument ? exit_usage : exit_failure;
+    }
+    grpc = std::move(*started);
+    spdlog::info("serving gRPC on {}", grpc->address());
+  }
+#endif
   auto service = warm::warmd::service::start(**rt, std::move(service_options));
   if (!service) {
     spdlog::error("cannot listen: {}", service.error().to_string());
@@ -246,6 +283,9 @@ int main(int argc, char** argv) {
   }
   spdlog::info("{}: stopping", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
   if (http) http->stop();  // stop accepting; requests being served finish
+#if WARM_HAVE_GRPC
+  if (grpc) grpc->stop();
+#endif
   (*service)->stop();  // stop accepting, finish in-flight calls, close connections
   service->reset();
   rt->reset();  // after the RPC thread: waits for the runtime's inferences, closes the registry

@@ -1,0 +1,334 @@
+#include "grpc/grpc_front.hpp"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+#include <optional>
+
+#include "kserve_v2.grpc.pb.h"
+#include "net/loopback.hpp"
+#include "net/login_limiter.hpp"
+#include "net/token.hpp"
+#include "warm/model_repository.hpp"
+#include "warm/runtime.hpp"
+
+namespace warm::grpc_front {
+namespace {
+
+namespace pb = ::inference;
+using ::grpc::ServerContext;
+using ::grpc::Status;
+using ::grpc::StatusCode;
+
+Status to_status(const warm::error& e) { return Status(static_cast<StatusCode>(grpc_code(e.code)), e.message); }
+
+Status invalid(std::string message) { return Status(StatusCode::INVALID_ARGUMENT, std::move(message)); }
+
+// How long a call may wait for the runtime: the request timeout, or less when the client's
+// deadline comes sooner.
+std::chrono::milliseconds budget(const ServerContext& ctx, std::chrono::milliseconds limit) {
+  const auto deadline = ctx.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return limit;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::system_clock::now());
+  return std::clamp(left, std::chrono::milliseconds(0), limit);
+}
+
+template <class T>
+expected<T> wait(std::future<expected<T>> f, std::chrono::milliseconds timeout) {
+  if (f.wait_for(timeout) != std::future_status::ready)
+    return make_error(errc::timeout, "no answer within " + std::to_string(timeout.count()) + " ms");
+  return f.get();
+}
+
+// The client's address in gRPC's peer string ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000",
+// "unix:/path"), for the login limiter.
+std::string peer_host(const std::string& peer) {
+  auto colon = peer.find(':');
+  std::string rest = colon == std::string::npos ? peer : peer.substr(colon + 1);
+  if (peer.rfind("unix:", 0) == 0) return rest;
+  if (auto port = rest.rfind(':'); port != std::string::npos) rest.resize(port);
+  if (rest.size() >= 2 && rest.front() == '[' && rest.back() == ']') rest = rest.substr(1, rest.size() - 2);
+  return rest;
+}
+
+// An FP32 input tensor from the request: typed fp32_contents, or `raw` when the request carries
+// raw_input_contents. Bounds checked before anything is allocated for the data.
+expected<tensor> decode_input(const pb::ModelInferRequest::InferInputTensor& in, const std::string* raw,
+                              std::uint64_t max_bytes) {
+  auto bad = [&](const std::string& what) { return make_error(errc::invalid_argument, "input '" + in.name() + "': " + what); };
+  if (in.datatype() != "FP32") return bad("datatype \"" + in.datatype() + "\" is not supported; the model takes FP32");
+  if (in.shape_size() > 32) return bad("shape has more than 32 dimensions");
+  tensor t;
+  t.name = in.name();
+  t.type = dtype::f32;
+  std::uint64_t count = 1;
+  for (auto d : in.shape()) {
+    if (d < 0) return bad("shape must hold non-negative integers, not " + std::to_string(d));
+    auto dim = static_cast<std::uint64_t>(d);
+    if (dim != 0 && count > max_bytes / sizeof(float) / dim)
+      return bad("shape exceeds the tensor limit of " + std::to_string(max_bytes) + " bytes");
+    count *= dim;
+    t.shape.push_back(dim);
+  }
+  const auto& c = in.contents();
+  if (c.bool_contents_size() || c.int_contents_size() || c.int64_contents_size() || c.uint_contents_size() ||
+      c.uint64_contents_size() || c.fp64_contents_size() || c.bytes_contents_size())
+    return bad("FP32 data goes in fp32_contents (or raw_input_contents), not another list");
+  if (raw) {
+    if (c.fp32_contents_size()) return bad("data is in both contents and raw_input_contents");
+    if (raw->size() != count * sizeof(float))
+      return bad("raw_input_contents holds " + std::to_string(raw->size()) + " bytes; the shape needs " +
+                 std::to_string(count * sizeof(float)));
+    t.data.resize(raw->size());
+    std::memcpy(t.data.data(), raw->data(), raw->size());
+    return t;
+  }
+  if (static_cast<std::uint64_t>(c.fp32_contents_size()) != count)
+    return bad("fp32_contents holds " + std::to_string(c.fp32_contents_size()) + " elements; the shape needs " +
+               std::to_string(count));
+  t.data.resize(count * sizeof(float));
+  if (count) std::memcpy(t.data.data(), c.fp32_contents().data(), t.data.size());
+  return t;
+}
+
+const char* triton_state(model_state s) {
+  switch (s) {
+    case model_state::loaded: return "READY";
+    case model_state::queued:
+    case model_state::loading: return "LOADING";
+    default: return "UNAVAILABLE";
+  }
+}
+
+}  // namespace
+
+int grpc_code(errc code) noexcept {
+  switch (code) {
+    case errc::invalid_argument: return StatusCode::INVALID_ARGUMENT;
+    case errc::not_found: return StatusCode::NOT_FOUND;
+    case errc::model_too_large:
+    case errc::capacity_exhausted: return StatusCode::RESOURCE_EXHAUSTED;
+    case errc::load_failed:
+    case errc::unavailable: return StatusCode::UNAVAILABLE;
+    case errc::timeout: return StatusCode::DEADLINE_EXCEEDED;
+    case errc::internal: return StatusCode::INTERNAL;
+  }
+  return StatusCode::INTERNAL;
+}
+
+// The service: each method runs on one of gRPC's threads and waits there for the runtime.
+class service final : public pb::GRPCInferenceService::Service {
+ public:
+  service(runtime& rt, const front_options& options) : rt_(rt), options_(options) {}
+
+  Status ServerLive(ServerContext*, const pb::ServerLiveRequest*, pb::ServerLiveResponse* out) override {
+    out->set_live(true);
+    return Status::OK;
+  }
+
+  Status ServerReady(ServerContext* ctx, const pb::ServerReadyRequest*, pb::ServerReadyResponse* out) override {
+    out->set_ready(bool(wait(rt_.list_models("", 1), std::min<std::chrono::milliseconds>(budget(*ctx, options_.request_timeout),
+                                                                                         std::chrono::seconds(2)))));
+    return Status::OK;
+  }
+
+  Status ServerMetadata(ServerContext* ctx, const pb::ServerMetadataRequest*, pb::ServerMetadataResponse* out) override {
+    if (auto denied = authorize(*ctx)) return *denied;
+    out->set_name("warm");
+    out->set_version("0.1.0");
+    out->add_extensions("model_repository");
+    return Status::OK;
+  }
+
+  Status ModelMetadata(ServerContext* ctx, const pb::ModelMetadataRequest* req, pb::ModelMetadataResponse* out) override {
+    if (auto denied = authorize(*ctx)) return *denied;
+    auto meta = served(*ctx, req->name(), req->version());
+    if (!meta) return to_status(meta.error());
+    out->set_name(req->name());
+    if (meta->version) out->add_versions(std::to_string(*meta->version));
+    out->set_platform("warm_dense");
+    auto add = [](auto* t, const char* name, std::uint64_t width) {
+      t->set_name(name);
+      t->set_datatype("FP32");
+      t->add_shape(-1);
+      t->add_shape(static_cast<std::int64_t>(width));
+    };
+    add(out->add_inputs(), "input", meta->input_width);
+    add(out->add_outputs(), "output", meta->output_width);
+    return Status::OK;
+  }
+
+  Status ModelReady(ServerContext* ctx, const pb::ModelReadyRequest* req, pb::ModelReadyResponse* out) override {
+    if (auto denied = authorize(*ctx)) return *denied;
+    if (!req->version().empty())
+      if (auto meta = served(*ctx, req->name(), req->version()); !meta) return to_status(meta.error());
+    auto state = state_of(*ctx, req->name());
+    if (!state) return to_status(state.error());
+    out->set_ready(*state == model_state::loaded);
+    return Status::OK;
+  }
+
+  Status ModelInfer(ServerContext* ctx, const pb::ModelInferRequest* req, pb::ModelInferResponse* out) override {
+    if (auto denied = authorize(*ctx)) return *denied;
+    if (req->inputs_size() == 0) return invalid("\"inputs\" must not be empty");
+    const bool raw = req->raw_input_contents_size() > 0;
+    if (raw && req->raw_input_contents_size() != req->inputs_size())
+      return invalid("raw_input_contents holds " + std::to_string(req->raw_input_contents_size()) +
+                     " entries for " + std::to_string(req->inputs_size()) + " inputs");
+    for (const auto& o : req->outputs())
+      if (o.name() != "output") return invalid("requested output '" + o.name() + "' does not exist; the model gives \"output\"");
+    if (!req->model_version().empty())
+      if (auto meta = served(*ctx, req->model_name(), req->model_version()); !meta) return to_status(meta.error());
+    infer_request request;
+    request.target = req->model_name();
+    for (int i = 0; i < req->inputs_size(); ++i) {
+      auto t = decode_input(req->inputs(i), raw ? &req->raw_input_contents(i) : nullptr, options_.max_tensor_bytes);
+      if (!t) return to_status(t.error());
+      request.inputs.push_back(std::move(*t));
+    }
+    auto result = wait(rt_.infer(std::move(request)), budget(*ctx, options_.request_timeout));
+    if (!result) return to_status(result.error());
+    out->set_model_name(result->model);
+    out->set_model_version(req->model_version());
+    out->set_id(req->id());
+    (*out->mutable_parameters())["warm_cache_hit"].set_bool_param(result->cache_hit);
+    (*out->mutable_parameters())["warm_load_wait_us"].set_int64_param(static_cast<std::int64_t>(result->load_wait_ms * 1000));
+    for (auto& t : result->outputs) {
+      auto* o = out->add_outputs();
+      o->set_name(t.name);
+      o->set_datatype("FP32");
+      for (auto d : t.shape) o->add_shape(static_cast<std::int64_t>(d));
+      out->add_raw_output_contents(std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size()));
+    }
+    return Status::OK;
+  }
+
+  Status RepositoryIndex(ServerContext* ctx, const pb::RepositoryIndexRequest* req, pb::RepositoryIndexResponse* out) override {
+    if (auto denied = authorize(*ctx)) return *denied;
+    auto models = wait(rt_.list_models(), budget(*ctx, options_.request_timeout));
+    if (!models) return to_status(models.error());
+    for (const auto& m : *models) {
+      if (req->ready() && m.state != model_state::loaded) continue;
+      auto* entry = out->add_models();
+      entry->set_name(m.id);
+      entry->set_state(triton_state(m.state));
+      if (m.last_error) entry->set_reason(m.last_error->message);
+    }
+    return Status::OK;
+  }
+
+  Status RepositoryModelLoad(ServerContext* ctx, const pb::RepositoryModelLoadRequest* req,
+                             pb::RepositoryModelLoadResponse*) override {
+    if (auto denied = authorize(*ctx)) return *denied;
+    auto done = wait(rt_.ensure_loaded(req->model_name(), true), budget(*ctx, options_.request_timeout));
+    return done ? Status::OK : to_status(done.error());
+  }
+
+  Status RepositoryModelUnload(ServerContext* ctx, const pb::RepositoryModelUnloadRequest* req,
+                               pb::RepositoryModelUnloadResponse*) override {
+    if (auto denied = authorize(*ctx)) return *denied;
+    auto done = wait(rt_.unload(req->model_name()), budget(*ctx, options_.request_timeout));
+    return done ? Status::OK : to_status(done.error());
+  }
+
+ private:
+  // An error status when the call does not carry the token (or its address has spent its
+  // budget of wrong tokens); nothing when it may go on.
+  std::optional<Status> authorize(const ServerContext& ctx) const {
+    if (options_.token.empty()) return std::nullopt;
+    const auto address = peer_host(ctx.peer());
+    auto now = net::login_limiter::clock::now();
+    std::chrono::seconds retry_after{0};
+    if (options_.login_limiter && !options_.login_limiter->allow(address, "grpc", now, &retry_after))
+      return Status(StatusCode::UNAUTHENTICATED,
+                    "too many wrong tokens from this address; retry in " + std::to_string(retry_after.count()) + " s");
+    const auto& metadata = ctx.client_metadata();
+    auto found = metadata.find("authorization");
+    const std::string prefix = "Bearer ";
+    bool ok = false;
+    if (found != metadata.end()) {
+      std::string_view header(found->second.data(), found->second.size());
+      ok = header.substr(0, prefix.size()) == prefix && net::constant_time_equal(header.substr(prefix.size()), options_.token);
+    }
+    if (ok) return std::nullopt;
+    if (options_.login_limiter) options_.login_limiter->failed(address, "grpc", now);
+    return Status(StatusCode::UNAUTHENTICATED, "this server needs \"authorization: Bearer TOKEN\" metadata");
+  }
+
+  // The model's metadata when `version` is empty or the version it serves; NOT_FOUND otherwise.
+  expected<model_metadata> served(const ServerContext& ctx, const std::string& model, const std::string& version) {
+    auto meta = wait(rt_.describe(model), budget(ctx, options_.request_timeout));
+    if (!meta || version.empty()) return meta;
+    if (meta->version && parse_version(version) == meta->version) return meta;
+    return make_error(errc::not_found, "model '" + model + "' has no version " + version + "; it serves " +
+                                           (meta->version ? "version " + std::to_string(*meta->version)
+                                                          : std::string("a model file without a version")));
+  }
+
+  // A model's state, or a vmodel's active model's.
+  expected<model_state> state_of(const ServerContext& ctx, const std::string& id) {
+    auto st = wait(rt_.status(id), budget(ctx, options_.request_timeout));
+    if (!st) return st.error();
+    if (st->state != model_state::not_found) return st->state;
+    auto v = wait(rt_.vmodel_status(id), budget(ctx, options_.request_timeout));
+    if (!v) return v.error().code == errc::not_found ? make_error(errc::not_found, "no model or vmodel '" + id + "'") : v.error();
+    return v->active_state;
+  }
+
+  runtime& rt_;
+  const front_options& options_;
+};
+
+struct front::impl {
+  front_options options;
+  std::unique_ptr<service> handler;
+  std::unique_ptr<::grpc::Server> server;
+  int port = 0;
+  bool stopped = false;
+};
+
+front::front(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+
+front::~front() { stop(); }
+
+void front::stop() {
+  if (!impl_ || impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->server->Shutdown(std::chrono::system_clock::now() + impl_->options.request_timeout);
+  impl_->server->Wait();
+}
+
+std::uint16_t front::port() const { return static_cast<std::uint16_t>(impl_->port); }
+
+std::string front::address() const {
+  const auto& host = impl_->options.host;
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(impl_->port);
+}
+
+expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options) {
+  if (options.threads == 0) return make_error(errc::invalid_argument, "the gRPC front needs at least one thread");
+  if (!options.allow_remote && !net::is_loopback_host(options.host))
+    return make_error(errc::invalid_argument,
+                      "gRPC address " + options.host + " is not loopback; remote access needs --allow-remote");
+  if (options.allow_remote && options.token.empty())
+    return make_error(errc::invalid_argument, "remote gRPC access needs a token");
+  auto i = std::make_unique<impl>();
+  i->options = std::move(options);
+  i->handler = std::make_unique<service>(rt, i->options);
+  const auto& host = i->options.host;
+  const auto where = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(i->options.port);
+  ::grpc::ServerBuilder builder;
+  builder.AddListeningPort(where, ::grpc::InsecureServerCredentials(), &i->port);
+  builder.RegisterService(i->handler.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<std::uint64_t>(i->options.max_request_bytes, INT32_MAX)));
+  ::grpc::ResourceQuota quota("warm-grpc");
+  quota.SetMaxThreads(static_cast<int>(std::min<std::uint32_t>(i->options.threads + 1, INT32_MAX)));
+  builder.SetResourceQuota(quota);
+  i->server = builder.BuildAndStart();
+  if (!i->server || i->port == 0) return make_error(errc::unavailable, "cannot serve gRPC on " + where);
+  return std::unique_ptr<front>(new front(std::move(i)));
+}
+
+}  // namespace warm::grpc_front

@@ -1,0 +1,73 @@
+// warm's gRPC front: the KServe V2 inference protocol (`inference.GRPCInferenceService`,
+// schemas/kserve_v2.proto) with the model repository extension, over a warm::runtime. Served by
+// gRPC's synchronous server on its own threads (never CAF's):
+//
+//   ServerLive, ServerReady                  the process serves; the runtime answers
+//   ServerMetadata                           name, version, extensions
+//   ModelMetadata, ModelReady                from the file header / the model's state; no load
+//   ModelInfer                               FP32 input "input" [batch, width] or [width], as typed
+//                                            fp32_contents or raw_input_contents; loads on demand
+//   RepositoryIndex, RepositoryModelLoad,    as HTTP's repository routes
+//   RepositoryModelUnload
+//
+// A model is a model id or a vmodel id; a version other than the one the model serves is
+// NOT_FOUND. Errors map to gRPC codes as grpc_code() says. With a token every method but
+// ServerLive and ServerReady needs the metadata "authorization: Bearer TOKEN" (UNAUTHENTICATED
+// otherwise; wrong tokens count against the client's address in the shared login limiter).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "warm/error.hpp"
+
+namespace warm {
+class runtime;
+}
+namespace warm::net {
+class login_limiter;
+}
+
+namespace warm::grpc_front {
+
+struct front_options {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;     // 0: any free port (see front::port)
+  bool allow_remote = false;  // bind a non-loopback host; needs a token
+  std::string token;          // required with allow_remote; optional otherwise
+  std::shared_ptr<net::login_limiter> login_limiter;  // wrong tokens per address; may be null
+  std::uint64_t max_request_bytes = 64ull << 20;      // a larger message gets RESOURCE_EXHAUSTED
+  std::uint64_t max_tensor_bytes = 64ull << 20;       // per input tensor, as FP32 bytes
+  std::uint32_t threads = 32;                         // calls served at once
+  std::chrono::milliseconds request_timeout{300'000};  // the longest wait, whatever the deadline
+};
+
+// The gRPC status code (grpc::StatusCode's value) for a warm error: INVALID_ARGUMENT, NOT_FOUND,
+// RESOURCE_EXHAUSTED (no room, too large), UNAVAILABLE (load failure, unavailable),
+// DEADLINE_EXCEEDED, INTERNAL.
+int grpc_code(errc code) noexcept;
+
+class front {
+ public:
+  // Binds host:port and starts serving before it returns. invalid_argument for a non-loopback
+  // host without allow_remote, allow_remote without a token, or threads == 0; unavailable when
+  // the address cannot be bound. `rt` is borrowed and must outlive the front.
+  static expected<std::unique_ptr<front>> start(runtime& rt, front_options options);
+  ~front();  // stop()s if needed
+
+  // Stops accepting; calls being served finish (bounded by request_timeout).
+  void stop();
+
+  std::uint16_t port() const;
+  std::string address() const;  // "HOST:PORT" as bound
+
+  struct impl;
+
+ private:
+  explicit front(std::unique_ptr<impl> i);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace warm::grpc_front
