@@ -79,8 +79,8 @@ void raw_sql(const std::string& path, const char* sql) {
   REQUIRE(rc == SQLITE_OK);
 }
 
-const warm::model_record full{"resnet", "vision/resnet", 7, 123456789, true};
-const warm::model_record bare{"bert", "text/bert", std::nullopt, std::nullopt, false};
+const warm::model_record full{"resnet", "vision/resnet", 7, 123456789, true, std::nullopt};
+const warm::model_record bare{"bert", "text/bert", std::nullopt, std::nullopt, false, std::nullopt};
 const warm::vmodel_record settled{"classify", "resnet", "resnet"};
 const warm::vmodel_record moving{"embed", "bert", "bert-v2"};
 
@@ -100,7 +100,7 @@ TEST_CASE("a new store is empty and lives at <state_dir>/registry.db") {
 TEST_CASE("records round-trip with their optional fields, sorted by id") {
   warm::test::temp_dir dir;
   auto store = open_store(dir.path());
-  const warm::model_record edge{"edge", "x/edge", int64_max, 0, false};  // largest storable, zero
+  const warm::model_record edge{"edge", "x/edge", int64_max, 0, false, std::nullopt};  // largest storable, zero
   apply_batch(store, {warm::put_model{full}, warm::put_vmodel{moving}, warm::put_model{bare},
                       warm::put_model{edge}, warm::put_vmodel{settled}});
   auto contents = load_all(store);
@@ -112,7 +112,7 @@ TEST_CASE("a put replaces every field of the record with that id") {
   warm::test::temp_dir dir;
   auto store = open_store(dir.path());
   apply_batch(store, {warm::put_model{full}, warm::put_vmodel{moving}});
-  const warm::model_record replaced{"resnet", "vision/resnet50", std::nullopt, 42, false};
+  const warm::model_record replaced{"resnet", "vision/resnet50", std::nullopt, 42, false, std::nullopt};
   const warm::vmodel_record settled_now{"embed", "bert-v2", "bert-v2"};
   apply_batch(store, {warm::put_model{replaced}, warm::put_vmodel{settled_now}});
   auto contents = load_all(store);
@@ -120,7 +120,7 @@ TEST_CASE("a put replaces every field of the record with that id") {
   CHECK(contents.vmodels == std::vector<warm::vmodel_record>{settled_now});
 
   // Later changes in one batch win over earlier ones.
-  const warm::model_record last{"resnet", "vision/resnet", 9, std::nullopt, true};
+  const warm::model_record last{"resnet", "vision/resnet", 9, std::nullopt, true, std::nullopt};
   apply_batch(store, {warm::put_model{full}, warm::put_model{last}});
   CHECK(load_all(store).models == std::vector<warm::model_record>{last});
 }
@@ -245,7 +245,7 @@ TEST_CASE("a registry.db with a damaged models table is refused at open, naming 
     auto store = open_store(dir.path());
     std::vector<warm::registry_change> batch;
     for (int i = 0; i < 300; ++i)
-      batch.push_back(warm::put_model{{"model-" + std::to_string(i) + std::string(100, 'x'), "m", 1, {}, false}});
+      batch.push_back(warm::put_model{{"model-" + std::to_string(i) + std::string(100, 'x'), "m", 1, {}, false, std::nullopt}});
     apply_batch(store, batch);
   }  // closed: the WAL is checkpointed into the file
   auto db = dir / "registry.db";
@@ -374,7 +374,7 @@ TEST_CASE("ten thousand puts in one batch load back in order") {
     std::snprintf(id, sizeof id, "m%05d", i);
     batch.push_back(warm::put_model{
         {id, std::string("models/") + id, std::uint64_t(i),
-         i % 2 ? std::optional<std::uint64_t>(i * 1000ull) : std::nullopt, i % 3 == 0}});
+         i % 2 ? std::optional<std::uint64_t>(i * 1000ull) : std::nullopt, i % 3 == 0, std::nullopt}});
     batch.push_back(warm::put_vmodel{{std::string("v") + id, id, id}});
   }
   apply_batch(store, batch);
@@ -383,8 +383,8 @@ TEST_CASE("ten thousand puts in one batch load back in order") {
   REQUIRE(contents.vmodels.size() == n);
   CHECK(contents.models.front().id == "m00000");
   CHECK(contents.models.back() ==
-        warm::model_record{"m09999", "models/m09999", 9999, 9999000, true});
-  CHECK(contents.models[4242] == warm::model_record{"m04242", "models/m04242", 4242, {}, true});
+        warm::model_record{"m09999", "models/m09999", 9999, 9999000, true, std::nullopt});
+  CHECK(contents.models[4242] == warm::model_record{"m04242", "models/m04242", 4242, {}, true, std::nullopt});
   CHECK(contents.vmodels[17] == warm::vmodel_record{"vm00017", "m00017", "m00017"});
   for (int i = 1; i < n; ++i)
     REQUIRE(contents.models[i - 1].id < contents.models[i].id);
