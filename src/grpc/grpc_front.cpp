@@ -11,7 +11,7 @@
 #include "net/loopback.hpp"
 #include "net/login_limiter.hpp"
 #include "net/token.hpp"
-#include "warm/model_repository.hpp"
+#include "v2/v2_common.hpp"
 #include "warm/runtime.hpp"
 
 namespace warm::grpc_front {
@@ -35,12 +35,7 @@ std::chrono::milliseconds budget(const ServerContext& ctx, std::chrono::millisec
   return std::clamp(left, std::chrono::milliseconds(0), limit);
 }
 
-template <class T>
-expected<T> wait(std::future<expected<T>> f, std::chrono::milliseconds timeout) {
-  if (f.wait_for(timeout) != std::future_status::ready)
-    return make_error(errc::timeout, "no answer within " + std::to_string(timeout.count()) + " ms");
-  return f.get();
-}
+using v2::wait;
 
 // The client's address in gRPC's peer string ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000",
 // "unix:/path"), for the login limiter.
@@ -91,15 +86,6 @@ expected<tensor> decode_input(const pb::ModelInferRequest::InferInputTensor& in,
   t.data.resize(count * sizeof(float));
   if (count) std::memcpy(t.data.data(), c.fp32_contents().data(), t.data.size());
   return t;
-}
-
-const char* triton_state(model_state s) {
-  switch (s) {
-    case model_state::loaded: return "READY";
-    case model_state::queued:
-    case model_state::loading: return "LOADING";
-    default: return "UNAVAILABLE";
-  }
 }
 
 }  // namespace
@@ -164,7 +150,7 @@ class service final : public pb::GRPCInferenceService::Service {
     if (auto denied = authorize(*ctx)) return *denied;
     if (!req->version().empty())
       if (auto meta = served(*ctx, req->name(), req->version()); !meta) return to_status(meta.error());
-    auto state = state_of(*ctx, req->name());
+    auto state = v2::state_of(rt_, req->name(), budget(*ctx, options_.request_timeout));
     if (!state) return to_status(state.error());
     out->set_ready(*state == model_state::loaded);
     return Status::OK;
@@ -213,7 +199,7 @@ class service final : public pb::GRPCInferenceService::Service {
       if (req->ready() && m.state != model_state::loaded) continue;
       auto* entry = out->add_models();
       entry->set_name(m.id);
-      entry->set_state(triton_state(m.state));
+      entry->set_state(v2::triton_state(m.state));
       if (m.last_error) entry->set_reason(m.last_error->message);
     }
     return Status::OK;
@@ -261,20 +247,8 @@ class service final : public pb::GRPCInferenceService::Service {
   expected<model_metadata> served(const ServerContext& ctx, const std::string& model, const std::string& version) {
     auto meta = wait(rt_.describe(model), budget(ctx, options_.request_timeout));
     if (!meta || version.empty()) return meta;
-    if (meta->version && parse_version(version) == meta->version) return meta;
-    return make_error(errc::not_found, "model '" + model + "' has no version " + version + "; it serves " +
-                                           (meta->version ? "version " + std::to_string(*meta->version)
-                                                          : std::string("a model file without a version")));
-  }
-
-  // A model's state, or a vmodel's active model's.
-  expected<model_state> state_of(const ServerContext& ctx, const std::string& id) {
-    auto st = wait(rt_.status(id), budget(ctx, options_.request_timeout));
-    if (!st) return st.error();
-    if (st->state != model_state::not_found) return st->state;
-    auto v = wait(rt_.vmodel_status(id), budget(ctx, options_.request_timeout));
-    if (!v) return v.error().code == errc::not_found ? make_error(errc::not_found, "no model or vmodel '" + id + "'") : v.error();
-    return v->active_state;
+    if (auto served = v2::check_version(model, *meta, version); !served) return served.error();
+    return meta;
   }
 
   runtime& rt_;

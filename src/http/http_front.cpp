@@ -10,6 +10,7 @@
 #include "net/loopback.hpp"
 #include "net/login_limiter.hpp"
 #include "net/token.hpp"
+#include "v2/v2_common.hpp"
 #include "warm/model_repository.hpp"
 #include "warm/runtime.hpp"
 
@@ -26,32 +27,7 @@ void reply_json(httplib::Response& res, int status, std::string body) {
 
 void reply_error(httplib::Response& res, const warm::error& e) { reply_json(res, http_status(e.code), encode_error(e.message)); }
 
-// Waits for a runtime future on this (httplib) thread, bounded by the request timeout.
-template <class T>
-expected<T> wait(std::future<expected<T>> f, std::chrono::milliseconds timeout) {
-  if (f.wait_for(timeout) != std::future_status::ready)
-    return make_error(errc::timeout, "no answer within " + (timeout.count() % 1000 ? std::to_string(timeout.count()) + " ms"
-                                                                               : std::to_string(timeout.count() / 1000) + " s"));
-  return f.get();
-}
-
-// A model's state for /ready: a model id, else a vmodel's active model. nullopt: unknown.
-std::optional<model_state> state_of(runtime& rt, const std::string& id, std::chrono::milliseconds timeout,
-                                    warm::error* failure) {
-  auto st = wait(rt.status(id), timeout);
-  if (!st) {
-    *failure = st.error();
-    return std::nullopt;
-  }
-  if (st->state != model_state::not_found) return st->state;
-  auto v = wait(rt.vmodel_status(id), timeout);
-  if (!v) {
-    *failure = v.error().code == errc::not_found ? make_error(errc::not_found, "no model or vmodel '" + id + "'")
-                                                 : v.error();
-    return std::nullopt;
-  }
-  return v->active_state;
-}
+using v2::wait;
 
 // The repository routes' bodies (index, load, unload) carry a flag or parameters, never data: a
 // larger one is 413 whatever --max-request-bytes allows, which bounds the index's parsed document.
@@ -276,16 +252,13 @@ void front::impl::metadata(const httplib::Request& req, httplib::Response& res) 
 expected<model_metadata> front::impl::served_version(const std::string& model, const std::string& version) {
   auto meta = wait(rt.describe(model), options.request_timeout);
   if (!meta) return meta.error();
-  if (meta->version && parse_version(version) == meta->version) return meta;
-  return make_error(errc::not_found, "model '" + model + "' has no version " + version + "; it serves " +
-                                         (meta->version ? "version " + std::to_string(*meta->version)
-                                                        : std::string("a model file without a version")));
+  if (auto served = v2::check_version(model, *meta, version); !served) return served.error();
+  return meta;
 }
 
 void front::impl::model_ready(const httplib::Request& req, httplib::Response& res) {
-  warm::error failure;
-  auto state = state_of(rt, req.matches[1], options.request_timeout, &failure);
-  if (!state) return reply_error(res, failure);
+  auto state = v2::state_of(rt, req.matches[1], options.request_timeout);
+  if (!state) return reply_error(res, state.error());
   if (*state != model_state::loaded)
     return reply_json(res, 400, encode_error("model '" + std::string(req.matches[1]) + "' is " +
                                              std::string(to_string(*state)) + ", not LOADED"));

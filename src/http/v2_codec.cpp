@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "http/v2_parse.hpp"
+#include "v2/v2_common.hpp"
 
 namespace warm::http {
 
@@ -112,15 +113,6 @@ void append_float(std::string& out, float value) {
   out.append(buffer, ec == std::errc() ? end : buffer);
 }
 
-const char* triton_state(model_state s) {
-  switch (s) {
-    case model_state::loaded: return "READY";
-    case model_state::queued:
-    case model_state::loading: return "LOADING";
-    default: return "UNAVAILABLE";
-  }
-}
-
 }  // namespace
 
 expected<v2_request> decode_infer_request(std::string_view body, const decode_limits& limits) {
@@ -195,7 +187,7 @@ std::string encode_model_metadata(const std::string& name, const model_metadata&
 std::string encode_repository_index(const std::vector<model_status>& models) {
   json list = json::array();
   for (auto& m : models) {
-    json entry = {{"name", m.id}, {"state", triton_state(m.state)}, {"warm_state", std::string(to_string(m.state))}};
+    json entry = {{"name", m.id}, {"state", v2::triton_state(m.state)}, {"warm_state", std::string(to_string(m.state))}};
     entry["reason"] = m.last_error ? m.last_error->message : "";
     list.push_back(std::move(entry));
   }
