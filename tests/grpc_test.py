@@ -43,11 +43,11 @@ def expect_code(call, code, what, contains=""):
     check(False, f"{what}: succeeded, want {code}")
 
 
-def start(tmp, name, *extra):
+def start(tmp, name, *extra, device="host:64MiB"):
     log = open(os.path.join(tmp, name + ".log"), "w+")
     sock = os.path.join(tmp, name + ".sock")
     proc = subprocess.Popen([warmd, "--repo", os.path.join(tmp, "repo"), "--state", os.path.join(tmp, name + "-state"),
-                             "--device", "host:64MiB", "--listen", "unix:" + sock, "--grpc", "127.0.0.1:0",
+                             "--device", device, "--listen", "unix:" + sock, "--grpc", "127.0.0.1:0",
                              "--log-level", "info", *extra], stdout=log, stderr=subprocess.STDOUT)
     for _ in range(200):
         if os.path.exists(sock) or proc.poll() is not None:
@@ -77,7 +77,7 @@ with tempfile.TemporaryDirectory() as tmp:
     import kserve_v2_pb2 as pb
     import kserve_v2_pb2_grpc as rpc
 
-    for model, layers in (("small", "8,16,4"), ("big", "512,512")):
+    for model, layers in (("small", "8,16,4"), ("big", "4096,4096")):
         subprocess.run([warmctl, "make-model", "--out", os.path.join(tmp, "repo", model, "1"), "--layers", layers],
                        check=True, stdout=subprocess.DEVNULL)
 
@@ -166,6 +166,20 @@ with tempfile.TemporaryDirectory() as tmp:
         c = stub.ModelInfer(typed)
         check(not c.parameters["warm_cache_hit"].bool_param, "a cold answer is a miss")
         check(c.raw_output_contents[0] == a.raw_output_contents[0], "the cold answer equals the warm one")
+    finally:
+        stop(proc)
+
+    # The server's own limit: a cold load of 64 MiB takes longer than --request-timeout 1ms, and
+    # the call gets DEADLINE_EXCEEDED from warmd (the client sets no deadline of its own).
+    proc, sock, port = start(tmp, "slow", "--request-timeout", "1ms", device="host:256MiB")
+    try:
+        subprocess.run([warmctl, "--connect", "unix:" + sock, "register", "big", "big"], check=True,
+                       stdout=subprocess.DEVNULL)
+        stub = rpc.GRPCInferenceServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+        r = pb.ModelInferRequest(model_name="big")
+        r.inputs.add(name="input", datatype="FP32", shape=[1, 4096]).contents.fp32_contents.extend([0.5] * 4096)
+        expect_code(lambda: stub.ModelInfer(r), grpc.StatusCode.DEADLINE_EXCEEDED, "a cold load past --request-timeout",
+                    "no answer within 1 ms")
     finally:
         stop(proc)
 
