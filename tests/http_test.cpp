@@ -89,6 +89,16 @@ std::map<std::string, double> samples(const std::string& text) {
   return out;
 }
 
+// Registers `model` in the daemon's state directory through the library, while the daemon is
+// down (HTTP has no registration route); the next start serves it.
+void register_offline(warmd_process& d, const std::string& model) {
+  runtime_options o;
+  o.repositories = {d.repo().string()};
+  o.state_dir = (d.dir() / "state").string();
+  auto rt = runtime::create(o);
+  REQUIRE(rt);
+  REQUIRE((*rt)->register_model(model, {model}).get());
+}
 
 }  // namespace
 
@@ -317,14 +327,7 @@ TEST_CASE("warmd --http serves V2 and /metrics on a free loopback port, and stop
   // HTTP has no registration (the repository API loads what is registered): register through the
   // library on the daemon's state directory while it is down; the restarted daemon serves it.
   CHECK(d.stop() == 0);
-  {
-    runtime_options o;
-    o.repositories = {d.repo().string()};
-    o.state_dir = (d.dir() / "state").string();
-    auto rt = runtime::create(o);
-    REQUIRE(rt);
-    REQUIRE((*rt)->register_model("m", {"m"}).get());
-  }
+  register_offline(d, "m");
   d.start({"--http", "127.0.0.1:0", "--metrics-per-model"});
   httplib::Client c2("127.0.0.1", d.announced_port("serving HTTP on 127.0.0.1:"));
   auto served = c2.Post("/v2/models/m/infer", request_body(3), "application/json");
@@ -350,14 +353,7 @@ TEST_CASE("warmd --max-batch: concurrent requests share passes, each answered wi
   warmd_process d;
   d.log_level = "info";
   d.write_model("m", {16, 8});
-  {
-    runtime_options o;
-    o.repositories = {d.repo().string()};
-    o.state_dir = (d.dir() / "state").string();
-    auto rt = runtime::create(o);
-    REQUIRE(rt);
-    REQUIRE((*rt)->register_model("m", {"m"}).get());
-  }
+  register_offline(d, "m");
   d.start({"--http", "127.0.0.1:0", "--max-batch", "8", "--max-queue-delay", "50ms", "--preferred-batch", "4"});
   const int port = d.announced_port("serving HTTP on 127.0.0.1:");
   // Four requests of one row at once: they reach the preferred size and run as one pass.
