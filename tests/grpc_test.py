@@ -4,11 +4,14 @@ generates from schemas/kserve_v2.proto, over python3-grpcio.
 
 Usage: grpc_test.py WARMD WARMCTL SOURCE_ROOT. Exits 77 (skipped) when python3-grpcio or
 python3-grpc-tools is missing. Covers every method, typed and raw inputs (equal answers), the
-error codes (INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED, UNAUTHENTICATED), versions, and
-the token rule with --allow-remote.
+error codes (INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED, UNAUTHENTICATED, DEADLINE_EXCEEDED),
+versions, the token rule with --allow-remote, the connection limit, idle connections closed, and
+a listener that survives running out of file descriptors.
 """
 import os
 import re
+import resource
+import socket
 import struct
 import subprocess
 import sys
@@ -43,12 +46,14 @@ def expect_code(call, code, what, contains=""):
     check(False, f"{what}: succeeded, want {code}")
 
 
-def start(tmp, name, *extra, device="host:64MiB"):
+def start(tmp, name, *extra, device="host:64MiB", open_files=None):
     log = open(os.path.join(tmp, name + ".log"), "w+")
     sock = os.path.join(tmp, name + ".sock")
+    # open_files: soft and hard limit on descriptors, so that warmd cannot raise it.
+    limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))) if open_files else None
     proc = subprocess.Popen([warmd, "--repo", os.path.join(tmp, "repo"), "--state", os.path.join(tmp, name + "-state"),
                              "--device", device, "--listen", "unix:" + sock, "--grpc", "127.0.0.1:0",
-                             "--log-level", "info", *extra], stdout=log, stderr=subprocess.STDOUT)
+                             "--log-level", "info", *extra], stdout=log, stderr=subprocess.STDOUT, preexec_fn=limit)
     for _ in range(200):
         if os.path.exists(sock) or proc.poll() is not None:
             break
@@ -65,6 +70,39 @@ def start(tmp, name, *extra, device="host:64MiB"):
 def stop(proc):
     proc.terminate()
     proc.wait(timeout=30)
+
+
+def log_of(tmp, name):
+    with open(os.path.join(tmp, name + ".log")) as f:
+        return f.read()
+
+
+def wait_for(predicate, seconds):
+    deadline = time.monotonic() + seconds
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return predicate()
+
+
+def live(stub, seconds):
+    try:
+        return stub.ServerLive(pb.ServerLiveRequest(), timeout=seconds).live
+    except grpc.RpcError as e:
+        print(f"ServerLive: {e.code()} {e.details()}")
+        return False
+
+
+def closed_by_server(conn, seconds):
+    """True when the server closes `conn` (which sends nothing) within `seconds`."""
+    conn.settimeout(seconds)
+    try:
+        while True:  # the server's HTTP/2 settings and GOAWAY come first, then the end
+            if conn.recv(4096) == b"":
+                return True
+    except socket.timeout:
+        return False
+    except ConnectionResetError:
+        return True
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -199,6 +237,49 @@ with tempfile.TemporaryDirectory() as tmp:
                     grpc.StatusCode.UNAUTHENTICATED, "a wrong token")
         meta = stub.ServerMetadata(pb.ServerMetadataRequest(), metadata=[("authorization", "Bearer " + token)])
         check(meta.name == "warm", "the right token is served")
+        # Wrong tokens count against the client's address, not the connection's descriptor.
+        check(wait_for(lambda: "grpc: failed login from 127.0.0.1: wrong token" in log_of(tmp, "remote"), 5),
+              "the failed login names the client's address: " + log_of(tmp, "remote")[-1500:])
+    finally:
+        stop(proc)
+
+    # Connections: at most --max-connections open (one more is closed at once), and one that
+    # makes no call is closed after the idle timeout (5 s), so a client that never presents a
+    # token cannot hold one.
+    proc, sock, port = start(tmp, "bounded", "--max-connections", "4")
+    try:
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+        extra = socket.create_connection(("127.0.0.1", port))
+        check(closed_by_server(extra, 2), "a connection past --max-connections is closed at once")
+        check("closing a connection from 127.0.0.1: 4 connections are open" in log_of(tmp, "bounded"),
+              "the refused connection is logged")
+        started = time.monotonic()
+        check(all(closed_by_server(c, 10) for c in held), "idle connections are closed")
+        idle = time.monotonic() - started
+        check(3 < idle < 9, f"idle connections closed after {idle:.1f} s, want about 5")
+        for c in [extra] + held:
+            c.close()
+        stub = rpc.GRPCInferenceServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+        check(live(stub, 10), "a new client is served once the idle ones are gone")
+    finally:
+        stop(proc)
+
+    # Out of file descriptors the listener pauses and accepts again; it never stops for good.
+    proc, sock, port = start(tmp, "fds", open_files=128)
+    try:
+        held = []
+        for _ in range(150):
+            try:
+                held.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+            except OSError:
+                break  # the backlog is full too
+        check(wait_for(lambda: "grpc: accept failed (Too many open files)" in log_of(tmp, "fds"), 20),
+              "warmd ran out of descriptors: " + log_of(tmp, "fds")[-2000:])
+        for c in held:
+            c.close()
+        stub = rpc.GRPCInferenceServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+        check(live(stub, 30), "a new client is served after the descriptors came back")
+        check("grpc: accepting connections again" in log_of(tmp, "fds"), "the recovery is logged")
     finally:
         stop(proc)
 

@@ -14,10 +14,13 @@
 // NOT_FOUND. Errors map to gRPC codes as grpc_code() says. With a token every method but
 // ServerLive and ServerReady needs the metadata "authorization: Bearer TOKEN" (UNAUTHENTICATED
 // otherwise; wrong tokens count against the client's address in the shared login limiter).
+// Connections are accepted by warm (fd_acceptor.hpp: bounded, and never stopped by running out
+// of descriptors) and handed to gRPC.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -37,11 +40,17 @@ struct front_options {
   std::uint16_t port = 0;     // 0: any free port (see front::port)
   bool allow_remote = false;  // bind a non-loopback host; needs a token
   std::string token;          // required with allow_remote; optional otherwise
-  std::shared_ptr<net::login_limiter> login_limiter;  // wrong tokens per address; may be null
-  std::uint64_t max_request_bytes = 64ull << 20;      // a larger message gets RESOURCE_EXHAUSTED
-  std::uint64_t max_tensor_bytes = 64ull << 20;       // per input tensor, as FP32 bytes
-  std::uint32_t threads = 32;                         // calls served at once
+  std::shared_ptr<net::login_limiter> login_limiter;   // wrong tokens per address; may be null
+  std::uint64_t max_request_bytes = 64ull << 20;       // a larger message gets RESOURCE_EXHAUSTED
+  std::uint64_t max_tensor_bytes = 64ull << 20;        // per input tensor, as FP32 bytes
+  std::uint32_t threads = 32;                          // calls served at once
   std::chrono::milliseconds request_timeout{300'000};  // the longest wait, whatever the deadline
+  // Connections: at most max_connections open at once (a new one past it is closed at once), and
+  // one with no call in progress for idle_timeout is closed (gRPC's GOAWAY; its client reconnects
+  // when it next calls), so connections that never present the token do not pile up.
+  std::size_t max_connections = 1024;
+  std::chrono::milliseconds idle_timeout{5000};
+  std::function<void(const std::string&)> log;  // refused connections, failed accepts; may be empty
 };
 
 // The gRPC status code (grpc::StatusCode's value) for a warm error: INVALID_ARGUMENT, NOT_FOUND,
@@ -59,6 +68,9 @@ class front {
 
   // Stops accepting; calls being served finish (bounded by request_timeout).
   void stop();
+
+  // Accepted connections still open (gRPC closes them on its own; this looks again).
+  std::size_t open_connections();
 
   std::uint16_t port() const;
   std::string address() const;  // "HOST:PORT" as bound

@@ -85,7 +85,7 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
       ->capture_default_str();
   app.add_option("--max-request-bytes", c.max_request_bytes, "Largest request message")->capture_default_str();
   app.add_option("--max-tensor-bytes", c.max_tensor_bytes, "Largest input tensor")->capture_default_str();
-  app.add_option("--max-connections", c.max_connections, "Cap'n Proto connections open at once")
+  app.add_option("--max-connections", c.max_connections, "Cap'n Proto connections open at once (and gRPC's, apart)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--max-pending-logins", c.max_pending_logins,

@@ -149,6 +149,8 @@ int main(int argc, char** argv) {
     grpc_options->max_tensor_bytes = *tensor_bytes;
     grpc_options->threads = c.http_threads;
     grpc_options->login_limiter = limiter;
+    grpc_options->log = [](const std::string& line) { spdlog::warn("{}", line); };
+    grpc_options->max_connections = c.max_connections;  // its own, beside Cap'n Proto's
     grpc_options->request_timeout =
         std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(*request_timeout));
   }
@@ -201,7 +203,11 @@ int main(int argc, char** argv) {
     if (http_options) http_options->token = std::move(*token);
   }
 
-  raise_open_file_limit(c.max_connections + (http_options ? http_options->max_connections : 0));
+  std::size_t front_connections = http_options ? http_options->max_connections : 0;
+#if WARM_HAVE_GRPC
+  if (grpc_options) front_connections += grpc_options->max_connections;
+#endif
+  raise_open_file_limit(c.max_connections + front_connections);
 
   auto state_warnings = warm::warmd::check_state_dir(c.state);
   if (!state_warnings) return usage(state_warnings.error().message);
