@@ -11,8 +11,8 @@
 
 #include "grpc/fd_acceptor.hpp"
 #include "kserve_v2.grpc.pb.h"
+#include "net/front_access.hpp"
 #include "net/login_limiter.hpp"
-#include "net/loopback.hpp"
 #include "net/token.hpp"
 #include "v2/v2_common.hpp"
 #include "warm/runtime.hpp"
@@ -349,12 +349,8 @@ std::string front::address() const {
 expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options) {
   if (options.threads == 0)
     return make_error(errc::invalid_argument, "the gRPC front needs at least one thread");
-  if (!options.allow_remote && !net::is_loopback_host(options.host))
-    return make_error(
-        errc::invalid_argument,
-        "gRPC address " + options.host + " is not loopback; remote access needs --allow-remote");
-  if (options.allow_remote && options.token.empty())
-    return make_error(errc::invalid_argument, "remote gRPC access needs a token");
+  if (auto problem = net::access_problem(options, "gRPC"); !problem.empty())
+    return make_error(errc::invalid_argument, problem);
   auto i = std::make_unique<impl>();
   i->options = std::move(options);
   auto acceptor = fd_acceptor::listen(

@@ -24,23 +24,17 @@
 #include <memory>
 #include <string>
 
+#include "net/front_access.hpp"
 #include "warm/error.hpp"
 
 namespace warm {
 class runtime;
 }
-namespace warm::net {
-class login_limiter;
-}
 
 namespace warm::grpc_front {
 
-struct front_options {
-  std::string host = "127.0.0.1";
-  std::uint16_t port = 0;     // 0: any free port (see front::port)
-  bool allow_remote = false;  // bind a non-loopback host; needs a token
-  std::string token;          // required with allow_remote; optional otherwise
-  std::shared_ptr<net::login_limiter> login_limiter;   // wrong tokens per address; may be null
+// Where it listens and who may use it (net::front_access).
+struct front_options : net::front_access {
   std::uint64_t max_request_bytes = 64ull << 20;       // a larger message gets RESOURCE_EXHAUSTED
   std::uint64_t max_tensor_bytes = 64ull << 20;        // per input tensor, as FP32 bytes
   std::uint32_t threads = 32;                          // calls served at once

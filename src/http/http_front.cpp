@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "http/conn_gate.hpp"
-#include "net/loopback.hpp"
+#include "net/front_access.hpp"
 #include "net/login_limiter.hpp"
 #include "net/token.hpp"
 #include "v2/v2_common.hpp"
@@ -299,11 +299,8 @@ void front::impl::metrics(httplib::Response& res) {
 
 expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options) {
   if (options.threads == 0) return make_error(errc::invalid_argument, "the HTTP front needs at least one thread");
-  if (!options.allow_remote && !net::is_loopback_host(options.host))
-    return make_error(errc::invalid_argument,
-                      "HTTP address " + options.host + " is not loopback; remote access needs --allow-remote");
-  if (options.allow_remote && options.token.empty())
-    return make_error(errc::invalid_argument, "remote HTTP access needs a token");
+  if (auto problem = net::access_problem(options, "HTTP"); !problem.empty())
+    return make_error(errc::invalid_argument, problem);
   auto i = std::make_unique<impl>(rt, std::move(options));
   gate_options gate;
   gate.limits.max_bytes = i->options.max_header_bytes;

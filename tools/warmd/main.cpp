@@ -71,6 +71,26 @@ void raise_open_file_limit(std::uint64_t connections) {
                  limit.rlim_cur, connections, own);
 }
 
+// Where a front (--http, --grpc) listens and who may use it, from its flag's HOST:PORT; nothing
+// when the value is not HOST:PORT. The token is set once it is read.
+std::optional<warm::net::front_access> front_access(const std::string& value, bool allow_remote,
+                                                    std::shared_ptr<warm::net::login_limiter> limiter) {
+  auto address = warm::warmd::parse_listen_address(value);
+  if (!address || address->is_unix) return std::nullopt;
+  warm::net::front_access access;
+  access.host = address->host;
+  access.port = address->port;
+  access.allow_remote = allow_remote;
+  access.login_limiter = std::move(limiter);
+  return access;
+}
+
+// A configured timeout as the fronts take it: at least 1 ms (a zero deadline would refuse every
+// request).
+std::chrono::milliseconds at_least_1ms(std::chrono::nanoseconds d) {
+  return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(d));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -139,44 +159,33 @@ int main(int argc, char** argv) {
 #if WARM_HAVE_GRPC
   std::optional<warm::grpc_front::front_options> grpc_options;
   if (!c.grpc.empty()) {
-    auto address = warm::warmd::parse_listen_address(c.grpc);
-    if (!address || address->is_unix) return usage("--grpc takes HOST:PORT, not \"" + c.grpc + "\"");
+    auto access = front_access(c.grpc, c.allow_remote, limiter);
+    if (!access) return usage("--grpc takes HOST:PORT, not \"" + c.grpc + "\"");
     grpc_options.emplace();
-    grpc_options->host = address->host;
-    grpc_options->port = address->port;
-    grpc_options->allow_remote = c.allow_remote;
+    static_cast<warm::net::front_access&>(*grpc_options) = std::move(*access);
     grpc_options->max_request_bytes = *request_bytes;
     grpc_options->max_tensor_bytes = *tensor_bytes;
     grpc_options->threads = c.http_threads;
-    grpc_options->login_limiter = limiter;
     grpc_options->log = [](const std::string& line) { spdlog::warn("{}", line); };
     grpc_options->max_connections = c.max_connections;  // its own, beside Cap'n Proto's
-    grpc_options->request_timeout =
-        std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(*request_timeout));
+    grpc_options->request_timeout = at_least_1ms(*request_timeout);
   }
 #else
   if (!c.grpc.empty()) return usage("--grpc: this warmd was built without gRPC (libgrpc++-dev)");
 #endif
   std::optional<warm::http::front_options> http_options;
   if (!c.http.empty()) {
-    auto address = warm::warmd::parse_listen_address(c.http);
-    if (!address || address->is_unix) return usage("--http takes HOST:PORT, not \"" + c.http + "\"");
+    auto access = front_access(c.http, c.allow_remote, limiter);
+    if (!access) return usage("--http takes HOST:PORT, not \"" + c.http + "\"");
     http_options.emplace();
-    http_options->host = address->host;
-    http_options->port = address->port;
-    http_options->allow_remote = c.allow_remote;
+    static_cast<warm::net::front_access&>(*http_options) = std::move(*access);
     http_options->max_request_bytes = *request_bytes;
     http_options->limits.max_tensor_bytes = *tensor_bytes;
     http_options->threads = c.http_threads;
     http_options->per_model_metrics = c.metrics_per_model;
-    http_options->login_limiter = limiter;
-    http_options->request_timeout =
-        std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(*request_timeout));
-    // At least 1 ms: a zero deadline would refuse every request.
-    http_options->header_timeout =
-        std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(*header_timeout));
-    http_options->body_timeout =
-        std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(*body_timeout));
+    http_options->request_timeout = at_least_1ms(*request_timeout);
+    http_options->header_timeout = at_least_1ms(*header_timeout);
+    http_options->body_timeout = at_least_1ms(*body_timeout);
   }
 
   warm::warmd::service_options service_options;
