@@ -69,7 +69,8 @@ def start(tmp, name, *extra, device="host:64MiB", open_files=None):
 
 def stop(proc):
     proc.terminate()
-    proc.wait(timeout=30)
+    code = proc.wait(timeout=60)
+    check(code == 0, f"warmd exited {code} after SIGTERM (a sanitizer's report exits non-zero)")
 
 
 def log_of(tmp, name):

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <charconv>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -28,6 +29,9 @@ void reply_json(httplib::Response& res, int status, std::string body) {
 void reply_error(httplib::Response& res, const warm::error& e) { reply_json(res, http_status(e.code), encode_error(e.message)); }
 
 using v2::wait;
+
+// The binary tensor data extension: the JSON's length in a body that binary tensor data follows.
+constexpr const char* json_length_header = "Inference-Header-Content-Length";
 
 // The repository routes' bodies (index, load, unload) carry a flag or parameters, never data: a
 // larger one is 413 whatever --max-request-bytes allows, which bounds the index's parsed document.
@@ -191,7 +195,7 @@ void front::impl::routes() {
     reply_json(res, 200, "{}");
   });
   s.Get("/v2", [](const httplib::Request&, httplib::Response& res) {
-    reply_json(res, 200, json{{"name", "warm"}, {"version", "0.1.0"}, {"extensions", {"model_repository", "metrics"}}}.dump());
+    reply_json(res, 200, json{{"name", "warm"}, {"version", "0.1.0"}, {"extensions", {"model_repository", "metrics", "binary_tensor_data"}}}.dump());
   });
   s.Get(R"(/v2/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) { metadata(req, res); });
   s.Get(R"(/v2/models/([^/]+)/versions/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
@@ -234,12 +238,27 @@ void front::impl::routes() {
 }
 
 void front::impl::infer(const httplib::Request& req, const std::string& body, httplib::Response& res) {
-  auto decoded = decode_infer_request(body, options.limits);
+  std::optional<std::size_t> json_length;  // the binary tensor data extension's header
+  if (req.has_header(json_length_header)) {
+    auto value = req.get_header_value(json_length_header);
+    std::size_t n = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (value.empty() || ec != std::errc() || end != value.data() + value.size())
+      return reply_error(res, make_error(errc::invalid_argument, std::string(json_length_header) +
+                                                                     " must be a byte count, not \"" + value + "\""));
+    json_length = n;
+  }
+  auto decoded = decode_infer_request(body, options.limits, json_length);
   if (!decoded) return reply_error(res, decoded.error());
   decoded->request.target = req.matches[1];
   auto result = wait(rt.infer(std::move(decoded->request)), options.request_timeout);
   if (!result) return reply_error(res, result.error());
-  reply_json(res, 200, encode_infer_response(*result, decoded->id));
+  if (!decoded->binary_output) return reply_json(res, 200, encode_infer_response(*result, decoded->id));
+  std::size_t header_bytes = 0;
+  auto answer = encode_infer_response(*result, decoded->id, true, &header_bytes);
+  res.status = 200;
+  res.set_header(json_length_header, std::to_string(header_bytes));
+  res.set_content(std::move(answer), "application/octet-stream");
 }
 
 void front::impl::metadata(const httplib::Request& req, httplib::Response& res) {
