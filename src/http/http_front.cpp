@@ -158,6 +158,9 @@ void front::impl::routes() {
     std::chrono::seconds retry_after{0};
     if (req.path.rfind("/v2/health/", 0) == 0 || authorized(req, retry_after))
       return httplib::Server::HandlerResponse::Unhandled;
+    // A client without the token does not keep its connection: it holds nothing while it has none.
+    res.set_header("Connection", "close");
+    close_after_answer();
     if (retry_after.count() > 0) {
       res.set_header("Retry-After", std::to_string(retry_after.count()));
       reply_json(res, 429, encode_error("too many failed logins from this address"));
