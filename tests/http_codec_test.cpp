@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "http/v2_codec.hpp"
@@ -217,4 +218,99 @@ TEST_CASE("error codes map to HTTP statuses; a client's mistake is never a 500")
   CHECK(http_status(errc::unavailable) == 503);
   CHECK(http_status(errc::timeout) == 504);
   CHECK(http_status(errc::internal) == 500);
+}
+
+namespace {
+
+// A body of the binary tensor data extension: JSON, then `data` as raw FP32 bytes.
+std::string with_binary(const std::string& header, const std::vector<float>& data) {
+  std::string body = header;
+  body.append(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));
+  return body;
+}
+
+std::string binary_error(const std::string& body, std::optional<std::size_t> json_length) {
+  auto r = decode_infer_request(body, {}, json_length);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::invalid_argument);
+  return r.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("binary input data: the bytes after Inference-Header-Content-Length, input by input") {
+  const std::string header =
+      R"({"inputs":[{"name":"a","shape":[1,2],"datatype":"FP32","parameters":{"binary_data_size":8}},)"
+      R"({"name":"b","shape":[1,2],"datatype":"FP32","data":[5,6]},)"
+      R"({"name":"c","shape":[3],"datatype":"FP32","parameters":{"binary_data_size":12}}]})";
+  auto body = with_binary(header, {1.5f, -2, 3, 4, 0.25f});
+  auto r = decode_infer_request(body, {}, header.size());
+  REQUIRE(r);
+  REQUIRE(r->request.inputs.size() == 3);
+  CHECK(floats(r->request.inputs[0]) == std::vector<float>{1.5f, -2});
+  CHECK(floats(r->request.inputs[1]) == std::vector<float>{5, 6});
+  CHECK(floats(r->request.inputs[2]) == std::vector<float>{3, 4, 0.25f});
+  CHECK(r->request.inputs[2].shape == std::vector<std::uint64_t>{3});
+  CHECK_FALSE(r->binary_output);
+
+  // An empty binary part is fine when no input has binary data.
+  const std::string plain = R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[7]}]})";
+  auto no_binary = decode_infer_request(plain, {}, plain.size());
+  REQUIRE(no_binary);
+  CHECK(floats(no_binary->request.inputs[0]) == std::vector<float>{7});
+}
+
+TEST_CASE("binary input data that does not add up is refused, naming the sizes") {
+  const std::string one = R"({"inputs":[{"name":"a","shape":[1,2],"datatype":"FP32","parameters":{"binary_data_size":8}}]})";
+  CHECK_THAT(binary_error(with_binary(one, {1, 2}), one.size() + 9), Catch::Contains("past the body's"));
+  CHECK_THAT(binary_error(with_binary(one, {1, 2}), std::nullopt),
+             Catch::Contains("binary_data_size needs the Inference-Header-Content-Length"));
+  CHECK_THAT(binary_error(with_binary(one, {1}), one.size()), Catch::Contains("only 4 bytes"));
+  CHECK_THAT(binary_error(with_binary(one, {1, 2, 3}), one.size()), Catch::Contains("4 bytes of binary data are left over"));
+  const std::string wrong = R"({"inputs":[{"name":"a","shape":[1,2],"datatype":"FP32","parameters":{"binary_data_size":12}}]})";
+  CHECK_THAT(binary_error(with_binary(wrong, {1, 2, 3}), wrong.size()),
+             Catch::Contains("binary_data_size is 12") && Catch::Contains("needs 8 bytes"));
+  const std::string both =
+      R"({"inputs":[{"name":"a","shape":[1,2],"datatype":"FP32","data":[1,2],"parameters":{"binary_data_size":8}}]})";
+  CHECK_THAT(binary_error(with_binary(both, {1, 2}), both.size()), Catch::Contains("both"));
+  const std::string negative = R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","parameters":{"binary_data_size":-4}}]})";
+  CHECK_THAT(binary_error(negative, negative.size()), Catch::Contains("non-negative integer"));
+  const std::string params = R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","parameters":[4]}]})";
+  CHECK_THAT(binary_error(params, params.size()), Catch::Contains("\"parameters\" must be an object"));
+  const std::string flag = R"({"parameters":{"binary_data_output":1},"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1]}]})";
+  CHECK_THAT(binary_error(flag, std::nullopt), Catch::Contains("must be true or false"));
+}
+
+TEST_CASE("binary output: asked by the request or by the output, the output's own setting winning") {
+  const std::string input = R"("inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}])";
+  auto asks = [&](const std::string& rest) {
+    auto r = decode_infer_request("{" + input + rest + "}");
+    REQUIRE(r);
+    return r->binary_output;
+  };
+  CHECK_FALSE(asks(""));
+  CHECK(asks(R"(,"parameters":{"binary_data_output":true})"));
+  CHECK(asks(R"(,"outputs":[{"name":"output","parameters":{"binary_data":true}}])"));
+  CHECK_FALSE(asks(R"(,"parameters":{"binary_data_output":true},"outputs":[{"name":"output","parameters":{"binary_data":false}}])"));
+  CHECK(asks(R"(,"parameters":{"binary_data_output":true},"outputs":[{"name":"output"}])"));
+
+  infer_result r;
+  r.model = "m";
+  tensor out;
+  out.name = "output";
+  out.shape = {1, 3};
+  std::vector<float> values{1.5f, -0.0f, 3e-8f};
+  out.data.resize(values.size() * sizeof(float));
+  std::memcpy(out.data.data(), values.data(), out.data.size());
+  r.outputs.push_back(out);
+  std::size_t json_length = 0;
+  auto body = encode_infer_response(r, "id-1", true, &json_length);
+  REQUIRE(json_length + 12 == body.size());
+  auto head = json::parse(body.substr(0, json_length));
+  CHECK(head["outputs"][0]["parameters"]["binary_data_size"] == 12);
+  CHECK(head["outputs"][0].count("data") == 0);
+  CHECK(head["outputs"][0]["shape"] == json::array({1, 3}));
+  std::vector<float> back(3);
+  std::memcpy(back.data(), body.data() + json_length, 12);
+  CHECK(std::memcmp(back.data(), values.data(), 12) == 0);  // bit for bit, -0 included
 }

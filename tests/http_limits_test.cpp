@@ -326,6 +326,24 @@ TEST_CASE("a body that stalls gets 408 at the body deadline and its connection i
   CHECK(h.client()->Post("/v2/models/a/infer", request_body(), "application/json")->status == 200);
 }
 
+TEST_CASE("a request without the token gets 401 and its connection is closed; an authorized one stays open") {
+  http::front_options o;
+  o.token = "limits-test-token";
+  front_fixture h(o);
+  raw_conn refused(h.front->port());
+  REQUIRE(refused.send_all("GET /v2 HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto denied = refused.read_response(10s);
+  CHECK(denied.status == 401);
+  CHECK(refused.closed_within(5s));
+
+  raw_conn kept(h.front->port());
+  const std::string authorized = "GET /v2 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer limits-test-token\r\n\r\n";
+  for (int i = 0; i < 2; ++i) {  // two requests on one connection
+    REQUIRE(kept.send_all(authorized));
+    CHECK(kept.read_response(10s).status == 200);
+  }
+}
+
 TEST_CASE("after a 413 the same kept-alive connection serves the next request") {
   http::front_options o;
   o.max_request_bytes = 4096;

@@ -176,6 +176,60 @@ TEST_CASE("infer loads on demand, then hits; nested and flat data agree with the
   CHECK(h.client->Get("/v2/models/live/ready")->status == 200);
 }
 
+TEST_CASE("the binary tensor data extension: binary inputs in, binary outputs out, equal to JSON's") {
+  http_fixture h;
+  std::vector<float> values(32, 0.25f);
+  std::fill(values.begin() + 16, values.end(), 1.25f);
+  const std::string header =
+      R"({"id":"bin","inputs":[{"name":"input","shape":[2,16],"datatype":"FP32","parameters":{"binary_data_size":128}}],)"
+      R"("outputs":[{"name":"output","parameters":{"binary_data":true}}]})";
+  std::string body = header;
+  body.append(reinterpret_cast<const char*>(values.data()), 128);
+  httplib::Headers headers{{"Inference-Header-Content-Length", std::to_string(header.size())}};
+  auto r = h.client->Post("/v2/models/a/infer", headers, body, "application/octet-stream");
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+  CHECK(r->get_header_value("Content-Type") == "application/octet-stream");
+  auto json_length = std::stoull(r->get_header_value("Inference-Header-Content-Length"));
+  REQUIRE(json_length + 64 == r->body.size());
+  auto head = json::parse(r->body.substr(0, json_length));
+  CHECK(head["id"] == "bin");
+  CHECK(head["outputs"][0]["shape"] == json::array({2, 8}));
+  CHECK(head["outputs"][0]["parameters"]["binary_data_size"] == 64);
+  std::vector<float> binary_out(16);
+  std::memcpy(binary_out.data(), r->body.data() + json_length, 64);
+
+  // The same rows as JSON, answered as JSON: the same floats, bit for bit.
+  auto plain = json::parse(h.post("/v2/models/a/infer", request_body(2, 0.25f))->body);
+  auto& data = plain["outputs"][0]["data"];
+  REQUIRE(data.size() == 16);
+  for (std::size_t i = 0; i < 16; ++i) CHECK(data[i].get<float>() == binary_out[i]);
+  CHECK(binary_out[0] != binary_out[8]);
+
+  // Binary in, JSON out (no binary_data asked); and bad framing is a 400 naming the header.
+  std::string json_out = R"({"inputs":[{"name":"input","shape":[2,16],"datatype":"FP32","parameters":{"binary_data_size":128}}]})";
+  std::string body2 = json_out;
+  body2.append(reinterpret_cast<const char*>(values.data()), 128);
+  auto r2 = h.client->Post("/v2/models/a/infer", {{"Inference-Header-Content-Length", std::to_string(json_out.size())}},
+                           body2, "application/octet-stream");
+  REQUIRE(r2);
+  REQUIRE(r2->status == 200);
+  CHECK(json::parse(r2->body)["outputs"][0]["data"] == data);
+  for (const char* bad : {"x", "-1", "", "99999999999999999999999"}) {
+    auto refused = h.client->Post("/v2/models/a/infer", {{"Inference-Header-Content-Length", bad}}, body2,
+                                  "application/octet-stream");
+    REQUIRE(refused);
+    CHECK(refused->status == 400);
+    CHECK_THAT(error_of(refused), Catch::Contains("Inference-Header-Content-Length"));
+  }
+  auto past = h.client->Post("/v2/models/a/infer", {{"Inference-Header-Content-Length", std::to_string(body2.size() + 1)}},
+                             body2, "application/octet-stream");
+  REQUIRE(past);
+  CHECK(past->status == 400);
+  auto extensions = json::parse(h.client->Get("/v2")->body)["extensions"];
+  CHECK(std::find(extensions.begin(), extensions.end(), "binary_tensor_data") != extensions.end());
+}
+
 TEST_CASE("bad requests get 400, 404, 413 or 503 with a JSON error, and the server keeps serving") {
   http_fixture h;
   CHECK_THAT(error_of(h.post("/v2/models/a/infer", "{\"inputs\": [")), Catch::Contains("not valid JSON"));

@@ -42,6 +42,7 @@ using clock = std::chrono::steady_clock;
 
 thread_local bool request_timed_out = false;
 thread_local bool request_over_limit = false;
+thread_local bool close_requested = false;  // close_after_answer()
 
 void close_socket(int fd) {
   ::shutdown(fd, SHUT_RDWR);
@@ -187,6 +188,7 @@ bool frame_bodyless_request(std::string& bytes, std::size_t empty_line_start) {
 bool current_request_timed_out() { return request_timed_out; }
 bool current_request_over_limit() { return request_over_limit; }
 void note_request_over_limit() { request_over_limit = true; }
+void close_after_answer() { close_requested = true; }
 
 struct conn_gate::impl {
   gate_options options;
@@ -238,15 +240,15 @@ struct conn_gate::impl {
       for (;;) {
         bool keep = false;
         {
-          request_timed_out = request_over_limit = false;
+          request_timed_out = request_over_limit = close_requested = false;
           head_progress head;
           if (scan_head(shared->pending, options.limits, &head) == head_scan::complete)
             frame_bodyless_request(shared->pending, head.line_start);
           gate_stream stream(*shared, clock::now() + options.body_timeout, options.max_request_wire_bytes,
                              options.limits.max_bytes);
-          keep = serve(stream, stopping.load()) && !request_over_limit;
+          keep = serve(stream, stopping.load()) && !request_over_limit && !close_requested;
           stream.keep_unread();
-          request_timed_out = request_over_limit = false;
+          request_timed_out = request_over_limit = close_requested = false;
         }
         if (!keep || stopping) break;
         switch (linger(*shared)) {

@@ -112,4 +112,8 @@ bool current_request_timed_out();
 bool current_request_over_limit();
 void note_request_over_limit();
 
+// On a worker, inside serve: closes the connection once the current request is answered (a
+// client that is refused for want of a token keeps no connection). Nothing elsewhere.
+void close_after_answer();
+
 }  // namespace warm::http

@@ -2,14 +2,16 @@
 
 #include <httplib.h>
 
+#include <charconv>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "http/conn_gate.hpp"
-#include "net/loopback.hpp"
+#include "net/front_access.hpp"
 #include "net/login_limiter.hpp"
 #include "net/token.hpp"
+#include "v2/v2_common.hpp"
 #include "warm/model_repository.hpp"
 #include "warm/runtime.hpp"
 
@@ -26,32 +28,10 @@ void reply_json(httplib::Response& res, int status, std::string body) {
 
 void reply_error(httplib::Response& res, const warm::error& e) { reply_json(res, http_status(e.code), encode_error(e.message)); }
 
-// Waits for a runtime future on this (httplib) thread, bounded by the request timeout.
-template <class T>
-expected<T> wait(std::future<expected<T>> f, std::chrono::milliseconds timeout) {
-  if (f.wait_for(timeout) != std::future_status::ready)
-    return make_error(errc::timeout, "no answer within " + (timeout.count() % 1000 ? std::to_string(timeout.count()) + " ms"
-                                                                               : std::to_string(timeout.count() / 1000) + " s"));
-  return f.get();
-}
+using v2::wait;
 
-// A model's state for /ready: a model id, else a vmodel's active model. nullopt: unknown.
-std::optional<model_state> state_of(runtime& rt, const std::string& id, std::chrono::milliseconds timeout,
-                                    warm::error* failure) {
-  auto st = wait(rt.status(id), timeout);
-  if (!st) {
-    *failure = st.error();
-    return std::nullopt;
-  }
-  if (st->state != model_state::not_found) return st->state;
-  auto v = wait(rt.vmodel_status(id), timeout);
-  if (!v) {
-    *failure = v.error().code == errc::not_found ? make_error(errc::not_found, "no model or vmodel '" + id + "'")
-                                                 : v.error();
-    return std::nullopt;
-  }
-  return v->active_state;
-}
+// The binary tensor data extension: the JSON's length in a body that binary tensor data follows.
+constexpr const char* json_length_header = "Inference-Header-Content-Length";
 
 // The repository routes' bodies (index, load, unload) carry a flag or parameters, never data: a
 // larger one is 413 whatever --max-request-bytes allows, which bounds the index's parsed document.
@@ -178,6 +158,9 @@ void front::impl::routes() {
     std::chrono::seconds retry_after{0};
     if (req.path.rfind("/v2/health/", 0) == 0 || authorized(req, retry_after))
       return httplib::Server::HandlerResponse::Unhandled;
+    // A client without the token does not keep its connection: it holds nothing while it has none.
+    res.set_header("Connection", "close");
+    close_after_answer();
     if (retry_after.count() > 0) {
       res.set_header("Retry-After", std::to_string(retry_after.count()));
       reply_json(res, 429, encode_error("too many failed logins from this address"));
@@ -215,7 +198,7 @@ void front::impl::routes() {
     reply_json(res, 200, "{}");
   });
   s.Get("/v2", [](const httplib::Request&, httplib::Response& res) {
-    reply_json(res, 200, json{{"name", "warm"}, {"version", "0.1.0"}, {"extensions", {"model_repository", "metrics"}}}.dump());
+    reply_json(res, 200, json{{"name", "warm"}, {"version", "0.1.0"}, {"extensions", {"model_repository", "metrics", "binary_tensor_data"}}}.dump());
   });
   s.Get(R"(/v2/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) { metadata(req, res); });
   s.Get(R"(/v2/models/([^/]+)/versions/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
@@ -258,12 +241,27 @@ void front::impl::routes() {
 }
 
 void front::impl::infer(const httplib::Request& req, const std::string& body, httplib::Response& res) {
-  auto decoded = decode_infer_request(body, options.limits);
+  std::optional<std::size_t> json_length;  // the binary tensor data extension's header
+  if (req.has_header(json_length_header)) {
+    auto value = req.get_header_value(json_length_header);
+    std::size_t n = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (value.empty() || ec != std::errc() || end != value.data() + value.size())
+      return reply_error(res, make_error(errc::invalid_argument, std::string(json_length_header) +
+                                                                     " must be a byte count, not \"" + value + "\""));
+    json_length = n;
+  }
+  auto decoded = decode_infer_request(body, options.limits, json_length);
   if (!decoded) return reply_error(res, decoded.error());
   decoded->request.target = req.matches[1];
   auto result = wait(rt.infer(std::move(decoded->request)), options.request_timeout);
   if (!result) return reply_error(res, result.error());
-  reply_json(res, 200, encode_infer_response(*result, decoded->id));
+  if (!decoded->binary_output) return reply_json(res, 200, encode_infer_response(*result, decoded->id));
+  std::size_t header_bytes = 0;
+  auto answer = encode_infer_response(*result, decoded->id, true, &header_bytes);
+  res.status = 200;
+  res.set_header(json_length_header, std::to_string(header_bytes));
+  res.set_content(std::move(answer), "application/octet-stream");
 }
 
 void front::impl::metadata(const httplib::Request& req, httplib::Response& res) {
@@ -276,16 +274,13 @@ void front::impl::metadata(const httplib::Request& req, httplib::Response& res) 
 expected<model_metadata> front::impl::served_version(const std::string& model, const std::string& version) {
   auto meta = wait(rt.describe(model), options.request_timeout);
   if (!meta) return meta.error();
-  if (meta->version && parse_version(version) == meta->version) return meta;
-  return make_error(errc::not_found, "model '" + model + "' has no version " + version + "; it serves " +
-                                         (meta->version ? "version " + std::to_string(*meta->version)
-                                                        : std::string("a model file without a version")));
+  if (auto served = v2::check_version(model, *meta, version); !served) return served.error();
+  return meta;
 }
 
 void front::impl::model_ready(const httplib::Request& req, httplib::Response& res) {
-  warm::error failure;
-  auto state = state_of(rt, req.matches[1], options.request_timeout, &failure);
-  if (!state) return reply_error(res, failure);
+  auto state = v2::state_of(rt, req.matches[1], options.request_timeout);
+  if (!state) return reply_error(res, state.error());
   if (*state != model_state::loaded)
     return reply_json(res, 400, encode_error("model '" + std::string(req.matches[1]) + "' is " +
                                              std::string(to_string(*state)) + ", not LOADED"));
@@ -326,11 +321,8 @@ void front::impl::metrics(httplib::Response& res) {
 
 expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options) {
   if (options.threads == 0) return make_error(errc::invalid_argument, "the HTTP front needs at least one thread");
-  if (!options.allow_remote && !net::is_loopback_host(options.host))
-    return make_error(errc::invalid_argument,
-                      "HTTP address " + options.host + " is not loopback; remote access needs --allow-remote");
-  if (options.allow_remote && options.token.empty())
-    return make_error(errc::invalid_argument, "remote HTTP access needs a token");
+  if (auto problem = net::access_problem(options, "HTTP"); !problem.empty())
+    return make_error(errc::invalid_argument, problem);
   auto i = std::make_unique<impl>(rt, std::move(options));
   gate_options gate;
   gate.limits.max_bytes = i->options.max_header_bytes;

@@ -14,7 +14,8 @@
 // {m} is a model id or a vmodel id. Errors are {"error": "..."} with the status http_status()
 // gives: 400 bad input, 404 unknown model or route, 503 load failure, never 500 for a client's
 // mistake. A client holds no worker thread until its request head has arrived, within bounds of
-// size and time (front_options), so slow or endless headers cannot starve the others. With a token, every endpoint but /v2/health/* needs "Authorization: Bearer TOKEN".
+// size and time (front_options), so slow or endless headers cannot starve the others. With a token,
+// every endpoint but /v2/health/* needs "Authorization: Bearer TOKEN".
 #pragma once
 
 #include <chrono>
@@ -23,28 +24,21 @@
 #include <string>
 
 #include "http/v2_codec.hpp"
+#include "net/front_access.hpp"
 #include "warm/error.hpp"
 
 namespace warm {
 class runtime;
 }
-namespace warm::net {
-class login_limiter;
-}
 
 namespace warm::http {
 
-struct front_options {
-  std::string host = "127.0.0.1";
-  std::uint16_t port = 0;       // 0: any free port (see front::port)
-  bool allow_remote = false;    // bind a non-loopback host; needs a token
-  std::string token;            // required with allow_remote; optional otherwise
-  // Wrong bearer tokens per client address (shared with the RPC front); null: not limited. While
-  // an address's budget is spent its requests are answered 429 with Retry-After.
-  std::shared_ptr<net::login_limiter> login_limiter;
+// Where it listens and who may use it (net::front_access). While an address's budget of wrong
+// tokens is spent, its requests are answered 429 with Retry-After.
+struct front_options : net::front_access {
   std::uint64_t max_request_bytes = 64ull << 20;  // larger bodies get 413
   decode_limits limits;
-  std::uint32_t threads = 32;   // requests served at once; a miss holds one while its model loads
+  std::uint32_t threads = 32;  // requests served at once; a miss holds one while its model loads
   std::chrono::milliseconds request_timeout{300'000};  // an infer or load waiting longer gets 504
   // Before a worker is taken (conn_gate.hpp): a request head over max_header_bytes or
   // max_header_lines gets 431; one not complete within header_timeout gets 408; a connection

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "http/v2_parse.hpp"
+#include "v2/v2_common.hpp"
 
 namespace warm::http {
 
@@ -54,7 +55,28 @@ expected<parsed_request> parse(std::string_view body, const decode_limits& limit
   return parse_request(body, bounds);
 }
 
-expected<tensor> decode_input(const json& in, std::size_t index, data_values* data, const decode_limits& limits) {
+// An object's "parameters"[key] when present; the end of `in` when absent, and an error when
+// "parameters" is not an object.
+expected<const json*> parameter(const json& in, const char* key, const std::string& where) {
+  auto params = in.find("parameters");
+  if (params == in.end()) return nullptr;
+  if (!params->is_object()) return bad(where + ": \"parameters\" must be an object");
+  auto found = params->find(key);
+  return found == params->end() ? nullptr : &*found;
+}
+
+// A boolean parameter: its value, `otherwise` when absent.
+expected<bool> flag(const json& in, const char* key, const std::string& where, bool otherwise) {
+  auto p = parameter(in, key, where);
+  if (!p) return std::move(p).error();
+  if (*p == nullptr) return otherwise;
+  if (!(*p)->is_boolean()) return bad(where + ": parameter \"" + key + "\" must be true or false");
+  return (*p)->get<bool>();
+}
+
+// `binary`: the binary part of the body not yet taken by earlier inputs; null without one.
+expected<tensor> decode_input(const json& in, std::size_t index, data_values* data, const decode_limits& limits,
+                              std::string_view* binary) {
   auto where = "inputs[" + std::to_string(index) + "]";
   if (!in.is_object()) return bad(where + " must be an object");
   auto name = in.find("name");
@@ -81,8 +103,31 @@ expected<tensor> decode_input(const json& in, std::size_t index, data_values* da
                  std::to_string(limits.max_tensor_bytes) + " bytes");
     count *= dim;
   }
+  auto binary_size = parameter(in, "binary_data_size", "input '" + t.name + "'");
+  if (!binary_size) return std::move(binary_size).error();
+  if (*binary_size) {
+    const json& size = **binary_size;
+    if (!size.is_number_unsigned())
+      return bad("input '" + t.name + "': binary_data_size must be a non-negative integer, not " + dump(size));
+    if (data != nullptr && data->present)
+      return bad("input '" + t.name + "': has both \"data\" and binary_data_size");
+    if (binary == nullptr)
+      return bad("input '" + t.name + "': binary_data_size needs the Inference-Header-Content-Length header");
+    const auto bytes = size.get<std::uint64_t>();
+    if (bytes != count * sizeof(float))
+      return bad("input '" + t.name + "': binary_data_size is " + std::to_string(bytes) + "; shape " + dump(*shape) +
+                 " needs " + std::to_string(count * sizeof(float)) + " bytes of FP32");
+    if (bytes > binary->size())
+      return bad("input '" + t.name + "': binary_data_size is " + std::to_string(bytes) + " but only " +
+                 std::to_string(binary->size()) + " bytes of binary data are left");
+    t.type = dtype::f32;
+    t.data.resize(bytes);
+    if (bytes) std::memcpy(t.data.data(), binary->data(), bytes);
+    binary->remove_prefix(bytes);
+    return t;
+  }
   if (data == nullptr || !data->present)
-    return bad("input '" + t.name + "': \"data\" is required (binary data is not supported)");
+    return bad("input '" + t.name + "': \"data\" (or binary_data_size) is required");
   if (!data->not_a_number.empty())
     return bad("input '" + t.name + "': data must hold numbers, not " + data->not_a_number);
   if (data->count > count)
@@ -112,18 +157,18 @@ void append_float(std::string& out, float value) {
   out.append(buffer, ec == std::errc() ? end : buffer);
 }
 
-const char* triton_state(model_state s) {
-  switch (s) {
-    case model_state::loaded: return "READY";
-    case model_state::queued:
-    case model_state::loading: return "LOADING";
-    default: return "UNAVAILABLE";
-  }
-}
-
 }  // namespace
 
-expected<v2_request> decode_infer_request(std::string_view body, const decode_limits& limits) {
+expected<v2_request> decode_infer_request(std::string_view body, const decode_limits& limits,
+                                          std::optional<std::size_t> json_length) {
+  std::optional<std::string_view> binary;
+  if (json_length) {
+    if (*json_length > body.size())
+      return bad("Inference-Header-Content-Length is " + std::to_string(*json_length) + ", past the body's " +
+                 std::to_string(body.size()) + " bytes");
+    binary = body.substr(*json_length);
+    body = body.substr(0, *json_length);
+  }
   auto parsed = parse(body, limits);
   if (!parsed) return std::move(parsed).error();
   const json& root = parsed->root;
@@ -137,10 +182,16 @@ expected<v2_request> decode_infer_request(std::string_view body, const decode_li
   if (inputs == root.end() || !inputs->is_array() || inputs->empty())
     return bad("\"inputs\" (a non-empty array) is required");
   for (std::size_t i = 0; i < inputs->size(); ++i) {
-    auto t = decode_input((*inputs)[i], i, i < parsed->data.size() ? &parsed->data[i] : nullptr, limits);
+    auto t = decode_input((*inputs)[i], i, i < parsed->data.size() ? &parsed->data[i] : nullptr, limits,
+                          binary ? &*binary : nullptr);
     if (!t) return std::move(t).error();
     out.request.inputs.push_back(std::move(*t));
   }
+  if (binary && !binary->empty())
+    return bad(std::to_string(binary->size()) + " bytes of binary data are left over after the inputs' binary_data_size");
+  auto binary_output = flag(root, "binary_data_output", "request", false);
+  if (!binary_output) return std::move(binary_output).error();
+  out.binary_output = *binary_output;
   if (auto outputs = root.find("outputs"); outputs != root.end()) {
     if (!outputs->is_array()) return bad("\"outputs\" must be an array");
     for (auto& o : *outputs) {
@@ -149,12 +200,16 @@ expected<v2_request> decode_infer_request(std::string_view body, const decode_li
         return bad("each requested output must be an object with a \"name\"");
       if (name->get<std::string>() != "output")
         return bad("unknown output '" + name->get<std::string>() + "'; the model's output is 'output'");
+      auto binary_data = flag(o, "binary_data", "output 'output'", out.binary_output);
+      if (!binary_data) return std::move(binary_data).error();
+      out.binary_output = *binary_data;
     }
   }
   return out;
 }
 
-std::string encode_infer_response(const infer_result& result, const std::string& id) {
+std::string encode_infer_response(const infer_result& result, const std::string& id, bool binary,
+                                  std::size_t* json_length) {
   std::string out = "{\"model_name\":" + dump(result.model);
   if (!id.empty()) out += ",\"id\":" + dump(id);
   out += ",\"parameters\":{\"warm_cache_hit\":";
@@ -164,7 +219,12 @@ std::string encode_infer_response(const infer_result& result, const std::string&
   for (auto& t : result.outputs) {
     if (!first_tensor) out += ',';
     first_tensor = false;
-    out += "{\"name\":" + dump(t.name) + ",\"datatype\":\"FP32\",\"shape\":" + dump(t.shape) + ",\"data\":[";
+    out += "{\"name\":" + dump(t.name) + ",\"datatype\":\"FP32\",\"shape\":" + dump(t.shape);
+    if (binary) {
+      out += ",\"parameters\":{\"binary_data_size\":" + std::to_string(t.data.size()) + "}}";
+      continue;
+    }
+    out += ",\"data\":[";
     std::size_t n = t.data.size() / sizeof(float);
     out.reserve(out.size() + n * 12 + 8);
     for (std::size_t i = 0; i < n; ++i) {
@@ -176,6 +236,9 @@ std::string encode_infer_response(const infer_result& result, const std::string&
     out += "]}";
   }
   out += "]}";
+  if (json_length) *json_length = out.size();
+  if (binary)
+    for (auto& t : result.outputs) out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size());
   return out;
 }
 
@@ -195,7 +258,7 @@ std::string encode_model_metadata(const std::string& name, const model_metadata&
 std::string encode_repository_index(const std::vector<model_status>& models) {
   json list = json::array();
   for (auto& m : models) {
-    json entry = {{"name", m.id}, {"state", triton_state(m.state)}, {"warm_state", std::string(to_string(m.state))}};
+    json entry = {{"name", m.id}, {"state", v2::triton_state(m.state)}, {"warm_state", std::string(to_string(m.state))}};
     entry["reason"] = m.last_error ? m.last_error->message : "";
     list.push_back(std::move(entry));
   }

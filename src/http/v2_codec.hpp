@@ -6,9 +6,17 @@
 // must equal the shape's product. warm's dense models take FP32 only, so any other datatype is a
 // clear invalid_argument naming it. Nothing from the body is trusted: nesting depth, element
 // counts and tensor bytes are bounded before anything is allocated for them.
+//
+// The binary tensor data extension: a request with the header Inference-Header-Content-Length: N
+// carries its JSON in the body's first N bytes and tensor data after it. An input with
+// "parameters": {"binary_data_size": K} has no "data"; its elements are the next K bytes of that
+// binary part (inputs in order, FP32 little-endian), and together they must use it exactly. The
+// answer is binary when the request says "parameters": {"binary_data_output": true} or the output
+// asks "parameters": {"binary_data": true} (an output's own setting wins).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -22,19 +30,27 @@ struct decode_limits {
 };
 
 struct v2_request {
-  infer_request request;  // target left empty: the URL names the model
-  std::string id;         // echoed in the response when given
+  infer_request request;       // target left empty: the URL names the model
+  std::string id;              // echoed in the response when given
+  bool binary_output = false;  // answer the output's data as binary
 };
 
-// Parses a V2 infer request body. invalid_argument (with what is wrong) for malformed JSON,
-// missing or mistyped fields, a datatype other than FP32, a data element count that does not
-// match the shape, non-numeric or out-of-range elements, requested outputs other than "output",
-// or a tensor over limits.max_tensor_bytes.
-expected<v2_request> decode_infer_request(std::string_view body, const decode_limits& limits = {});
+// Parses a V2 infer request body; `json_length` is Inference-Header-Content-Length when the
+// request has it. invalid_argument (with what is wrong) for malformed JSON, missing or mistyped
+// fields, a datatype other than FP32, a data element count that does not match the shape,
+// non-numeric or out-of-range elements, requested outputs other than "output", a tensor over
+// limits.max_tensor_bytes, a json_length past the body, binary_data_size without a binary part,
+// or sizes that do not match the shapes or do not add up to the binary part.
+expected<v2_request> decode_infer_request(std::string_view body, const decode_limits& limits = {},
+                                          std::optional<std::size_t> json_length = std::nullopt);
 
 // {"model_name", "id"?, "parameters": {"warm_cache_hit", "warm_load_wait_ms"}, "outputs": [...]}
-// with output data flat, each float in its shortest round-trip form (non-finite as null).
-std::string encode_infer_response(const infer_result& result, const std::string& id);
+// with output data flat, each float in its shortest round-trip form (non-finite as null). With
+// `binary`, each output has "parameters": {"binary_data_size": K} instead of "data", and its K
+// bytes (FP32 little-endian) follow the JSON in output order; *json_length, when given, is set to
+// the JSON's length (the answer's Inference-Header-Content-Length).
+std::string encode_infer_response(const infer_result& result, const std::string& id, bool binary = false,
+                                  std::size_t* json_length = nullptr);
 
 // GET /v2/models/{m}: {"name", "versions", "platform", "inputs", "outputs"}, shapes with -1 for
 // the batch dimension. `name` is what the client asked for (a vmodel id stays a vmodel id).

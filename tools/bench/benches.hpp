@@ -96,6 +96,7 @@ struct http_options {
   double seconds = 5.0;  // total, split evenly over rounds x 2 phases
   int connections = 8;   // client threads (one keep-alive httplib::Client each) per phase
   int rounds = 4;        // interleaved warm / baseline rounds; medians reported
+  bool binary = false;   // the binary tensor data extension both ways instead of JSON data
 };
 // `http`: batch-1 KServe V2 inference over HTTP (warm::http::front over a runtime with one loaded
 // model) vs a bare httplib::Server answering warm's pre-encoded response. ratio = the median over

@@ -22,6 +22,8 @@
 // requests/s (rps) and of the baseline's, ratio = the median over rounds of
 // warm_rps / baseline_rps (each pair saw the same machine state), and p50/p99/max of all warm
 // calls (the baseline's as baseline_*). Clients and servers share the machine's cores.
+// --binary sends the input and asks for the output in the V2 binary tensor data extension
+// (Inference-Header-Content-Length) instead of JSON numbers; the baseline replays that answer.
 // WARM_BENCH_VERBOSE=1 prints every phase's requests/s to stderr.
 #include <algorithm>
 #include <atomic>
@@ -32,6 +34,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <httplib.h>
@@ -60,6 +63,17 @@ std::string v2_body(const tensor& input) {
     out.append(buffer, ec == std::errc() ? end : buffer);
   }
   return out + "]}]}";
+}
+
+// The same request in the binary tensor data extension: JSON naming binary_data_size, the input's
+// bytes after it, and the answer asked for as binary too. Returns the body and its JSON's length.
+std::pair<std::string, std::size_t> v2_binary_body(const tensor& input) {
+  std::string out = "{\"inputs\":[{\"name\":\"input\",\"shape\":[1," + std::to_string(input.shape.back()) +
+                    "],\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":" +
+                    std::to_string(input.data.size()) + "}}],\"parameters\":{\"binary_data_output\":true}}";
+  const std::size_t json_length = out.size();
+  out.append(reinterpret_cast<const char*>(input.data.data()), input.data.size());
+  return {out, json_length};
 }
 
 bool is_hit(const std::string& body) { return body.find("\"warm_cache_hit\":true") != std::string::npos; }
@@ -101,7 +115,7 @@ class baseline_server {
 // `connections` threads, each with its own keep-alive client to 127.0.0.1:`port`, POSTing `body`
 // to `path` in a closed loop for `seconds`, started together once each, in turn, made one call.
 phase_result run_phase(bool warm_server, int port, int connections, double seconds, const std::string& path,
-                       const std::string& body) {
+                       const std::string& body, const httplib::Headers& headers) {
   // calls: answered 200 before the deadline; failures: any other answer, or none; missed: a
   // warm-up answer from warm that was not a cache hit.
   std::vector<phase_tally> tallies(static_cast<std::size_t>(connections));
@@ -119,7 +133,7 @@ phase_result run_phase(bool warm_server, int port, int connections, double secon
       client.set_connection_timeout(std::chrono::seconds(5));
       client.set_read_timeout(std::chrono::seconds(10));  // bounds a call, so a phase cannot hang
       auto call = [&](bool check_hit) {
-        auto res = client.Post(path, body, "application/json");
+        auto res = client.Post(path, headers, body, "application/json");
         if (res && res->status == 200) {
           if (check_hit && !is_hit(res->body)) mine.missed = true;
           return true;
@@ -179,11 +193,18 @@ int run_http(const http_options& options) {
   int rc = 0;
   {
     const std::string path = "/v2/models/" + id + "/infer";
-    const std::string body = v2_body(random_input(options.layers.front()));
+    const auto input = random_input(options.layers.front());
+    std::string body = v2_body(input);
+    httplib::Headers headers;
+    if (options.binary) {
+      auto [binary, json_length] = v2_binary_body(input);
+      body = std::move(binary);
+      headers.emplace("Inference-Header-Content-Length", std::to_string(json_length));
+    }
     // The baseline answers what warm answers to this very request.
     httplib::Client probe("127.0.0.1", (*front)->port());
     probe.set_read_timeout(std::chrono::seconds(10));
-    auto reference = probe.Post(path, body, "application/json");
+    auto reference = probe.Post(path, headers, body, "application/json");
     if (!reference || reference->status != 200 || !is_hit(reference->body)) {
       (*front)->stop();
       return fail("warm front: the first call failed or missed: " +
@@ -203,7 +224,7 @@ int run_http(const http_options& options) {
       double round_warm = 0, round_base = 0;
       for (bool warm_phase : rotated_order<bool>({true, false}, round)) {
         auto result = run_phase(warm_phase, warm_phase ? (*front)->port() : baseline_port, options.connections,
-                                phase_seconds, path, body);
+                                phase_seconds, path, body, headers);
         if (!result.failure.empty())
           std::fprintf(stderr, "warm-bench http: %s: %s\n", warm_phase ? "warm" : "baseline", result.failure.c_str());
         if (result.missed) {
@@ -230,6 +251,7 @@ int run_http(const http_options& options) {
                                {"baseline_rps", median(baseline_rps)},
                                {"ratio", median(ratios)},
                                {"connections", options.connections},
+                               {"binary", options.binary},
                                {"seconds", options.seconds},
                                {"max_us", percentile(warm_latencies, 100)},
                                {"baseline_p50_us", percentile(baseline_latencies, 50)},

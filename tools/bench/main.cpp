@@ -149,6 +149,7 @@ int main(int argc, char** argv) {
   http_cmd->add_option("--seconds", http.seconds, "Total duration")->capture_default_str()->check(CLI::Range(0.1, 600.0));
   http_cmd->add_option("--layers", http_layers, "Layer widths")->capture_default_str();
   http_cmd->add_option("--rounds", http.rounds, "Interleaved rounds")->capture_default_str()->check(CLI::Range(1, 100));
+  http_cmd->add_flag("--binary", http.binary, "Binary tensor data (Inference-Header-Content-Length) instead of JSON numbers");
   http_cmd->callback([&] {
     auto widths = warm::parse_widths(http_layers);
     if (!widths) {

@@ -85,7 +85,7 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
       ->capture_default_str();
   app.add_option("--max-request-bytes", c.max_request_bytes, "Largest request message")->capture_default_str();
   app.add_option("--max-tensor-bytes", c.max_tensor_bytes, "Largest input tensor")->capture_default_str();
-  app.add_option("--max-connections", c.max_connections, "Cap'n Proto connections open at once")
+  app.add_option("--max-connections", c.max_connections, "Cap'n Proto connections open at once (and gRPC's, apart)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--max-pending-logins", c.max_pending_logins,
@@ -129,6 +129,7 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--http", c.http, "Serve KServe V2 HTTP and /metrics on HOST:PORT (loopback unless --allow-remote)");
+  app.add_option("--grpc", c.grpc, "Serve KServe V2 over gRPC on HOST:PORT (loopback unless --allow-remote)");
   app.add_option("--http-threads", c.http_threads, "HTTP requests served at once (a miss holds one while it loads)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
@@ -360,6 +361,7 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
     else if (key == "max-request-bytes") r = string_value(c.max_request_bytes);
     else if (key == "max-tensor-bytes") r = string_value(c.max_tensor_bytes);
     else if (key == "http") r = string_value(c.http);
+    else if (key == "grpc") r = string_value(c.grpc);
     else if (key == "request-timeout") r = string_value(c.request_timeout);
     else if (key == "max-queue-delay") r = string_value(c.max_queue_delay);
     else if (key == "http-header-timeout") r = string_value(c.http_header_timeout);

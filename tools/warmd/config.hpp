@@ -43,6 +43,7 @@ struct config {
   std::uint32_t max_watchers_per_connection = 16;  // watch streams one connection may open
   std::uint32_t max_queued_events = 4096;          // events one watch stream queues for a slow reader
   std::string http;                 // HOST:PORT of the HTTP front; empty = none
+  std::string grpc;                 // HOST:PORT of the KServe V2 gRPC front; empty = none
   std::uint32_t http_threads = 32;
   bool metrics_per_model = false;
   std::string request_timeout = "5m";

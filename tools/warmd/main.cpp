@@ -21,6 +21,9 @@
 #include "config.hpp"
 #include "file_checks.hpp"
 #include "http/http_front.hpp"
+#if WARM_HAVE_GRPC
+#include "grpc/grpc_front.hpp"
+#endif
 #include "net/login_limiter.hpp"
 #include "service.hpp"
 #include "warm/runtime.hpp"
@@ -66,6 +69,26 @@ void raise_open_file_limit(std::uint64_t connections) {
                  "past it new connections wait in the listen backlog until descriptors are free (raise it with "
                  "ulimit -n or LimitNOFILE=)",
                  limit.rlim_cur, connections, own);
+}
+
+// Where a front (--http, --grpc) listens and who may use it, from its flag's HOST:PORT; nothing
+// when the value is not HOST:PORT. The token is set once it is read.
+std::optional<warm::net::front_access> front_access(const std::string& value, bool allow_remote,
+                                                    std::shared_ptr<warm::net::login_limiter> limiter) {
+  auto address = warm::warmd::parse_listen_address(value);
+  if (!address || address->is_unix) return std::nullopt;
+  warm::net::front_access access;
+  access.host = address->host;
+  access.port = address->port;
+  access.allow_remote = allow_remote;
+  access.login_limiter = std::move(limiter);
+  return access;
+}
+
+// A configured timeout as the fronts take it: at least 1 ms (a zero deadline would refuse every
+// request).
+std::chrono::milliseconds at_least_1ms(std::chrono::nanoseconds d) {
+  return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(d));
 }
 
 }  // namespace
@@ -133,26 +156,36 @@ int main(int argc, char** argv) {
   if (!header_timeout) return usage("--http-header-timeout: " + header_timeout.error().message);
   auto body_timeout = warm::warmd::parse_duration(c.http_body_timeout);
   if (!body_timeout) return usage("--http-body-timeout: " + body_timeout.error().message);
+#if WARM_HAVE_GRPC
+  std::optional<warm::grpc_front::front_options> grpc_options;
+  if (!c.grpc.empty()) {
+    auto access = front_access(c.grpc, c.allow_remote, limiter);
+    if (!access) return usage("--grpc takes HOST:PORT, not \"" + c.grpc + "\"");
+    grpc_options.emplace();
+    static_cast<warm::net::front_access&>(*grpc_options) = std::move(*access);
+    grpc_options->max_request_bytes = *request_bytes;
+    grpc_options->max_tensor_bytes = *tensor_bytes;
+    grpc_options->threads = c.http_threads;
+    grpc_options->log = [](const std::string& line) { spdlog::warn("{}", line); };
+    grpc_options->max_connections = c.max_connections;  // its own, beside Cap'n Proto's
+    grpc_options->request_timeout = at_least_1ms(*request_timeout);
+  }
+#else
+  if (!c.grpc.empty()) return usage("--grpc: this warmd was built without gRPC (libgrpc++-dev)");
+#endif
   std::optional<warm::http::front_options> http_options;
   if (!c.http.empty()) {
-    auto address = warm::warmd::parse_listen_address(c.http);
-    if (!address || address->is_unix) return usage("--http takes HOST:PORT, not \"" + c.http + "\"");
+    auto access = front_access(c.http, c.allow_remote, limiter);
+    if (!access) return usage("--http takes HOST:PORT, not \"" + c.http + "\"");
     http_options.emplace();
-    http_options->host = address->host;
-    http_options->port = address->port;
-    http_options->allow_remote = c.allow_remote;
+    static_cast<warm::net::front_access&>(*http_options) = std::move(*access);
     http_options->max_request_bytes = *request_bytes;
     http_options->limits.max_tensor_bytes = *tensor_bytes;
     http_options->threads = c.http_threads;
     http_options->per_model_metrics = c.metrics_per_model;
-    http_options->login_limiter = limiter;
-    http_options->request_timeout =
-        std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(*request_timeout));
-    // At least 1 ms: a zero deadline would refuse every request.
-    http_options->header_timeout =
-        std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(*header_timeout));
-    http_options->body_timeout =
-        std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(*body_timeout));
+    http_options->request_timeout = at_least_1ms(*request_timeout);
+    http_options->header_timeout = at_least_1ms(*header_timeout);
+    http_options->body_timeout = at_least_1ms(*body_timeout);
   }
 
   warm::warmd::service_options service_options;
@@ -173,10 +206,17 @@ int main(int argc, char** argv) {
     auto token = read_token(c.token_file);
     if (!token) return usage(token.error().message);
     service_options.token = *token;
+#if WARM_HAVE_GRPC
+    if (grpc_options) grpc_options->token = *token;
+#endif
     if (http_options) http_options->token = std::move(*token);
   }
 
-  raise_open_file_limit(c.max_connections + (http_options ? http_options->max_connections : 0));
+  std::size_t front_connections = http_options ? http_options->max_connections : 0;
+#if WARM_HAVE_GRPC
+  if (grpc_options) front_connections += grpc_options->max_connections;
+#endif
+  raise_open_file_limit(c.max_connections + front_connections);
 
   auto state_warnings = warm::warmd::check_state_dir(c.state);
   if (!state_warnings) return usage(state_warnings.error().message);
@@ -227,6 +267,18 @@ int main(int argc, char** argv) {
     http = std::move(*started);
     spdlog::info("serving HTTP on {}", http->address());
   }
+#if WARM_HAVE_GRPC
+  std::unique_ptr<warm::grpc_front::front> grpc;
+  if (grpc_options) {
+    auto started = warm::grpc_front::front::start(**rt, std::move(*grpc_options));
+    if (!started) {
+      spdlog::error("cannot serve gRPC: {}", started.error().to_string());
+      return started.error().code == warm::errc::invalid_argument ? exit_usage : exit_failure;
+    }
+    grpc = std::move(*started);
+    spdlog::info("serving gRPC on {}", grpc->address());
+  }
+#endif
   auto service = warm::warmd::service::start(**rt, std::move(service_options));
   if (!service) {
     spdlog::error("cannot listen: {}", service.error().to_string());
@@ -246,6 +298,9 @@ int main(int argc, char** argv) {
   }
   spdlog::info("{}: stopping", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
   if (http) http->stop();  // stop accepting; requests being served finish
+#if WARM_HAVE_GRPC
+  if (grpc) grpc->stop();
+#endif
   (*service)->stop();  // stop accepting, finish in-flight calls, close connections
   service->reset();
   rt->reset();  // after the RPC thread: waits for the runtime's inferences, closes the registry

@@ -1,0 +1,237 @@
+#include "grpc/fd_acceptor.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace warm::grpc_front {
+namespace {
+
+constexpr std::chrono::milliseconds first_pause{10};
+constexpr std::chrono::milliseconds longest_pause{1000};
+
+std::string peer_of(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "an unknown peer";
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (addr.ss_family == AF_INET)
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&addr)->sin_addr, host, sizeof host);
+  else if (addr.ss_family == AF_INET6)
+    inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr, host, sizeof host);
+  return host;
+}
+
+// Accept errors that say nothing about the listener: the connection went away before it was
+// taken, or a signal came (accept(2) asks to treat the protocol's errors like EAGAIN).
+bool transient(int e) {
+  switch (e) {
+    case EINTR:
+    case ECONNABORTED:
+    case EPROTO:
+    case ENETDOWN:
+    case ENOPROTOOPT:
+    case EHOSTDOWN:
+    case ENONET:
+    case EHOSTUNREACH:
+    case EOPNOTSUPP:
+    case ENETUNREACH:
+    case EPERM:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+struct fd_acceptor::impl {
+  acceptor_options options;
+  int listen_fd = -1;
+  int wake_fd = -1;  // an eventfd: written once by stop()
+  std::uint16_t port = 0;
+  std::thread thread;
+  std::function<void(int)> take;
+
+  std::mutex mutex;  // guards live (the accepting thread and open_connections())
+  struct accepted {
+    int fd;
+    ino_t inode;
+    std::string peer;
+  };
+  std::vector<accepted> live;
+
+  ~impl() {
+    if (listen_fd >= 0) ::close(listen_fd);
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+
+  void log(const std::string& line) const {
+    if (options.log) options.log(line);
+  }
+
+  // Drops the sockets whose descriptors no longer name what was accepted (closed by their owner,
+  // the number perhaps taken by another file since). Needs `mutex`.
+  void sweep() {
+    live.erase(
+        std::remove_if(live.begin(), live.end(), [](const accepted& a) { return !same_socket(a); }),
+        live.end());
+  }
+
+  static bool same_socket(const accepted& a) {
+    struct stat st {};
+    return ::fstat(a.fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == a.inode;
+  }
+
+  void admit(int fd) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      // A number the kernel gave out again was closed by its owner in between.
+      live.erase(
+          std::remove_if(live.begin(), live.end(), [fd](const accepted& a) { return a.fd == fd; }),
+          live.end());
+      if (live.size() >= options.max_connections) sweep();
+      if (live.size() >= options.max_connections) {
+        log("grpc: closing a connection from " + peer_of(fd) + ": " + std::to_string(live.size()) +
+            " connections are open (the limit)");
+        ::close(fd);
+        return;
+      }
+      live.push_back({fd, st.st_ino, peer_of(fd)});
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    take(fd);
+  }
+
+  // Waits for the listening socket (or only for `pause`, after a failed accept); false once
+  // stop() has been called.
+  bool wait(std::chrono::milliseconds pause) {
+    pollfd fds[2] = {{wake_fd, POLLIN, 0}, {listen_fd, POLLIN, 0}};
+    const bool paused = pause.count() > 0;
+    int n = ::poll(fds, paused ? 1 : 2, paused ? static_cast<int>(pause.count()) : -1);
+    return !(n > 0 && (fds[0].revents & POLLIN));
+  }
+
+  void run() {
+    std::chrono::milliseconds pause{0};
+    while (wait(pause)) {
+      int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        const int e = errno;
+        if (e == EAGAIN || e == EWOULDBLOCK || transient(e)) continue;  // keeps a pause in force
+        // EMFILE, ENFILE, ENOBUFS, ENOMEM, or anything else: never a reason to stop listening.
+        pause = pause.count() == 0 ? first_pause : std::min(2 * pause, longest_pause);
+        log("grpc: accept failed (" + std::string(std::strerror(e)) + "); trying again in " +
+            std::to_string(pause.count()) + " ms");
+        continue;
+      }
+      if (pause.count() > 0) log("grpc: accepting connections again");
+      pause = std::chrono::milliseconds(0);
+      admit(fd);
+    }
+  }
+};
+
+expected<std::unique_ptr<fd_acceptor>> fd_acceptor::listen(acceptor_options options) {
+  auto i = std::make_unique<impl>();
+  i->options = std::move(options);
+  const std::string where = i->options.host + ":" + std::to_string(i->options.port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(i->options.host.c_str(), std::to_string(i->options.port).c_str(),
+                             &hints, &found);
+      rc != 0)
+    return make_error(errc::unavailable, "cannot resolve " + where + ": " + ::gai_strerror(rc));
+  std::string why = "no address";
+  for (auto* a = found; a && i->listen_fd < 0; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+      why = std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
+    i->listen_fd = fd;
+  }
+  ::freeaddrinfo(found);
+  if (i->listen_fd < 0)
+    return make_error(errc::unavailable, "cannot listen on " + where + ": " + why);
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  ::getsockname(i->listen_fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  i->port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  i->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (i->wake_fd < 0)
+    return make_error(errc::unavailable, std::string("eventfd: ") + std::strerror(errno));
+  return std::unique_ptr<fd_acceptor>(new fd_acceptor(std::move(i)));
+}
+
+fd_acceptor::fd_acceptor(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+
+fd_acceptor::~fd_acceptor() {
+  stop();
+}
+
+void fd_acceptor::serve(std::function<void(int fd)> take) {
+  impl_->take = std::move(take);
+  auto* raw = impl_.get();
+  impl_->thread = std::thread([raw] { raw->run(); });
+}
+
+void fd_acceptor::stop() {
+  if (!impl_->thread.joinable()) return;
+  std::uint64_t one = 1;
+  while (::write(impl_->wake_fd, &one, sizeof one) < 0 && errno == EINTR) {
+  }
+  impl_->thread.join();
+  ::close(impl_->listen_fd);
+  impl_->listen_fd = -1;
+}
+
+std::uint16_t fd_acceptor::port() const {
+  return impl_->port;
+}
+
+std::string fd_acceptor::peer(int fd) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  for (const auto& a : impl_->live)
+    if (a.fd == fd) return impl::same_socket(a) ? a.peer : std::string();
+  return {};
+}
+
+std::size_t fd_acceptor::open_connections() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->sweep();
+  return impl_->live.size();
+}
+
+}  // namespace warm::grpc_front

@@ -1,0 +1,378 @@
+#include "grpc/grpc_front.hpp"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/server_posix.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <future>
+#include <optional>
+
+#include "grpc/fd_acceptor.hpp"
+#include "kserve_v2.grpc.pb.h"
+#include "net/front_access.hpp"
+#include "net/login_limiter.hpp"
+#include "net/token.hpp"
+#include "v2/v2_common.hpp"
+#include "warm/runtime.hpp"
+
+namespace warm::grpc_front {
+namespace {
+
+namespace pb = ::inference;
+using ::grpc::ServerContext;
+using ::grpc::Status;
+using ::grpc::StatusCode;
+
+Status to_status(const warm::error& e) {
+  return Status(static_cast<StatusCode>(grpc_code(e.code)), e.message);
+}
+
+Status invalid(std::string message) {
+  return Status(StatusCode::INVALID_ARGUMENT, std::move(message));
+}
+
+// How long a call may wait for the runtime: the request timeout, or less when the client's
+// deadline comes sooner.
+std::chrono::milliseconds budget(const ServerContext& ctx, std::chrono::milliseconds limit) {
+  const auto deadline = ctx.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return limit;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::system_clock::now());
+  return std::clamp(left, std::chrono::milliseconds(0), limit);
+}
+
+using v2::wait;
+
+// The client's address in gRPC's peer string ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000",
+// "unix:/path"), for the login limiter.
+std::string peer_host(const std::string& peer) {
+  auto colon = peer.find(':');
+  std::string rest = colon == std::string::npos ? peer : peer.substr(colon + 1);
+  if (peer.rfind("unix:", 0) == 0) return rest;
+  if (auto port = rest.rfind(':'); port != std::string::npos) rest.resize(port);
+  if (rest.size() >= 2 && rest.front() == '[' && rest.back() == ']')
+    rest = rest.substr(1, rest.size() - 2);
+  return rest;
+}
+
+// An FP32 input tensor from the request: typed fp32_contents, or `raw` when the request carries
+// raw_input_contents. Bounds checked before anything is allocated for the data.
+expected<tensor> decode_input(const pb::ModelInferRequest::InferInputTensor& in,
+                              const std::string* raw, std::uint64_t max_bytes) {
+  auto bad = [&](const std::string& what) {
+    return make_error(errc::invalid_argument, "input '" + in.name() + "': " + what);
+  };
+  if (in.datatype() != "FP32")
+    return bad("datatype \"" + in.datatype() + "\" is not supported; the model takes FP32");
+  if (in.shape_size() > 32) return bad("shape has more than 32 dimensions");
+  tensor t;
+  t.name = in.name();
+  t.type = dtype::f32;
+  std::uint64_t count = 1;
+  for (auto d : in.shape()) {
+    if (d < 0) return bad("shape must hold non-negative integers, not " + std::to_string(d));
+    auto dim = static_cast<std::uint64_t>(d);
+    if (dim != 0 && count > max_bytes / sizeof(float) / dim)
+      return bad("shape exceeds the tensor limit of " + std::to_string(max_bytes) + " bytes");
+    count *= dim;
+    t.shape.push_back(dim);
+  }
+  const auto& c = in.contents();
+  if (c.bool_contents_size() || c.int_contents_size() || c.int64_contents_size() ||
+      c.uint_contents_size() || c.uint64_contents_size() || c.fp64_contents_size() ||
+      c.bytes_contents_size())
+    return bad("FP32 data goes in fp32_contents (or raw_input_contents), not another list");
+  if (raw) {
+    if (c.fp32_contents_size()) return bad("data is in both contents and raw_input_contents");
+    if (raw->size() != count * sizeof(float))
+      return bad("raw_input_contents holds " + std::to_string(raw->size()) +
+                 " bytes; the shape needs " + std::to_string(count * sizeof(float)));
+    t.data.resize(raw->size());
+    std::memcpy(t.data.data(), raw->data(), raw->size());
+    return t;
+  }
+  if (static_cast<std::uint64_t>(c.fp32_contents_size()) != count)
+    return bad("fp32_contents holds " + std::to_string(c.fp32_contents_size()) +
+               " elements; the shape needs " + std::to_string(count));
+  t.data.resize(count * sizeof(float));
+  if (count) std::memcpy(t.data.data(), c.fp32_contents().data(), t.data.size());
+  return t;
+}
+
+}  // namespace
+
+int grpc_code(errc code) noexcept {
+  switch (code) {
+    case errc::invalid_argument:
+      return StatusCode::INVALID_ARGUMENT;
+    case errc::not_found:
+      return StatusCode::NOT_FOUND;
+    case errc::model_too_large:
+    case errc::capacity_exhausted:
+      return StatusCode::RESOURCE_EXHAUSTED;
+    case errc::load_failed:
+    case errc::unavailable:
+      return StatusCode::UNAVAILABLE;
+    case errc::timeout:
+      return StatusCode::DEADLINE_EXCEEDED;
+    case errc::internal:
+      return StatusCode::INTERNAL;
+  }
+  return StatusCode::INTERNAL;
+}
+
+// The service: each method runs on one of gRPC's threads and waits there for the runtime.
+class service final : public pb::GRPCInferenceService::Service {
+ public:
+  service(runtime& rt, const front_options& options, fd_acceptor& acceptor)
+      : rt_(rt), options_(options), acceptor_(acceptor) {}
+
+  Status ServerLive(ServerContext*, const pb::ServerLiveRequest*,
+                    pb::ServerLiveResponse* out) override {
+    out->set_live(true);
+    return Status::OK;
+  }
+
+  Status ServerReady(ServerContext* ctx, const pb::ServerReadyRequest*,
+                     pb::ServerReadyResponse* out) override {
+    out->set_ready(bool(wait(rt_.list_models("", 1), std::min<std::chrono::milliseconds>(
+                                                         budget(*ctx, options_.request_timeout),
+                                                         std::chrono::seconds(2)))));
+    return Status::OK;
+  }
+
+  Status ServerMetadata(ServerContext* ctx, const pb::ServerMetadataRequest*,
+                        pb::ServerMetadataResponse* out) override {
+    if (auto denied = authorize(*ctx)) return *denied;
+    out->set_name("warm");
+    out->set_version("0.1.0");
+    out->add_extensions("model_repository");
+    return Status::OK;
+  }
+
+  Status ModelMetadata(ServerContext* ctx, const pb::ModelMetadataRequest* req,
+                       pb::ModelMetadataResponse* out) override {
+    if (auto denied = authorize(*ctx)) return *denied;
+    auto meta = served(*ctx, req->name(), req->version());
+    if (!meta) return to_status(meta.error());
+    out->set_name(req->name());
+    if (meta->version) out->add_versions(std::to_string(*meta->version));
+    out->set_platform("warm_dense");
+    auto add = [](auto* t, const char* name, std::uint64_t width) {
+      t->set_name(name);
+      t->set_datatype("FP32");
+      t->add_shape(-1);
+      t->add_shape(static_cast<std::int64_t>(width));
+    };
+    add(out->add_inputs(), "input", meta->input_width);
+    add(out->add_outputs(), "output", meta->output_width);
+    return Status::OK;
+  }
+
+  Status ModelReady(ServerContext* ctx, const pb::ModelReadyRequest* req,
+                    pb::ModelReadyResponse* out) override {
+    if (auto denied = authorize(*ctx)) return *denied;
+    if (!req->version().empty())
+      if (auto meta = served(*ctx, req->name(), req->version()); !meta)
+        return to_status(meta.error());
+    auto state = v2::state_of(rt_, req->name(), budget(*ctx, options_.request_timeout));
+    if (!state) return to_status(state.error());
+    out->set_ready(*state == model_state::loaded);
+    return Status::OK;
+  }
+
+  Status ModelInfer(ServerContext* ctx, const pb::ModelInferRequest* req,
+                    pb::ModelInferResponse* out) override {
+    if (auto denied = authorize(*ctx)) return *denied;
+    if (req->inputs_size() == 0) return invalid("\"inputs\" must not be empty");
+    const bool raw = req->raw_input_contents_size() > 0;
+    if (raw && req->raw_input_contents_size() != req->inputs_size())
+      return invalid("raw_input_contents holds " + std::to_string(req->raw_input_contents_size()) +
+                     " entries for " + std::to_string(req->inputs_size()) + " inputs");
+    for (const auto& o : req->outputs())
+      if (o.name() != "output")
+        return invalid("requested output '" + o.name() +
+                       "' does not exist; the model gives \"output\"");
+    if (!req->model_version().empty())
+      if (auto meta = served(*ctx, req->model_name(), req->model_version()); !meta)
+        return to_status(meta.error());
+    infer_request request;
+    request.target = req->model_name();
+    for (int i = 0; i < req->inputs_size(); ++i) {
+      auto t = decode_input(req->inputs(i), raw ? &req->raw_input_contents(i) : nullptr,
+                            options_.max_tensor_bytes);
+      if (!t) return to_status(t.error());
+      request.inputs.push_back(std::move(*t));
+    }
+    auto result = wait(rt_.infer(std::move(request)), budget(*ctx, options_.request_timeout));
+    if (!result) return to_status(result.error());
+    out->set_model_name(result->model);
+    out->set_model_version(req->model_version());
+    out->set_id(req->id());
+    (*out->mutable_parameters())["warm_cache_hit"].set_bool_param(result->cache_hit);
+    (*out->mutable_parameters())["warm_load_wait_us"].set_int64_param(
+        static_cast<std::int64_t>(result->load_wait_ms * 1000));
+    for (auto& t : result->outputs) {
+      auto* o = out->add_outputs();
+      o->set_name(t.name);
+      o->set_datatype("FP32");
+      for (auto d : t.shape)
+        o->add_shape(static_cast<std::int64_t>(d));
+      out->add_raw_output_contents(
+          std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size()));
+    }
+    return Status::OK;
+  }
+
+  Status RepositoryIndex(ServerContext* ctx, const pb::RepositoryIndexRequest* req,
+                         pb::RepositoryIndexResponse* out) override {
+    if (auto denied = authorize(*ctx)) return *denied;
+    auto models = wait(rt_.list_models(), budget(*ctx, options_.request_timeout));
+    if (!models) return to_status(models.error());
+    for (const auto& m : *models) {
+      if (req->ready() && m.state != model_state::loaded) continue;
+      auto* entry = out->add_models();
+      entry->set_name(m.id);
+      entry->set_state(v2::triton_state(m.state));
+      if (m.last_error) entry->set_reason(m.last_error->message);
+    }
+    return Status::OK;
+  }
+
+  Status RepositoryModelLoad(ServerContext* ctx, const pb::RepositoryModelLoadRequest* req,
+                             pb::RepositoryModelLoadResponse*) override {
+    if (auto denied = authorize(*ctx)) return *denied;
+    auto done =
+        wait(rt_.ensure_loaded(req->model_name(), true), budget(*ctx, options_.request_timeout));
+    return done ? Status::OK : to_status(done.error());
+  }
+
+  Status RepositoryModelUnload(ServerContext* ctx, const pb::RepositoryModelUnloadRequest* req,
+                               pb::RepositoryModelUnloadResponse*) override {
+    if (auto denied = authorize(*ctx)) return *denied;
+    auto done = wait(rt_.unload(req->model_name()), budget(*ctx, options_.request_timeout));
+    return done ? Status::OK : to_status(done.error());
+  }
+
+ private:
+  // An error status when the call does not carry the token (or its address has spent its
+  // budget of wrong tokens); nothing when it may go on.
+  std::optional<Status> authorize(const ServerContext& ctx) const {
+    if (options_.token.empty()) return std::nullopt;
+    const auto address = client_address(ctx);
+    auto now = net::login_limiter::clock::now();
+    std::chrono::seconds retry_after{0};
+    if (options_.login_limiter &&
+        !options_.login_limiter->allow(address, "grpc", now, &retry_after))
+      return Status(StatusCode::UNAUTHENTICATED,
+                    "too many wrong tokens from this address; retry in " +
+                        std::to_string(retry_after.count()) + " s");
+    const auto& metadata = ctx.client_metadata();
+    auto found = metadata.find("authorization");
+    const std::string prefix = "Bearer ";
+    bool ok = false;
+    if (found != metadata.end()) {
+      std::string_view header(found->second.data(), found->second.size());
+      ok = header.substr(0, prefix.size()) == prefix &&
+           net::constant_time_equal(header.substr(prefix.size()), options_.token);
+    }
+    if (ok) return std::nullopt;
+    if (options_.login_limiter) options_.login_limiter->failed(address, "grpc", now);
+    return Status(StatusCode::UNAUTHENTICATED,
+                  "this server needs \"authorization: Bearer TOKEN\" metadata");
+  }
+
+  // The model's metadata when `version` is empty or the version it serves; NOT_FOUND otherwise.
+  expected<model_metadata> served(const ServerContext& ctx, const std::string& model,
+                                  const std::string& version) {
+    auto meta = wait(rt_.describe(model), budget(ctx, options_.request_timeout));
+    if (!meta || version.empty()) return meta;
+    if (auto served = v2::check_version(model, *meta, version); !served) return served.error();
+    return meta;
+  }
+
+  // The client's address: gRPC names a connection it was handed by its descriptor ("fd:12"),
+  // which the acceptor knows the peer of.
+  std::string client_address(const ServerContext& ctx) const {
+    const auto peer = ctx.peer();
+    if (peer.rfind("fd:", 0) == 0) {
+      int fd = -1;
+      std::from_chars(peer.data() + 3, peer.data() + peer.size(), fd);
+      if (auto address = acceptor_.peer(fd); !address.empty()) return address;
+    }
+    return peer_host(peer);
+  }
+
+  runtime& rt_;
+  const front_options& options_;
+  fd_acceptor& acceptor_;
+};
+
+struct front::impl {
+  front_options options;
+  std::unique_ptr<service> handler;
+  std::unique_ptr<fd_acceptor> acceptor;
+  std::unique_ptr<::grpc::Server> server;
+  bool stopped = false;
+};
+
+front::front(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+
+front::~front() {
+  stop();
+}
+
+void front::stop() {
+  if (!impl_ || impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->acceptor->stop();
+  impl_->server->Shutdown(std::chrono::system_clock::now() + impl_->options.request_timeout);
+  impl_->server->Wait();
+}
+
+std::uint16_t front::port() const {
+  return impl_->acceptor->port();
+}
+
+std::size_t front::open_connections() {
+  return impl_->acceptor->open_connections();
+}
+
+std::string front::address() const {
+  const auto& host = impl_->options.host;
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(port());
+}
+
+expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options) {
+  if (options.threads == 0)
+    return make_error(errc::invalid_argument, "the gRPC front needs at least one thread");
+  if (auto problem = net::access_problem(options, "gRPC"); !problem.empty())
+    return make_error(errc::invalid_argument, problem);
+  auto i = std::make_unique<impl>();
+  i->options = std::move(options);
+  auto acceptor = fd_acceptor::listen(
+      {i->options.host, i->options.port, i->options.max_connections, i->options.log});
+  if (!acceptor) return make_error(errc::unavailable, "gRPC: " + acceptor.error().message);
+  i->acceptor = std::move(*acceptor);
+  i->handler = std::make_unique<service>(rt, i->options, *i->acceptor);
+  ::grpc::ServerBuilder builder;  // no listening port: warm's acceptor hands it the connections
+  builder.RegisterService(i->handler.get());
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<std::uint64_t>(i->options.max_request_bytes, INT32_MAX)));
+  builder.AddChannelArgument(
+      GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+      static_cast<int>(std::clamp<std::int64_t>(i->options.idle_timeout.count(), 1, INT32_MAX)));
+  ::grpc::ResourceQuota quota("warm-grpc");
+  quota.SetMaxThreads(static_cast<int>(std::min<std::uint32_t>(i->options.threads + 1, INT32_MAX)));
+  builder.SetResourceQuota(quota);
+  i->server = builder.BuildAndStart();
+  if (!i->server) return make_error(errc::unavailable, "cannot start the gRPC server");
+  auto* server = i->server.get();
+  i->acceptor->serve([server](int fd) { ::grpc::AddInsecureChannelFromFd(server, fd); });
+  return std::unique_ptr<front>(new front(std::move(i)));
+}
+
+}  // namespace warm::grpc_front

@@ -1,0 +1,27 @@
+// Where a network front listens and who may use it: what the HTTP and gRPC fronts' options
+// begin with (each front's own options derive from it), and the rule both check before binding.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace warm::net {
+
+class login_limiter;
+
+struct front_access {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;     // 0: any free port
+  bool allow_remote = false;  // bind a non-loopback host; needs a token
+  std::string token;          // required with allow_remote; optional otherwise
+  // Wrong tokens per client address, one budget shared by every front; null: not limited.
+  std::shared_ptr<net::login_limiter> login_limiter;
+};
+
+// Why `access` may not be served ("gRPC address 0.0.0.0 is not loopback; …"): a non-loopback
+// host without allow_remote, or allow_remote without a token. Empty when it may. `front` names
+// the front in the message ("HTTP", "gRPC").
+std::string access_problem(const front_access& access, const std::string& front);
+
+}  // namespace warm::net

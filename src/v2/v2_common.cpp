@@ -1,0 +1,33 @@
+#include "v2/v2_common.hpp"
+
+#include "warm/model_repository.hpp"
+#include "warm/runtime.hpp"
+
+namespace warm::v2 {
+
+const char* triton_state(model_state state) noexcept {
+  switch (state) {
+    case model_state::loaded: return "READY";
+    case model_state::queued:
+    case model_state::loading: return "LOADING";
+    default: return "UNAVAILABLE";
+  }
+}
+
+expected<model_state> state_of(runtime& rt, const std::string& id, std::chrono::milliseconds limit) {
+  auto st = wait(rt.status(id), limit);
+  if (!st) return st.error();
+  if (st->state != model_state::not_found) return st->state;
+  auto v = wait(rt.vmodel_status(id), limit);
+  if (!v) return v.error().code == errc::not_found ? make_error(errc::not_found, "no model or vmodel '" + id + "'") : v.error();
+  return v->active_state;
+}
+
+expected<void> check_version(const std::string& model, const model_metadata& meta, const std::string& version) {
+  if (meta.version && parse_version(version) == meta.version) return {};
+  return make_error(errc::not_found, "model '" + model + "' has no version " + version + "; it serves " +
+                                         (meta.version ? "version " + std::to_string(*meta.version)
+                                                       : std::string("a model file without a version")));
+}
+
+}  // namespace warm::v2

@@ -1,0 +1,39 @@
+// What the KServe V2 fronts (src/http, src/grpc) share about the protocol's answers: Triton's
+// model state names, which model state a name reports, the version check, and waiting for the
+// runtime on a front's own thread within a time limit.
+#pragma once
+
+#include <chrono>
+#include <future>
+#include <string>
+
+#include "warm/error.hpp"
+#include "warm/runtime_types.hpp"
+
+namespace warm {
+class runtime;
+}
+
+namespace warm::v2 {
+
+// Waits for a runtime future on the calling (front) thread; timeout when `limit` passes first
+// ("no answer within 20 ms", "… within 5 s").
+template <class T>
+expected<T> wait(std::future<expected<T>> f, std::chrono::milliseconds limit) {
+  if (f.wait_for(limit) != std::future_status::ready)
+    return make_error(errc::timeout, "no answer within " + (limit.count() % 1000 ? std::to_string(limit.count()) + " ms"
+                                                                                 : std::to_string(limit.count() / 1000) + " s"));
+  return f.get();
+}
+
+// Triton's name for a model state in a repository index: READY, LOADING or UNAVAILABLE.
+const char* triton_state(model_state state) noexcept;
+
+// The state a model id reports, or a vmodel id's active model's; not_found for neither.
+expected<model_state> state_of(runtime& rt, const std::string& id, std::chrono::milliseconds limit);
+
+// Nothing when `version` is the version `meta` (model `model`'s) serves, parsed as a version
+// directory name ("01" is not 1); not_found naming both otherwise.
+expected<void> check_version(const std::string& model, const model_metadata& meta, const std::string& version);
+
+}  // namespace warm::v2
