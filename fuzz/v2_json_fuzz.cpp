@@ -2,7 +2,9 @@
 // small limits, then what the HTTP front does with its outcome: an error becomes
 // encode_error(message), a decoded request goes through warm::check_inputs and its tensors come
 // back through encode_infer_response. Every body the front writes must be valid JSON, and no
-// exception may escape.
+// exception may escape. Differential: whatever the simdjson fast path accepts, the general parser
+// must decode to the very same request — for the body as it is, and split at its first NUL byte
+// into JSON and binary tensor data (the binary extension).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -13,6 +15,7 @@
 
 #include "fuzz_check.hpp"
 #include "http/v2_codec.hpp"
+#include "http/v2_fast.hpp"
 #include "warm/runtime.hpp"
 
 namespace {
@@ -38,12 +41,37 @@ json must_parse(const std::string& body) {
   return parsed;
 }
 
+bool same(const warm::http::v2_request& a, const warm::http::v2_request& b) {
+  if (a.id != b.id || a.binary_output != b.binary_output || a.request.inputs.size() != b.request.inputs.size())
+    return false;
+  for (std::size_t i = 0; i < a.request.inputs.size(); ++i) {
+    const auto& x = a.request.inputs[i];
+    const auto& y = b.request.inputs[i];
+    if (x.name != y.name || x.type != y.type || x.shape != y.shape || x.data != y.data) return false;
+  }
+  return true;
+}
+
+// The fast path's answer, when it gives one, is the general parser's.
+void check_fast_path(std::string_view json, const std::string_view* binary, const warm::http::decode_limits& limits) {
+  auto fast = warm::http::fast_decode_infer_request(json, binary, limits);
+  if (!fast) return;
+  auto general = warm::http::decode_infer_request_general(json, binary, limits);
+  FUZZ_CHECK(general.has_value());
+  FUZZ_CHECK(same(*fast, *general));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view body(reinterpret_cast<const char*>(data), size);
   warm::http::decode_limits limits;
   limits.max_tensor_bytes = max_tensor_bytes;
+  check_fast_path(body, nullptr, limits);
+  if (auto nul = body.find('\0'); nul != std::string_view::npos) {
+    auto binary = body.substr(nul + 1);
+    check_fast_path(body.substr(0, nul), &binary, limits);
+  }
   auto decoded = warm::http::decode_infer_request(body, limits);
   if (!decoded) {
     FUZZ_CHECK(decoded.error().code == warm::errc::invalid_argument);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "http/v2_codec.hpp"
+#include "http/v2_fast.hpp"
 
 using namespace warm;
 using namespace warm::http;
@@ -313,4 +314,52 @@ TEST_CASE("binary output: asked by the request or by the output, the output's ow
   std::vector<float> back(3);
   std::memcpy(back.data(), body.data() + json_length, 12);
   CHECK(std::memcmp(back.data(), values.data(), 12) == 0);  // bit for bit, -0 included
+}
+
+namespace {
+
+// Whether the simdjson fast path takes `body`, and then that the general parser decodes it to the
+// same request, bit for bit.
+bool fast_path_takes(const std::string& body, const std::string_view* binary = nullptr) {
+  auto fast = fast_decode_infer_request(body, binary, {});
+  if (!fast) return false;
+  auto general = decode_infer_request_general(body, binary, {});
+  REQUIRE(general);
+  CHECK(fast->id == general->id);
+  CHECK(fast->binary_output == general->binary_output);
+  REQUIRE(fast->request.inputs.size() == general->request.inputs.size());
+  for (std::size_t i = 0; i < fast->request.inputs.size(); ++i) {
+    CHECK(fast->request.inputs[i].name == general->request.inputs[i].name);
+    CHECK(fast->request.inputs[i].shape == general->request.inputs[i].shape);
+    CHECK(fast->request.inputs[i].data == general->request.inputs[i].data);
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("the fast path takes the common requests and decodes them as the general parser does") {
+  CHECK(fast_path_takes(R"({"id":"r1","inputs":[{"name":"input","shape":[2,3],"datatype":"FP32","data":[1,2,3,4,5,6.5]}]})"));
+  CHECK(fast_path_takes(R"({"inputs":[{"name":"input","shape":[2,2],"datatype":"FP32","data":[[1,-0],[-0.0,1e-3]]}],
+                            "outputs":[{"name":"output","parameters":{"binary_data":true}}],
+                            "parameters":{"binary_data_output":false}})"));
+  CHECK(fast_path_takes(R"({"inputs":[{"name":"a","shape":[3],"datatype":"FP32","data":[9007199254740993,-12,3.4e38]}]})"));
+  const std::string header = R"({"inputs":[{"name":"a","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8}}]})";
+  const std::string bytes(8, '\x01');
+  std::string_view binary(bytes);
+  CHECK(fast_path_takes(header, &binary));
+}
+
+TEST_CASE("the fast path declines what it cannot tell apart, and the general parser decides") {
+  // "-0" in a shape is nlohmann's signed integer (refused) but simdjson's 0.
+  CHECK_FALSE(fast_path_takes(R"({"inputs":[{"name":"a","shape":[-0,2],"datatype":"FP32","data":[]}]})"));
+  CHECK_FALSE(fast_path_takes(R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1],"data":[2]}]})"));
+  CHECK_FALSE(fast_path_takes(R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1]}],"extra":1})"));
+  CHECK_FALSE(fast_path_takes(R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[18446744073709551616]}]})"));
+  CHECK_FALSE(fast_path_takes(R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1e39]}]})"));
+  CHECK_FALSE(fast_path_takes("\xEF\xBB\xBF" R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1]}]})"));
+  // Whatever the path, the answer is the same: the general parser's.
+  auto general = decode_infer_request(R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1],"data":[2]}]})");
+  REQUIRE(general);
+  CHECK(floats(general->request.inputs[0]) == std::vector<float>{2});
 }

@@ -1,12 +1,15 @@
 #include "http/v2_codec.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include <fmt/compile.h>
+#include <fmt/format.h>
+
+#include "http/v2_fast.hpp"
 #include "http/v2_parse.hpp"
 #include "v2/v2_common.hpp"
 
@@ -152,9 +155,10 @@ void append_float(std::string& out, float value) {
     out += "null";
     return;
   }
+  // The shortest text that reads back as the same float: std::to_chars's, which fmt writes
+  // (Dragonbox) in less than two thirds of the time.
   char buffer[32];
-  auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
-  out.append(buffer, ec == std::errc() ? end : buffer);
+  out.append(buffer, fmt::format_to(buffer, FMT_COMPILE("{}"), value));
 }
 
 }  // namespace
@@ -169,6 +173,15 @@ expected<v2_request> decode_infer_request(std::string_view body, const decode_li
     binary = body.substr(*json_length);
     body = body.substr(0, *json_length);
   }
+  const std::string_view* binary_part = binary ? &*binary : nullptr;
+  if (auto fast = fast_decode_infer_request(body, binary_part, limits)) return std::move(*fast);
+  return decode_infer_request_general(body, binary_part, limits);
+}
+
+expected<v2_request> decode_infer_request_general(std::string_view body, const std::string_view* binary_part,
+                                                  const decode_limits& limits) {
+  std::optional<std::string_view> binary;
+  if (binary_part) binary = *binary_part;
   auto parsed = parse(body, limits);
   if (!parsed) return std::move(parsed).error();
   const json& root = parsed->root;
