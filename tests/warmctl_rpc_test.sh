@@ -196,5 +196,38 @@ grep -q '"id": "other"' "$dir/repl" || fail "REPL --json line: $(cat "$dir/repl"
 grep -q "bogus" "$dir/repl.err" || fail "REPL bad command: $(cat "$dir/repl.err")"
 printf 'help\n' | "$warmctl" --connect "unix:$dir/warm.sock" | grep -q "vmodel" || fail "REPL help"
 
+# A listener that never accepts (its backlog holds the connection, nothing answers): warmctl
+# gives up after --connect-timeout instead of hanging, and says so.
+python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(4); time.sleep(60)' "$dir/mute.sock" &
+mute_pid=$!
+for _ in $(seq 50); do [ -S "$dir/mute.sock" ] && break; sleep 0.1; done
+started=$(date +%s%N)
+timeout 30 "$warmctl" --connect "unix:$dir/mute.sock" --connect-timeout 300ms models > /dev/null 2> "$dir/err"
+rc=$?
+waited_ms=$(( ($(date +%s%N) - started) / 1000000 ))
+kill "$mute_pid" 2> /dev/null
+[ "$rc" = 2 ] || fail "a mute listener: exit status $rc, want 2: $(cat "$dir/err")"
+grep -q "no answer within 300 ms" "$dir/err" || fail "a mute listener's message: $(cat "$dir/err")"
+[ "$waited_ms" -lt 5000 ] || fail "a mute listener held warmctl for $waited_ms ms"
+expect 2 --connect-timeout soon models
+expect 0 --connect-timeout 2s models
+
+# The REPL across a restart of warmd: the command after it reconnects by itself.
+mkfifo "$dir/repl.in"
+"$warmctl" --connect "unix:$dir/warm.sock" < "$dir/repl.in" > "$dir/repl" 2> "$dir/repl.err" &
+repl_pid=$!
+exec 3> "$dir/repl.in"
+echo "status other" >&3
+for _ in $(seq 50); do grep -q "^id:  *other" "$dir/repl" && break; sleep 0.1; done
+kill "$warmd_pid" && wait "$warmd_pid"
+start_warmd host:64MiB 3>&-  # the new warmd must not hold the REPL's input open
+echo "status other" >&3
+exec 3>&-
+wait "$repl_pid"
+[ "$(grep -c "^id:  *other" "$dir/repl")" = 2 ] ||
+  fail "REPL after a restart: $(cat "$dir/repl" "$dir/repl.err")"
+[ ! -s "$dir/repl.err" ] || fail "REPL after a restart printed an error: $(cat "$dir/repl.err")"
+
 [ "$failures" = 0 ] && echo "warmctl RPC: all checks passed"
 exit $((failures > 0))

@@ -1,8 +1,11 @@
 // The command tree shared by one-shot mode and the REPL, and the helpers every command uses.
+#include <algorithm>
+#include <chrono>
 #include <iostream>
 
 #include "commands.hpp"
 #include "rpc/convert.hpp"
+#include "warm/units.hpp"
 
 namespace warm::ctl {
 
@@ -39,6 +42,16 @@ std::unique_ptr<CLI::App> make_app(command_context& ctx) {
       ->capture_default_str();
   app->add_option("--token-file", ctx.options.connect.token_file,
                   "File holding the token for a TCP listener with remote access");
+  app->add_option_function<std::string>(
+      "--connect-timeout",
+      [&ctx](const std::string& text) {
+        auto d = warm::parse_duration(text);
+        if (!d || d->count() <= 0)
+          throw CLI::ValidationError("--connect-timeout", "a positive duration (5s, 500ms), not \"" + text + "\"");
+        ctx.options.connect.timeout =
+            std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(*d));
+      },
+      "Longest wait for warmd to answer a new connection (default 5s)");
   app->add_flag("--json", ctx.options.json, "Print one JSON document per command");
   add_offline_commands(*app, ctx.options.json, ctx.exit_code);
   add_model_commands(*app, ctx);

@@ -39,24 +39,38 @@ connection::connection(kj::Own<kj::AsyncIoStream> stream, std::string address)
   network_ =
       kj::heap<capnp::TwoPartyVatNetwork>(*stream_, capnp::rpc::twoparty::Side::CLIENT, options);
   rpc_ = kj::heap(capnp::makeRpcClient(*network_));
+  watch_ = network_->onDisconnect().then([this] { lost_ = true; }).eagerlyEvaluate(nullptr);
 }
 
 std::unique_ptr<connection> connection::open(kj::AsyncIoContext& io,
                                              const connect_options& options) {
   const std::string& addr = options.address;
+  auto& timer = io.provider->getTimer();
+  const auto limit = options.timeout.count() * kj::MILLISECONDS;
+  // A timeout is OVERLOADED ("operation timed out"): say how long was waited.
+  auto why = [&](const kj::Exception& e) {
+    return e.getType() == kj::Exception::Type::OVERLOADED
+               ? "no answer within " + std::to_string(options.timeout.count()) + " ms (--connect-timeout)"
+               : describe(e);
+  };
   std::unique_ptr<connection> conn;
   try {
-    auto address = io.provider->getNetwork().parseAddress(addr).wait(io.waitScope);
-    auto stream = address->connect().wait(io.waitScope);
+    auto address = timer.timeoutAfter(limit, io.provider->getNetwork().parseAddress(addr)).wait(io.waitScope);
+    auto stream = timer.timeoutAfter(limit, address->connect()).wait(io.waitScope);
     conn = std::make_unique<connection>(kj::mv(stream), addr);
   } catch (const kj::Exception& e) {
-    throw connection_error("cannot connect to " + addr + " (is warmd running?): " + describe(e));
+    throw connection_error("cannot connect to " + addr + " (is warmd running?): " + why(e));
   }
   capnp::MallocMessageBuilder vat_id;
   auto id = vat_id.initRoot<capnp::rpc::twoparty::VatId>();
   id.setSide(capnp::rpc::twoparty::Side::SERVER);
   auto bootstrap = conn->rpc_->bootstrap(id);
   if (options.token_file.empty()) {
+    try {  // the server's answer to the bootstrap: it serves this connection
+      timer.timeoutAfter(limit, bootstrap.whenResolved()).wait(io.waitScope);
+    } catch (const kj::Exception& e) {
+      throw connection_error("cannot connect to " + addr + " (is warmd running?): " + why(e));
+    }
     conn->warm_ = bootstrap.castAs<warm::rpc::Warm>();
     return conn;
   }
@@ -64,7 +78,7 @@ std::unique_ptr<connection> connection::open(kj::AsyncIoContext& io,
   auto request = bootstrap.castAs<warm::rpc::Authenticator>().authenticateRequest();
   request.setToken(token);
   try {
-    auto reply = request.send().wait(io.waitScope);
+    auto reply = timer.timeoutAfter(limit, request.send()).wait(io.waitScope);
     if (reply.getStatus().getCode() != warm::rpc::Status::Code::OK)
       throw connection_error("authentication with " + addr +
                              " failed: " + auth_failure(reply.getStatus()));
@@ -73,7 +87,7 @@ std::unique_ptr<connection> connection::open(kj::AsyncIoContext& io,
     if (e.getType() == kj::Exception::Type::UNIMPLEMENTED)
       throw connection_error(
           addr + " asks for no token (its bootstrap is not Authenticator): drop --token-file");
-    throw connection_error("authentication with " + addr + " failed: " + describe(e));
+    throw connection_error("authentication with " + addr + " failed: " + why(e));
   }
   return conn;
 }
@@ -81,7 +95,8 @@ std::unique_ptr<connection> connection::open(kj::AsyncIoContext& io,
 session::session() : io_(kj::setupAsyncIo()) {}
 
 connection& session::connect(const connect_options& options) {
-  if (conn_ && (options.address != options_.address || options.token_file != options_.token_file))
+  if (conn_) io_.waitScope.poll();  // a close by the server since the last command shows now
+  if (conn_ && (conn_->lost() || options.address != options_.address || options.token_file != options_.token_file))
     conn_.reset();
   if (!conn_) {
     conn_ = connection::open(io_, options);

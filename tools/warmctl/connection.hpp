@@ -6,6 +6,7 @@
 // `connection_error` (exit status 2); a server-reported status is not an exception.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -27,6 +28,9 @@ struct connection_error : std::runtime_error {
 struct connect_options {
   std::string address = "unix:./warm.sock";  // "unix:PATH" or "HOST:PORT"
   std::string token_file;                    // non-empty: authenticate through `Authenticator`
+  // How long connecting may take, up to the server's first answer (its bootstrap, or the
+  // authentication): a listener that never accepts or never answers fails instead of hanging.
+  std::chrono::milliseconds timeout{5000};
 };
 
 // One open connection. Owns the stream, the RPC system and the `Warm` client; destroying it
@@ -41,6 +45,8 @@ class connection {
   const std::string& address() const { return address_; }
   // Resolves when the server closes the connection.
   kj::Promise<void> on_disconnect() { return network_->onDisconnect(); }
+  // Whether the server has closed the connection, as far as the event loop has seen.
+  bool lost() const { return lost_; }
 
   connection(kj::Own<kj::AsyncIoStream> stream, std::string address);
 
@@ -50,6 +56,8 @@ class connection {
   kj::Own<capnp::TwoPartyVatNetwork> network_;
   kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc_;
   warm::rpc::Warm::Client warm_;
+  bool lost_ = false;
+  kj::Promise<void> watch_ = nullptr;  // sets lost_; destroyed first
 };
 
 // The process's event loop plus the (lazily opened, reused) connection. The REPL keeps one
@@ -59,7 +67,9 @@ class session {
   session();
 
   // The connection for `options`, opened on first use and reopened when the address or token
-  // file changes or the previous connection broke. Throws connection_error.
+  // file changes or the previous connection broke — also when the server closed it since the
+  // last command (a restarted warmd), so the REPL's next command just works. Throws
+  // connection_error.
   connection& connect(const connect_options& options);
   // Forget the connection (after a transport error), so the next command reconnects.
   void drop() { conn_.reset(); }
