@@ -259,6 +259,10 @@ interface Warm {
   watch @10 (listener :StateListener) -> (status :Status, handle :WatchHandle);
   # Calls `listener` on every model state change from now on, until `handle` is dropped.
   # capacityExhausted (and no handle) past the server's watcher limits, per connection and in all.
+
+  retry @11 (id :Text) -> (status :Status);
+  # Forgets the load failures of the model (or a vmodel's active model): its next use loads it
+  # again at once instead of failing fast until a failure record expires. notFound when unknown.
 }
 
 interface Authenticator {

@@ -115,3 +115,29 @@ TEST_CASE("a file that became unreadable fails the load with a clear error, leak
   CHECK(r.error().code == errc::load_failed);
   CHECK(f.rt->devices()[0]->used() == 0);
 }
+
+TEST_CASE("retry forgets a model's failures: its next use loads at once, without waiting for expiry") {
+  test::runtime_fixture f({"h", "other"}, {"host.0:64KiB", "host.1:64KiB"}, 2, expire_in_60s);
+  f.register_all();
+  f.loader->fail("h");
+  CHECK_FALSE(f.rt->infer({"h", {test::input()}}).get());
+  REQUIRE(test::state_of(*f.rt, "h") == model_state::loading_failed);
+  const auto loads = f.loader->loads_of("h");
+  f.loader->fail("h", false);  // the cause is fixed, the records stand: still failing fast
+  CHECK_FALSE(f.rt->infer({"h", {test::input()}}).get());
+  CHECK(f.loader->loads_of("h") == loads);
+
+  REQUIRE(f.rt->retry("h").get());
+  CHECK(test::state_of(*f.rt, "h") == model_state::not_loaded);
+  CHECK(f.rt->inspect().get()->failures.empty());
+  REQUIRE(f.rt->infer({"h", {test::input()}}).get());  // the clock has not moved
+  CHECK(f.loader->loads_of("h") == loads + 1);
+
+  // A model that never failed, or was never used, is retried as a no-op; an unknown id is not_found.
+  REQUIRE(f.rt->retry("h").get());
+  REQUIRE(f.rt->retry("other").get());
+  CHECK(test::state_of(*f.rt, "h") == model_state::loaded);
+  auto unknown = f.rt->retry("nope").get();
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().code == errc::not_found);
+}

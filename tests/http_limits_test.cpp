@@ -593,6 +593,25 @@ TEST_CASE("repository load answers 503 for a failing load, unload 503 while a lo
   CHECK(c->Post("/v2/repository/models/b/unload", "", "application/json")->status == 200);
 }
 
+TEST_CASE("repository load retries a model whose load failed at once; a plain use still fails fast") {
+  front_fixture h;
+  auto c = h.client();
+  h.f.loader->fail("bad");
+  CHECK(c->Post("/v2/repository/models/bad/load", "", "application/json")->status == 503);
+  REQUIRE(h.f.loader->loads_of("bad") == 1);
+  h.f.loader->fail("bad", false);  // the operator fixed the file
+  auto plain = c->Post("/v2/models/bad/infer", request_body(), "application/json");
+  REQUIRE(plain);
+  CHECK(plain->status == 503);  // the failure record still stands: no new load
+  CHECK(h.f.loader->loads_of("bad") == 1);
+  auto retried = c->Post("/v2/repository/models/bad/load", "", "application/json");
+  REQUIRE(retried);
+  CHECK(retried->status == 200);
+  CHECK(h.f.loader->loads_of("bad") == 2);
+  CHECK(c->Post("/v2/models/bad/infer", request_body(), "application/json")->status == 200);
+  CHECK(c->Post("/v2/repository/models/nope/load", "", "application/json")->status == 404);
+}
+
 TEST_CASE("/v2/health/ready stays 200 while a registry commit waits on the disk") {
   front_fixture h;
   auto c = h.client();

@@ -8,11 +8,15 @@
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
+#include <filesystem>
+#include <functional>
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
 #include "actors/model_actor.hpp"
+#include "storage/located_file.hpp"
 #include "support/test_files.hpp"
 #include "warm/caf/messages.hpp"
 #include "warm/model_writer.hpp"
@@ -28,6 +32,7 @@ struct seen {
   std::vector<std::uint32_t> waiters;  // each load_waiters' count
   std::vector<std::string> answers;    // "hit" / "miss" / "proactive" / the error's message
   int cancels = 0;
+  int forgets = 0;  // forget_failures
 };
 
 // The loader pool, as far as a model actor talks to it.
@@ -36,6 +41,7 @@ caf::behavior recording_pool(caf::event_based_actor*, std::shared_ptr<seen> log)
       [=](msg::enqueue_load& m) { log->enqueues.push_back(m.waiting); },
       [=](msg::load_waiters& m) { log->waiters.push_back(m.waiters); },
       [=](msg::cancel_load&) { ++log->cancels; },
+      [=](msg::forget_failures&) { ++log->forgets; },
   };
 }
 
@@ -76,6 +82,9 @@ struct fixture {
   caf::actor device_handle;
   model_actor model;
   std::vector<caf::actor> clients;
+  model_location where;
+  std::shared_ptr<std::vector<std::function<void()>>> offloaded =
+      std::make_shared<std::vector<std::function<void()>>>();  // run by run_offloaded()
 
   fixture() {
     auto path = dir / "m.safetensors";
@@ -93,6 +102,9 @@ struct fixture {
     config.pool = caf::actor_cast<loader_pool_actor>(pool);
     config.routes = routes;
     config.time = time;
+    where = model_location::unconfined(path);
+    config.where = where;
+    config.offload = [tasks = offloaded](std::function<void()> task) { tasks->push_back(std::move(task)); };
     model = spawn_model_actor(*sys, config);
     sched->run();
   }
@@ -123,6 +135,17 @@ struct fixture {
   void from_pool(Message m) {
     caf::send_as(pool, model, std::move(m));
     sched->run();
+  }
+  // Runs the tasks the model gave its offload (looks at its file), then their messages.
+  void run_offloaded() {
+    auto tasks = std::move(*offloaded);
+    offloaded->clear();
+    for (auto& t : tasks) t();
+    sched->run();
+  }
+  // The pool's load_failed as the pool would send it: the file as the failed load saw it now.
+  void fail_load(const std::string& why) {
+    from_pool(msg::load_failed{make_error(errc::load_failed, why), time->now() + 10s, look_at(where)});
   }
   std::shared_ptr<serving_slot> slot() {
     return std::make_shared<serving_slot>("m", *dev, dev->load(file).value(), nullptr);
@@ -156,7 +179,7 @@ TEST_CASE("a failed load fails every waiter, and the next use fails fast until t
   fixture f;
   f.use();
   f.use();
-  f.from_pool(msg::load_failed{make_error(errc::load_failed, "disk on fire"), f.time->now() + 10s});
+  f.from_pool(msg::load_failed{make_error(errc::load_failed, "disk on fire"), f.time->now() + 10s, std::nullopt});
   REQUIRE(f.log->answers.size() == 2);
   CHECK(f.log->answers[0] == "disk on fire");
   CHECK(f.log->answers[1] == "disk on fire");
@@ -168,6 +191,62 @@ TEST_CASE("a failed load fails every waiter, and the next use fails fast until t
   f.time->advance(10s);
   f.use();  // at retry_at: a new load
   CHECK(f.log->enqueues.size() == 2);
+}
+
+TEST_CASE("a use while failing fast looks at the file: unchanged it fails fast, changed it loads again") {
+  fixture f;
+  f.use();
+  f.fail_load("bad header");
+  REQUIRE(f.log->answers == std::vector<std::string>{"bad header"});
+
+  f.use();  // held while the file is looked at, once for both uses
+  f.use();
+  CHECK(f.log->answers.size() == 1);
+  CHECK(f.offloaded->size() == 1);
+  f.run_offloaded();  // unchanged: both fail fast, in order, and nothing is loaded
+  CHECK(f.log->answers == std::vector<std::string>{"bad header", "bad header", "bad header"});
+  CHECK(f.log->enqueues.size() == 1);
+  CHECK(f.log->forgets == 0);
+
+  std::this_thread::sleep_for(2ms);  // a new mtime even on a coarse clock
+  REQUIRE(write_dense_model(f.where.path, {{16, 4}, activation::relu, 1}));  // fixed
+  f.use();
+  f.use();
+  f.run_offloaded();  // changed: the failure is forgotten and both wait for one new load
+  CHECK(f.log->forgets == 1);
+  CHECK(f.log->enqueues.size() == 2);
+  CHECK(f.log->answers.size() == 3);
+  f.from_pool(msg::load_started{"host", nullptr});
+  f.from_device(msg::load_done{"host", f.slot(), 0.01});
+  CHECK(f.log->answers.size() == 5);
+  CHECK(f.log->answers.back() == "miss");
+  CHECK(f.offloaded->empty());  // loaded: no more looks
+}
+
+TEST_CASE("a failed load whose file vanished or appeared is stale; a failure without a look is not") {
+  fixture f;
+  f.use();
+  f.fail_load("gone");
+  std::filesystem::remove(f.where.path);
+  f.use();
+  f.run_offloaded();
+  CHECK(f.log->enqueues.size() == 2);  // the file vanished since: a new load tells what is wrong now
+  f.fail_load("not found");            // the load saw no file
+  f.use();
+  f.run_offloaded();
+  CHECK(f.log->answers.back() == "not found");  // still absent: fails fast
+  CHECK(f.log->enqueues.size() == 2);
+  REQUIRE(write_dense_model(f.where.path, {{16, 8}, activation::relu, 1}));
+  f.use();
+  f.run_offloaded();
+  CHECK(f.log->enqueues.size() == 3);  // it appeared
+
+  // Refused by every device, no load ran: nothing to compare, so no look.
+  f.from_pool(msg::load_failed{make_error(errc::model_too_large, "too big"), f.time->now() + 10s, std::nullopt});
+  f.use();
+  CHECK(f.offloaded->empty());
+  CHECK(f.log->answers.back() == "too big");
+  CHECK(f.log->enqueues.size() == 3);
 }
 
 TEST_CASE("a proactive use is answered at once; a waiting one that follows rides on its load") {

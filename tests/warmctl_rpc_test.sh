@@ -92,6 +92,43 @@ grep -q "model_too_large" "$dir/err" || fail "ensure too large: $(cat "$dir/out"
 [ ! -s "$dir/out" ] || fail "ensure too large wrote to stdout: $(cat "$dir/out")"
 expect 0 unregister huge
 
+# A load failure outlives its cause only while the file stays as the failed load saw it: a
+# changed file (size, mtime, inode) makes the record stale at the next use; `retry`
+# forgets it at once, without a use.
+cp "$dir/repo/small/1/model.safetensors" "$dir/good.safetensors"
+for m in flaky stale; do
+  mkdir -p "$dir/repo/$m/1"
+  cp "$dir/good.safetensors" "$dir/repo/$m/1/model.safetensors"
+  expect 0 register $m $m
+  truncate -s 100 "$dir/repo/$m/1/model.safetensors"
+  expect 1 ensure $m --sync
+  grep -q "header length prefix" "$dir/err" || fail "$m broken: $(cat "$dir/err")"
+done
+expect 0 --json inspect
+failed=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["loads_failed"])' "$dir/out")
+expect 1 ensure stale --sync           # unchanged: fails fast with the record, no new load
+expect 0 --json inspect
+pycheck "doc['loads_failed'] == $failed"
+cp "$dir/good.safetensors" "$dir/repo/stale/1/model.safetensors"
+expect 0 ensure stale --sync           # fixed: the next use loads it
+expect 0 --json status stale
+pycheck 'doc["state"] == "LOADED"'
+cp "$dir/good.safetensors" "$dir/repo/flaky/1/model.safetensors"
+expect 0 --json inspect failures       # no use yet: the record is still there
+pycheck 'any(f["model"] == "flaky" for f in doc["failures"]) and not any(f["model"] == "stale" for f in doc["failures"])'
+expect 0 retry flaky
+grep -q "failures of flaky forgotten" "$dir/out" || fail "retry output: $(cat "$dir/out")"
+expect 0 --json inspect failures
+pycheck 'not any(f["model"] == "flaky" for f in doc["failures"])'
+expect 0 --json status flaky
+pycheck 'doc["state"] == "NOT_LOADED"'
+expect 0 ensure flaky --sync
+expect 1 retry nope
+grep -q "no model or vmodel 'nope'" "$dir/err" || fail "retry unknown: $(cat "$dir/err")"
+expect 2 retry
+expect 0 unregister flaky
+expect 0 unregister stale
+
 # infer: random values (the width from the server, or --width), a JSON file (nested array and shape/data object), a wrong width.
 expect 0 --json infer small --random --batch 3
 pycheck 'doc["model"] == "small" and doc["outputs"][0]["shape"] == [3, 4] and len(doc["outputs"][0]["data"]) == 12'

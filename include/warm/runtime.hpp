@@ -106,6 +106,12 @@ class runtime {
   void unload(const std::string& id, callback<void> done);
   std::future<expected<void>> unload(const std::string& id);
 
+  // Forgets the model's (or a vmodel's active model's) load failures: instead of failing fast
+  // until a failure record expires, its next use loads it again (after its file was fixed, say).
+  // not_found for an unknown id.
+  void retry(const std::string& id, callback<void> done);
+  std::future<expected<void>> retry(const std::string& id);
+
   // What the model (or a vmodel's active model) takes and gives, from its file's header; no load.
   void describe(const std::string& id, callback<model_metadata> done);
   std::future<expected<model_metadata>> describe(const std::string& id);

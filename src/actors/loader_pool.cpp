@@ -7,6 +7,7 @@
 
 #include "core/failure_table.hpp"
 #include "core/load_queue.hpp"
+#include "storage/located_file.hpp"
 #include "warm/units.hpp"
 
 namespace warm {
@@ -26,13 +27,15 @@ loader_worker_actor::behavior_type loader_worker(loader_worker_actor::stateful_p
   return {
       [=](msg::load_job& job) -> msg::load_result {
         msg::load_result result;
+        // Looked at before the load: a file changed after this look makes the failure stale.
+        auto seen = look_at(job.where);
         load_stats stats;
         stats.copied = job.progress.get();
         auto loaded = self->state.loader->load(*job.dev, job.where, std::move(*job.reservation), &stats);
         if (loaded)
           result.model = std::make_shared<std::unique_ptr<resident_model>>(std::move(*loaded));
         else
-          result.error = std::move(loaded).error();
+          result.error = std::move(loaded).error(), result.file = seen;
         result.seconds = stats.seconds;
         return result;
       },
@@ -56,6 +59,7 @@ struct load_record {
   std::uint32_t waiters = 0;  // requests waiting on it, as the owner last told (inspection)
   bool cancelled = false;
   timestamp queued_at{};  // when it last entered the queue (metrics: queue wait)
+  std::optional<file_seen> file;  // as its last failed attempt saw it
 };
 
 struct pool_state {
@@ -108,7 +112,7 @@ void fail(self_ptr self, load_record& r, warm::error error) {
   auto& s = self->state;
   ++s.failed;
   auto retry_at = s.failures.next_expiry(r.model, now(self));
-  self->send(r.owner, msg::load_failed{std::move(error), retry_at});
+  self->send(r.owner, msg::load_failed{std::move(error), retry_at, r.file});
   finish(self, r.model);
 }
 
@@ -300,6 +304,7 @@ void on_loaded(self_ptr self, loader_worker_actor worker, const msg::registratio
     s.blocked[device] = false;  // the failed load's buffer is gone
     s.metrics->load_failures.add();
     s.failures.record(r.model, s.device_names[device], now(self), m.error);
+    r.file = m.file;
     bool retry = r.attempts < s.config.max_attempts &&
                  s.failures.first_eligible(r.model, s.device_names, now(self)).has_value();
     if (retry)
@@ -335,6 +340,10 @@ loader_pool_actor::behavior_type loader_pool(self_ptr self, std::shared_ptr<load
         }
         auto d = s.deferred.find(m.who.id);
         if (d != s.deferred.end() && d->second.who == m.who) d->second.waiters = m.waiters;
+      },
+      [=](msg::forget_failures& m) {
+        self->state.failures.clear(m.who.id);
+        publish(self->state);
       },
       [=](msg::cancel_load& m) {
         auto& s = self->state;

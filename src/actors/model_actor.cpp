@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/rate_meter.hpp"
+#include "storage/located_file.hpp"
 
 namespace warm {
 namespace {
@@ -58,10 +59,16 @@ struct model_state_data {
   rate_meter rate;  // uses per second, sampled at each use seen here and each status query
   std::optional<warm::error> last_error;
   timestamp retry_at{};
+  std::optional<file_seen> failed_file;  // the file as the failed load saw it
+  std::function<void(std::function<void()>)> offload;
+  // Uses that would fail fast, held while the file is looked at (file_checked answers).
+  std::vector<std::pair<msg::use_kind, waiter>> held;
+  bool checking = false;
 
   // Stopping (runtime shutdown) answers whoever still waits.
   ~model_state_data() {
     for (auto& w : waiters) w.answer(make_error(errc::unavailable, "model '" + id + "': the runtime is shutting down"));
+    for (auto& h : held) h.second.answer(make_error(errc::unavailable, "model '" + id + "': the runtime is shutting down"));
   }
 
   msg::registration who() const { return {id, generation}; }
@@ -201,6 +208,26 @@ std::optional<expected<msg::acquired>> use_now(self_ptr self, msg::use_kind kind
   return std::nullopt;
 }
 
+// Whether a use now must first learn whether the model's file changed since its load failed:
+// it would fail fast, and the failed load saw the file. Uses that arrive while a look is under
+// way wait for it too, so that they are answered in order.
+bool must_look(const model_state_data& s) {
+  if (s.checking) return true;
+  return !s.unregistered && !s.slot && s.state == model_state::loading_failed && s.failed_file && s.offload &&
+         s.time->now() < s.retry_at;
+}
+
+// Holds a use that must_look, and asks the offload for the file once per look.
+void hold(self_ptr self, msg::use_kind kind, waiter w) {
+  auto& s = self->state;
+  s.held.emplace_back(kind, std::move(w));
+  if (s.checking) return;
+  s.checking = true;
+  s.offload([me = caf::actor_cast<model_actor>(self), where = s.where] {
+    caf::anon_send(me, msg::file_checked{look_at(where)});
+  });
+}
+
 // Keeps a waiting use: one load per cold start, however many wait.
 void wait_for_load(self_ptr self, waiter w) {
   auto& s = self->state;
@@ -214,6 +241,11 @@ void wait_for_load(self_ptr self, waiter w) {
 }
 
 caf::result<msg::granted> on_use(self_ptr self, msg::model_use& m) {
+  if (must_look(self->state)) {
+    auto promise = self->make_response_promise<msg::granted>();
+    hold(self, m.kind, {m.arrival, promise, {}, false});
+    return promise;
+  }
   if (auto now = use_now(self, m.kind, m.arrival)) {
     if (!*now) return to_caf_error(now->error());
     return msg::granted{std::make_shared<msg::acquired>(std::move(**now))};
@@ -224,6 +256,7 @@ caf::result<msg::granted> on_use(self_ptr self, msg::model_use& m) {
 }
 
 void on_client_use(self_ptr self, msg::client_use& m) {
+  if (must_look(self->state)) return hold(self, m.kind, {m.arrival, {}, std::move(m.done), true});
   if (auto now = use_now(self, m.kind, m.arrival)) return m.done(std::move(*now));
   wait_for_load(self, {m.arrival, {}, std::move(m.done), true});
 }
@@ -242,6 +275,35 @@ caf::result<void> on_unload(self_ptr self) {
   return caf::unit;
 }
 
+// Leaves LOADING_FAILED for NOT_LOADED and has the pool forget the failure records, so that the
+// next use loads (an operator's retry, or a file that changed).
+void forget_failure(self_ptr self) {
+  auto& s = self->state;
+  self->send(s.pool, msg::forget_failures{s.who()});  // before any load this starts
+  s.retry_at = {};
+  s.failed_file.reset();
+  if (s.state == model_state::loading_failed) {
+    s.last_error.reset();
+    set_state(self, model_state::not_loaded);
+  }
+}
+
+// A look at the file is back: a changed file makes the failure stale. The held uses are then
+// answered in order, as if they arrived now (fail fast, or wait for the new load).
+void on_file_checked(self_ptr self, msg::file_checked& m) {
+  auto& s = self->state;
+  s.checking = false;
+  if (s.state == model_state::loading_failed && s.failed_file && m.file != *s.failed_file) forget_failure(self);
+  auto held = std::move(s.held);
+  s.held.clear();
+  for (auto& [kind, w] : held) {
+    if (auto now = use_now(self, kind, w.arrival))
+      w.answer(std::move(*now));
+    else
+      wait_for_load(self, std::move(w));
+  }
+}
+
 model_actor::behavior_type model_behavior(self_ptr self, std::shared_ptr<model_actor_config> config) {
   auto& s = self->state;
   s.id = config->id;
@@ -252,6 +314,7 @@ model_actor::behavior_type model_behavior(self_ptr self, std::shared_ptr<model_a
   s.routes = config->routes;
   s.time = config->time;
   s.hub = config->hub;
+  s.offload = config->offload;
   return {
       [=](msg::model_use& m) { return on_use(self, m); },
       [=](msg::client_use& m) { on_client_use(self, m); },
@@ -293,6 +356,7 @@ model_actor::behavior_type model_behavior(self_ptr self, std::shared_ptr<model_a
         s.progress.reset();
         s.device.clear();
         s.retry_at = m.retry_at;
+        s.failed_file = m.file;
         auto code = m.error.code == errc::model_too_large ? errc::model_too_large : errc::load_failed;
         s.last_error = make_error(code, m.error.message);
         set_state(self, model_state::loading_failed);
@@ -315,6 +379,8 @@ model_actor::behavior_type model_behavior(self_ptr self, std::shared_ptr<model_a
         if (self->state.slot == m.slot) drop_slot(self);
         return caf::unit;
       },
+      [=](msg::forget_failure&) { forget_failure(self); },
+      [=](msg::file_checked& m) { on_file_checked(self, m); },
       [=](msg::model_unregister&) {
         auto& s = self->state;
         s.unregistered = true;

@@ -5,7 +5,8 @@
 //        ▲                 │                        │                      │
 //        │                 └──────load_failed───────┴──▶ LOADING_FAILED    │
 //        └──────────────── evicted (or a withdrawn slot seen on use) ◀─────┘
-//   LOADING_FAILED ──use after retry_at──▶ QUEUED;  any state ──model_unregister──▶ (stops)
+//   LOADING_FAILED ──use after retry_at, or the file changed, or forget_failure──▶ QUEUED
+//   any state ──model_unregister──▶ (stops)
 //
 // Every waiting use is kept until the load completes and then answered with a lease, or with
 // the load's error: one load per cold start however many requests arrive. A use while the model
@@ -25,6 +26,12 @@
 //       waiters with not_found; the actor stops once no load of it is in flight.
 //   load_started / load_failed / load_cancelled  from the loader pool.
 //   load_done{slot}                 from a device actor.
+//   forget_failure{}                request from the registry (an operator's retry): the failure
+//       is forgotten here and in the pool; the next use loads.
+//   file_checked{file}              from the offload. While LOADING_FAILED, a use that would fail
+//       fast is held while the model's file is looked at: if it changed since the failed load
+//       looked (size, mtime, inode; appeared or vanished), the failure is forgotten as a retry's
+//       and the held uses wait for a new load; otherwise they fail fast.
 // It tells the pool its registration {id, generation}, so that the pool tells its loads from
 // those of an earlier or later registration of the same id.
 #pragma once
@@ -50,6 +57,9 @@ struct model_actor_config {
   std::shared_ptr<route_table> routes;
   std::shared_ptr<const clock> time;
   watch_hub_actor hub;  // where state changes go (may be null)
+  // Runs a task on a thread that may block (file I/O): a use while failing fast looks at the
+  // model's file there. Without one a failure stays until it expires or is retried.
+  std::function<void(std::function<void()>)> offload;
 };
 
 model_actor spawn_model_actor(caf::actor_system& system, const model_actor_config& config);

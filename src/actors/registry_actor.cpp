@@ -238,7 +238,7 @@ void with_actor(self_ptr self, model_entry& e, std::function<void(expected<model
     if (!e) return then(make_error(errc::not_found, "model '" + who.id + "' was unregistered meanwhile"));
     if (!e->actor)
       e->actor = spawn_model_actor(self->system(), {e->record.id, e->generation, e->file, e->bytes, s.pool,
-                                                    s.config.routes, s.config.time, s.hub});
+                                                    s.config.routes, s.config.time, s.hub, s.config.offload});
     then(e->actor);
   });
 }
@@ -271,6 +271,16 @@ void on_unload(self_ptr self, msg::unload_model& m) {
   if (!it->second.actor) return m.done({});  // never used since registration: nothing is loaded
   once_callback<void> answer(std::move(m.done));
   self->request(it->second.actor, caf::infinite, msg::unload{it->first, nullptr, eviction_reason::unload})
+      .then([answer]() { answer({}); }, [answer](caf::error& e) { answer(from_caf_error(e)); });
+}
+
+void on_retry(self_ptr self, msg::retry_model& m) {
+  auto& s = self->state;
+  auto it = s.models.find(model_named(s, m.id));
+  if (it == s.models.end()) return m.done(unknown(m.id));
+  if (!it->second.actor) return m.done({});  // never used since registration: nothing failed
+  once_callback<void> answer(std::move(m.done));
+  self->request(it->second.actor, caf::infinite, msg::forget_failure{})
       .then([answer]() { answer({}); }, [answer](caf::error& e) { answer(from_caf_error(e)); });
 }
 
@@ -713,6 +723,7 @@ registry_actor::behavior_type registry_behavior(self_ptr self, std::shared_ptr<r
       [=](msg::unregister_model& m) { on_unregister(self, m); },
       [=](msg::use_model& m) { use(self, model_named(self->state, m.target), m.kind, m.arrival, std::move(m.done)); },
       [=](msg::unload_model& m) { on_unload(self, m); },
+      [=](msg::retry_model& m) { on_retry(self, m); },
       [=](msg::describe_model& m) { on_describe(self, m); },
       [=](msg::get_status& m) {
         statuses(self, {m.id}, [done = std::move(m.done)](std::vector<model_status> st) { done(std::move(st[0])); });

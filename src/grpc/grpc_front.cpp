@@ -244,8 +244,7 @@ class service final : public pb::GRPCInferenceService::Service {
   Status RepositoryModelLoad(ServerContext* ctx, const pb::RepositoryModelLoadRequest* req,
                              pb::RepositoryModelLoadResponse*) override {
     if (auto denied = authorize(*ctx)) return *denied;
-    auto done =
-        wait(rt_.ensure_loaded(req->model_name(), true), budget(*ctx, options_.request_timeout));
+    auto done = v2::load(rt_, req->model_name(), budget(*ctx, options_.request_timeout));
     return done ? Status::OK : to_status(done.error());
   }
 

@@ -226,7 +226,7 @@ void front::impl::routes() {
   s.Post(R"(/v2/repository/models/([^/]+)/load)",
          with_body(control_bytes, [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
            if (auto ok = check_control_body(body); !ok) return reply_error(res, ok.error());
-           auto done = wait(rt.ensure_loaded(req.matches[1], true), options.request_timeout);
+           auto done = v2::load(rt, req.matches[1], options.request_timeout);
            if (!done) return reply_error(res, done.error());
            reply_json(res, 200, "{}");
          }));

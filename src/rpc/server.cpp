@@ -257,6 +257,16 @@ kj::Promise<void> warm_server::deleteVModel(DeleteVModelContext context) {
       .attach(track());
 }
 
+kj::Promise<void> warm_server::retry(RetryContext context) {
+  auto params = context.getParams();
+  if (!fits(params.totalSize(), context.getResults().getStatus())) return kj::READY_NOW;
+  auto b = make_bridge<void>();
+  rt_.retry(to_std(params.getId()), std::move(b.done));
+  return b.promise
+      .then([context](boxed<void> box) mutable { write_status(*box, context.getResults().getStatus()); })
+      .attach(track());
+}
+
 kj::Promise<void> warm_server::getVModelStatus(GetVModelStatusContext context) {
   auto params = context.getParams();
   if (!fits(params.totalSize(), context.getResults().getStatus())) return kj::READY_NOW;

@@ -71,6 +71,7 @@ class warm_server final : public Warm::Server {
   kj::Promise<void> ensureLoaded(EnsureLoadedContext context) override;
   kj::Promise<void> setVModel(SetVModelContext context) override;
   kj::Promise<void> deleteVModel(DeleteVModelContext context) override;
+  kj::Promise<void> retry(RetryContext context) override;
   kj::Promise<void> getVModelStatus(GetVModelStatusContext context) override;
   kj::Promise<void> listModels(ListModelsContext context) override;
   kj::Promise<void> infer(InferContext context) override;

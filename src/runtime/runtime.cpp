@@ -321,6 +321,16 @@ std::future<expected<void>> runtime::unload(const std::string& id) {
   return std::move(future);
 }
 
+void runtime::retry(const std::string& id, callback<void> done) {
+  caf::anon_send(impl_->registry, msg::retry_model{id, std::move(done)});
+}
+
+std::future<expected<void>> runtime::retry(const std::string& id) {
+  auto [cb, future] = promised<void>();
+  retry(id, std::move(cb));
+  return std::move(future);
+}
+
 void runtime::describe(const std::string& id, callback<model_metadata> done) {
   caf::anon_send(impl_->registry, msg::describe_model{id, std::move(done)});
 }

@@ -24,6 +24,18 @@ struct file_identity {
   bool operator!=(const file_identity& o) const { return !(*this == o); }
 };
 
+// A file as one look found it: there with an identity, or not there (or not openable). Two
+// looks that differ mean the file changed in between.
+struct file_seen {
+  bool present = false;
+  file_identity identity;  // when present
+
+  bool operator==(const file_seen& o) const {
+    return present == o.present && (!present || identity == o.identity);
+  }
+  bool operator!=(const file_seen& o) const { return !(*this == o); }
+};
+
 class read_file {
  public:
   // Opens `path` for reading. not_found when it does not exist, invalid_argument when it is not

@@ -13,4 +13,8 @@ namespace warm {
 // is gone. Without one: opens the path as it stands (read_file::open).
 expected<read_file> open_located(const model_location& where);
 
+// Looks at the file `where` names (opened as open_located does, then fstat): its identity, or
+// absent when it cannot be opened or stat'ed. Blocking I/O: never on an actor's thread.
+file_seen look_at(const model_location& where);
+
 }  // namespace warm

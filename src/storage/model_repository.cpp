@@ -110,6 +110,14 @@ expected<read_file> open_located(const model_location& where) {
   return file;
 }
 
+file_seen look_at(const model_location& where) {
+  auto file = open_located(where);
+  if (!file) return {};
+  auto identity = file->identity();
+  if (!identity) return {};
+  return {true, *identity};
+}
+
 expected<model_repository> model_repository::create(const std::vector<std::string>& roots) {
   std::vector<std::string> canonical;
   for (const auto& root : roots) {

@@ -1,5 +1,7 @@
 #include "v2/v2_common.hpp"
 
+#include <algorithm>
+
 #include "warm/model_repository.hpp"
 #include "warm/runtime.hpp"
 
@@ -21,6 +23,13 @@ expected<model_state> state_of(runtime& rt, const std::string& id, std::chrono::
   auto v = wait(rt.vmodel_status(id), limit);
   if (!v) return v.error().code == errc::not_found ? make_error(errc::not_found, "no model or vmodel '" + id + "'") : v.error();
   return v->active_state;
+}
+
+expected<void> load(runtime& rt, const std::string& id, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  if (auto forgotten = wait(rt.retry(id), limit); !forgotten) return forgotten;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return wait(rt.ensure_loaded(id, true), std::max(left, std::chrono::milliseconds(0)));
 }
 
 expected<void> check_version(const std::string& model, const model_metadata& meta, const std::string& version) {

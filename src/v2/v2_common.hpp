@@ -32,6 +32,11 @@ const char* triton_state(model_state state) noexcept;
 // The state a model id reports, or a vmodel id's active model's; not_found for neither.
 expected<model_state> state_of(runtime& rt, const std::string& id, std::chrono::milliseconds limit);
 
+// The repository extension's load: forgets the model's load failures first (an explicit load is
+// an operator's retry, as after fixing a model's file), then waits for it to be loaded; all
+// within `limit`.
+expected<void> load(runtime& rt, const std::string& id, std::chrono::milliseconds limit);
+
 // Nothing when `version` is the version `meta` (model `model`'s) serves, parsed as a version
 // directory name ("01" is not 1); not_found naming both otherwise.
 expected<void> check_version(const std::string& model, const model_metadata& meta, const std::string& version);

@@ -122,6 +122,22 @@ void add_unregister(CLI::App& app, command_context& ctx) {
   });
 }
 
+void add_retry(CLI::App& app, command_context& ctx) {
+  auto* cmd = app.add_subcommand(
+      "retry", "Forget model ID's load failures: its next use loads it at once (after fixing its file)");
+  auto id = std::make_shared<std::string>();
+  cmd->add_option("ID", *id, "Model or vmodel id")->required();
+  cmd->callback([&ctx, id] {
+    run_rpc(ctx, [&](connection& c) {
+      auto req = c.warm().retryRequest();
+      req.setId(*id);
+      auto reply = ctx.s.wait(req.send());
+      if (int rc = check_status(reply.getStatus())) return rc;
+      return done(ctx, "failures of " + *id + " forgotten", {{"id", *id}});
+    });
+  });
+}
+
 // The model's status; an unknown id is a not_found error (exit 1).
 expected<model_status> fetch_status(command_context& ctx, connection& c, const std::string& id) {
   auto req = c.warm().getModelStatusRequest();
@@ -316,6 +332,7 @@ void add_vmodel(CLI::App& app, command_context& ctx) {
 void add_model_commands(CLI::App& app, command_context& ctx) {
   add_register(app, ctx);
   add_unregister(app, ctx);
+  add_retry(app, ctx);
   add_status(app, ctx);
   add_ensure(app, ctx);
   add_models(app, ctx);

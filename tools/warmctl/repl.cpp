@@ -17,7 +17,7 @@ namespace warm::ctl {
 namespace {
 
 const std::vector<std::string> command_names = {
-    "register", "unregister", "status",     "ensure",     "vmodel", "models", "infer",
+    "register", "unregister", "retry", "status", "ensure", "vmodel", "models", "infer",
     "inspect",  "watch",      "model-info", "make-model", "help",   "quit"};
 const std::vector<std::string> vmodel_commands = {"set", "delete", "status"};
 const std::vector<std::string> inspect_sections = {"devices", "queue", "cache", "failures",

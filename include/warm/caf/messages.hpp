@@ -37,6 +37,7 @@
 #include "warm/clock.hpp"
 #include "warm/device.hpp"
 #include "policy/importance.hpp"
+#include "storage/file.hpp"
 #include "warm/metrics.hpp"
 #include "warm/model_repository.hpp"
 #include "warm/runtime_types.hpp"
@@ -61,6 +62,7 @@ struct set_vmodel;
 struct delete_vmodel;
 struct get_vmodel_status;
 struct unload_model;
+struct retry_model;
 struct describe_model;
 struct inspect_models;
 struct flush_registry;
@@ -75,6 +77,8 @@ struct granted;
 struct model_status_request;
 struct model_unregister;
 struct unload;
+struct forget_failure;
+struct file_checked;
 struct load_started;
 struct load_done;
 struct load_failed;
@@ -82,6 +86,7 @@ struct load_cancelled;
 struct enqueue_load;
 struct load_waiters;
 struct cancel_load;
+struct forget_failures;
 struct device_freed;
 struct attach_devices;
 struct inspect_loads;
@@ -116,6 +121,7 @@ using registry_actor = caf::typed_actor<
     caf::reacts_to<msg::delete_vmodel>,      // runtime: delete a vmodel
     caf::reacts_to<msg::get_vmodel_status>,  // runtime: one vmodel's status
     caf::reacts_to<msg::unload_model>,       // runtime: an operator's unload; forwarded as unload
+    caf::reacts_to<msg::retry_model>,        // runtime: forget a model's load failures; forwarded
     caf::reacts_to<msg::describe_model>,     // runtime: a model's metadata from its header
     caf::reacts_to<msg::inspect_models>,     // runtime: statuses of models with an actor, totals
     caf::reacts_to<msg::flush_registry>,     // itself: commit the staged writes (group commit)
@@ -134,6 +140,8 @@ using model_actor = caf::typed_actor<
     caf::replies_to<msg::model_status_request>::with<model_status>,   // registry: the status
     caf::replies_to<msg::unload>::with<void>,  // registry: an operator's unload; device: evicted/replaced
     caf::reacts_to<msg::model_unregister>,     // registry: the registration ended; stop
+    caf::replies_to<msg::forget_failure>::with<void>,  // registry: an operator's retry
+    caf::reacts_to<msg::file_checked>,         // the offload: its file now, while failing fast
     caf::reacts_to<msg::load_started>,         // loader pool: a worker took the load
     caf::reacts_to<msg::load_failed>,          // loader pool: the load failed for good (for now)
     caf::reacts_to<msg::load_cancelled>,       // loader pool: the load was dropped
@@ -148,6 +156,7 @@ using loader_pool_actor = caf::typed_actor<
     caf::reacts_to<msg::enqueue_load>,    // model actor: queue (or promote) its load
     caf::reacts_to<msg::load_waiters>,    // model actor: how many requests wait now (inspection)
     caf::reacts_to<msg::cancel_load>,     // model actor: drop its queued load, forget its failures
+    caf::reacts_to<msg::forget_failures>, // model actor: forget its failure records (a retry)
     caf::reacts_to<msg::device_freed>,    // device: room may be free after a refused reservation
     caf::reacts_to<msg::attach_devices>,  // runtime: the device actors, once
     caf::reacts_to<msg::inspect_loads>>;  // runtime: queue, running loads, failures, counters
@@ -307,6 +316,13 @@ struct unload_model {
   std::string id;
   callback<void> done;
 };
+// Forgets a model's (or a vmodel's active model's) load failures, so that its next use loads it
+// at once instead of failing fast until a record expires. The registry asks the model actor with
+// msg::forget_failure.
+struct retry_model {
+  std::string id;
+  callback<void> done;
+};
 // A model's metadata, read from its file's header.
 struct describe_model {
   std::string id;
@@ -395,6 +411,9 @@ struct load_done {
 struct load_failed {
   warm::error error;
   timestamp retry_at{};
+  // The model's file as the failed load saw it before reading; absent when no load ran (refused
+  // by every device). The model actor compares it with the file now to tell a stale record.
+  std::optional<file_seen> file;
 };
 // The pool dropped a cancelled load; nothing of it remains.
 struct load_cancelled {};
@@ -421,6 +440,19 @@ struct load_waiters {
 // unload and, load or not, when the model is unregistered.
 struct cancel_load {
   registration who;
+};
+// Forgets `who`'s failure records (an operator's retry); its queued or running load, if any, goes
+// on.
+struct forget_failures {
+  registration who;
+};
+// An operator's retry, to a model actor: leave LOADING_FAILED (for NOT_LOADED), forget the error
+// and the fail-fast deadline, and have the pool forget the records (msg::forget_failures).
+struct forget_failure {};
+// The model's file as a look on the offload found it (a use while failing fast asked): if it
+// differs from what the failed load saw, the failure is stale and forgotten as a retry's is.
+struct file_checked {
+  file_seen file;
 };
 // A device freed bytes (or gained an evictable model) after refusing a reservation.
 struct device_freed {
@@ -449,6 +481,7 @@ struct load_result {
   std::shared_ptr<std::unique_ptr<resident_model>> model;  // set on success
   warm::error error;
   double seconds = 0;
+  file_seen file;  // on failure: the model's file as the worker saw it before the load
 };
 
 // ---- to a device actor ------------------------------------------------------------------------
@@ -527,6 +560,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::delete_vmodel)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::get_vmodel_status)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::inspect_models)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::unload_model)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::retry_model)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::describe_model)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::flush_registry)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::description_read)
@@ -540,6 +574,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::granted)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_status_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_unregister)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::unload)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::forget_failure)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::file_checked)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_started)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_done)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_failed)
@@ -547,6 +583,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_cancelled)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::enqueue_load)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::load_waiters)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::cancel_load)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::forget_failures)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::device_freed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::attach_devices)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::inspect_loads)
