@@ -2,7 +2,10 @@
 // of input refused with a clear message), responses and metadata encoded as clients parse them.
 #include <catch2/catch.hpp>
 
+#include <cfloat>
+#include <cmath>
 #include <cstring>
+#include <random>
 #include <optional>
 #include <nlohmann/json.hpp>
 
@@ -137,6 +140,35 @@ TEST_CASE("tensor data is read straight into floats; everything else is bounded 
   small.max_tensor_bytes = 16;
   CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[4],"datatype":"FP32","data":[1,2,3,4,5,6,7,8,9]}]})", small),
              Catch::Contains("more than the shape's 4"));
+}
+
+TEST_CASE("every finite float in an answer reads back bit for bit, the longest texts included") {
+  std::vector<float> values{-FLT_MAX, -FLT_MIN, -FLT_TRUE_MIN, -1.00000012f, -1.17549435e-38f, -0.0f, 1e-45f,
+                            -123456.789f, 3.40282347e+38f, -9.99999944e-39f};
+  std::mt19937 rng(20261124);  // seed printed on failure by the check's message
+  std::uniform_int_distribution<std::uint32_t> bits;
+  while (values.size() < 20000) {
+    std::uint32_t b = bits(rng);
+    float v;
+    std::memcpy(&v, &b, sizeof v);
+    if (std::isfinite(v)) values.push_back(v);
+  }
+  infer_result r;
+  r.model = "m";
+  tensor out;
+  out.name = "output";
+  out.shape = {1, values.size()};
+  out.data.resize(sizeof(float) * values.size());
+  std::memcpy(out.data.data(), values.data(), out.data.size());
+  r.outputs.push_back(out);
+  auto text = encode_infer_response(r, "");
+  auto data = json::parse(text)["outputs"][0]["data"];
+  REQUIRE(data.size() == values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    float back = data[i].get<float>();
+    INFO("seed 20261124, value " << i);
+    CHECK(std::memcmp(&back, &values[i], sizeof back) == 0);
+  }
 }
 
 TEST_CASE("responses, metadata and errors are JSON clients can read back") {

@@ -150,15 +150,47 @@ expected<tensor> decode_input(const json& in, std::size_t index, data_values* da
   return t;
 }
 
-void append_float(std::string& out, float value) {
-  if (!std::isfinite(value)) {
-    out += "null";
+// The most a float takes as written below ("-1.17549435e-38": sign, 9 digits, point, exponent),
+// with room to spare, and its separator.
+constexpr std::size_t max_float_chars = 24;
+
+// Writes `value` at `at` (max_float_chars bytes free) and answers the end: the shortest text
+// that reads back as the same float (std::to_chars's, which fmt writes with Dragonbox in less
+// than two thirds of the time), or null for NaN and the infinities, which JSON lacks. Negative
+// zero is "-0.0": JSON parsers read "-0" as the integer 0 and lose the sign.
+char* write_float(char* at, float value) {
+  if (!std::isfinite(value)) return std::copy_n("null", 4, at);
+  if (value == 0 && std::signbit(value)) return std::copy_n("-0.0", 4, at);
+  return fmt::format_to(at, FMT_COMPILE("{}"), value);
+}
+
+// Appends `values` (FP32 bytes) as a JSON array's elements, written in place: the string grows
+// once by the most they can take and is cut back to what they took.
+void append_floats(std::string& out, const std::vector<std::byte>& values) {
+  std::size_t n = values.size() / sizeof(float);
+  std::size_t start = out.size();
+  out.resize(start + n * max_float_chars);
+  char* at = out.data() + start;
+  for (std::size_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, values.data() + i * sizeof(float), sizeof v);
+    if (i) *at++ = ',';
+    at = write_float(at, v);
+  }
+  out.resize(static_cast<std::size_t>(at - out.data()));
+}
+
+// A JSON string: printable ASCII without quotes or backslashes as it is (model ids, names),
+// anything else through the JSON library's escaping.
+void append_string(std::string& out, const std::string& s) {
+  bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+  if (!plain) {
+    out += dump(s);
     return;
   }
-  // The shortest text that reads back as the same float: std::to_chars's, which fmt writes
-  // (Dragonbox) in less than two thirds of the time.
-  char buffer[32];
-  out.append(buffer, fmt::format_to(buffer, FMT_COMPILE("{}"), value));
+  out += '"';
+  out += s;
+  out += '"';
 }
 
 }  // namespace
@@ -223,8 +255,12 @@ expected<v2_request> decode_infer_request_general(std::string_view body, const s
 
 std::string encode_infer_response(const infer_result& result, const std::string& id, bool binary,
                                   std::size_t* json_length) {
-  std::string out = "{\"model_name\":" + dump(result.model);
-  if (!id.empty()) out += ",\"id\":" + dump(id);
+  std::string out = "{\"model_name\":";
+  append_string(out, result.model);
+  if (!id.empty()) {
+    out += ",\"id\":";
+    append_string(out, id);
+  }
   out += ",\"parameters\":{\"warm_cache_hit\":";
   out += result.cache_hit ? "true" : "false";
   out += ",\"warm_load_wait_ms\":" + dump(result.load_wait_ms) + "},\"outputs\":[";
@@ -232,20 +268,20 @@ std::string encode_infer_response(const infer_result& result, const std::string&
   for (auto& t : result.outputs) {
     if (!first_tensor) out += ',';
     first_tensor = false;
-    out += "{\"name\":" + dump(t.name) + ",\"datatype\":\"FP32\",\"shape\":" + dump(t.shape);
+    out += "{\"name\":";
+    append_string(out, t.name);
+    out += ",\"datatype\":\"FP32\",\"shape\":[";
+    for (std::size_t d = 0; d < t.shape.size(); ++d) {
+      if (d) out += ',';
+      out += std::to_string(t.shape[d]);
+    }
+    out += ']';
     if (binary) {
       out += ",\"parameters\":{\"binary_data_size\":" + std::to_string(t.data.size()) + "}}";
       continue;
     }
     out += ",\"data\":[";
-    std::size_t n = t.data.size() / sizeof(float);
-    out.reserve(out.size() + n * 12 + 8);
-    for (std::size_t i = 0; i < n; ++i) {
-      float v;
-      std::memcpy(&v, t.data.data() + i * sizeof(float), sizeof v);
-      if (i) out += ',';
-      append_float(out, v);
-    }
+    append_floats(out, t.data);
     out += "]}";
   }
   out += "]}";
