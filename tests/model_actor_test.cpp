@@ -249,6 +249,23 @@ TEST_CASE("a failed load whose file vanished or appeared is stale; a failure wit
   CHECK(f.log->enqueues.size() == 3);
 }
 
+TEST_CASE("uses held for a look at the file are answered not_found when the model is unregistered") {
+  fixture f;
+  f.use();
+  f.fail_load("bad header");
+  f.use();
+  f.use();
+  REQUIRE(f.offloaded->size() == 1);
+  caf::anon_send(f.model, msg::model_unregister{});
+  f.sched->run();
+  REQUIRE(f.log->answers.size() == 3);  // at once, not when the look comes back
+  CHECK(f.log->answers[1] == "model 'm' was unregistered");
+  CHECK(f.log->answers[2] == "model 'm' was unregistered");
+  f.run_offloaded();  // the look's answer finds nothing to do
+  CHECK(f.log->answers.size() == 3);
+  CHECK(f.log->enqueues.size() == 1);
+}
+
 TEST_CASE("a proactive use is answered at once; a waiting one that follows rides on its load") {
   fixture f;
   f.use(msg::use_kind::proactive);

@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include <algorithm>
+#include <utility>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -390,7 +391,9 @@ model_actor::behavior_type model_behavior(self_ptr self, std::shared_ptr<model_a
         if (s.slot) self->send(s.slot_device, msg::unload{s.id, s.slot, eviction_reason::unload});
         drop_slot(self);
         set_state(self, model_state::not_found);
-        fail_waiters(self, make_error(errc::not_found, "model '" + s.id + "' was unregistered"));
+        auto gone = make_error(errc::not_found, "model '" + s.id + "' was unregistered");
+        fail_waiters(self, gone);
+        for (auto& h : std::exchange(s.held, {})) h.second.answer(gone);  // a look may be under way
         stop_if_done(self);
       },
   };
