@@ -32,10 +32,12 @@ loader_worker_actor::behavior_type loader_worker(loader_worker_actor::stateful_p
         load_stats stats;
         stats.copied = job.progress.get();
         auto loaded = self->state.loader->load(*job.dev, job.where, std::move(*job.reservation), &stats);
-        if (loaded)
+        if (loaded) {
           result.model = std::make_shared<std::unique_ptr<resident_model>>(std::move(*loaded));
-        else
-          result.error = std::move(loaded).error(), result.file = seen;
+        } else {
+          result.error = std::move(loaded).error();
+          result.file = seen;
+        }
         result.seconds = stats.seconds;
         return result;
       },

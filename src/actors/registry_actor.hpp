@@ -59,7 +59,9 @@ struct registry_config {
   std::optional<registry_contents> initial;
   // Runs a task on another thread, in any order: where the registry's file work runs (resolving a
   // model file and checking its header; a describe's open and, when the file changed, parse), so
-  // that no file holds up the registry. Empty: the registry runs it inline (tests).
+  // that no file holds up the registry. Empty: the registry runs it inline (tests). The model
+  // actors it spawns get it too, to look at a failed model's file (model_actor_config::offload;
+  // empty there: no looks, a failure lasts until it expires or is retried).
   std::function<void(std::function<void()>)> offload;
   // Told each model's own batching options whenever the registry's tables take a model in (with
   // its record's options, empty for none) or drop one (empty), on the registry's thread: it must
