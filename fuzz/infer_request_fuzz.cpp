@@ -42,15 +42,31 @@ void check_request(const warm::infer_request& request) {
     // is 0, however large the others).
     FUZZ_CHECK(overflow ? t.data.empty() : bytes == t.data.size());
   }
-  auto batch = warm::check_inputs(request.inputs, model());
+  auto inputs = request.inputs;
+  auto batch = warm::check_inputs(inputs, warm::dense_io(model()), warm::max_activation_elements / model().widest());
   if (batch) {
-    const auto& t = request.inputs.front();
+    const auto& t = inputs.front();
     FUZZ_CHECK(*batch >= 1);
     FUZZ_CHECK(t.type == warm::dtype::f32);
     FUZZ_CHECK(t.shape.back() == model().input_width());
     FUZZ_CHECK(t.data.size() == *batch * model().input_width() * sizeof(float));
   } else {
     FUZZ_CHECK(batch.error().code == warm::errc::invalid_argument);
+  }
+  // Two typed inputs (INT64 ids and an FP32 mask, [batch, 6] each): accepted inputs are in the
+  // model's order, with its dtypes, one batch and exactly their bytes.
+  static const warm::model_io two{{{"ids", warm::dtype::i64, {-1, 6}}, {"mask", warm::dtype::f32, {-1, 6}}}, {}, true};
+  auto pair = request.inputs;
+  auto rows = warm::check_inputs(pair, two, 1 << 20);
+  if (rows) {
+    FUZZ_CHECK(pair.size() == 2 && pair[0].name == "ids" && pair[1].name == "mask");
+    for (std::size_t i = 0; i < 2; ++i) {
+      FUZZ_CHECK(pair[i].type == two.inputs[i].type);
+      FUZZ_CHECK((pair[i].shape == std::vector<std::uint64_t>{*rows, 6}));
+      FUZZ_CHECK(pair[i].data.size() == *rows * 6 * warm::dtype_size(pair[i].type));
+    }
+  } else {
+    FUZZ_CHECK(rows.error().code == warm::errc::invalid_argument);
   }
 
   // Back to the wire and again: nothing may change.

@@ -79,10 +79,23 @@ struct ModelStatus {
   lastError @12 :Status;       # LOADING_FAILED: the recorded failure (code loadFailed or modelTooLarge)
   retryInSeconds @13 :Float64; # LOADING_FAILED: until the next attempt is allowed
   loadedBytes @14 :UInt64;     # LOADING: bytes copied so far (progress); LOADED: bytes
-  inputWidth @15 :UInt64;      # the input "input" is F32 [batch, inputWidth]; 0 = unknown (the
-                               # model file's header could not be read)
-  outputWidth @16 :UInt64;     # the output "output" is F32 [batch, outputWidth]; 0 = unknown
+  inputWidth @15 :UInt64;      # a model with one input and one output, both [batch, width]
+                               # (every dense model): the input's width; 0 otherwise or unknown
+  outputWidth @16 :UInt64;     # such a model's output width; 0 otherwise
   batching @17 :Batching;      # the registration's own batching settings; absent: the server's
+  kind @18 :Text;              # its backend: "dense", "torchscript"; empty when its file could
+                               # not be read
+  inputs @19 :List(TensorSpec);  # what it takes, in forward()'s order
+  outputs @20 :List(TensorSpec); # what it gives
+  batched @21 :Bool;           # every tensor's first dimension is the batch
+}
+
+struct TensorSpec {
+  # One input or output of a model.
+  name @0 :Text;
+  dtype @1 :Text;         # "F32", "I64", ... (as Tensor.dtype); empty when not declared
+  shape @2 :List(Int64);  # -1 for a dynamic dimension (the batch when batched); empty when the
+                          # rank is not declared (a TorchScript model without warm.json)
 }
 
 enum VModelState {
@@ -106,22 +119,23 @@ struct VModelStatus {
 
 struct Tensor {
   # A tensor as raw little-endian bytes, row-major.
-  name @0 :Text;        # dense models take "input" (or an empty name) and return "output"
-  dtype @1 :Text;       # safetensors names: "F32", "F16", "BF16", "I64", ...; dense models take F32
-  shape @2 :List(UInt64); # dimensions, outermost first; dense models take [batch, inputWidth]
-                          # or [inputWidth] (batch 1) and return [batch, outputWidth]
+  name @0 :Text;        # one of the model's inputs or outputs (ModelStatus.inputs); a model with
+                        # a single input also takes an empty name
+  dtype @1 :Text;       # "F32", "F16", "BF16", "F64", "I64", "I32", "I16", "I8", "U8", "BOOL"
+  shape @2 :List(UInt64); # dimensions, outermost first; a batched model also takes an input
+                          # without its batch dimension (one row)
   data @3 :Data;        # exactly product(shape) × size(dtype) bytes
 }
 
 struct InferRequest {
   # One inference: the target and its input tensors.
   target @0 :Text;      # a model id or a vmodel id
-  inputs @1 :List(Tensor); # the model's inputs; dense models take exactly one (F32, "input")
+  inputs @1 :List(Tensor); # the model's inputs, each once, in any order
 }
 
 struct InferResult {
   # What an inference gave, and how it was served.
-  outputs @0 :List(Tensor); # the model's outputs; dense models give one, "output" F32 [batch, out]
+  outputs @0 :List(Tensor); # the model's outputs, in its order
   model @1 :Text;       # the model that served it (the vmodel's active model for a vmodel)
   cacheHit @2 :Bool;    # served without waiting for a load
   loadWaitMs @3 :Float64; # time spent waiting for the model to load

@@ -73,7 +73,7 @@ std::string compare(const std::vector<float>& got, const std::vector<float>& wan
 }
 
 // Infers `batch` rows on `dev`; an empty vector (and a reported failure) on error.
-std::vector<float> infer(warm::device& dev, const warm::resident_model& model, std::uint64_t batch,
+std::vector<float> infer(warm::device& dev, const warm::dense_resident& model, std::uint64_t batch,
                          std::uint64_t seed, std::string* failure) {
   const auto input = make_input(batch * model.spec().input_width(), seed);
   std::vector<float> output;

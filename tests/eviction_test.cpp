@@ -107,7 +107,7 @@ TEST_CASE("unregistering waits for in-flight inferences before the bytes return"
   auto dev = f.rt->inspect().get()->devices.at(0);
   CHECK(dev.used == small_model_bytes);  // still held by the lease
   CHECK(dev.draining == small_model_bytes);
-  CHECK(lease->lease.model().spec().input_width() == 16);  // the weights are still there to use
+  CHECK(input_width(lease->lease.model().io()) == 16);  // the weights are still there to use
   lease.reset();
   REQUIRE(eventually([&] { return f.rt->inspect().get()->devices.at(0).used == 0; }));
   CHECK(f.rt->inspect().get()->devices.at(0).draining == 0);
@@ -128,7 +128,7 @@ TEST_CASE("a request arriving while an unloaded model drains is served by a new 
   CHECK(f.loader->loads_of("a") == 2);
   auto dev = f.rt->inspect().get()->devices.at(0);
   CHECK(dev.used == 2 * small_model_bytes);  // the draining copy and the new one, both charged
-  CHECK(lease->lease.model().spec().input_width() == 16);  // the old copy still serves its lease
+  CHECK(input_width(lease->lease.model().io()) == 16);  // the old copy still serves its lease
 
   lease.reset();  // the in-flight inference ends: only now do the old copy's bytes return
   REQUIRE(eventually([&] { return f.rt->inspect().get()->devices.at(0).used == small_model_bytes; }));

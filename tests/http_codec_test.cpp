@@ -57,8 +57,8 @@ TEST_CASE("malformed requests are invalid_argument with a message naming the pro
   CHECK_THAT(error_of("{}"), Catch::Contains("\"inputs\""));
   CHECK_THAT(error_of(R"({"inputs":[]})"), Catch::Contains("non-empty"));
   CHECK_THAT(error_of(R"({"inputs":[{"shape":[1],"datatype":"FP32","data":[1]}]})"), Catch::Contains("\"name\""));
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1,2],"datatype":"INT32","data":[1,2]}]})"),
-             Catch::Contains("INT32") && Catch::Contains("FP32"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1,2],"datatype":"BYTES","data":[1,2]}]})"),
+             Catch::Contains("BYTES") && Catch::Contains("not supported"));
   CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1,2],"data":[1,2]}]})"), Catch::Contains("datatype"));
   CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1,3],"datatype":"FP32","data":[1,2]}]})"),
              Catch::Contains("2 elements") && Catch::Contains("needs 3"));
@@ -75,9 +75,12 @@ TEST_CASE("malformed requests are invalid_argument with a message naming the pro
   CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32"}]})"), Catch::Contains("\"data\""));
   CHECK_THAT(error_of(R"({"id":7,"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}]})"),
              Catch::Contains("\"id\""));
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}],
-                          "outputs":[{"name":"logits"}]})"),
-             Catch::Contains("logits"));
+  // Requested outputs are kept by name; one the model lacks is refused once its outputs are known
+  // (select_outputs).
+  auto asked = decode_infer_request(R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}],
+                                        "outputs":[{"name":"logits"},{"name":"output"}]})");
+  REQUIRE(asked);
+  CHECK(asked->outputs == std::vector<std::string>{"logits", "output"});
 }
 
 TEST_CASE("limits are checked before anything is allocated for the tensor") {
@@ -198,9 +201,13 @@ TEST_CASE("responses, metadata and errors are JSON clients can read back") {
   model_metadata meta;
   meta.id = "m";
   meta.version = 3;
-  meta.input_width = 16;
-  meta.output_width = 8;
+  meta.kind = "dense";
+  meta.io.batched = true;
+  meta.io.inputs = {{"input", dtype::f32, {-1, 16}}};
+  meta.io.outputs = {{"output", dtype::f32, {-1, 8}}};
   auto md = json::parse(encode_model_metadata("alias", meta));
+  CHECK(md["platform"] == "warm_dense");
+  CHECK(md["inputs"][0]["datatype"] == "FP32");
   CHECK(md["name"] == "alias");
   CHECK(md["versions"] == json::array({"3"}));
   CHECK(md["inputs"][0]["shape"] == json::array({-1, 16}));
@@ -394,4 +401,98 @@ TEST_CASE("the fast path declines what it cannot tell apart, and the general par
   auto general = decode_infer_request(R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1],"data":[2]}]})");
   REQUIRE(general);
   CHECK(floats(general->request.inputs[0]) == std::vector<float>{2});
+}
+
+TEST_CASE("V2 JSON tensors of every datatype: exact values in, exact values out") {
+  auto r = decode_infer_request(R"({"inputs":[
+      {"name":"ids","shape":[3],"datatype":"INT64","data":[9007199254740992,-9007199254740992,7]},
+      {"name":"flags","shape":[2],"datatype":"BOOL","data":[true,false]},
+      {"name":"h","shape":[2],"datatype":"FP16","data":[1.5,-65504]},
+      {"name":"b","shape":[1],"datatype":"BF16","data":[3.0]},
+      {"name":"d","shape":[1],"datatype":"FP64","data":[0.1]},
+      {"name":"u","shape":[2],"datatype":"UINT8","data":[0,255]},
+      {"name":"i","shape":[2],"datatype":"INT8","data":[-128,127]}]})");
+  REQUIRE(r);
+  const auto& in = r->request.inputs;
+  REQUIRE(in.size() == 7);
+  std::int64_t ids[3];
+  std::memcpy(ids, in[0].data.data(), 24);
+  CHECK(in[0].type == dtype::i64);
+  CHECK(ids[0] == (std::int64_t{1} << 53));
+  CHECK(ids[1] == -(std::int64_t{1} << 53));
+  CHECK(ids[2] == 7);
+  CHECK(in[1].type == dtype::boolean);
+  CHECK(in[1].data == std::vector<std::byte>{std::byte{1}, std::byte{0}});
+  std::uint16_t h[2], b;
+  std::memcpy(h, in[2].data.data(), 4);
+  CHECK(h[0] == 0x3e00);  // 1.5
+  CHECK(h[1] == 0xfbff);  // -65504, the most negative half
+  std::memcpy(&b, in[3].data.data(), 2);
+  CHECK(b == 0x4040);  // 3.0
+  double d;
+  std::memcpy(&d, in[4].data.data(), 8);
+  CHECK(d == 0.1);  // not rounded through a float
+  CHECK(in[5].data == std::vector<std::byte>{std::byte{0}, std::byte{255}});
+  CHECK(in[6].data == std::vector<std::byte>{std::byte{0x80}, std::byte{0x7f}});
+
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"i","shape":[2],"datatype":"INT8","data":[1,128]}]})"),
+             Catch::Contains("element 1 is out of INT8 range"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"u","shape":[1],"datatype":"UINT8","data":[-1]}]})"),
+             Catch::Contains("element 0 is out of UINT8 range"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"i","shape":[2],"datatype":"INT32","data":[1,2.5]}]})"),
+             Catch::Contains("element 1 is not an integer"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"i","shape":[1],"datatype":"INT64","data":[9007199254740993]}]})"),
+             Catch::Contains("beyond 2^53"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"f","shape":[2],"datatype":"BOOL","data":[1,0]}]})"),
+             Catch::Contains("true or false"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"h","shape":[1],"datatype":"FP16","data":[65520]}]})"),
+             Catch::Contains("out of FP16 range"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"x","shape":[2],"datatype":"INT64","data":[1]}]})"),
+             Catch::Contains("needs 2"));
+
+  infer_result result;
+  auto typed = [](std::string name, dtype type, std::vector<std::uint64_t> shape, auto values) {
+    tensor t{std::move(name), type, std::move(shape), {}};
+    t.data.resize(values.size() * sizeof(values[0]));
+    std::memcpy(t.data.data(), values.data(), t.data.size());
+    return t;
+  };
+  result.outputs.push_back(typed("ids", dtype::i64, {2}, std::vector<std::int64_t>{-(std::int64_t{1} << 62), 5}));
+  result.outputs.push_back(typed("flags", dtype::boolean, {2}, std::vector<std::uint8_t>{1, 0}));
+  result.outputs.push_back(typed("h", dtype::f16, {1}, std::vector<std::uint16_t>{0x3e00}));
+  result.outputs.push_back(typed("d", dtype::f64, {1}, std::vector<double>{0.1}));
+  auto body = json::parse(encode_infer_response(result, ""));
+  CHECK(body["outputs"][0]["datatype"] == "INT64");
+  CHECK(body["outputs"][0]["data"] == json::parse("[-4611686018427387904,5]"));
+  CHECK(body["outputs"][1]["datatype"] == "BOOL");
+  CHECK(body["outputs"][1]["data"] == json::parse("[true,false]"));
+  CHECK(body["outputs"][2]["datatype"] == "FP16");
+  CHECK(body["outputs"][2]["data"][0].get<double>() == 1.5);
+  CHECK(body["outputs"][3]["data"][0].get<double>() == 0.1);
+
+  REQUIRE(select_outputs(result, {"d", "ids"}));
+  REQUIRE(result.outputs.size() == 2);
+  CHECK(result.outputs[0].name == "d");
+  CHECK(result.outputs[1].name == "ids");
+  auto unknown = select_outputs(result, {"nope"});
+  REQUIRE(!unknown);
+  CHECK_THAT(unknown.error().message, Catch::Contains("unknown output 'nope'; the model's outputs are 'd', 'ids'"));
+}
+
+TEST_CASE("half and bfloat16 conversions round to nearest even") {
+  CHECK(float_to_half(65504.0f) == 0x7bff);
+  CHECK(float_to_half(65520.0f) == 0x7c00);          // halfway past the largest: infinity
+  CHECK(float_to_half(std::ldexp(1.0f, -24)) == 0x0001);  // the smallest subnormal
+  CHECK(float_to_half(std::ldexp(1.0f, -25)) == 0x0000);  // halfway to it: even, zero
+  CHECK(float_to_half(std::ldexp(1.5f, -25)) == 0x0001);
+  CHECK(float_to_half(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);  // halfway, rounds to even
+  CHECK(float_to_half(1.0f + std::ldexp(3.0f, -11)) == 0x3c02);
+  for (std::uint32_t bits = 0; bits < 0x10000; ++bits) {  // every half survives the round trip
+    auto h = static_cast<std::uint16_t>(bits);
+    INFO(bits);
+    if (!((h & 0x7c00) == 0x7c00 && (h & 0x3ff))) REQUIRE(float_to_half(half_to_float(h)) == h);  // NaNs aside
+    if (!((h & 0x7f80) == 0x7f80 && (h & 0x7f))) REQUIRE(float_to_bfloat16(bfloat16_to_float(h)) == h);
+  }
+  CHECK(float_to_bfloat16(1.0f + std::ldexp(1.0f, -8)) == 0x3f80);  // halfway: even
+  CHECK(float_to_bfloat16(1.0f + std::ldexp(3.0f, -8)) == 0x3f82);
 }

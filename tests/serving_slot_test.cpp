@@ -42,7 +42,7 @@ class lease_readers {
           route_table::read_guard reading;
           if (auto lease = routes.lease("m", {})) {
             ++leased;
-            if (lease.slot().quiesced() || lease.model().spec().input_width() != 16 || lease.slot().model() != "m")
+            if (lease.slot().quiesced() || input_width(lease.model().io()) != 16 || lease.slot().model() != "m")
               ++wrong;
           }
         }
@@ -77,7 +77,7 @@ TEST_CASE("a withdrawn slot refuses leases and frees its weights when the last l
   CHECK_FALSE(slot.withdraw());        // a lease is out: not quiescent yet
   CHECK_FALSE(slot.try_acquire({}));  // no new leases
   CHECK(l.dev->used() == 544);
-  CHECK(lease.model().spec().input_width() == 16);
+  CHECK(input_width(lease.model().io()) == 16);
   lease.reset();
   CHECK(slot.quiesced());
   CHECK(l.dev->used() == 0);
@@ -253,7 +253,7 @@ TEST_CASE("the table keeps an unlinked slot until no reader that saw it is left"
     slot.reset();  // the table's reference is the last one
     CHECK(routes.retired() == 1);
     CHECK_FALSE(watch.expired());
-    CHECK(lease.model().spec().input_width() == 16);
+    CHECK(input_width(lease.model().io()) == 16);
     lease.reset();  // quiesces the slot: it frees its weights, and release() touched the slot
     routes.erase_slot("other", nullptr);  // a write while the guard lives: still kept
     CHECK_FALSE(watch.expired());

@@ -19,6 +19,7 @@
 
 #include "warm/dense_model.hpp"
 #include "warm/error.hpp"
+#include "warm/model_io.hpp"
 
 namespace warm {
 
@@ -78,6 +79,10 @@ class memory_reservation {
   explicit operator bool() const { return owner_ != nullptr; }
   // Returns the bytes now.
   void reset();
+  // Keeps `bytes` (at most bytes()) and returns the rest now.
+  void shrink_to(std::uint64_t bytes);
+  // Takes over `other`'s bytes, which must be charged to the same device (asserts).
+  void absorb(memory_reservation other);
 
  private:
   friend class device;
@@ -96,23 +101,56 @@ struct load_stats {
   double gbps() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0; }
 };
 
-// A dense model resident on a device: its weights buffer and layout. Destroying it unloads the
-// model (frees the buffer). Immutable once loaded, so concurrent inferences may share it.
+// A model resident on a device, as a backend loaded it (warm/backend.hpp). Destroying it unloads
+// the model and returns its bytes to the device. Immutable once loaded: concurrent inferences may
+// share it.
 class resident_model {
  public:
-  resident_model(const device& owner, dense_spec spec, std::unique_ptr<device_buffer> weights)
-      : owner_(&owner), spec_(std::move(spec)), weights_(std::move(weights)) {}
+  virtual ~resident_model() = default;
+  resident_model(const resident_model&) = delete;
+  resident_model& operator=(const resident_model&) = delete;
 
-  const dense_spec& spec() const { return spec_; }
-  std::uint64_t bytes() const { return weights_->size(); }
   const device& owner() const { return *owner_; }
-  const device_buffer& weights() const { return *weights_; }
+  const model_io& io() const { return io_; }
+  // The bytes it is charged on its device.
+  virtual std::uint64_t bytes() const = 0;
+  // The largest batch one inference may take (batched models).
+  virtual std::uint64_t max_batch() const { return UINT64_MAX; }
+  // About how many multiply-adds an inference of `batch` rows costs (saturating): small ones run
+  // on the caller's thread (runtime_options::inline_inference_limit).
+  virtual std::uint64_t cost(std::uint64_t batch) const = 0;
+  // Runs inputs that check_inputs(io()) accepted, in io().inputs order with `batch` rows, and
+  // returns the outputs in io().outputs order. Thread-safe.
+  virtual expected<std::vector<tensor>> run(const std::vector<tensor>& inputs, std::uint64_t batch) const = 0;
+
+ protected:
+  resident_model(const device& owner, model_io io) : owner_(&owner), io_(std::move(io)) {}
 
  private:
   const device* owner_;
+  model_io io_;
+};
+
+// A dense model resident on a device: its weights buffer and layout.
+class dense_resident final : public resident_model {
+ public:
+  dense_resident(device& owner, dense_spec spec, std::unique_ptr<device_buffer> weights);
+
+  const dense_spec& spec() const { return spec_; }
+  const device_buffer& weights() const { return *weights_; }
+  std::uint64_t bytes() const override { return weights_->size(); }
+  std::uint64_t max_batch() const override;
+  std::uint64_t cost(std::uint64_t batch) const override;
+  expected<std::vector<tensor>> run(const std::vector<tensor>& inputs, std::uint64_t batch) const override;
+
+ private:
+  device* device_;
   dense_spec spec_;
   std::unique_ptr<device_buffer> weights_;
 };
+
+// The inputs and outputs of a dense model: "input" F32 [-1, in] and "output" F32 [-1, out].
+model_io dense_io(const dense_spec& spec);
 
 // Largest number of activation elements (batch x widest layer) one inference may need.
 inline constexpr std::uint64_t max_activation_elements = std::uint64_t{1} << 27;
@@ -125,6 +163,9 @@ class device {
 
   // "host", "cuda:0": how users name it in device specs.
   const std::string& name() const { return name_; }
+  // Whether models on it live in host memory and run on the host's CPUs (backends that run only
+  // there, such as TorchScript, are placed on these devices alone).
+  virtual bool host() const { return false; }
   std::uint64_t capacity() const { return budget_.capacity(); }
   std::uint64_t used() const { return budget_.used(); }
 
@@ -142,20 +183,20 @@ class device {
   // Loads a validated model: allocates its data buffer and copies the file's bytes into it with
   // large sequential reads, once. Fails like allocate(), or load_failed when the file cannot be
   // read or changed since it was validated. Blocks on I/O: call it from a loader thread.
-  expected<std::unique_ptr<resident_model>> load(const model_file& file, load_stats* stats = nullptr);
+  expected<std::unique_ptr<dense_resident>> load(const model_file& file, load_stats* stats = nullptr);
 
   // load() with the bytes reserved beforehand (by the device actor, before the load started):
   // allocates the whole reservation and copies the file into its start; the stats time both.
   // A reservation may exceed the model's data bytes (a registration's size hint: headroom the
   // model is charged for while resident). load_failed when it is smaller (the file grew since
   // it was registered); the bytes go back on any failure.
-  expected<std::unique_ptr<resident_model>> load_into(const model_file& file, memory_reservation reservation,
+  expected<std::unique_ptr<dense_resident>> load_into(const model_file& file, memory_reservation reservation,
                                                       load_stats* stats = nullptr);
 
   // Runs `model` (which must be resident on this device) on a batch. `input` holds
   // batch x input_width floats, row-major; `output` is resized to batch x output_width.
   // invalid_argument for a wrong input size, a zero or oversized batch or a foreign model.
-  expected<void> infer(const resident_model& model, const float* input, std::uint64_t input_count,
+  expected<void> infer(const dense_resident& model, const float* input, std::uint64_t input_count,
                        std::uint64_t batch, std::vector<float>& output);
 
  protected:
@@ -166,7 +207,7 @@ class device {
   // The staging scheme that moves file bytes into `destination`.
   virtual std::unique_ptr<upload_target> upload_target_for(device_buffer& destination) = 0;
   // Runs a validated request: input size, batch and ownership are already checked.
-  virtual expected<void> run(const resident_model& model, const float* input, std::uint64_t batch,
+  virtual expected<void> run(const dense_resident& model, const float* input, std::uint64_t batch,
                              float* output) = 0;
 
   // Backends give bytes back from their buffers' destructors.

@@ -16,14 +16,14 @@ class model_loader {
   virtual ~model_loader() = default;
 
   // Loads the model at `where` into memory of `dev`, allocated from `reservation` (its bytes were
-  // charged before the load started). The file must be opened with open_model_file(where), which
-  // keeps it beneath its repository root. Runs on a loader-pool thread and may block on I/O; may
+  // charged before the load started). The file must be opened beneath its repository root
+  // (open_located, as every backend does). Runs on a loader-pool thread and may block on I/O; may
   // be called from several threads at once. On failure the reservation's bytes go back to `dev`.
   virtual expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
                                                          memory_reservation reservation, load_stats* stats) = 0;
 };
 
-// Validates the file (open_model_file) and copies its data with device::load_into.
+// Loads with the backend of the model's kind (warm/backend.hpp).
 class file_loader final : public model_loader {
  public:
   expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,

@@ -1,5 +1,6 @@
-// Model repositories: directory trees <root>/<model-name>/<version>/model.safetensors, the layout
-// of TensorFlow Serving (versions are positive decimal integers). A repository resolves a model
+// Model repositories: directory trees <root>/<model-name>/<version>/<model file>, the layout of
+// TensorFlow Serving (versions are positive decimal integers). The model file's name says which
+// backend serves it: model.safetensors (dense) or model.pt (torchscript). A repository resolves a model
 // path given relative to one of its roots and confines it there: absolute paths, ".." and
 // symlinks that lead outside every root are refused, when the path is resolved and again each
 // time the file is opened (the walk starts from a handle on the root directory and may not leave
@@ -17,18 +18,34 @@ namespace warm {
 
 inline constexpr const char* model_file_name = "model.safetensors";
 
+// The model files a version directory may hold (exactly one of them), and the backend each means.
+struct model_file_kind {
+  const char* file;
+  const char* kind;
+};
+inline constexpr model_file_kind model_file_kinds[] = {{"model.safetensors", "dense"}, {"model.pt", "torchscript"}};
+
+// The backend a model file's name means: "torchscript" for a name ending in .pt, else "dense"
+// (a file named directly is validated by that backend, which says what is wrong with it).
+std::string kind_of_file(const std::string& path);
+
 // Where a model's file is: its canonical path, and the repository root it must stay beneath
 // whenever it is opened (open_model_file(const model_location&)). The root is opened by its path
 // at each open, so a root directory moved away and back (or replaced) is followed like the path.
 struct model_location {
   std::string path;  // canonical path of the model file, below `root`
   std::string root;  // canonical path of its repository root; empty only for an unconfined path
-  // The version directory (<model>/<version>/model.safetensors) resolution chose, as asked for or
+  // The version directory (<model>/<version>/<model file>) resolution chose, as asked for or
   // the highest; none when a model file was named directly.
   std::optional<std::uint64_t> version;
+  // The backend that serves it (kind_of_file of the path).
+  std::string kind = "dense";
 
   // A location that is not confined (offline tools and tests that name a file directly).
-  static model_location unconfined(std::string path) { return {std::move(path), {}, std::nullopt}; }
+  static model_location unconfined(std::string path) {
+    auto kind = kind_of_file(path);
+    return {std::move(path), {}, std::nullopt, std::move(kind)};
+  }
 };
 
 
@@ -40,8 +57,8 @@ std::optional<std::uint64_t> parse_version(const std::string& name);
 // ascending. not_found when the directory does not exist.
 expected<std::vector<std::uint64_t>> list_versions(const std::string& model_dir);
 
-// Finds the model file for `path`, which may be a .safetensors file, a version directory holding
-// model.safetensors, or a model directory (then `version`, or else the highest version, is
+// Finds the model file for `path`, which may be a model file, a version directory holding one,
+// or a model directory (then `version`, or else the highest version, is
 // chosen). No confinement: for offline tools given a path by the user.
 expected<std::string> find_model_file(const std::string& path, std::optional<std::uint64_t> version = {});
 

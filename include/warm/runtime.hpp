@@ -52,7 +52,7 @@ struct runtime_options {
   std::uint64_t max_models = 1'000'000;           // models and vmodels the registry holds, together
   std::uint32_t scheduler_threads = 0;            // CAF scheduler threads; 0 = one per core
   std::uint32_t inference_threads = 0;            // threads running misses and offloaded hits; 0 = one per core
-  // The largest hit, in multiply-adds (batch x the model's parameter count, dense_spec::parameters),
+  // The largest hit, in multiply-adds (resident_model::cost: about batch x the model's parameters),
   // run on the calling thread; a larger hit keeps its lease and runs on the inference threads, its
   // callback called from there. The default runs every hit inline: an embedder calling from its own
   // threads already has the parallelism it chose and pays no thread hop. warmd sets a small limit.
@@ -61,7 +61,7 @@ struct runtime_options {
   // registered without its own (model_info::batching); off by default. For a model that batches,
   // a hit is queued for its model's next pass on the inference threads instead of running inline.
   batching_options batching;
-  std::uint32_t blas_threads = 1;                 // host BLAS threads per call (process-wide), 0 = leave as is
+  std::uint32_t blas_threads = 1;                 // host threads per inference (BLAS, libtorch; process-wide), 0 = leave as is
   std::shared_ptr<const clock> time;              // default: the steady clock
   std::shared_ptr<model_loader> loader;           // default: file_loader
   // Makes each device from its spec; default make_device. Fault injection substitutes its own
@@ -163,9 +163,5 @@ class runtime {
   std::unique_ptr<runtime_impl> impl_;
 };
 
-// Checks input tensors against a model: one F32 tensor named "input" (or unnamed) of shape
-// [batch, in] or [in], with exactly the bytes the shape says. invalid_argument otherwise.
-// Returns the batch size.
-expected<std::uint64_t> check_inputs(const std::vector<tensor>& inputs, const dense_spec& spec);
 
 }  // namespace warm

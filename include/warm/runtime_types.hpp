@@ -12,6 +12,7 @@
 
 #include "warm/batching.hpp"
 #include "warm/error.hpp"
+#include "warm/model_io.hpp"
 #include "warm/safetensors.hpp"
 
 namespace warm {
@@ -59,9 +60,11 @@ struct model_status {
   std::optional<warm::error> last_error;    // the recorded load failure, while it blocks loads
   double retry_in_seconds = 0;              // loading_failed: until the next attempt is allowed
   std::uint64_t loaded_bytes = 0;           // LOADING: copied so far (progress); LOADED: bytes
-  // Input "input" F32 [batch, input_width] and output "output" F32 [batch, output_width], from
-  // the file header; 0 when the header could not be read (the file is missing or not a dense
-  // model: then a use fails to load).
+  // The backend that serves it ("dense", "torchscript") and its inputs and outputs, read from its
+  // file at registration; empty when the file could not be read (then a use fails to load).
+  std::string kind;
+  model_io io;
+  // For a model with one input and one output, both [batch, width]: the two widths (0 otherwise).
   std::uint64_t input_width = 0;
   std::uint64_t output_width = 0;
   std::optional<batching_options> batching;  // its registration's own; none: the runtime's
@@ -73,10 +76,12 @@ struct model_metadata {
   std::optional<std::uint64_t> version;  // the version served: the registered one, else the version
                                          // directory registration chose; none for a file named directly
   std::uint64_t bytes = 0;               // bytes it takes on a device
-  std::uint64_t input_width = 0;         // input "input" F32 [batch, input_width]
-  std::uint64_t output_width = 0;        // output "output" F32 [batch, output_width]
-  std::uint32_t layers = 0;
-  std::string activation;                // between layers: relu, gelu, tanh or none
+  std::string kind;                      // its backend: "dense", "torchscript"
+  model_io io;                           // its inputs and outputs
+  std::uint64_t input_width = 0;         // one [batch, width] input and output: the widths, else 0
+  std::uint64_t output_width = 0;
+  std::uint32_t layers = 0;              // dense models: layers and activation; 0 and empty otherwise
+  std::string activation;
 };
 
 enum class vmodel_state { not_found, defined, transitioning, transition_failed };
@@ -93,21 +98,13 @@ struct vmodel_status {
   std::optional<warm::error> error;  // why the last transition failed
 };
 
-// A tensor as clients send it: raw little-endian bytes, row-major.
-struct tensor {
-  std::string name;
-  warm::dtype type = warm::dtype::f32;
-  std::vector<std::uint64_t> shape;
-  std::vector<std::byte> data;
-};
-
 struct infer_request {
   std::string target;           // a model id or a vmodel id
-  std::vector<tensor> inputs;   // dense models take one F32 input [batch, in] (or [in])
+  std::vector<tensor> inputs;   // the model's inputs by name, any order (model_status::io)
 };
 
 struct infer_result {
-  std::vector<tensor> outputs;  // "output" F32 [batch, out]
+  std::vector<tensor> outputs;  // the model's outputs, in its order
   std::string model;            // the model that served it
   bool cache_hit = false;       // served without waiting for a load
   double load_wait_ms = 0;      // time spent waiting for the model to load

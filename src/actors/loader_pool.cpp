@@ -8,6 +8,7 @@
 #include "core/failure_table.hpp"
 #include "core/load_queue.hpp"
 #include "storage/located_file.hpp"
+#include "warm/backend.hpp"
 #include "warm/units.hpp"
 
 namespace warm {
@@ -125,18 +126,28 @@ using placement = std::variant<std::size_t, blocked_t, warm::error>;
 placement place(self_ptr self, const load_record& r) {
   auto& s = self->state;
   auto t = now(self);
-  bool eligible_any = false, fits_any = false;
+  bool runs_any = false, eligible_any = false, fits_any = false;
   std::optional<std::size_t> best;
   std::uint64_t best_free = 0;
   for (std::size_t i = 0; i < s.devices.size(); ++i) {
+    auto& dev = *s.config.devices[i];
+    if (!runs_on(r.where, dev)) continue;
+    runs_any = true;
     if (!s.failures.eligible(r.model, s.device_names[i], t)) continue;
     eligible_any = true;
-    auto& dev = *s.config.devices[i];
     if (r.bytes > dev.capacity()) continue;
     fits_any = true;
     if (s.blocked[i]) continue;
     auto free = dev.capacity() - dev.used();
     if (!best || free > best_free) best = i, best_free = free;
+  }
+  if (!runs_any) {
+    std::string names;
+    for (const auto& name : s.device_names) names += (names.empty() ? "" : ", ") + name;
+    auto kind = find_backend(r.where.kind);
+    return make_error(errc::load_failed, r.model + ": " +
+                                             (kind ? "no device can run " + r.where.kind + " models (devices: " + names + ")"
+                                                   : kind.error().message));
   }
   if (!eligible_any) {
     auto latest = s.failures.latest(r.model, t);

@@ -11,6 +11,7 @@
 #include "actors/registry_writer.hpp"
 #include "storage/located_file.hpp"
 #include "storage/safetensors_file.hpp"
+#include "warm/backend.hpp"
 #include "warm/dense_model.hpp"
 
 namespace warm {
@@ -31,12 +32,11 @@ struct registry_description {
   model_metadata meta;
 };
 
-// A model file resolved beneath its root, and what its header says the registry needs.
+// A model file resolved beneath its root, and what its backend says the registry needs.
 struct model_resolution {
   model_location file;
-  std::uint64_t bytes = 0;  // device bytes: the weights' size, or the size hint
-  std::uint64_t input_width = 0;
-  std::uint64_t output_width = 0;
+  std::uint64_t bytes = 0;  // device bytes: the backend's prediction, or the size hint
+  std::shared_ptr<const model_description> described;
 };
 
 namespace {
@@ -48,14 +48,22 @@ struct model_entry {
   model_location file;      // resolved model file; its path is empty until resolved
   std::uint64_t bytes = 0;  // device bytes (size hint or header)
   model_actor actor;        // spawned at first use
-  std::uint64_t input_width = 0;  // from the header once resolved; 0 if it could not be read
-  std::uint64_t output_width = 0;
+  std::shared_ptr<const model_description> io;  // from the file once resolved; null if it could not be read
   std::shared_ptr<const description> described;  // the last description read (null: none yet)
   std::uint64_t generation = 0;  // this registration's (registry_state::next_generation)
 };
 
 template <class T>
 using once_callback = msg::once_callback<T>;
+
+// A status's kind and inputs and outputs, from a resolution's description (none: left empty).
+void set_io(model_status& st, const model_description* d) {
+  if (!d) return;
+  st.kind = d->kind;
+  st.io = d->io;
+  st.input_width = input_width(d->io);
+  st.output_width = output_width(d->io);
+}
 
 struct vmodel_entry {
   vmodel_record record;
@@ -179,10 +187,10 @@ expected<std::shared_ptr<const model_resolution>> resolve_file(const model_repos
                                                                const model_record& record) {
   auto file = repository.resolve(record.path, record.version);
   if (!file) return std::move(file).error();
-  auto opened = open_model_file(*file);  // beneath the root, like every later open
-  if (!opened) return std::move(opened).error();
+  auto described = describe_model(*file);  // beneath the root, like every later open
+  if (!described) return std::move(described).error();
   auto out = std::make_shared<model_resolution>();
-  out->bytes = opened->spec.data_bytes;
+  out->bytes = described->predicted_bytes;
   if (record.size_hint) {
     if (*record.size_hint < out->bytes)
       return make_error(errc::invalid_argument, "size hint of " + std::to_string(*record.size_hint) +
@@ -191,8 +199,7 @@ expected<std::shared_ptr<const model_resolution>> resolve_file(const model_repos
     out->bytes = *record.size_hint;
   }
   out->file = std::move(*file);
-  out->input_width = opened->spec.input_width();
-  out->output_width = opened->spec.output_width();
+  out->described = std::make_shared<const model_description>(std::move(*described));
   return std::shared_ptr<const model_resolution>(std::move(out));
 }
 
@@ -316,19 +323,19 @@ void describe(self_ptr self, const msg::registration& registered, callback<model
     auto identity = file->identity();
     if (!identity) return failed(identity.error());
     if (last && last->file == *identity) return done(last->meta);
-    auto header = read_safetensors_header(*file);
-    if (!header) return failed(header.error());
-    auto spec = dense_spec_from(*header);
-    if (!spec) return failed(make_error(spec.error().code, where.path + ": " + spec.error().message));
+    auto described = describe_model(where);
+    if (!described) return failed(described.error());
     auto read = std::make_shared<description>();
     read->file = *identity;
     read->meta.id = id;
     read->meta.version = version ? version : where.version;
     read->meta.bytes = bytes;
-    read->meta.input_width = spec->input_width();
-    read->meta.output_width = spec->output_width();
-    read->meta.layers = static_cast<std::uint32_t>(spec->layers.size());
-    read->meta.activation = std::string(to_string(spec->activation));
+    read->meta.kind = described->kind;
+    read->meta.io = described->io;
+    read->meta.input_width = input_width(described->io);
+    read->meta.output_width = output_width(described->io);
+    read->meta.layers = described->layers;
+    read->meta.activation = described->activation;
     caf::anon_send(registry, msg::description_read{who, read});
     done(read->meta);
   };
@@ -393,7 +400,7 @@ void take_in(self_ptr self, registry_contents contents) {
       models.emplace(r.id, std::move(old->second));
       s.models.erase(old);
     } else {
-      models.emplace(r.id, model_entry{r, {}, 0, {}, 0, 0, nullptr, s.next_generation++});
+      models.emplace(r.id, model_entry{r, {}, 0, {}, nullptr, nullptr, s.next_generation++});
     }
   }
   for (auto& [id, e] : s.models) {
@@ -452,16 +459,14 @@ void status_of(self_ptr self, const std::string& id, std::function<void(model_st
     st.id = id;
     st.state = model_state::not_loaded;
     st.bytes = e.bytes;
-    st.input_width = e.input_width;
-    st.output_width = e.output_width;
+    set_io(st, e.io.get());
     st.batching = e.record.batching;
     return set(std::move(st));
   }
   self->request(e.actor, caf::infinite, msg::model_status_request{})
       .then(
-          [set, in = e.input_width, out = e.output_width, batching = e.record.batching](model_status& st) {
-            st.input_width = in;
-            st.output_width = out;
+          [set, io = e.io, batching = e.record.batching](model_status& st) {
+            set_io(st, io.get());
             st.batching = batching;
             set(std::move(st));
           },
@@ -583,8 +588,8 @@ void registered(self_ptr self, const std::string& id,
     for (auto& then : pending.then) then(resolution.error());
     return;
   }
-  model_entry e{pending.record, (*resolution)->file, (*resolution)->bytes, {}, (*resolution)->input_width,
-                (*resolution)->output_width, nullptr, pending.generation};
+  model_entry e{pending.record, (*resolution)->file, (*resolution)->bytes, {}, (*resolution)->described,
+                nullptr, pending.generation};
   s.models.emplace(id, std::move(e));
   if (s.config.on_batching) s.config.on_batching(id, pending.record.batching);
   stage(self, {put_model{pending.record}}, [then = std::move(pending.then)](expected<void> r) {
@@ -602,8 +607,7 @@ void on_model_resolved(self_ptr self, msg::model_resolved& m) {
     auto& r = **m.result;
     e->file = r.file;
     e->bytes = r.bytes;
-    e->input_width = r.input_width;
-    e->output_width = r.output_width;
+    e->io = r.described;
   }
   for (auto& fn : node.mapped()) fn(m.result);
 }

@@ -162,12 +162,12 @@ class cuda_device final : public device {
  protected:
   expected<std::unique_ptr<device_buffer>> allocate_memory(std::uint64_t bytes) override;
   std::unique_ptr<upload_target> upload_target_for(device_buffer& destination) override;
-  expected<void> run(const resident_model& model, const float* input, std::uint64_t batch,
+  expected<void> run(const dense_resident& model, const float* input, std::uint64_t batch,
                      float* output) override;
 
  private:
   class buffer;
-  expected<void> run_locked(const resident_model& model, const float* input, std::uint64_t batch,
+  expected<void> run_locked(const dense_resident& model, const float* input, std::uint64_t batch,
                             float* output);
   expected<float*> reserve_scratch(std::uint64_t floats);
 
@@ -289,7 +289,7 @@ std::unique_ptr<upload_target> cuda_device::upload_target_for(device_buffer& des
   return std::make_unique<cuda_upload_target>(*this, destination);
 }
 
-expected<void> cuda_device::run(const resident_model& model, const float* input,
+expected<void> cuda_device::run(const dense_resident& model, const float* input,
                                 std::uint64_t batch, float* output) {
   std::lock_guard<std::mutex> lock(compute_mutex_);
   auto done = run_locked(model, input, batch, output);
@@ -298,7 +298,7 @@ expected<void> cuda_device::run(const resident_model& model, const float* input,
   return done;
 }
 
-expected<void> cuda_device::run_locked(const resident_model& model, const float* input,
+expected<void> cuda_device::run_locked(const dense_resident& model, const float* input,
                                        std::uint64_t batch, float* output) {
   const dense_spec& spec = model.spec();
   const std::uint64_t width = spec.widest();

@@ -1,5 +1,6 @@
 #include <cassert>
 #include <chrono>
+#include <cstring>
 
 #include "gpu/upload_pipeline.hpp"
 #include "warm/device.hpp"
@@ -34,6 +35,60 @@ void memory_reservation::reset() {
   if (owner_) std::exchange(owner_, nullptr)->release(std::exchange(bytes_, 0));
 }
 
+void memory_reservation::shrink_to(std::uint64_t bytes) {
+  if (!owner_ || bytes >= bytes_) return;
+  owner_->release(bytes_ - bytes);
+  bytes_ = bytes;
+}
+
+void memory_reservation::absorb(memory_reservation other) {
+  if (!other) return;
+  if (!owner_) {
+    *this = std::move(other);
+    return;
+  }
+  assert(other.owner_ == owner_ && "absorbing another device's reservation");
+  bytes_ += std::exchange(other.bytes_, 0);
+  other.owner_ = nullptr;
+}
+
+model_io dense_io(const dense_spec& spec) {
+  model_io io;
+  io.batched = true;
+  io.inputs.push_back({"input", dtype::f32, {-1, static_cast<std::int64_t>(spec.input_width())}});
+  io.outputs.push_back({"output", dtype::f32, {-1, static_cast<std::int64_t>(spec.output_width())}});
+  return io;
+}
+
+dense_resident::dense_resident(device& owner, dense_spec spec, std::unique_ptr<device_buffer> weights)
+    : resident_model(owner, dense_io(spec)), device_(&owner), spec_(std::move(spec)), weights_(std::move(weights)) {}
+
+std::uint64_t dense_resident::max_batch() const { return max_activation_elements / spec_.widest(); }
+
+std::uint64_t dense_resident::cost(std::uint64_t batch) const {
+  auto parameters = spec_.parameters();
+  if (parameters != 0 && batch > UINT64_MAX / parameters) return UINT64_MAX;
+  return batch * parameters;
+}
+
+expected<std::vector<tensor>> dense_resident::run(const std::vector<tensor>& inputs, std::uint64_t batch) const {
+  // The request's bytes are copied into floats the BLAS may read aligned; the output is computed
+  // into a reused buffer and copied out once.
+  thread_local std::vector<float> input, output;
+  const auto& data = inputs.front().data;
+  input.resize(data.size() / sizeof(float));
+  std::memcpy(input.data(), data.data(), data.size());
+  if (auto ran = device_->infer(*this, input.data(), input.size(), batch, output); !ran) return std::move(ran).error();
+  std::vector<tensor> outputs(1);
+  auto& out = outputs.front();
+  out.name = "output";
+  out.type = dtype::f32;
+  out.shape = {batch, spec_.output_width()};
+  out.data.resize(output.size() * sizeof(float));
+  std::memcpy(out.data.data(), output.data(), out.data.size());
+  return outputs;
+}
+
 expected<memory_reservation> device::reserve(std::uint64_t bytes) {
   if (bytes > capacity())
     return make_error(errc::model_too_large, name_ + ": " + std::to_string(bytes) + " bytes (" + format_bytes(bytes) +
@@ -62,13 +117,13 @@ expected<std::unique_ptr<device_buffer>> device::allocate(std::uint64_t bytes) {
   return allocate(std::move(*reservation));
 }
 
-expected<std::unique_ptr<resident_model>> device::load(const model_file& file, load_stats* stats) {
+expected<std::unique_ptr<dense_resident>> device::load(const model_file& file, load_stats* stats) {
   auto reservation = reserve(file.spec.data_bytes);
   if (!reservation) return std::move(reservation).error();
   return load_into(file, std::move(*reservation), stats);
 }
 
-expected<std::unique_ptr<resident_model>> device::load_into(const model_file& file, memory_reservation reservation,
+expected<std::unique_ptr<dense_resident>> device::load_into(const model_file& file, memory_reservation reservation,
                                                              load_stats* stats) {
   auto started = std::chrono::steady_clock::now();
   if (reservation.bytes() < file.spec.data_bytes)
@@ -92,10 +147,10 @@ expected<std::unique_ptr<resident_model>> device::load_into(const model_file& fi
     stats->bytes = file.spec.data_bytes;
     stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
-  return std::make_unique<resident_model>(*this, file.spec, std::move(*buffer));
+  return std::make_unique<dense_resident>(*this, file.spec, std::move(*buffer));
 }
 
-expected<void> device::infer(const resident_model& model, const float* input, std::uint64_t input_count,
+expected<void> device::infer(const dense_resident& model, const float* input, std::uint64_t input_count,
                              std::uint64_t batch, std::vector<float>& output) {
   const auto& spec = model.spec();
   if (&model.owner() != this)

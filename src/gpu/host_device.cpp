@@ -105,6 +105,8 @@ class host_device final : public device {
   host_device(std::uint64_t capacity, std::string name, host_device_hooks hooks)
       : device(std::move(name), capacity), hooks_(std::move(hooks)) {}
 
+  bool host() const override { return true; }
+
  protected:
   expected<std::unique_ptr<device_buffer>> allocate_memory(std::uint64_t bytes) override {
     std::size_t mapped = 0;
@@ -121,7 +123,7 @@ class host_device final : public device {
     return std::make_unique<direct_target>(destination);
   }
 
-  expected<void> run(const resident_model& model, const float* input, std::uint64_t batch, float* output) override {
+  expected<void> run(const dense_resident& model, const float* input, std::uint64_t batch, float* output) override {
     if (hooks_.before_run) hooks_.before_run(batch);
     const auto& spec = model.spec();
     const auto* base = static_cast<const char*>(model.weights().address());

@@ -54,7 +54,7 @@ expected<parsed_request> parse(std::string_view body, const decode_limits& limit
   if (nesting(body) > max_depth + 1)
     return bad("request JSON is nested deeper than " + std::to_string(max_depth) + " levels");
   parse_bounds bounds;
-  bounds.max_values = limits.max_tensor_bytes / sizeof(float) + 1;  // one more tells "too many"
+  bounds.max_values = limits.max_tensor_bytes + 1;  // elements of at least a byte; one more tells "too many"
   return parse_request(body, bounds);
 }
 
@@ -77,6 +77,71 @@ expected<bool> flag(const json& in, const char* key, const std::string& where, b
   return (*p)->get<bool>();
 }
 
+// Writes JSON numbers (or booleans) `values` as `type`'s little-endian elements into `out`: each
+// must be representable (integers integral and in range, floats finite within range); the first
+// that is not is named.
+expected<void> pack(const data_values& d, dtype type, const std::string& name, std::vector<std::byte>& out) {
+  const auto& values = d.values;
+  const bool booleans = type == dtype::boolean;
+  if (booleans && d.booleans != d.count) return bad("input '" + name + "': BOOL data must hold true or false");
+  if (!booleans && d.booleans != 0) return bad("input '" + name + "': data must hold numbers, not boolean");
+  const auto size = dtype_size(type);
+  out.resize(values.size() * size);
+  auto refuse = [&](std::size_t i) {
+    return bad("input '" + name + "': element " + std::to_string(i) + " is out of " + std::string(v2_name(type)) + " range");
+  };
+  auto integers = [&](auto sample, bool exact_needed) -> expected<void> {
+    using T = decltype(sample);
+    if (exact_needed && d.inexact >= 0)
+      return bad("input '" + name + "': element " + std::to_string(d.inexact) +
+                 " is an integer beyond 2^53, which JSON numbers do not carry exactly here; send it as binary data");
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      double v = values[i];
+      if (v != std::floor(v) || v < static_cast<double>(std::numeric_limits<T>::min()) ||
+          v > static_cast<double>(std::numeric_limits<T>::max()) ||
+          (sizeof(T) == 8 && v >= 9223372036854775808.0))
+        return v != std::floor(v) ? bad("input '" + name + "': element " + std::to_string(i) + " is not an integer")
+                                  : refuse(i);
+      T x = static_cast<T>(v);
+      std::memcpy(out.data() + i * sizeof(T), &x, sizeof(T));
+    }
+    return {};
+  };
+  switch (type) {
+    case dtype::f32:
+    case dtype::f16:
+    case dtype::bf16:
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        if (!std::isfinite(values[i]) || std::fabs(values[i]) > std::numeric_limits<float>::max()) return refuse(i);
+        auto f = static_cast<float>(values[i]);
+        if (type == dtype::f32) {
+          std::memcpy(out.data() + i * 4, &f, 4);
+        } else {
+          auto h = type == dtype::f16 ? float_to_half(f) : float_to_bfloat16(f);
+          if (type == dtype::f16 && std::fabs(f) > 65504.0f) return refuse(i);
+          std::memcpy(out.data() + i * 2, &h, 2);
+        }
+      }
+      return {};
+    case dtype::f64:
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        if (!std::isfinite(values[i])) return refuse(i);
+        std::memcpy(out.data() + i * 8, &values[i], 8);
+      }
+      return {};
+    case dtype::i64: return integers(std::int64_t{}, true);
+    case dtype::i32: return integers(std::int32_t{}, false);
+    case dtype::i16: return integers(std::int16_t{}, false);
+    case dtype::i8: return integers(std::int8_t{}, false);
+    case dtype::u64: return integers(std::uint64_t{}, true);
+    case dtype::u32: return integers(std::uint32_t{}, false);
+    case dtype::u16: return integers(std::uint16_t{}, false);
+    case dtype::u8:
+    case dtype::boolean: return integers(std::uint8_t{}, false);
+    default: return bad("input '" + name + "': datatype " + std::string(to_string(type)) + " is not supported");
+  }
+}
+
 // `binary`: the binary part of the body not yet taken by earlier inputs; null without one.
 expected<tensor> decode_input(const json& in, std::size_t index, data_values* data, const decode_limits& limits,
                               std::string_view* binary) {
@@ -89,13 +154,18 @@ expected<tensor> decode_input(const json& in, std::size_t index, data_values* da
   auto datatype = in.find("datatype");
   if (datatype == in.end() || !datatype->is_string())
     return bad("input '" + t.name + "': \"datatype\" (a string) is required");
-  if (datatype->get<std::string>() != "FP32")
-    return bad("input '" + t.name + "': datatype " + dump(*datatype) + " is not supported; the model takes FP32");
+  auto type = parse_v2_dtype(datatype->get<std::string>());
+  if (!type)
+    return bad("input '" + t.name + "': datatype " + dump(*datatype) +
+               " is not supported; warm takes FP32, FP16, BF16, FP64, INT64, INT32, INT16, INT8, UINT8 and BOOL (and "
+               "UINT16/32/64)");
+  t.type = *type;
+  const std::uint64_t element = dtype_size(t.type);
   auto shape = in.find("shape");
   if (shape == in.end() || !shape->is_array()) return bad("input '" + t.name + "': \"shape\" (an array) is required");
   if (shape->size() > 32) return bad("input '" + t.name + "': shape has more than 32 dimensions");
   std::uint64_t count = 1;
-  const std::uint64_t max_count = limits.max_tensor_bytes / sizeof(float);
+  const std::uint64_t max_count = limits.max_tensor_bytes / element;
   for (auto& d : *shape) {
     if (!d.is_number_unsigned())
       return bad("input '" + t.name + "': shape must hold non-negative integers, not " + dump(d));
@@ -117,13 +187,12 @@ expected<tensor> decode_input(const json& in, std::size_t index, data_values* da
     if (binary == nullptr)
       return bad("input '" + t.name + "': binary_data_size needs the Inference-Header-Content-Length header");
     const auto bytes = size.get<std::uint64_t>();
-    if (bytes != count * sizeof(float))
+    if (bytes != count * element)
       return bad("input '" + t.name + "': binary_data_size is " + std::to_string(bytes) + "; shape " + dump(*shape) +
-                 " needs " + std::to_string(count * sizeof(float)) + " bytes of FP32");
+                 " needs " + std::to_string(count * element) + " bytes of " + datatype->get<std::string>());
     if (bytes > binary->size())
       return bad("input '" + t.name + "': binary_data_size is " + std::to_string(bytes) + " but only " +
                  std::to_string(binary->size()) + " bytes of binary data are left");
-    t.type = dtype::f32;
     t.data.resize(bytes);
     if (bytes) std::memcpy(t.data.data(), binary->data(), bytes);
     binary->remove_prefix(bytes);
@@ -135,18 +204,11 @@ expected<tensor> decode_input(const json& in, std::size_t index, data_values* da
     return bad("input '" + t.name + "': data must hold numbers, not " + data->not_a_number);
   if (data->count > count)
     return bad("input '" + t.name + "': data holds more than the shape's " + std::to_string(count) + " elements");
-  if (data->out_of_range >= 0)
-    return bad("input '" + t.name + "': element " + std::to_string(data->out_of_range) + " is out of FP32 range");
   if (data->count != count)
     return bad("input '" + t.name + "': data holds " + std::to_string(data->count) + " elements; shape " +
                dump(*shape) + " needs " + std::to_string(count));
-  auto& values = data->values;
-  t.type = dtype::f32;
-  t.data.resize(values.size() * sizeof(float));
-  // An empty tensor (a 0 dimension) has no buffer: memcpy from a null pointer is undefined even
-  // for 0 bytes.
-  if (!values.empty()) std::memcpy(t.data.data(), values.data(), t.data.size());
-  std::vector<float>().swap(values);  // the floats live on in the tensor only
+  if (auto packed = pack(*data, t.type, t.name, t.data); !packed) return std::move(packed).error();
+  std::vector<double>().swap(data->values);  // the values live on in the tensor only
   return t;
 }
 
@@ -178,6 +240,50 @@ void append_floats(std::string& out, const std::vector<std::byte>& values) {
     at = write_float(at, v);
   }
   out.resize(static_cast<std::size_t>(at - out.data()));
+}
+
+// Appends a tensor's elements of a type other than FP32 as a JSON array's elements: integers as
+// integers, BOOL as true/false, FP16/BF16 through float, FP64 in its shortest round-trip form.
+void append_elements(std::string& out, const tensor& t) {
+  const auto size = dtype_size(t.type);
+  const std::size_t n = size ? t.data.size() / size : 0;
+  const std::byte* at = t.data.data();
+  char buffer[40];
+  for (std::size_t i = 0; i < n; ++i, at += size) {
+    if (i) out += ',';
+    auto load = [&](auto sample) {
+      decltype(sample) v;
+      std::memcpy(&v, at, sizeof v);
+      return v;
+    };
+    char* end = buffer;
+    switch (t.type) {
+      case dtype::f16:
+      case dtype::bf16: {
+        auto bits = load(std::uint16_t{});
+        end = write_float(buffer, t.type == dtype::f16 ? half_to_float(bits) : bfloat16_to_float(bits));
+        break;
+      }
+      case dtype::f64: {
+        auto v = load(double{});
+        if (!std::isfinite(v)) end = std::copy_n("null", 4, buffer);
+        else if (v == 0 && std::signbit(v)) end = std::copy_n("-0.0", 4, buffer);
+        else end = fmt::format_to(buffer, FMT_COMPILE("{}"), v);
+        break;
+      }
+      case dtype::i64: end = fmt::format_to(buffer, FMT_COMPILE("{}"), load(std::int64_t{})); break;
+      case dtype::i32: end = fmt::format_to(buffer, FMT_COMPILE("{}"), load(std::int32_t{})); break;
+      case dtype::i16: end = fmt::format_to(buffer, FMT_COMPILE("{}"), load(std::int16_t{})); break;
+      case dtype::i8: end = fmt::format_to(buffer, FMT_COMPILE("{}"), load(std::int8_t{})); break;
+      case dtype::u64: end = fmt::format_to(buffer, FMT_COMPILE("{}"), load(std::uint64_t{})); break;
+      case dtype::u32: end = fmt::format_to(buffer, FMT_COMPILE("{}"), load(std::uint32_t{})); break;
+      case dtype::u16: end = fmt::format_to(buffer, FMT_COMPILE("{}"), load(std::uint16_t{})); break;
+      case dtype::u8: end = fmt::format_to(buffer, FMT_COMPILE("{}"), load(std::uint8_t{})); break;
+      case dtype::boolean: end = load(std::uint8_t{}) ? std::copy_n("true", 4, buffer) : std::copy_n("false", 5, buffer); break;
+      default: end = std::copy_n("null", 4, buffer); break;
+    }
+    out.append(buffer, static_cast<std::size_t>(end - buffer));
+  }
 }
 
 // A JSON string: printable ASCII without quotes or backslashes as it is (model ids, names),
@@ -243,9 +349,8 @@ expected<v2_request> decode_infer_request_general(std::string_view body, const s
       auto name = o.is_object() ? o.find("name") : o.end();
       if (!o.is_object() || name == o.end() || !name->is_string())
         return bad("each requested output must be an object with a \"name\"");
-      if (name->get<std::string>() != "output")
-        return bad("unknown output '" + name->get<std::string>() + "'; the model's output is 'output'");
-      auto binary_data = flag(o, "binary_data", "output 'output'", out.binary_output);
+      out.outputs.push_back(name->get<std::string>());
+      auto binary_data = flag(o, "binary_data", "output '" + out.outputs.back() + "'", out.binary_output);
       if (!binary_data) return std::move(binary_data).error();
       out.binary_output = *binary_data;
     }
@@ -270,7 +375,9 @@ std::string encode_infer_response(const infer_result& result, const std::string&
     first_tensor = false;
     out += "{\"name\":";
     append_string(out, t.name);
-    out += ",\"datatype\":\"FP32\",\"shape\":[";
+    out += ",\"datatype\":\"";
+    out += v2_name(t.type);
+    out += "\",\"shape\":[";
     for (std::size_t d = 0; d < t.shape.size(); ++d) {
       if (d) out += ',';
       out += std::to_string(t.shape[d]);
@@ -281,7 +388,10 @@ std::string encode_infer_response(const infer_result& result, const std::string&
       continue;
     }
     out += ",\"data\":[";
-    append_floats(out, t.data);
+    if (t.type == dtype::f32)
+      append_floats(out, t.data);
+    else
+      append_elements(out, t);
     out += "]}";
   }
   out += "]}";
@@ -291,15 +401,56 @@ std::string encode_infer_response(const infer_result& result, const std::string&
   return out;
 }
 
+namespace {
+
+// A model's tensors as V2 metadata: {"name", "datatype", "shape"}. A tensor the model does not
+// declare (a TorchScript model without warm.json) has datatype "" and shape [-1].
+json tensor_metadata(const std::vector<tensor_spec>& specs) {
+  json list = json::array();
+  for (const auto& spec : specs) {
+    json shape = json::array();
+    if (spec.known)
+      for (auto d : spec.shape) shape.push_back(d);
+    else
+      shape.push_back(-1);
+    list.push_back({{"name", spec.name}, {"datatype", spec.known ? std::string(v2_name(spec.type)) : ""}, {"shape", shape}});
+  }
+  return list;
+}
+
+}  // namespace
+
+expected<void> select_outputs(infer_result& result, const std::vector<std::string>& names) {
+  if (names.empty()) return {};
+  std::vector<tensor> chosen;
+  for (const auto& name : names) {
+    auto it = std::find_if(result.outputs.begin(), result.outputs.end(), [&](const tensor& t) { return t.name == name; });
+    if (it == result.outputs.end()) {
+      std::string known;
+      for (const auto& t : result.outputs) known += (known.empty() ? "'" : ", '") + t.name + "'";
+      return bad("unknown output '" + name + "'; the model's outputs are " + known);
+    }
+    chosen.push_back(std::move(*it));
+    result.outputs.erase(it);
+  }
+  result.outputs = std::move(chosen);
+  return {};
+}
+
 std::string encode_model_metadata(const std::string& name, const model_metadata& meta) {
+  json parameters = {{"warm_model", meta.id}, {"warm_bytes", meta.bytes}, {"warm_kind", meta.kind},
+                     {"warm_batched", meta.io.batched}};
+  if (meta.layers) {
+    parameters["warm_layers"] = meta.layers;
+    parameters["warm_activation"] = meta.activation;
+  }
   json body = {
       {"name", name},
       {"versions", meta.version ? json::array({std::to_string(*meta.version)}) : json::array()},
-      {"platform", "warm_dense"},
-      {"inputs", json::array({{{"name", "input"}, {"datatype", "FP32"}, {"shape", {-1, meta.input_width}}}})},
-      {"outputs", json::array({{{"name", "output"}, {"datatype", "FP32"}, {"shape", {-1, meta.output_width}}}})},
-      {"parameters",
-       {{"warm_model", meta.id}, {"warm_bytes", meta.bytes}, {"warm_layers", meta.layers}, {"warm_activation", meta.activation}}},
+      {"platform", meta.kind == "torchscript" ? "pytorch_libtorch" : "warm_" + meta.kind},
+      {"inputs", tensor_metadata(meta.io.inputs)},
+      {"outputs", tensor_metadata(meta.io.outputs)},
+      {"parameters", parameters},
   };
   return dump(body);
 }

@@ -3,14 +3,14 @@
 //
 // An inference request is {"id"?, "parameters"?, "inputs": [{"name", "shape", "datatype", "data",
 // "parameters"?}], "outputs"?: [{"name"}]}. `data` is flat or nested row-major; its element count
-// must equal the shape's product. warm's dense models take FP32 only, so any other datatype is a
-// clear invalid_argument naming it. Nothing from the body is trusted: nesting depth, element
+// must equal the shape's product, each element representable in the datatype (FP32, FP16, BF16,
+// FP64, INT8..64, UINT8..64, BOOL as true/false); anything else is a clear invalid_argument. Nothing from the body is trusted: nesting depth, element
 // counts and tensor bytes are bounded before anything is allocated for them.
 //
 // The binary tensor data extension: a request with the header Inference-Header-Content-Length: N
 // carries its JSON in the body's first N bytes and tensor data after it. An input with
 // "parameters": {"binary_data_size": K} has no "data"; its elements are the next K bytes of that
-// binary part (inputs in order, FP32 little-endian), and together they must use it exactly. The
+// binary part (inputs in order, little-endian), and together they must use it exactly. The
 // answer is binary when the request says "parameters": {"binary_data_output": true} or the output
 // asks "parameters": {"binary_data": true} (an output's own setting wins).
 #pragma once
@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "warm/error.hpp"
 #include "warm/runtime_types.hpp"
@@ -26,34 +27,40 @@
 namespace warm::http {
 
 struct decode_limits {
-  std::uint64_t max_tensor_bytes = 64ull << 20;  // per input tensor, as FP32 bytes
+  std::uint64_t max_tensor_bytes = 64ull << 20;  // per input tensor, in its datatype's bytes
 };
 
 struct v2_request {
   infer_request request;       // target left empty: the URL names the model
   std::string id;              // echoed in the response when given
   bool binary_output = false;  // answer the output's data as binary
+  std::vector<std::string> outputs;  // the outputs asked for, in order; empty: all of them
 };
 
 // Parses a V2 infer request body; `json_length` is Inference-Header-Content-Length when the
 // request has it. invalid_argument (with what is wrong) for malformed JSON, missing or mistyped
-// fields, a datatype other than FP32, a data element count that does not match the shape,
-// non-numeric or out-of-range elements, requested outputs other than "output", a tensor over
+// fields, an unknown datatype, a data element count that does not match the shape,
+// non-numeric or out-of-range elements, a tensor over
 // limits.max_tensor_bytes, a json_length past the body, binary_data_size without a binary part,
 // or sizes that do not match the shapes or do not add up to the binary part.
 expected<v2_request> decode_infer_request(std::string_view body, const decode_limits& limits = {},
                                           std::optional<std::size_t> json_length = std::nullopt);
 
+// Keeps the outputs a request asked for (v2_request::outputs), in its order; all when it asked for
+// none. invalid_argument naming an output the model does not have.
+expected<void> select_outputs(infer_result& result, const std::vector<std::string>& names);
+
 // {"model_name", "id"?, "parameters": {"warm_cache_hit", "warm_load_wait_ms"}, "outputs": [...]}
-// with output data flat, each float in its shortest round-trip form (non-finite as null). With
+// with output data flat in each output's datatype, floats in their shortest round-trip form
+// (non-finite as null). With
 // `binary`, each output has "parameters": {"binary_data_size": K} instead of "data", and its K
-// bytes (FP32 little-endian) follow the JSON in output order; *json_length, when given, is set to
+// bytes (little-endian) follow the JSON in output order; *json_length, when given, is set to
 // the JSON's length (the answer's Inference-Header-Content-Length).
 std::string encode_infer_response(const infer_result& result, const std::string& id, bool binary = false,
                                   std::size_t* json_length = nullptr);
 
-// GET /v2/models/{m}: {"name", "versions", "platform", "inputs", "outputs"}, shapes with -1 for
-// the batch dimension. `name` is what the client asked for (a vmodel id stays a vmodel id).
+// GET /v2/models/{m}: {"name", "versions", "platform", "inputs", "outputs", "parameters"}, the
+// model's own tensors with -1 for dynamic dimensions (the batch). `name` is what the client asked for (a vmodel id stays a vmodel id).
 std::string encode_model_metadata(const std::string& name, const model_metadata& meta);
 
 // POST /v2/repository/index: [{"name", "version"?, "state", "reason"}], Triton's states

@@ -202,6 +202,7 @@ std::optional<v2_request> fast_decode_infer_request(std::string_view json,
       if (e.get_object().get(o) || o.size() == 0 || o.size() > 2) return std::nullopt;
       std::string_view name;
       if (o["name"].get_string().get(name) || name != "output") return std::nullopt;
+      out.outputs.emplace_back(name);
       if (o.size() == 2) {
         auto params = o["parameters"];
         if (params.error() || !flag_only(params.value(), "binary_data", out.binary_output))

@@ -16,12 +16,18 @@ class request_sax {
   request_sax(parsed_request& out, const parse_bounds& bounds) : out_(out), bounds_(bounds), dom_(out.root, false) {}
 
   bool null() { return in_data() ? not_a_number("null") : scalar([&] { return dom_.null(); }); }
-  bool boolean(bool v) { return in_data() ? not_a_number("boolean") : scalar([&] { return dom_.boolean(v); }); }
+  bool boolean(bool v) {
+    if (!in_data()) return scalar([&] { return dom_.boolean(v); });
+    if (skip_depth_ == 0 && current_) ++current_->booleans;
+    return number(v ? 1.0 : 0.0);
+  }
   bool number_integer(json::number_integer_t v) {
-    return in_data() ? number(static_cast<double>(v)) : scalar([&] { return dom_.number_integer(v); });
+    return in_data() ? integer(v < -exact_limit || v > exact_limit, static_cast<double>(v))
+                     : scalar([&] { return dom_.number_integer(v); });
   }
   bool number_unsigned(json::number_unsigned_t v) {
-    return in_data() ? number(static_cast<double>(v)) : scalar([&] { return dom_.number_unsigned(v); });
+    return in_data() ? integer(v > static_cast<json::number_unsigned_t>(exact_limit), static_cast<double>(v))
+                     : scalar([&] { return dom_.number_unsigned(v); });
   }
   bool number_float(json::number_float_t v, const json::string_t& s) {
     return in_data() ? number(v) : scalar([&] { return dom_.number_float(v, s); });
@@ -124,14 +130,18 @@ class request_sax {
     return dom_.null();
   }
 
+  // Integers beyond 2^53 are rounded by a double.
+  static constexpr std::int64_t exact_limit = std::int64_t{1} << 53;
+
+  bool integer(bool inexact, double v) {
+    if (inexact && skip_depth_ == 0 && current_ && current_->inexact < 0)
+      current_->inexact = static_cast<std::int64_t>(current_->count);
+    return number(v);
+  }
   bool number(double v) {
     if (skip_depth_ > 0) return true;
     auto& d = *current_;
-    if (d.count < bounds_.max_values) {
-      if (d.out_of_range < 0 && (!std::isfinite(v) || std::fabs(v) > std::numeric_limits<float>::max()))
-        d.out_of_range = static_cast<std::int64_t>(d.count);
-      d.values.push_back(static_cast<float>(v));
-    }
+    if (d.count < bounds_.max_values) d.values.push_back(v);
     ++d.count;
     return end_scalar_data();
   }

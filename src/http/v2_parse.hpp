@@ -2,7 +2,8 @@
 // its memory bounded by a small multiple of the body, whatever the body holds.
 //
 // Tensor data (`inputs[i].data`, flat or nested) is never built as JSON values: its numbers go
-// straight into floats (4 bytes each, at most max_values per input). Everything else (ids, names,
+// straight into doubles (8 bytes each, at most max_values per input), converted to the input's
+// datatype once it is known. Everything else (ids, names,
 // shapes, parameters) becomes a JSON DOM of at most max_dom_values values. A body over either
 // bound is refused while it is read, before it costs more. Internal to src/http.
 #pragma once
@@ -20,10 +21,11 @@ namespace warm::http {
 // The numbers of one input's `data`, row-major, and the first thing wrong with them (checked
 // once the input's name and shape are known).
 struct data_values {
-  std::vector<float> values;   // at most max_values; `count` goes on counting past it
-  std::uint64_t count = 0;     // numbers seen
-  std::string not_a_number;    // the type name of the first element that is not a number
-  std::int64_t out_of_range = -1;  // the index of the first number outside FP32's range
+  std::vector<double> values;  // at most max_values; `count` goes on counting past it; true is 1
+  std::uint64_t count = 0;     // elements seen
+  std::uint64_t booleans = 0;  // how many of them were true or false
+  std::string not_a_number;    // the type name of the first element neither number nor boolean
+  std::int64_t inexact = -1;   // the index of the first integer a double cannot hold exactly
   bool present = false;        // the input has a "data" key
 };
 

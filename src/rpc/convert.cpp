@@ -198,7 +198,39 @@ void to_capnp(const model_status& s, ModelStatus::Builder out) {
   out.setInputWidth(s.input_width);
   out.setOutputWidth(s.output_width);
   if (s.batching) to_capnp(*s.batching, out.initBatching());
+  out.setKind(to_text(s.kind));
+  auto put = [](const std::vector<tensor_spec>& specs, capnp::List<TensorSpec>::Builder list) {
+    for (unsigned i = 0; i < specs.size(); ++i) {
+      auto t = list[i];
+      t.setName(to_text(specs[i].name));
+      if (!specs[i].known) continue;
+      t.setDtype(to_text(std::string(to_string(specs[i].type))));
+      auto shape = t.initShape(static_cast<unsigned>(specs[i].shape.size()));
+      for (unsigned d = 0; d < specs[i].shape.size(); ++d) shape.set(d, specs[i].shape[d]);
+    }
+  };
+  put(s.io.inputs, out.initInputs(static_cast<unsigned>(s.io.inputs.size())));
+  put(s.io.outputs, out.initOutputs(static_cast<unsigned>(s.io.outputs.size())));
+  out.setBatched(s.io.batched);
 }
+
+namespace {
+
+std::vector<tensor_spec> from_capnp(capnp::List<TensorSpec>::Reader list) {
+  std::vector<tensor_spec> specs;
+  for (auto t : list) {
+    tensor_spec spec;
+    spec.name = to_std(t.getName());
+    auto type = parse_dtype(to_std(t.getDtype()));
+    spec.known = type.has_value();
+    if (type) spec.type = *type;
+    for (auto d : t.getShape()) spec.shape.push_back(d);
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+}  // namespace
 
 model_status from_capnp(ModelStatus::Reader s) {
   model_status out;
@@ -220,6 +252,10 @@ model_status from_capnp(ModelStatus::Reader s) {
   out.input_width = s.getInputWidth();
   out.output_width = s.getOutputWidth();
   if (s.hasBatching()) out.batching = from_capnp(s.getBatching());
+  out.kind = to_std(s.getKind());
+  out.io.inputs = from_capnp(s.getInputs());
+  out.io.outputs = from_capnp(s.getOutputs());
+  out.io.batched = s.getBatched();
   return out;
 }
 

@@ -210,9 +210,10 @@ void batcher::stop() {
 }
 
 // Runs `batch` in passes, one per run of requests leased on the same slot (a reload between two
-// requests gives them different weights), and answers each request with its rows.
+// requests gives them different weights), and answers each request with its rows. A pass joins
+// each input's rows in request order (every input's first dimension is the batch: the model's io
+// is batched) and splits each output's rows back the same way.
 void batcher::run(std::deque<item>& batch) {
-  thread_local std::vector<float> input, output;
   while (!batch.empty()) {
     auto& lease = batch.front().held->lease;
     std::size_t n = 1;
@@ -220,16 +221,31 @@ void batcher::run(std::deque<item>& batch) {
     std::uint64_t rows = 0;
     for (std::size_t k = 0; k < n; ++k) rows += batch[k].rows;
 
-    const auto& spec = lease.model().spec();
-    const auto output_width = spec.output_width();
-    input.resize(rows * spec.input_width());
-    auto* at = reinterpret_cast<unsigned char*>(input.data());
-    for (std::size_t k = 0; k < n; ++k) {
-      const auto& data = batch[k].request.inputs.front().data;
-      std::memcpy(at, data.data(), data.size());
-      at += data.size();
+    expected<std::vector<tensor>> ran = std::vector<tensor>{};
+    if (n == 1) {
+      ran = lease.model().run(batch.front().request.inputs, rows);
+    } else {
+      std::vector<tensor> joined = batch.front().request.inputs;  // names, dtypes, inner dims
+      for (std::size_t i = 0; i < joined.size(); ++i) {
+        auto& in = joined[i];
+        in.shape.front() = rows;
+        std::size_t bytes = 0;
+        for (std::size_t k = 0; k < n; ++k) bytes += batch[k].request.inputs[i].data.size();
+        in.data.resize(bytes);
+        auto* at = in.data.data();
+        for (std::size_t k = 0; k < n; ++k) {
+          const auto& data = batch[k].request.inputs[i].data;
+          std::memcpy(at, data.data(), data.size());
+          at += data.size();
+        }
+      }
+      ran = lease.model().run(joined, rows);
     }
-    auto ran = lease.owner().infer(lease.model(), input.data(), input.size(), rows, output);
+    if (ran)
+      for (const auto& out : *ran)
+        if (out.shape.empty() || out.shape.front() != rows)
+          ran = make_error(errc::internal, "output '" + out.name + "' of a batched model does not have the batch's " +
+                                               std::to_string(rows) + " rows");
     metrics_.batch_rows.observe(static_cast<double>(rows));
     // Every lease ends before any answer: no callback runs with the slot in use.
     for (std::size_t k = 0; k < n; ++k) {
@@ -247,14 +263,22 @@ void batcher::run(std::deque<item>& batch) {
         continue;
       }
       infer_result result;
-      tensor out;
-      out.name = "output";
-      out.type = dtype::f32;
-      out.shape = {own, output_width};
-      out.data.resize(own * output_width * sizeof(float));
-      std::memcpy(out.data.data(), output.data() + first_row * output_width, out.data.size());
+      if (n == 1) {
+        result.outputs = std::move(*ran);
+      } else {
+        for (const auto& out : *ran) {
+          const auto row_bytes = out.data.size() / rows;
+          tensor mine;
+          mine.name = out.name;
+          mine.type = out.type;
+          mine.shape = out.shape;
+          mine.shape.front() = own;
+          mine.data.assign(out.data.begin() + static_cast<std::ptrdiff_t>(first_row * row_bytes),
+                           out.data.begin() + static_cast<std::ptrdiff_t>((first_row + own) * row_bytes));
+          result.outputs.push_back(std::move(mine));
+        }
+      }
       first_row += own;
-      result.outputs.push_back(std::move(out));
       result.model = held->model;
       result.cache_hit = held->hit;
       result.load_wait_ms = held->wait_ms;

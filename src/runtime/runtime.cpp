@@ -14,6 +14,7 @@
 #include "warm/caf/actors.hpp"
 #include "runtime/batcher.hpp"
 #include "runtime/executor.hpp"
+#include "warm/backend.hpp"
 #include "warm/model_repository.hpp"
 
 namespace warm {
@@ -67,33 +68,27 @@ std::pair<callback<T>, std::future<expected<T>>> promised() {
 // the slot in use.
 expected<infer_result> run_checked(serving_slot::lease lease, const std::string& model, const infer_request& request,
                                    std::uint64_t batch, bool hit, double wait_ms) {
-  const auto& spec = lease.model().spec();
-  thread_local std::vector<float> input, output;
-  const auto& data = request.inputs.front().data;
-  input.resize(data.size() / sizeof(float));
-  std::memcpy(input.data(), data.data(), data.size());
-  auto ran = lease.owner().infer(lease.model(), input.data(), input.size(), batch, output);
-  const auto output_width = spec.output_width();
-  lease.reset();  // from here on the weights (and `spec`) may be freed
+  auto ran = lease.model().run(request.inputs, batch);
+  lease.reset();  // from here on the model may be unloaded
   if (!ran) return std::move(ran).error();
   infer_result result;
-  tensor out;
-  out.name = "output";
-  out.type = dtype::f32;
-  out.shape = {batch, output_width};
-  out.data.resize(output.size() * sizeof(float));
-  std::memcpy(out.data.data(), output.data(), out.data.size());
-  result.outputs.push_back(std::move(out));
+  result.outputs = std::move(*ran);
   result.model = model;
   result.cache_hit = hit;
   result.load_wait_ms = wait_ms;
   return result;
 }
 
+// The request's inputs checked against the leased model (and put in its order).
+expected<std::uint64_t> check_leased(const serving_slot::lease& lease, infer_request& request) {
+  const auto& m = lease.model();
+  return check_inputs(request.inputs, m.io(), m.max_batch());
+}
+
 // check_inputs, then run_checked.
-expected<infer_result> execute(serving_slot::lease lease, const std::string& model, const infer_request& request,
+expected<infer_result> execute(serving_slot::lease lease, const std::string& model, infer_request& request,
                                bool hit, double wait_ms) {
-  auto batch = check_inputs(request.inputs, lease.model().spec());
+  auto batch = check_leased(lease, request);
   if (!batch) return std::move(batch).error();
   return run_checked(std::move(lease), model, request, *batch, hit, wait_ms);
 }
@@ -116,33 +111,6 @@ expected<void> check_options(const runtime_options& o) {
 }
 
 }  // namespace
-
-expected<std::uint64_t> check_inputs(const std::vector<tensor>& inputs, const dense_spec& spec) {
-  if (inputs.size() != 1)
-    return make_error(errc::invalid_argument, "the model takes 1 input tensor; got " + std::to_string(inputs.size()));
-  const auto& t = inputs.front();
-  if (!t.name.empty() && t.name != "input")
-    return make_error(errc::invalid_argument, "unknown input tensor '" + t.name + "'; the model's input is 'input'");
-  if (t.type != dtype::f32)
-    return make_error(errc::invalid_argument, "input must be F32, not " + std::string(to_string(t.type)));
-  if (t.shape.empty() || t.shape.size() > 2)
-    return make_error(errc::invalid_argument, "input must have rank 1 or 2; got rank " + std::to_string(t.shape.size()));
-  auto width = spec.input_width();
-  if (t.shape.back() != width)
-    return make_error(errc::invalid_argument, "input's inner dimension is " + std::to_string(t.shape.back()) +
-                                                  "; the model takes " + std::to_string(width));
-  std::uint64_t batch = t.shape.size() == 2 ? t.shape[0] : 1;
-  if (batch == 0) return make_error(errc::invalid_argument, "batch must be at least 1");
-  if (auto most = max_activation_elements / spec.widest(); batch > most)
-    return make_error(errc::invalid_argument, "batch of " + std::to_string(batch) +
-                                                  " is too large for this model; it takes at most " +
-                                                  std::to_string(most) + " rows");
-  if (t.data.size() != batch * width * sizeof(float))
-    return make_error(errc::invalid_argument, "input holds " + std::to_string(t.data.size()) + " bytes; shape [" +
-                                                  std::to_string(batch) + ", " + std::to_string(width) + "] needs " +
-                                                  std::to_string(batch * width * sizeof(float)));
-  return batch;
-}
 
 expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   if (auto ok = check_options(options); !ok) return std::move(ok).error();
@@ -183,7 +151,7 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   impl->config = std::make_unique<caf::actor_system_config>();
   if (options.scheduler_threads) impl->config->set("scheduler.max-threads", options.scheduler_threads);
   impl->system = std::make_unique<caf::actor_system>(*impl->config);
-  if (options.blas_threads) set_host_blas_threads(static_cast<int>(options.blas_threads));
+  if (options.blas_threads) set_backend_threads(static_cast<int>(options.blas_threads));
   auto threads = options.inference_threads ? options.inference_threads : std::max(1u, std::thread::hardware_concurrency());
   impl->executor = std::make_unique<warm::executor>(threads);
   impl->reclaimer = std::make_unique<warm::executor>(1);
@@ -406,18 +374,11 @@ void count_outcome(runtime_metrics& m, const expected<infer_result>& result) {
   }
 }
 
-// The multiply-adds an inference of `batch` rows costs (batch x parameters), saturating.
-std::uint64_t inference_cost(std::uint64_t batch, const dense_spec& spec) {
-  auto parameters = spec.parameters();
-  if (parameters != 0 && batch > UINT64_MAX / parameters) return UINT64_MAX;
-  return batch * parameters;
-}
-
 // Queues a held lease's inference for its model's next batched pass (inputs checked here: a
 // refused request is answered at once, its lease given back first).
 void submit_batched(runtime_impl& impl, std::shared_ptr<msg::acquired> held, infer_request request,
                     callback<infer_result> done) {
-  auto rows = check_inputs(request.inputs, held->lease.model().spec());
+  auto rows = check_leased(held->lease, request);
   auto counted = [metrics = impl.metrics, done = std::move(done)](expected<infer_result> result) {
     count_outcome(*metrics, result);
     done(std::move(result));
@@ -434,7 +395,8 @@ void submit_batched(runtime_impl& impl, std::shared_ptr<msg::acquired> held, inf
 // before `done` is called (execute), the slot reference right after.
 void submit_inference(runtime_impl& impl, std::shared_ptr<msg::acquired> held, infer_request request,
                       callback<infer_result> done) {
-  if (impl.batcher->batches(held->model)) return submit_batched(impl, std::move(held), std::move(request), std::move(done));
+  if (impl.batcher->batches(held->model) && held->lease.model().io().batched)
+    return submit_batched(impl, std::move(held), std::move(request), std::move(done));
   auto task = std::make_shared<std::pair<infer_request, callback<infer_result>>>(std::move(request), std::move(done));
   impl.executor->submit([impl = &impl, held = std::move(held), task = std::move(task)] {
     auto result = execute(std::move(held->lease), held->model, task->first, held->hit, held->wait_ms);
@@ -455,8 +417,9 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
     if (auto lease = i.routes->lease(request.target, now)) {
       auto served = lease.slot().model();  // a copy: the slot may go once the guard ends
       // Inputs are checked once, here: a refused request is answered at once, whatever its size.
-      auto batch = check_inputs(request.inputs, lease.model().spec());
-      if (batch && (i.batcher->batches(served) || inference_cost(*batch, lease.model().spec()) > i.options.inline_inference_limit)) {
+      auto batch = check_leased(lease, request);
+      const auto& m = lease.model();
+      if (batch && ((i.batcher->batches(served) && m.io().batched) || m.cost(*batch) > i.options.inline_inference_limit)) {
         // Batched, or too heavy for the caller's thread: the lease travels with the task, and a
         // reference to the slot with it (the guard covers this thread only).
         auto held = std::make_shared<msg::acquired>();

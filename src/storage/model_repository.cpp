@@ -31,7 +31,30 @@ bool is_within(const fs::path& root, const fs::path& path) {
   return true;
 }
 
+// The model file directly in `dir`: the one of model_file_kinds present (as a regular file or
+// not), empty when there is none; invalid_argument when there are several.
+expected<fs::path> model_file_in(const fs::path& dir) {
+  std::error_code ec;
+  fs::path found;
+  for (const auto& k : model_file_kinds) {
+    auto candidate = dir / k.file;
+    if (!fs::exists(fs::symlink_status(candidate, ec))) continue;
+    if (!found.empty())
+      return make_error(errc::invalid_argument, dir.string() + ": holds both " + found.filename().string() + " and " +
+                                                    k.file + "; a version directory holds one model file");
+    found = candidate;
+  }
+  return found;
+}
+
 }  // namespace
+
+std::string kind_of_file(const std::string& path) {
+  auto ends = [&](const std::string& suffix) {
+    return path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends(".pt") ? "torchscript" : "dense";
+}
 
 expected<std::vector<std::uint64_t>> list_versions(const std::string& model_dir) {
   std::error_code ec;
@@ -39,7 +62,9 @@ expected<std::vector<std::uint64_t>> list_versions(const std::string& model_dir)
   std::vector<std::uint64_t> versions;
   for (fs::directory_iterator it(model_dir, ec), end; !ec && it != end; it.increment(ec)) {
     auto v = parse_version(it->path().filename().string());
-    if (v && fs::is_regular_file(it->path() / model_file_name, ec)) versions.push_back(*v);
+    if (!v) continue;
+    auto file = model_file_in(it->path());
+    if (file && !file->empty() && fs::is_regular_file(*file, ec)) versions.push_back(*v);
   }
   if (ec) return make_error(errc::load_failed, model_dir + ": cannot list: " + ec.message());
   std::sort(versions.begin(), versions.end());
@@ -64,20 +89,31 @@ expected<std::string> find_model_file(const std::string& path, std::optional<std
   auto refuse = [](const fs::path& file) {
     return make_error(errc::invalid_argument, file.string() + ": not a regular file");
   };
-  if (!version && fs::is_regular_file(dir / model_file_name, ec)) return (dir / model_file_name).string();
-  if (!version && not_regular(dir / model_file_name)) return refuse(dir / model_file_name);
+  if (!version) {
+    auto here = model_file_in(dir);
+    if (!here) return std::move(here).error();
+    if (!here->empty()) return not_regular(*here) ? refuse(*here) : expected<std::string>(here->string());
+  }
   auto versions = list_versions(path);
   if (!versions) return std::move(versions).error();
   if (versions->empty()) {
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-      if (parse_version(it->path().filename().string()) && not_regular(it->path() / model_file_name))
-        return refuse(it->path() / model_file_name);
-    return make_error(errc::not_found, path + ": holds neither model.safetensors nor numeric version directories");
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (!parse_version(it->path().filename().string())) continue;
+      auto file = model_file_in(it->path());
+      if (!file) return std::move(file).error();
+      if (!file->empty() && not_regular(*file)) return refuse(*file);
+    }
+    return make_error(errc::not_found, path + ": holds neither a model file (model.safetensors, model.pt) nor numeric version directories");
   }
   std::uint64_t chosen = version ? *version : versions->back();
-  if (!std::binary_search(versions->begin(), versions->end(), chosen))
+  if (!std::binary_search(versions->begin(), versions->end(), chosen)) {
+    auto file = model_file_in(dir / std::to_string(chosen));
+    if (!file) return std::move(file).error();
     return make_error(errc::not_found, path + ": has no version " + std::to_string(chosen));
-  return (dir / std::to_string(chosen) / model_file_name).string();
+  }
+  auto file = model_file_in(dir / std::to_string(chosen));
+  if (!file) return std::move(file).error();
+  return file->string();
 }
 
 namespace {
@@ -152,7 +188,7 @@ expected<model_location> model_repository::resolve(const std::string& relative,
     if (ec) return make_error(errc::not_found, *file + ": " + ec.message());
     if (!is_within(root, real))
       return make_error(errc::invalid_argument, relative + ": resolves outside the repository root " + root_text);
-    model_location found{real.string(), root_text, std::nullopt};
+    model_location found{real.string(), root_text, std::nullopt, kind_of_file(*file)};
     if (fs::path chosen(*file); chosen.parent_path().parent_path() == candidate)  // <candidate>/<N>/model file
       found.version = parse_version(chosen.parent_path().filename().string());
     return found;

@@ -196,6 +196,27 @@ std::string batching_text(const std::optional<batching_options>& b) {
 
 }  // namespace
 
+namespace {
+
+// [{"name", "dtype", "shape"}]; dtype null and shape [] for a tensor the model does not declare.
+json tensor_specs_json(const std::vector<tensor_spec>& specs) {
+  json list = json::array();
+  for (const auto& spec : specs)
+    list.push_back({{"name", spec.name},
+                    {"dtype", spec.known ? json(std::string(to_string(spec.type))) : json(nullptr)},
+                    {"shape", spec.known ? json(spec.shape) : json::array()}});
+  return list;
+}
+
+// "input F32 [-1, 16]; mask F32 [-1, 6]", or "-" when none are known.
+std::string tensor_specs_text(const std::vector<tensor_spec>& specs) {
+  std::string text;
+  for (const auto& spec : specs) text += (text.empty() ? "" : "; ") + describe(spec);
+  return text.empty() ? "-" : text;
+}
+
+}  // namespace
+
 json to_json(const model_status& s) {
   return {{"id", s.id},
           {"state", to_string(s.state)},
@@ -214,6 +235,10 @@ json to_json(const model_status& s) {
           {"retry_in_seconds", s.retry_in_seconds},
           {"input_width", s.input_width},
           {"output_width", s.output_width},
+          {"kind", s.kind},
+          {"inputs", tensor_specs_json(s.io.inputs)},
+          {"outputs", tensor_specs_json(s.io.outputs)},
+          {"batched", s.io.batched},
           {"batching", batching_json(s.batching)}};
 }
 
@@ -302,8 +327,9 @@ void print_model_status(std::ostream& out, const model_status& s) {
   t.add({"device:", or_dash(s.device)});
   t.add({"size:",
          s.bytes ? format_bytes(s.bytes) + " (" + std::to_string(s.bytes) + " bytes)" : "-"});
-  t.add({"input:", s.input_width ? "F32 [batch, " + std::to_string(s.input_width) + "]" : "-"});
-  t.add({"output:", s.output_width ? "F32 [batch, " + std::to_string(s.output_width) + "]" : "-"});
+  t.add({"kind:", or_dash(s.kind)});
+  t.add({"inputs:", tensor_specs_text(s.io.inputs)});
+  t.add({"outputs:", tensor_specs_text(s.io.outputs)});
   t.add({"batching:", batching_text(s.batching)});
   t.add({"requests:", std::to_string(s.requests) + " (" + std::to_string(s.hits) + " hits), " +
                           fixed(s.requests_per_second, 2) + "/s, " + std::to_string(s.in_flight) +

@@ -106,17 +106,16 @@ input_values random_values(std::uint64_t rows, std::uint64_t width, std::uint64_
   return values;
 }
 
-// The input width of model or vmodel `id` as the server reports it (a vmodel: its active
-// model's). Returns 0 and sets `rc` when it cannot be known: the server's status, an unknown
-// id, or a model whose header could not be read (each with a message on stderr).
-std::uint64_t input_width_of(command_context& ctx, connection& c, const std::string& id, int& rc) {
+// The status of model or vmodel `id` as the server reports it (a vmodel: its active model's).
+// Sets `rc` when it cannot be had (with a message on stderr).
+model_status status_of(command_context& ctx, connection& c, const std::string& id, int& rc) {
   auto model_status_of = [&](const std::string& model) {
     auto req = c.warm().getModelStatusRequest();
     req.setId(model);
     return ctx.s.wait(req.send());
   };
   auto reply = model_status_of(id);
-  if ((rc = check_status(reply.getStatus()))) return 0;
+  if ((rc = check_status(reply.getStatus()))) return {};
   auto status = r::from_capnp(reply.getModel());
   if (status.state == model_state::not_found) {
     auto vreq = c.warm().getVModelStatusRequest();
@@ -125,25 +124,67 @@ std::uint64_t input_width_of(command_context& ctx, connection& c, const std::str
     if (vreply.getStatus().getCode() == r::Status::Code::NOT_FOUND) {
       std::cerr << "warmctl: not_found: no model or vmodel '" << id << "' is registered\n";
       rc = exit_server_error;
-      return 0;
+      return {};
     }
-    if ((rc = check_status(vreply.getStatus()))) return 0;
+    if ((rc = check_status(vreply.getStatus()))) return {};
     auto active = r::to_std(vreply.getVmodel().getActive());
     auto areply = model_status_of(active);
-    if ((rc = check_status(areply.getStatus()))) return 0;
+    if ((rc = check_status(areply.getStatus()))) return {};
     status = r::from_capnp(areply.getModel());
   }
-  if (status.input_width == 0) {
-    std::cerr << "warmctl: the input width of model '" << status.id
-              << "' is unknown (its file header could not be read); pass --width W\n";
-    rc = exit_server_error;
+  return status;
+}
+
+// Random inputs for a model from its reported inputs: `rows` rows for a batched model, every other
+// dynamic dimension 1. Floats uniform in [-1, 1], integers in [0, 9], booleans either. An input
+// the model does not declare cannot be made up: empty, with the reason on stderr.
+std::vector<tensor> random_inputs(const model_status& status, std::uint64_t rows, std::uint64_t seed) {
+  if (status.io.inputs.empty()) {
+    std::cerr << "warmctl: the inputs of model '" << status.id << "' are unknown (its file could not be read)\n";
+    return {};
   }
-  return status.input_width;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> real(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> small(0, 9);
+  std::vector<tensor> inputs;
+  for (const auto& spec : status.io.inputs) {
+    if (!spec.known) {
+      std::cerr << "warmctl: model '" << status.id << "' does not declare the dtype and shape of its input '"
+                << spec.name << "' (docs/model-format.md); pass --input FILE.json\n";
+      return {};
+    }
+    tensor t{spec.name, spec.type, {}, {}};
+    std::uint64_t elements = 1;
+    for (std::size_t d = 0; d < spec.shape.size(); ++d) {
+      auto dim = spec.shape[d] >= 0 ? static_cast<std::uint64_t>(spec.shape[d]) : (d == 0 && status.io.batched ? rows : 1);
+      t.shape.push_back(dim);
+      elements *= dim;
+    }
+    const auto size = dtype_size(spec.type);
+    t.data.resize(elements * size);
+    for (std::uint64_t i = 0; i < elements; ++i) {
+      auto* at = t.data.data() + i * size;
+      auto put = [&](auto v) { std::memcpy(at, &v, sizeof v); };
+      switch (spec.type) {
+        case dtype::f32: put(real(rng)); break;
+        case dtype::f64: put(static_cast<double>(real(rng))); break;
+        case dtype::f16: put(float_to_half(real(rng))); break;
+        case dtype::bf16: put(float_to_bfloat16(real(rng))); break;
+        case dtype::boolean: put(static_cast<std::uint8_t>(small(rng) % 2)); break;
+        default: {  // integers, little-endian: the low bytes carry the value
+          std::uint64_t v = static_cast<std::uint64_t>(small(rng));
+          std::memcpy(at, &v, size);
+          break;
+        }
+      }
+    }
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
 }
 
 tensor to_tensor(const input_values& v) {
-  tensor t;
-  t.name = "input";
+  tensor t;  // unnamed: the model's single input, whatever its name
   t.type = dtype::f32;
   t.shape = v.shape;
   t.data.resize(v.data.size() * sizeof(float));
@@ -155,7 +196,7 @@ tensor to_tensor(const input_values& v) {
 }  // namespace
 
 void add_infer_command(CLI::App& app, command_context& ctx) {
-  auto* cmd = app.add_subcommand("infer", "Run model (or vmodel) ID on one F32 input");
+  auto* cmd = app.add_subcommand("infer", "Run model (or vmodel) ID on an F32 input from a file, or on random inputs");
   struct args_t {
     std::string id, input;
     bool random = false;
@@ -166,10 +207,11 @@ void add_infer_command(CLI::App& app, command_context& ctx) {
   auto* input = cmd->add_option(
       "--input", a->input,
       "JSON file: {\"shape\": [...], \"data\": [...]} or a nested array of numbers");
-  auto* random = cmd->add_flag("--random", a->random, "Uniform random values in [-1, 1]");
+  auto* random = cmd->add_flag("--random", a->random,
+                               "Random inputs of the model's own dtypes and shapes (floats in [-1, 1], integers 0-9)");
   input->excludes(random);
   cmd->add_option("--width", a->width,
-                  "--random: the input width (default: the model's, as the server reports it)");
+                  "--random: one F32 input of this width, named 'input' (default: the model's own inputs)");
   cmd->add_option("--batch", a->batch,
                   "Rows: --random default 1; repeats a one-row --input N times");
   cmd->add_option("--seed", a->seed, "--random: seed of the values")->capture_default_str();
@@ -188,14 +230,19 @@ void add_infer_command(CLI::App& app, command_context& ctx) {
       return;
     }
     run_rpc(ctx, [&](connection& c) {
-      if (a->random) {
+      std::vector<tensor> inputs;
+      if (a->random && !a->width) {
         int rc = exit_ok;
-        std::uint64_t width = a->width ? a->width : input_width_of(ctx, c, a->id, rc);
+        auto status = status_of(ctx, c, a->id, rc);
         if (rc != exit_ok) return rc;
-        values = random_values(a->batch ? a->batch : 1, width, a->seed);
+        inputs = random_inputs(status, a->batch ? a->batch : 1, a->seed);
+        if (inputs.empty()) return exit_server_error;
+      } else {
+        if (a->random) values = random_values(a->batch ? a->batch : 1, a->width, a->seed);
+        inputs.push_back(to_tensor(values));
       }
       auto req = c.warm().inferRequest();
-      r::to_capnp(infer_request{a->id, {to_tensor(values)}}, req.initRequest());
+      r::to_capnp(infer_request{a->id, std::move(inputs)}, req.initRequest());
       auto reply = ctx.s.wait(req.send());
       if (int rc = check_status(reply.getStatus())) return rc;
       auto result = r::from_capnp(reply.getResult());

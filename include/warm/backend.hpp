@@ -1,0 +1,68 @@
+// Backends: what turns a model's file into a model resident on a device. Each model kind has
+// one ("dense": warm's MLP in safetensors; "torchscript": a PyTorch TorchScript archive, when warm
+// was built with libtorch). A model's kind comes from its file's name (model_location::kind);
+// everything above the backends (actors, policies, batcher, fronts) sees only resident_model and
+// model_io.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "warm/device.hpp"
+#include "warm/error.hpp"
+#include "warm/model_io.hpp"
+#include "warm/model_repository.hpp"
+
+namespace warm {
+
+// What reading a model's file (without loading it) tells.
+struct model_description {
+  std::string kind;
+  model_io io;
+  // Bytes to reserve on a device before loading: the weights' bytes, or the backend's
+  // conservative estimate. A load may charge more once it has measured what the model takes.
+  std::uint64_t predicted_bytes = 0;
+  std::uint32_t layers = 0;  // dense: layers and activation
+  std::string activation;
+};
+
+class backend {
+ public:
+  virtual ~backend() = default;
+
+  // "dense", "torchscript": the kind model_location::kind names.
+  virtual std::string_view name() const = 0;
+
+  // Whether models of this kind can run on `dev`.
+  virtual bool runs_on(const device& dev) const = 0;
+
+  // Reads the model's file, beneath its root, and describes the model. Blocks on I/O (and may
+  // parse the whole model): call it off actor threads. invalid_argument for a malformed model.
+  virtual expected<model_description> describe(const model_location& where) const = 0;
+
+  // Loads the model onto `dev`, charged `reservation` to begin with (made from describe's
+  // predicted bytes or a size hint). May block. On failure every byte goes back to `dev`.
+  virtual expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
+                                                         memory_reservation reservation, load_stats* stats) const = 0;
+};
+
+// The backend for a kind; not_found naming the kinds this build serves when there is none.
+expected<const backend*> find_backend(std::string_view kind);
+
+// The kinds this build serves, "dense" first.
+std::vector<std::string> backend_kinds();
+
+// find_backend(where.kind)->describe(where).
+expected<model_description> describe_model(const model_location& where);
+
+// How many threads one inference may use on the host, for every backend (set_host_blas_threads
+// for dense models; libtorch's intra-op threads for TorchScript ones). Process-wide; 1 by default.
+void set_backend_threads(int threads);
+
+// Whether a model at `where` can run on `dev` (false for a kind this build does not serve).
+bool runs_on(const model_location& where, const device& dev);
+
+}  // namespace warm

@@ -1,0 +1,330 @@
+// The torchscript backend: PyTorch models exported with torch.jit.script or torch.jit.trace and
+// saved as model.pt, run by libtorch on host devices. The only translation unit that includes
+// libtorch (it takes ~20 s to compile).
+//
+// Inputs are forward()'s tensor parameters, by name; outputs are "output" for a single tensor and
+// "output_0", "output_1", ... for a tuple or list of tensors. A model may declare its tensors'
+// dtypes and shapes in an extra file "warm.json" of its archive (docs/model-format.md); without
+// it, inputs are passed to forward() as given and the model is not batched.
+#include <torch/script.h>
+
+#include <ATen/Parallel.h>
+
+#include <atomic>
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "backends/builtin.hpp"
+#include "storage/located_file.hpp"
+#include "warm/units.hpp"
+
+namespace warm {
+namespace {
+
+using json = nlohmann::json;
+
+std::atomic<int> intra_op_threads{1};
+
+std::optional<c10::ScalarType> torch_type(dtype type) {
+  switch (type) {
+    case dtype::f32: return c10::kFloat;
+    case dtype::f16: return c10::kHalf;
+    case dtype::bf16: return c10::kBFloat16;
+    case dtype::f64: return c10::kDouble;
+    case dtype::i64: return c10::kLong;
+    case dtype::i32: return c10::kInt;
+    case dtype::i16: return c10::kShort;
+    case dtype::i8: return c10::kChar;
+    case dtype::u8: return c10::kByte;
+    case dtype::boolean: return c10::kBool;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<dtype> warm_type(c10::ScalarType type) {
+  switch (type) {
+    case c10::kFloat: return dtype::f32;
+    case c10::kHalf: return dtype::f16;
+    case c10::kBFloat16: return dtype::bf16;
+    case c10::kDouble: return dtype::f64;
+    case c10::kLong: return dtype::i64;
+    case c10::kInt: return dtype::i32;
+    case c10::kShort: return dtype::i16;
+    case c10::kChar: return dtype::i8;
+    case c10::kByte: return dtype::u8;
+    case c10::kBool: return dtype::boolean;
+    default: return std::nullopt;
+  }
+}
+
+// A loaded module and what it takes and gives. The module is loaded on the CPU.
+struct opened_module {
+  torch::jit::Module module;
+  model_io io;
+};
+
+// The output names a return type gives: "output", or output_0..n-1 for a tuple; none when the
+// type is not known before a run (then outputs are named from what forward() returns).
+std::vector<std::string> output_names(const c10::TypePtr& returns) {
+  if (auto tuple = returns->cast<c10::TupleType>()) {
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < tuple->elements().size(); ++i) names.push_back("output_" + std::to_string(i));
+    return names;
+  }
+  if (returns->kind() == c10::TypeKind::TensorType) return {"output"};
+  return {};
+}
+
+// Reads "warm.json" (the archive's declaration of its tensors) into `io`: each declared tensor
+// must be one forward() has, with a V2 datatype and a shape of dimensions ≥ -1.
+expected<void> apply_declaration(const std::string& text, const std::string& path, model_io& io) {
+  auto bad = [&](const std::string& why) { return make_error(errc::invalid_argument, path + ": warm.json: " + why); };
+  json doc = json::parse(text, nullptr, false);
+  if (!doc.is_object()) return bad("not a JSON object");
+  auto read_side = [&](const char* key, std::vector<tensor_spec>& side) -> expected<void> {
+    auto it = doc.find(key);
+    if (it == doc.end()) return {};
+    if (!it->is_array() || it->size() != side.size())
+      return bad(std::string("\"") + key + "\" must list all " + std::to_string(side.size()) + " of forward()'s " + key);
+    for (std::size_t i = 0; i < side.size(); ++i) {
+      const auto& t = (*it)[i];
+      if (!t.is_object() || !t.contains("name") || !t["name"].is_string() || t["name"] != side[i].name)
+        return bad(std::string(key) + "[" + std::to_string(i) + "] must be named '" + side[i].name + "'");
+      auto type = t.contains("datatype") && t["datatype"].is_string() ? parse_v2_dtype(t["datatype"].get<std::string>())
+                                                                      : std::nullopt;
+      if (!type || !torch_type(*type)) return bad(side[i].name + ": \"datatype\" must be a V2 datatype warm serves");
+      if (!t.contains("shape") || !t["shape"].is_array() || t["shape"].size() > 16)
+        return bad(side[i].name + ": \"shape\" must be a list of dimensions");
+      std::vector<std::int64_t> shape;
+      for (const auto& d : t["shape"]) {
+        if (!d.is_number_integer() || d.get<std::int64_t>() < -1)
+          return bad(side[i].name + ": dimensions are integers, -1 for a dynamic one");
+        shape.push_back(d.get<std::int64_t>());
+      }
+      side[i] = {side[i].name, *type, std::move(shape), true};
+    }
+    return {};
+  };
+  if (auto r = read_side("inputs", io.inputs); !r) return r;
+  if (auto r = read_side("outputs", io.outputs); !r) return r;
+  if (auto it = doc.find("batched"); it != doc.end()) {
+    if (!it->is_boolean()) return bad("\"batched\" must be true or false");
+    io.batched = it->get<bool>();
+  }
+  if (io.batched)
+    for (const auto* side : {&io.inputs, &io.outputs})
+      for (const auto& t : *side)
+        if (!t.known || t.shape.empty() || t.shape.front() != -1)
+          return bad("a batched model declares every tensor with a first dimension of -1 ('" + t.name + "' does not)");
+  return {};
+}
+
+// Loads the archive from the file opened beneath its root (through /proc/self/fd: libtorch reads
+// the very file that was confined, not whatever the path names by now).
+expected<opened_module> open_module(const model_location& where) {
+  auto file = open_located(where);
+  if (!file) return std::move(file).error();
+  opened_module out;
+  torch::jit::ExtraFilesMap extra{{"warm.json", ""}};
+  try {
+    out.module = torch::jit::load("/proc/self/fd/" + std::to_string(file->descriptor()), torch::kCPU, extra);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    if (auto line = what.find('\n'); line != std::string::npos) what.resize(line);
+    return make_error(errc::invalid_argument, where.path + ": not a TorchScript archive: " + what);
+  }
+  out.module.eval();
+  auto forward = out.module.find_method("forward");
+  if (!forward) return make_error(errc::invalid_argument, where.path + ": the module has no forward() method");
+  const auto& schema = forward->function().getSchema();
+  const auto& arguments = schema.arguments();
+  for (std::size_t i = 1; i < arguments.size(); ++i) {  // 0 is self
+    const auto& a = arguments[i];
+    if (a.type()->kind() != c10::TypeKind::TensorType)
+      return make_error(errc::invalid_argument, where.path + ": forward()'s parameter '" + a.name() + "' is " +
+                                                    a.type()->str() + "; warm passes tensors only");
+    out.io.inputs.push_back({a.name(), dtype::f32, {}, false});
+  }
+  if (schema.returns().size() != 1)
+    return make_error(errc::invalid_argument, where.path + ": forward() must return one value");
+  for (auto& name : output_names(schema.returns().front().type())) out.io.outputs.push_back({name, dtype::f32, {}, false});
+  if (auto& declared = extra["warm.json"]; !declared.empty())
+    if (auto r = apply_declaration(declared, where.path, out.io); !r) return std::move(r).error();
+  return out;
+}
+
+std::uint64_t tensor_bytes(const at::Tensor& t) { return static_cast<std::uint64_t>(t.numel()) * t.element_size(); }
+
+// The bytes of the module's parameters and buffers.
+std::uint64_t state_bytes(const torch::jit::Module& module) {
+  std::uint64_t bytes = 0;
+  for (const auto& p : module.parameters()) bytes += tensor_bytes(p);
+  for (const auto& b : module.buffers()) bytes += tensor_bytes(b);
+  return bytes;
+}
+
+class torchscript_model final : public resident_model {
+ public:
+  torchscript_model(const device& owner, opened_module opened, memory_reservation charged, std::uint64_t parameters)
+      : resident_model(owner, std::move(opened.io)),
+        module_(std::move(opened.module)),
+        charged_(std::move(charged)),
+        parameters_(parameters) {}
+
+  std::uint64_t bytes() const override { return charged_.bytes(); }
+  std::uint64_t max_batch() const override { return std::uint64_t{1} << 24; }
+  std::uint64_t cost(std::uint64_t batch) const override {
+    return parameters_ != 0 && batch > UINT64_MAX / parameters_ ? UINT64_MAX : batch * parameters_;
+  }
+
+  expected<std::vector<tensor>> run(const std::vector<tensor>& inputs, std::uint64_t) const override {
+    thread_local int threads_set = 0;
+    if (int wanted = intra_op_threads.load(std::memory_order_relaxed); threads_set != wanted) {
+      at::set_num_threads(wanted);  // per thread under OpenMP: set on each inference thread
+      threads_set = wanted;
+    }
+    try {
+      c10::InferenceMode inference;
+      std::vector<c10::IValue> arguments;
+      arguments.reserve(inputs.size());
+      for (const auto& t : inputs) {
+        auto type = torch_type(t.type);
+        if (!type)
+          return make_error(errc::invalid_argument, "input '" + t.name + "': dtype " + std::string(to_string(t.type)) +
+                                                        " is not one TorchScript models take");
+        std::vector<std::int64_t> sizes(t.shape.begin(), t.shape.end());
+        // The request's bytes, borrowed for the call: forward() sees them without a copy.
+        auto* data = const_cast<std::byte*>(t.data.data());
+        arguments.emplace_back(torch::from_blob(data, sizes, torch::TensorOptions().dtype(*type)));
+      }
+      auto result = module_.get_method("forward")(std::move(arguments));
+      std::vector<at::Tensor> produced;
+      bool single = false;
+      if (result.isTensor()) {
+        produced.push_back(result.toTensor());
+        single = true;
+      } else if (result.isTuple()) {
+        for (const auto& e : result.toTupleRef().elements()) {
+          if (!e.isTensor()) return make_error(errc::load_failed, "forward() returned a tuple holding a non-tensor");
+          produced.push_back(e.toTensor());
+        }
+      } else if (result.isTensorList()) {
+        for (const auto& t : result.toTensorVector()) produced.push_back(t);
+      } else {
+        return make_error(errc::load_failed, "forward() returned " + result.tagKind() + ", not tensors");
+      }
+      std::vector<tensor> outputs;
+      outputs.reserve(produced.size());
+      for (std::size_t i = 0; i < produced.size(); ++i) {
+        auto t = produced[i].contiguous();
+        auto type = warm_type(t.scalar_type());
+        if (!type)
+          return make_error(errc::load_failed, "forward() returned a tensor of type " +
+                                                   std::string(c10::toString(t.scalar_type())) + ", which warm does not serve");
+        tensor out;
+        out.name = single ? "output" : "output_" + std::to_string(i);
+        out.type = *type;
+        for (auto d : t.sizes()) out.shape.push_back(static_cast<std::uint64_t>(d));
+        out.data.resize(tensor_bytes(t));
+        std::memcpy(out.data.data(), t.data_ptr(), out.data.size());
+        outputs.push_back(std::move(out));
+      }
+      return outputs;
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      if (auto line = what.find('\n'); line != std::string::npos) what.resize(line);
+      return make_error(errc::invalid_argument, "the model refused the inputs: " + what);
+    }
+  }
+
+ private:
+  // Not const in libtorch's API, though running forward() does not change the module.
+  mutable torch::jit::Module module_;
+  memory_reservation charged_;
+  std::uint64_t parameters_;
+};
+
+// Zeros of the smallest shape each declared input takes (dynamic dimensions 1); nullopt when an
+// input is not declared.
+std::optional<std::vector<tensor>> warm_up_inputs(const model_io& io) {
+  std::vector<tensor> inputs;
+  for (const auto& spec : io.inputs) {
+    if (!spec.known) return std::nullopt;
+    tensor t;
+    t.name = spec.name;
+    t.type = spec.type;
+    std::uint64_t elements = 1;
+    for (auto d : spec.shape) {
+      t.shape.push_back(d < 0 ? 1 : static_cast<std::uint64_t>(d));
+      elements *= t.shape.back();
+    }
+    t.data.assign(elements * dtype_size(spec.type), std::byte{0});
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+class torchscript_backend final : public backend {
+ public:
+  std::string_view name() const override { return "torchscript"; }
+
+  bool runs_on(const device& dev) const override { return dev.host(); }
+
+  expected<model_description> describe(const model_location& where) const override {
+    auto opened = open_module(where);
+    if (!opened) return std::move(opened).error();
+    auto file = open_located(where);
+    if (!file) return std::move(file).error();
+    model_description d;
+    d.kind = "torchscript";
+    d.io = std::move(opened->io);
+    // The archive stores its tensors uncompressed: its size bounds the parameters and buffers
+    // from above (plus code and pickles), the charge a load starts from.
+    d.predicted_bytes = std::max(file->size(), state_bytes(opened->module));
+    return d;
+  }
+
+  expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
+                                                 memory_reservation reservation, load_stats* stats) const override {
+    auto started = std::chrono::steady_clock::now();
+    auto opened = open_module(where);
+    if (!opened) return make_error(errc::load_failed, opened.error().message);
+    auto measured = state_bytes(opened->module);
+    if (measured > reservation.bytes()) {
+      // More than was reserved: charge the difference now, or fail without over-committing.
+      auto more = dev.reserve(measured - reservation.bytes());
+      if (!more)
+        return make_error(more.error().code, where.path + ": its parameters and buffers take " + format_bytes(measured) +
+                                                 ", more than the " + format_bytes(reservation.bytes()) +
+                                                 " reserved, and the rest does not fit: " + more.error().message);
+      reservation.absorb(std::move(*more));
+    }
+    std::uint64_t parameters = 0;
+    for (const auto& p : opened->module.parameters()) parameters += static_cast<std::uint64_t>(p.numel());
+    auto warm_up = warm_up_inputs(opened->io);
+    auto model = std::make_unique<torchscript_model>(dev, std::move(*opened), std::move(reservation), parameters);
+    if (warm_up) {
+      auto batch = check_inputs(*warm_up, model->io(), model->max_batch());
+      auto ran = batch ? model->run(*warm_up, *batch) : expected<std::vector<tensor>>(batch.error());
+      if (!ran)
+        return make_error(errc::load_failed, where.path + ": the warm-up inference on zeros failed: " + ran.error().message);
+    }
+    if (stats) {
+      stats->bytes = measured;
+      stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      if (stats->copied) stats->copied->store(measured, std::memory_order_relaxed);
+    }
+    return std::unique_ptr<resident_model>(std::move(model));
+  }
+};
+
+}  // namespace
+
+const backend* torchscript_backend_instance() {
+  static const torchscript_backend instance;
+  return &instance;
+}
+
+void set_torchscript_threads(int threads) { intra_op_threads.store(threads < 1 ? 1 : threads); }
+
+}  // namespace warm
