@@ -178,7 +178,9 @@ with tempfile.TemporaryDirectory() as tmp:
             return call
 
         invalid = grpc.StatusCode.INVALID_ARGUMENT
-        expect_code(infer(datatype="INT32"), invalid, "INT32 input", "takes FP32")
+        expect_code(infer(datatype="INT32"), invalid, "INT32 input in fp32_contents", "goes in int_contents")
+        expect_code(infer(datatype="INT32", raw=b"\0" * 32), invalid, "INT32 input to an FP32 model", "must be F32 (FP32), not I32 (INT32)")
+        expect_code(infer(datatype="BYTES"), invalid, "BYTES input", "not supported")
         expect_code(infer(data=[0.0] * 7), invalid, "7 elements for [1, 8]", "fp32_contents holds 7")
         expect_code(infer(shape=[1, 7], data=[0.0] * 7), invalid, "a width of 7")
         expect_code(infer(shape=[1, -8]), invalid, "a negative dimension", "non-negative")

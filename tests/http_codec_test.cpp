@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "http/v2_codec.hpp"
+#include "v2/v2_common.hpp"
 #include "http/v2_fast.hpp"
 
 using namespace warm;
@@ -446,7 +447,15 @@ TEST_CASE("V2 JSON tensors of every datatype: exact values in, exact values out"
   CHECK_THAT(error_of(R"({"inputs":[{"name":"f","shape":[2],"datatype":"BOOL","data":[1,0]}]})"),
              Catch::Contains("true or false"));
   CHECK_THAT(error_of(R"({"inputs":[{"name":"h","shape":[1],"datatype":"FP16","data":[65520]}]})"),
-             Catch::Contains("out of FP16 range"));
+             Catch::Contains("out of FP16 range"));  // halfway past the largest half: rounds to infinity
+  auto largest = decode_infer_request(R"({"inputs":[{"name":"h","shape":[2],"datatype":"FP16","data":[65519,-65519]},
+                                         {"name":"f","shape":[1],"datatype":"FP32","data":[3.4028235e38]}]})");
+  REQUIRE(largest);  // rounds down to the largest half; FLT_MAX's shortest text reads back as FLT_MAX
+  std::uint16_t halves[2];
+  std::memcpy(halves, largest->request.inputs[0].data.data(), 4);
+  CHECK(halves[0] == 0x7bff);
+  CHECK(halves[1] == 0xfbff);
+  CHECK(floats(largest->request.inputs[1])[0] == FLT_MAX);
   CHECK_THAT(error_of(R"({"inputs":[{"name":"x","shape":[2],"datatype":"INT64","data":[1]}]})"),
              Catch::Contains("needs 2"));
 
@@ -470,11 +479,11 @@ TEST_CASE("V2 JSON tensors of every datatype: exact values in, exact values out"
   CHECK(body["outputs"][2]["data"][0].get<double>() == 1.5);
   CHECK(body["outputs"][3]["data"][0].get<double>() == 0.1);
 
-  REQUIRE(select_outputs(result, {"d", "ids"}));
+  REQUIRE(v2::select_outputs(result, {"d", "ids"}));
   REQUIRE(result.outputs.size() == 2);
   CHECK(result.outputs[0].name == "d");
   CHECK(result.outputs[1].name == "ids");
-  auto unknown = select_outputs(result, {"nope"});
+  auto unknown = v2::select_outputs(result, {"nope"});
   REQUIRE(!unknown);
   CHECK_THAT(unknown.error().message, Catch::Contains("unknown output 'nope'; the model's outputs are 'd', 'ids'"));
 }

@@ -73,7 +73,7 @@ TEST_CASE("inputs that do not match the model are invalid_argument, not a crash"
   wrong_dtype.type = dtype::f16;
   CHECK(check({"m", {wrong_dtype}}).find("F32") != std::string::npos);
   auto wrong_width = test::input(1, 15);
-  CHECK(check({"m", {wrong_width}}).find("inner dimension") != std::string::npos);
+  CHECK(check({"m", {wrong_width}}).find("the model takes input F32 [-1, 16]") != std::string::npos);
   auto wrong_rank = test::input();
   wrong_rank.shape = {1, 1, 16};
   check({"m", {wrong_rank}});
@@ -113,14 +113,14 @@ TEST_CASE("each input error names what the model takes") {
   };
   auto f16 = test::input();
   f16.type = dtype::f16;
-  CHECK(message_of({"m", {f16}}) == "input must be F32, not F16");
+  CHECK(message_of({"m", {f16}}) == "input 'input' must be F32 (FP32), not F16 (FP16)");
   auto rank3 = test::input();
   rank3.shape = {1, 1, 16};
-  CHECK(message_of({"m", {rank3}}) == "input must have rank 1 or 2; got rank 3");
-  CHECK(message_of({"m", {test::input(1, 15)}}) == "input's inner dimension is 15; the model takes 16");
+  CHECK(message_of({"m", {rank3}}) == "input 'input' must have rank 2 (input F32 [-1, 16]); got rank 3");
+  CHECK(message_of({"m", {test::input(1, 15)}}) == "input 'input' has shape [1, 15]; the model takes input F32 [-1, 16]");
   auto short_data = test::input(2);
   short_data.data.resize(short_data.data.size() - 4);
-  CHECK(message_of({"m", {short_data}}) == "input holds 124 bytes; shape [2, 16] needs 128");
+  CHECK(message_of({"m", {short_data}}) == "input 'input' holds 124 bytes; shape [2, 16] of F32 needs 128");
   auto zero_batch = test::input();
   zero_batch.shape = {0, 16};
   zero_batch.data.clear();
@@ -134,12 +134,12 @@ TEST_CASE("each input error names what the model takes") {
   auto at_most = test::input();
   at_most.shape = {8'388'608, 16};
   at_most.data.clear();
-  CHECK_THAT(message_of({"m", {at_most}}), Catch::StartsWith("input holds 0 bytes; shape [8388608, 16]"));
+  CHECK_THAT(message_of({"m", {at_most}}), Catch::StartsWith("input 'input' holds 0 bytes; shape [8388608, 16]"));
   auto renamed = test::input();
   renamed.name = "pixels";
   CHECK(message_of({"m", {renamed}}) == "unknown input tensor 'pixels'; the model's input is 'input'");
-  CHECK(message_of({"m", {test::input(), test::input()}}) == "the model takes 1 input tensor; got 2");
-  CHECK(message_of({"m", {}}) == "the model takes 1 input tensor; got 0");
+  CHECK(message_of({"m", {test::input(), test::input()}}) == "the model takes 1 input tensor ('input'); got 2");
+  CHECK(message_of({"m", {}}) == "the model takes 1 input tensor ('input'); got 0");
 }
 
 TEST_CASE("inspection shows devices, residents, models and counters") {

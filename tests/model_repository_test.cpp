@@ -40,7 +40,7 @@ TEST_CASE("versions are positive integers and the highest is the default") {
   CHECK(warm::find_model_file(dir / "mnist", 2).error().code == warm::errc::not_found);
   CHECK(warm::find_model_file(dir / "nothing").error().code == warm::errc::not_found);
   fs::create_directories(dir / "empty");
-  CHECK_THAT(warm::find_model_file(dir / "empty").error().message, Catch::Contains("neither model.safetensors"));
+  CHECK_THAT(warm::find_model_file(dir / "empty").error().message, Catch::Contains("neither a model file (model.safetensors, model.pt)"));
 }
 
 TEST_CASE("repository roots must exist") {

@@ -1,4 +1,4 @@
-// TorchScript models built by PyTorch at test time (tests/torch/make_models.py: a CNN, a
+// TorchScript models built by PyTorch at test time (tools/torch_models.py: a CNN, a
 // transformer encoder layer, and a model with INT64 ids and an FP32 mask in and a tuple of two
 // outputs), served by warm through the embedding API, Cap'n Proto and KServe V2 HTTP: every output
 // matches PyTorch's own for the same inputs within 1e-5 relative error. Also: the inputs and outputs
@@ -175,7 +175,7 @@ TEST_CASE("TorchScript models answer as PyTorch does, through the embedding API"
     wrong[0].type = dtype::f64;  // ids: same bytes, wrong type
     auto r1 = w.infer({"pooler", wrong}).get();
     REQUIRE(!r1);
-    CHECK_THAT(r1.error().message, Catch::Contains("input 'ids' must be I64, not F64"));
+    CHECK_THAT(r1.error().message, Catch::Contains("input 'ids' must be I64 (INT64), not F64 (FP64)"));
     auto missing = c.inputs;
     missing.pop_back();
     auto r2 = w.infer({"pooler", missing}).get();
@@ -375,7 +375,7 @@ int main(int argc, char** argv) {
   char tmpl[] = "/tmp/warm-torch-models-XXXXXX";
   if (!::mkdtemp(tmpl)) return 1;
   models_dir = tmpl;
-  auto script = fs::path(WARM_SOURCE_ROOT) / "tests" / "torch" / "make_models.py";
+  auto script = fs::path(WARM_SOURCE_ROOT) / "tools" / "torch_models.py";
   auto command = "/usr/bin/python3 " + script.string() + " " + (models_dir / "repo").string() + " " +
                  (models_dir / "cases").string();
   int status = std::system(command.c_str());

@@ -241,10 +241,6 @@ class service final : public pb::GRPCInferenceService::Service {
     if (raw && req->raw_input_contents_size() != req->inputs_size())
       return invalid("raw_input_contents holds " + std::to_string(req->raw_input_contents_size()) +
                      " entries for " + std::to_string(req->inputs_size()) + " inputs");
-    for (const auto& o : req->outputs())
-      if (o.name() != "output")
-        return invalid("requested output '" + o.name() +
-                       "' does not exist; the model gives \"output\"");
     if (!req->model_version().empty())
       if (auto meta = served(*ctx, req->model_name(), req->model_version()); !meta)
         return to_status(meta.error());
@@ -258,6 +254,9 @@ class service final : public pb::GRPCInferenceService::Service {
     }
     auto result = wait(rt_.infer(std::move(request)), budget(*ctx, options_.request_timeout));
     if (!result) return to_status(result.error());
+    std::vector<std::string> asked;
+    for (const auto& o : req->outputs()) asked.push_back(o.name());
+    if (auto chosen = v2::select_outputs(*result, asked); !chosen) return to_status(chosen.error());
     out->set_model_name(result->model);
     out->set_model_version(req->model_version());
     out->set_id(req->id());

@@ -256,7 +256,7 @@ void front::impl::infer(const httplib::Request& req, const std::string& body, ht
   decoded->request.target = req.matches[1];
   auto result = wait(rt.infer(std::move(decoded->request)), options.request_timeout);
   if (!result) return reply_error(res, result.error());
-  if (auto chosen = select_outputs(*result, decoded->outputs); !chosen) return reply_error(res, chosen.error());
+  if (auto chosen = v2::select_outputs(*result, decoded->outputs); !chosen) return reply_error(res, chosen.error());
   if (!decoded->binary_output) return reply_json(res, 200, encode_infer_response(*result, decoded->id));
   std::size_t header_bytes = 0;
   auto answer = encode_infer_response(*result, decoded->id, true, &header_bytes);

@@ -112,13 +112,19 @@ expected<void> pack(const data_values& d, dtype type, const std::string& name, s
     case dtype::f16:
     case dtype::bf16:
       for (std::size_t i = 0; i < values.size(); ++i) {
-        if (!std::isfinite(values[i]) || std::fabs(values[i]) > std::numeric_limits<float>::max()) return refuse(i);
-        auto f = static_cast<float>(values[i]);
+        // A number rounds to the nearest float; one that rounds to infinity is out of range. Past
+        // FLT_MAX by less than half its ulp (2^103), it rounds down to FLT_MAX (the shortest text
+        // of FLT_MAX, 3.4028235e38, reads as such a double).
+        const double v = values[i], limit = std::numeric_limits<float>::max() + 0x1p103;
+        if (!std::isfinite(v) || std::fabs(v) >= limit) return refuse(i);
+        const float f = std::fabs(v) > std::numeric_limits<float>::max()
+                            ? std::copysign(std::numeric_limits<float>::max(), static_cast<float>(v > 0 ? 1 : -1))
+                            : static_cast<float>(v);
         if (type == dtype::f32) {
           std::memcpy(out.data() + i * 4, &f, 4);
         } else {
           auto h = type == dtype::f16 ? float_to_half(f) : float_to_bfloat16(f);
-          if (type == dtype::f16 && std::fabs(f) > 65504.0f) return refuse(i);
+          if ((h & 0x7fff) == (type == dtype::f16 ? 0x7c00 : 0x7f80)) return refuse(i);  // rounded to infinity
           std::memcpy(out.data() + i * 2, &h, 2);
         }
       }
@@ -419,23 +425,6 @@ json tensor_metadata(const std::vector<tensor_spec>& specs) {
 }
 
 }  // namespace
-
-expected<void> select_outputs(infer_result& result, const std::vector<std::string>& names) {
-  if (names.empty()) return {};
-  std::vector<tensor> chosen;
-  for (const auto& name : names) {
-    auto it = std::find_if(result.outputs.begin(), result.outputs.end(), [&](const tensor& t) { return t.name == name; });
-    if (it == result.outputs.end()) {
-      std::string known;
-      for (const auto& t : result.outputs) known += (known.empty() ? "'" : ", '") + t.name + "'";
-      return bad("unknown output '" + name + "'; the model's outputs are " + known);
-    }
-    chosen.push_back(std::move(*it));
-    result.outputs.erase(it);
-  }
-  result.outputs = std::move(chosen);
-  return {};
-}
 
 std::string encode_model_metadata(const std::string& name, const model_metadata& meta) {
   json parameters = {{"warm_model", meta.id}, {"warm_bytes", meta.bytes}, {"warm_kind", meta.kind},

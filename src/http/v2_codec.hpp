@@ -34,7 +34,7 @@ struct v2_request {
   infer_request request;       // target left empty: the URL names the model
   std::string id;              // echoed in the response when given
   bool binary_output = false;  // answer the output's data as binary
-  std::vector<std::string> outputs;  // the outputs asked for, in order; empty: all of them
+  std::vector<std::string> outputs;  // the outputs asked for, in order; empty: all (v2::select_outputs)
 };
 
 // Parses a V2 infer request body; `json_length` is Inference-Header-Content-Length when the
@@ -45,10 +45,6 @@ struct v2_request {
 // or sizes that do not match the shapes or do not add up to the binary part.
 expected<v2_request> decode_infer_request(std::string_view body, const decode_limits& limits = {},
                                           std::optional<std::size_t> json_length = std::nullopt);
-
-// Keeps the outputs a request asked for (v2_request::outputs), in its order; all when it asked for
-// none. invalid_argument naming an output the model does not have.
-expected<void> select_outputs(infer_result& result, const std::vector<std::string>& names);
 
 // {"model_name", "id"?, "parameters": {"warm_cache_hit", "warm_load_wait_ms"}, "outputs": [...]}
 // with output data flat in each output's datatype, floats in their shortest round-trip form

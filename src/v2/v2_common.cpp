@@ -39,4 +39,21 @@ expected<void> check_version(const std::string& model, const model_metadata& met
                                                        : std::string("a model file without a version")));
 }
 
+expected<void> select_outputs(infer_result& result, const std::vector<std::string>& names) {
+  if (names.empty()) return {};
+  std::vector<tensor> chosen;
+  for (const auto& name : names) {
+    auto it = std::find_if(result.outputs.begin(), result.outputs.end(), [&](const tensor& t) { return t.name == name; });
+    if (it == result.outputs.end()) {
+      std::string known;
+      for (const auto& t : result.outputs) known += (known.empty() ? "'" : ", '") + t.name + "'";
+      return make_error(errc::invalid_argument, "unknown output '" + name + "'; the model's outputs are " + known);
+    }
+    chosen.push_back(std::move(*it));
+    result.outputs.erase(it);
+  }
+  result.outputs = std::move(chosen);
+  return {};
+}
+
 }  // namespace warm::v2

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <future>
 #include <string>
+#include <vector>
 
 #include "warm/error.hpp"
 #include "warm/runtime_types.hpp"
@@ -40,5 +41,9 @@ expected<void> load(runtime& rt, const std::string& id, std::chrono::millisecond
 // Nothing when `version` is the version `meta` (model `model`'s) serves, parsed as a version
 // directory name ("01" is not 1); not_found naming both otherwise.
 expected<void> check_version(const std::string& model, const model_metadata& meta, const std::string& version);
+
+// Keeps the outputs a request asked for by name, in its order; all when it asked for none.
+// invalid_argument naming an output the model does not have.
+expected<void> select_outputs(infer_result& result, const std::vector<std::string>& names);
 
 }  // namespace warm::v2

@@ -47,18 +47,6 @@ tensor random_row(std::uint64_t width, std::mt19937_64& rng) {
   return t;
 }
 
-// "… the model takes N" (runtime::check_inputs) -> N.
-std::optional<std::uint64_t> width_from_message(const std::string& message) {
-  static const std::string marker = "the model takes ";
-  auto at = message.rfind(marker);
-  if (at == std::string::npos) return std::nullopt;
-  auto digits = message.substr(at + marker.size());
-  std::size_t end = 0;
-  while (end < digits.size() && std::isdigit(static_cast<unsigned char>(digits[end]))) ++end;
-  if (end == 0 || end > 18) return std::nullopt;
-  return std::stoull(digits.substr(0, end));
-}
-
 }  // namespace
 
 struct replay_client::impl : kj::TaskSet::ErrorHandler {
@@ -226,21 +214,20 @@ expected<void> replay_client::check_registered(const std::vector<std::string>& m
 
 expected<std::uint64_t> replay_client::probe_width(const std::string& model) {
   auto& i = *impl_;
-  auto request = i.conn->warm().inferRequest();
-  tensor empty;
-  empty.name = "input";
-  empty.shape = {1, 0};
-  r::to_capnp(infer_request{model, {empty}}, request.initRequest());
-  using reply_t = capnp::Response<r::Warm::InferResults>;
+  auto request = i.conn->warm().getModelStatusRequest();
+  request.setId(model);
+  using reply_t = capnp::Response<r::Warm::GetModelStatusResults>;
   auto reply = i.wait(kj::Promise<reply_t>(request.send()));
   if (!reply) return std::move(reply).error();
   auto status = reply->getStatus();
-  std::string message = r::to_std(status.getMessage());
-  if (status.getCode() == r::Status::Code::INVALID_ARGUMENT)
-    if (auto w = width_from_message(message)) return *w;
-  return make_error(errc::invalid_argument, "cannot learn the input width of model '" + model + "' from the daemon (" +
-                                                std::string(r::code_name(status.getCode())) + ": " + message +
-                                                "); pass --repo DIR to read it from the model file");
+  if (status.getCode() == r::Status::Code::OK && reply->getModel().getInputWidth() > 0)
+    return reply->getModel().getInputWidth();
+  return make_error(errc::invalid_argument,
+                    "cannot learn the input width of model '" + model + "' from the daemon (" +
+                        (status.getCode() == r::Status::Code::OK ? std::string("it does not take one [batch, width] input")
+                                                                 : std::string(r::code_name(status.getCode())) + ": " +
+                                                                       r::to_std(status.getMessage())) +
+                        "); pass --repo DIR to read it from the model file");
 }
 
 expected<std::vector<replay_record>> replay_client::replay(const eval::trace& requests, const width_map& widths,

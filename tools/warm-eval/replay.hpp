@@ -72,9 +72,9 @@ class replay_client {
   // not_found naming the first model the daemon does not know.
   expected<void> check_registered(const std::vector<std::string>& models);
 
-  // The model's input width, learned from the daemon: an infer with an empty [1, 0] input is
-  // refused with "... the model takes N", which is parsed. The daemon loads the model to check
-  // the input, so probing changes what is resident; prefer widths read from the model files.
+  // The model's input width, learned from the daemon (getModelStatus's inputWidth, read from the
+  // model's file; nothing is loaded). invalid_argument for a model without one [batch, width]
+  // input.
   expected<std::uint64_t> probe_width(const std::string& model);
 
   // Plays `requests` (every model in `widths`); one record per request, in trace order.

@@ -7,9 +7,8 @@
 //  2. With --repo (the daemon's repository root, on this machine), read each model's input width
 //     from its file. Connect; with --register, register every catalog model (id = path =
 //     model_id); check that the daemon knows every model of the trace.
-//  3. Without --repo, learn each width from the daemon (replay_client::probe_width). The probe
-//     loads the model, so the replay then starts with whatever the probes left resident; a
-//     note on stderr says so.
+//  3. Without --repo, learn each width from the daemon (replay_client::probe_width: the model's
+//     status, which loads nothing).
 //  4. Replay (replay.hpp: open loop at time_ms / speed, one infer of batch 1 per request).
 //  5. Write the per-request CSV (--out) and print the summary: a few lines, or with --json one
 //     line {"scenario":"replay","requests","errors","hit_ratio","latency_ms_mean",
@@ -121,10 +120,6 @@ int run_replay(const replay_args& a) {
     if (auto ok = (*client)->register_models(*catalog); !ok) return report(name, ok.error(), exit_failure);
   if (auto ok = (*client)->check_registered(models); !ok) return report(name, ok.error(), exit_failure);
   if (a.repo.empty()) {
-    std::fprintf(stderr,
-                 "warm-eval replay: probing the input width of %zu models (each probe loads its model; "
-                 "pass --repo DIR to read the widths from the model files instead)\n",
-                 models.size());
     for (const auto& m : models) {
       auto w = (*client)->probe_width(m);
       if (!w) return report(name, w.error(), exit_failure);

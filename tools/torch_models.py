@@ -1,11 +1,12 @@
 #!/usr/bin/python3
-"""Builds small TorchScript models for warm's tests, with PyTorch's own outputs to compare with.
+"""Builds small TorchScript models: the demo's (tools/run) and the tests' (tests/torchscript_test).
 
-Usage: make_models.py REPO CASES
+Usage: torch_models.py REPO [CASES]
 
-Writes REPO/<model>/1/model.pt for each model below, and CASES/<model>.safetensors holding the
-inputs ("input.<name>") and the outputs PyTorch computed for them ("output.<name>"). Exits 77
-(meson's "skipped") when this Python has no torch.
+Writes REPO/<model>/1/model.pt for each model below (cnn, cnn_plain, encoder, pooler), and with
+CASES, CASES/<model>.safetensors holding inputs ("input.<name>") and the outputs PyTorch computed
+for them ("output.<name>"). Deterministic for its seed. Exits 77 (meson's "skipped") when this
+Python has no torch: run it with /usr/bin/python3, which sees Debian's python3-torch.
 """
 import json
 import os
@@ -16,7 +17,7 @@ try:
     import torch
     from torch import nn
 except ImportError:
-    print("make_models.py: no torch in " + sys.executable + " (apt install python3-torch)", file=sys.stderr)
+    print("torch_models.py: no torch in " + sys.executable + " (apt install python3-torch)", file=sys.stderr)
     sys.exit(77)
 
 from typing import Tuple
@@ -83,8 +84,10 @@ def save(repo, name, module, declared):
 
 
 def main():
-    repo, cases = sys.argv[1], sys.argv[2]
-    os.makedirs(cases, exist_ok=True)
+    if len(sys.argv) not in (2, 3):
+        print("usage: torch_models.py REPO [CASES]", file=sys.stderr)
+        sys.exit(2)
+    repo, cases = sys.argv[1], sys.argv[2] if len(sys.argv) == 3 else None
     torch.manual_seed(7)
     torch.set_num_threads(1)
 
@@ -109,6 +112,9 @@ def main():
          declaration([("ids", "INT64", [-1, 6]), ("mask", "FP32", [-1, 6])],
                      [("output_0", "FP32", [-1, 3]), ("output_1", "FP32", [-1, 8])]))
 
+    if cases is None:
+        return
+    os.makedirs(cases, exist_ok=True)
     with torch.inference_mode():
         image = torch.randn(3, 3, 8, 8)
         write_safetensors(os.path.join(cases, "cnn.safetensors"),

@@ -26,6 +26,12 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
   return s + "]";
 }
 
+// "F32 (FP32)": a dtype by warm's name and, where V2 has one, by V2's.
+std::string type_text(dtype type) {
+  auto v2 = v2_name(type);
+  return std::string(to_string(type)) + (v2.empty() ? "" : " (" + std::string(v2) + ")");
+}
+
 std::string names_of(const std::vector<tensor_spec>& specs) {
   std::string s;
   for (const auto& spec : specs) s += (s.empty() ? "'" : ", '") + spec.name + "'";
@@ -136,8 +142,8 @@ std::string describe(const tensor_spec& spec) {
 expected<std::uint64_t> check_inputs(std::vector<tensor>& inputs, const model_io& io, std::uint64_t max_batch) {
   const auto& specs = io.inputs;
   if (inputs.size() != specs.size())
-    return bad("the model takes " + std::to_string(specs.size()) + " input tensor" + (specs.size() == 1 ? "" : "s") +
-               " (" + names_of(specs) + "); got " + std::to_string(inputs.size()));
+    return bad("the model takes " + std::to_string(specs.size()) + " input tensor" + (specs.size() == 1 ? " (" : "s (") +
+               names_of(specs) + "); got " + std::to_string(inputs.size()));
   if (specs.size() == 1 && inputs.front().name.empty()) inputs.front().name = specs.front().name;
   // Into the model's order, each name matched once.
   for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -146,7 +152,9 @@ expected<std::uint64_t> check_inputs(std::vector<tensor>& inputs, const model_io
     if (it == inputs.end()) {
       for (std::size_t j = i; j < inputs.size(); ++j) {
         auto known = std::any_of(specs.begin(), specs.end(), [&](const tensor_spec& s) { return s.name == inputs[j].name; });
-        if (!known) return bad("unknown input tensor '" + inputs[j].name + "'; the model's inputs are " + names_of(specs));
+        if (!known)
+          return bad("unknown input tensor '" + inputs[j].name + "'; the model's input" +
+                     (specs.size() == 1 ? " is " : "s are ") + names_of(specs));
       }
       return bad("input '" + specs[i].name + "' is given twice or not at all");
     }
@@ -157,9 +165,8 @@ expected<std::uint64_t> check_inputs(std::vector<tensor>& inputs, const model_io
     auto& t = inputs[i];
     const auto& spec = specs[i];
     if (spec.known) {
-      if (t.type != spec.type)
-        return bad("input '" + t.name + "' must be " + std::string(to_string(spec.type)) + ", not " +
-                   std::string(to_string(t.type)));
+      if (t.type != spec.type)  // both names: warm's (Cap'n Proto, embedding) and KServe V2's
+        return bad("input '" + t.name + "' must be " + type_text(spec.type) + ", not " + type_text(t.type));
       if (io.batched && t.shape.size() + 1 == spec.shape.size()) t.shape.insert(t.shape.begin(), 1);
       if (t.shape.size() != spec.shape.size())
         return bad("input '" + t.name + "' must have rank " + std::to_string(spec.shape.size()) + " (" +
@@ -168,9 +175,15 @@ expected<std::uint64_t> check_inputs(std::vector<tensor>& inputs, const model_io
         if (spec.shape[d] >= 0 && t.shape[d] != static_cast<std::uint64_t>(spec.shape[d]))
           return bad("input '" + t.name + "' has shape " + shape_text(t.shape) + "; the model takes " + describe(spec));
     }
-    if (io.batched) {
+    if (io.batched) {  // checked from the shape, before the data is looked at
       if (t.shape.empty()) return bad("input '" + t.name + "' needs a batch dimension");
-      if (i == 0) batch = t.shape.front();
+      if (i == 0) {
+        batch = t.shape.front();
+        if (batch == 0) return bad("batch must be at least 1");
+        if (batch > max_batch)
+          return bad("batch of " + std::to_string(batch) + " is too large for this model; it takes at most " +
+                     std::to_string(max_batch) + " rows");
+      }
       if (t.shape.front() != batch)
         return bad("inputs disagree on the batch: '" + inputs.front().name + "' has " + std::to_string(batch) + " rows, '" +
                    t.name + "' " + std::to_string(t.shape.front()));
@@ -180,12 +193,6 @@ expected<std::uint64_t> check_inputs(std::vector<tensor>& inputs, const model_io
     if (t.data.size() != *bytes)
       return bad("input '" + t.name + "' holds " + std::to_string(t.data.size()) + " bytes; shape " + shape_text(t.shape) +
                  " of " + std::string(to_string(t.type)) + " needs " + std::to_string(*bytes));
-  }
-  if (io.batched) {
-    if (batch == 0) return bad("batch must be at least 1");
-    if (batch > max_batch)
-      return bad("batch of " + std::to_string(batch) + " is too large for this model; it takes at most " +
-                 std::to_string(max_batch) + " rows");
   }
   return batch;
 }
