@@ -19,6 +19,7 @@
 namespace warm::bench {
 
 struct load_options {
+  std::string backend = "dense";                 // or "torchscript" (run_torch_load in load_bench.cpp)
   std::uint64_t bytes = std::uint64_t{1} << 30;  // model size to write and load
   std::string dir;                               // where to write it (default: a temp dir)
   int repeats = 7;                               // interleaved load / read pairs; medians reported
@@ -58,13 +59,15 @@ struct batch_options {
 int run_batch(const batch_options& options);
 
 struct hitpath_options {
-  std::vector<std::uint64_t> layers{256, 256};
+  std::string backend = "dense";  // or "torchscript": the small CNN of tools/torch_models.py
+  std::vector<std::uint64_t> layers{256, 256};  // dense
   double seconds = 5.0;  // total, split evenly over rounds x 3 phases
   int threads = 2;       // client threads per phase
   int rounds = 4;        // interleaved direct / warm / warm-future rounds; medians reported
 };
 // `hitpath`: inference on a loaded model through warm::runtime::infer (callback and future forms)
-// vs device::infer called directly on the same model loaded onto a separate host device.
+// vs the model run directly: device::infer on the same dense model loaded onto a separate host
+// device, or forward() of the same TorchScript file loaded with torch::jit::load.
 // ratio = the median over rounds of warm_rps / direct_rps.
 int run_hitpath(const hitpath_options& options);
 

@@ -34,6 +34,9 @@
 #include "warm/model_repository.hpp"
 #include "warm/model_writer.hpp"
 #include "warm/runtime.hpp"
+#ifdef WARM_BENCH_TORCH
+#include "torch_direct.hpp"
+#endif
 
 namespace warm::bench {
 namespace {
@@ -85,6 +88,88 @@ phase_result run_phase(int threads, double seconds, const call_fn& call) {
 }
 
 
+// The model under test, resident in a runtime, and the baseline that runs it without warm.
+struct hit_setup {
+  std::unique_ptr<runtime> rt;
+  infer_request base;  // the request every call sends
+  call_fn direct;      // the floor: the same model run directly
+  std::shared_ptr<void> baseline;  // what `direct` runs on, released before the runtime
+  nlohmann::ordered_json model;    // what the JSON says about the model
+};
+
+// A dense model of these widths: the baseline is device::infer on the same file loaded onto a
+// separate host device.
+expected<hit_setup> dense_setup(const scratch_dir& dir, const hitpath_options& options) {
+  hit_setup s;
+  const std::string id = "hit";
+  std::string path;
+  auto created = loaded_single_model_runtime(dir, id, options.layers, &path);
+  if (!created) return std::move(created).error();
+  s.rt = std::move(*created);
+  auto model = open_model_file(path);
+  if (!model) return std::move(model).error();
+  device_spec baseline;  // fields by name: the spec's layout is not part of this bench
+  baseline.type = device_spec::kind::host;
+  baseline.capacity = model->spec.data_bytes;
+  auto dev = make_device(baseline);
+  if (!dev) return std::move(dev).error();
+  auto resident = (*dev)->load(*model);
+  if (!resident) return std::move(resident).error();
+  s.base = {id, {random_input(model->spec.input_width())}};
+  struct state {
+    std::unique_ptr<device> dev;
+    std::unique_ptr<dense_resident> resident;
+    std::vector<float> input;
+    std::vector<std::vector<float>> outputs;  // one per client thread
+  };
+  auto st = std::make_shared<state>();
+  const auto& data = s.base.inputs.front().data;
+  st->input.resize(data.size() / sizeof(float));
+  std::memcpy(st->input.data(), data.data(), data.size());
+  st->outputs.resize(static_cast<std::size_t>(options.threads));
+  st->dev = std::move(*dev);
+  st->resident = std::move(*resident);
+  s.direct = [st](int t, std::string& why) {
+    auto r = st->dev->infer(*st->resident, st->input.data(), st->input.size(), 1, st->outputs[static_cast<std::size_t>(t)]);
+    if (!r) why = r.error().to_string();
+    return bool(r);
+  };
+  s.baseline = st;
+  s.model = {{"backend", "dense"}, {"layers", options.layers}};
+  return s;
+}
+
+#ifdef WARM_BENCH_TORCH
+// The small CNN of tools/torch_models.py (made by /usr/bin/python3 with torch): the baseline is
+// the same file loaded with torch::jit::load and its forward() called directly.
+expected<hit_setup> torchscript_setup(const scratch_dir& dir, const hitpath_options& options) {
+  auto repo = (dir.path() / "repo").string();
+  auto command = "/usr/bin/python3 " WARM_SOURCE_ROOT "/tools/torch_models.py " + repo + " >&2";
+  if (std::system(command.c_str()) != 0)
+    return make_error(errc::unavailable, "tools/torch_models.py failed (is python3-torch installed?)");
+  hit_setup s;
+  runtime_options o;
+  o.repositories = {repo};
+  o.state_dir = (dir.path() / "state").string();
+  o.devices = {"host:256MiB"};
+  auto created = runtime::create(o);
+  if (!created) return std::move(created).error();
+  s.rt = std::move(*created);
+  if (auto r = s.rt->register_model("cnn", model_info("cnn")).get(); !r) return std::move(r).error();
+  if (auto r = s.rt->ensure_loaded("cnn", true).get(); !r) return std::move(r).error();
+  auto direct = torch_direct::load(repo + "/cnn/1/model.pt");
+  if (!direct) return std::move(direct).error();
+  tensor image{"image", dtype::f32, {1, 3, 8, 8}, {}};
+  image.data = random_input(3 * 8 * 8).data;
+  s.base = {"cnn", {image}};
+  std::shared_ptr<torch_direct> module = std::move(*direct);
+  s.direct = [module, inputs = s.base.inputs](int, std::string& why) { return module->run(inputs, why); };
+  s.baseline = module;
+  s.model = {{"backend", "torchscript"}, {"model", "cnn [1, 3, 8, 8] -> [1, 10]"}};
+  return s;
+}
+#endif
+
 }  // namespace
 
 int run_hitpath(const hitpath_options& options) {
@@ -96,39 +181,17 @@ int run_hitpath(const hitpath_options& options) {
   if (options.threads < 1 || options.rounds < 1) return fail("--threads and --rounds must be at least 1");
 
   scratch_dir dir("hitpath");
-  const std::string id = "hit";
-  // The runtime, with the model resident.
-  std::string path;
-  auto created = loaded_single_model_runtime(dir, id, options.layers, &path);
-  if (!created) return fail(created.error().to_string());
-  auto& rt = *created;
-
-  // The baseline: the same file on a device of its own.
-  auto model = open_model_file(path);
-  if (!model) return fail(model.error().to_string());
-  device_spec baseline;  // fields by name: the spec's layout is not part of this bench
-  baseline.type = device_spec::kind::host;
-  baseline.capacity = model->spec.data_bytes;
-  auto dev = make_device(baseline);
-  if (!dev) return fail(dev.error().to_string());
-  auto resident = (*dev)->load(*model);
-  if (!resident) return fail(resident.error().to_string());
-
-  const infer_request base{id, {random_input(model->spec.input_width())}};
-  const auto& base_data = base.inputs.front().data;
-  std::vector<float> direct_input(base_data.size() / sizeof(float));
-  std::memcpy(direct_input.data(), base_data.data(), base_data.size());
-  struct alignas(64) output_buffer {
-    std::vector<float> values;
-  };
-  std::vector<output_buffer> direct_output(static_cast<std::size_t>(options.threads));
-
-  call_fn direct = [&](int t, std::string& why) {
-    auto r = (*dev)->infer(**resident, direct_input.data(), direct_input.size(), 1,
-                           direct_output[static_cast<std::size_t>(t)].values);
-    if (!r) why = r.error().to_string();
-    return bool(r);
-  };
+  expected<hit_setup> setup = make_error(errc::invalid_argument, "--backend is dense or torchscript");
+  if (options.backend == "dense") setup = dense_setup(dir, options);
+#ifdef WARM_BENCH_TORCH
+  if (options.backend == "torchscript") setup = torchscript_setup(dir, options);
+#else
+  if (options.backend == "torchscript") setup = make_error(errc::unavailable, "this build has no TorchScript backend");
+#endif
+  if (!setup) return fail(setup.error().to_string());
+  auto& rt = setup->rt;
+  const auto& base = setup->base;
+  call_fn& direct = setup->direct;
 
   // Callback form: a hit on the route table answers inline. An answer that comes later (through
   // the actors, on another thread) is waited for and counted as deferred; cache_hit false (the
@@ -184,13 +247,13 @@ int run_hitpath(const hitpath_options& options) {
     }
     ratios.push_back(round_warm / round_direct);
   }
-  resident->reset();
+  setup->baseline.reset();
   rt.reset();
   std::uint64_t deferred = 0;
   for (auto& a : answers) deferred += a.deferred;
 
   nlohmann::ordered_json out{{"scenario", "hitpath"},
-                             {"layers", options.layers},
+                             {"model", setup->model},
                              {"threads", options.threads},
                              {"direct_rps", median(direct_rps)},
                              {"warm_rps", median(warm_rps)},

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -21,7 +22,12 @@
 
 #include "benches.hpp"
 #include "storage/file.hpp"
+#include "warm/backend.hpp"
 #include "warm/device.hpp"
+#include "warm/model_repository.hpp"
+#ifdef WARM_BENCH_TORCH
+#include "torch_direct.hpp"
+#endif
 #include "warm/model_writer.hpp"
 
 namespace warm::bench {
@@ -49,7 +55,85 @@ bool plain_read(const std::string& path, std::uint64_t offset, std::uint64_t byt
 
 }  // namespace
 
+#ifdef WARM_BENCH_TORCH
+// `load --backend torchscript`: the encoder of tools/torch_models.py loaded the way warm loads it
+// (the torchscript backend onto a host device: the confined open, torch::jit::load, the size
+// measured, a warm-up inference on zeros) vs torch::jit::load of the same file, alone and followed
+// by one forward() on the same zeros, interleaved and rotated. ratio = the median over repeats of
+// torch::jit::load's time / warm's (1 = no overhead); ratio_first_call the same with the first
+// call, which warm's load includes.
+int run_torch_load(const load_options& options) {
+  auto fail = [](const std::string& message) {
+    std::fprintf(stderr, "warm-bench load: %s\n", message.c_str());
+    return 1;
+  };
+  scratch_dir dir("load-torch");
+  auto repo = (dir.path() / "repo").string();
+  auto command = "/usr/bin/python3 " WARM_SOURCE_ROOT "/tools/torch_models.py " + repo + " >&2";
+  if (std::system(command.c_str()) != 0) return fail("tools/torch_models.py failed (is python3-torch installed?)");
+  auto repository = model_repository::create({repo});
+  if (!repository) return fail(repository.error().to_string());
+  auto where = repository->resolve("encoder");
+  if (!where) return fail(where.error().to_string());
+  auto backend = find_backend(where->kind);
+  if (!backend) return fail(backend.error().to_string());
+  auto described = (*backend)->describe(*where);
+  if (!described) return fail(described.error().to_string());
+  device_spec spec;
+  spec.type = device_spec::kind::host;
+  spec.capacity = std::uint64_t{256} << 20;
+  auto dev = make_device(spec);
+  if (!dev) return fail(dev.error().to_string());
+
+  auto warm_load = [&]() -> expected<double> {
+    auto reservation = (*dev)->reserve(described->predicted_bytes);
+    if (!reservation) return std::move(reservation).error();
+    auto start = clock_type::now();
+    auto model = (*backend)->load(**dev, *where, std::move(*reservation), nullptr);
+    auto seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+    if (!model) return std::move(model).error();
+    return seconds;
+  };
+  // The warm-up's input: zeros of the smallest shape, as warm's load makes them.
+  std::vector<tensor> zeros{{"src", dtype::f32, {1, 5, 16}, std::vector<std::byte>(5 * 16 * 4)}};
+  // Three loads per repeat, rotated: warm's, torch::jit::load alone, and with its first call.
+  std::vector<double> samples[3], ratios, ratios_first_call;
+  for (int r = 0; r < options.repeats; ++r) {
+    double took_s[3] = {0, 0, 0};
+    for (int step = 0; step < 3; ++step) {
+      int which = (step + r) % 3;
+      auto took = which == 0 ? warm_load() : time_torch_load(where->path, which == 2 ? &zeros : nullptr);
+      if (!took) return fail(took.error().to_string());
+      took_s[which] = *took;
+      samples[which].push_back(*took * 1e3);
+    }
+    ratios.push_back(took_s[1] / took_s[0]);
+    ratios_first_call.push_back(took_s[2] / took_s[0]);
+  }
+  nlohmann::ordered_json out{{"scenario", "load"},
+                             {"backend", "torchscript"},
+                             {"model", "encoder (TransformerEncoderLayer d=16, traced)"},
+                             {"file_bytes", std::filesystem::file_size(where->path)},
+                             {"warm_ms", median(samples[0])},
+                             {"torch_load_ms", median(samples[1])},
+                             {"torch_load_first_call_ms", median(samples[2])},
+                             {"ratio", median(ratios)},
+                             {"ratio_first_call", median(ratios_first_call)},
+                             {"repeats", options.repeats}};
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+#endif
+
 int run_load(const load_options& options) {
+  if (options.backend == "torchscript") {
+#ifdef WARM_BENCH_TORCH
+    return run_torch_load(options);
+#else
+    std::fprintf(stderr, "warm-bench load: this build has no TorchScript backend\n");
+    return 1;
+#endif
+  }
   namespace fs = std::filesystem;
   bool own_dir = options.dir.empty();
   fs::path dir = own_dir ? fs::temp_directory_path() / ("warm-bench-load-" + std::to_string(::getpid())) : fs::path(options.dir);

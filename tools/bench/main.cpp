@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   std::string load_bytes = "1GiB";
   auto* load_cmd = app.add_subcommand("load", "Load a model onto the host device vs plain read()");
   load_cmd->add_option("--bytes", load_bytes, "Model size")->capture_default_str();
+  load_cmd->add_option("--backend", load.backend, "dense, or torchscript (warm's load vs torch::jit::load)")
+      ->capture_default_str()->check(CLI::IsMember({"dense", "torchscript"}));
   load_cmd->add_option("--dir", load.dir, "Directory for the model file (default: a temp dir)");
   load_cmd->add_option("--repeats", load.repeats, "Interleaved load/read pairs")->capture_default_str()->check(CLI::Range(1, 100));
   load_cmd->callback([&] {
@@ -89,7 +91,9 @@ int main(int argc, char** argv) {
   warm::bench::hitpath_options hitpath;
   std::string hitpath_layers = "256,256";
   auto* hitpath_cmd = app.add_subcommand("hitpath", "runtime::infer on a loaded model vs device::infer directly");
-  hitpath_cmd->add_option("--layers", hitpath_layers, "Layer widths")->capture_default_str();
+  hitpath_cmd->add_option("--layers", hitpath_layers, "Layer widths (dense)")->capture_default_str();
+  hitpath_cmd->add_option("--backend", hitpath.backend, "dense, or torchscript (a small CNN made with python3-torch)")
+      ->capture_default_str()->check(CLI::IsMember({"dense", "torchscript"}));
   hitpath_cmd->add_option("--seconds", hitpath.seconds, "Total duration")->capture_default_str()->check(CLI::Range(0.1, 600.0));
   hitpath_cmd->add_option("--threads", hitpath.threads, "Client threads")->capture_default_str()->check(CLI::Range(1, 256));
   hitpath_cmd->add_option("--rounds", hitpath.rounds, "Interleaved rounds")->capture_default_str()->check(CLI::Range(1, 100));
