@@ -349,6 +349,26 @@ TEST_CASE("warmd serves TorchScript models over Cap'n Proto and KServe V2 HTTP")
     REQUIRE(st.io.inputs.size() == 2);
     CHECK(describe(st.io.inputs[0]) == "ids I64 [-1, 6]");
   }
+  SECTION("warmctl shows the tensors and makes random inputs of the model's own dtypes and shapes") {
+    auto run = [&](const std::string& args) {
+      std::string command = std::string(std::getenv("WARMCTL")) + " --connect " + d.address() + " " + args + " 2>&1";
+      std::string out;
+      FILE* p = ::popen(command.c_str(), "r");
+      REQUIRE(p);
+      char buffer[4096];
+      while (auto n = std::fread(buffer, 1, sizeof buffer, p)) out.append(buffer, n);
+      CHECK(::pclose(p) == 0);
+      return out;
+    };
+    auto status = run("status pooler");
+    CHECK_THAT(status, Catch::Contains("inputs:") && Catch::Contains("ids I64 [-1, 6]; mask F32 [-1, 6]"));
+    CHECK_THAT(status, Catch::Contains("kind:") && Catch::Contains("torchscript"));
+    auto answer = json::parse(run("--json infer pooler --random --batch 2"));
+    REQUIRE(answer["outputs"].size() == 2);
+    CHECK(answer["outputs"][0]["name"] == "output_0");
+    CHECK(answer["outputs"][0]["shape"] == json::array({2, 3}));
+    CHECK(answer["outputs"][1]["shape"] == json::array({2, 8}));
+  }
   SECTION("an output asked for by name, and a value INT64 cannot hold") {
     auto c = load_case("pooler");
     json ids = json::array(), mask = json::array();
