@@ -149,6 +149,8 @@ struct ResidentModel {
   uses @3 :UInt64;             # uses served by this resident copy (since it was loaded)
   idleSeconds @4 :Float64;     # since its last use; -1 if not used since it was loaded
   score @5 :Float64;           # the policy's score, what the eviction order is by (docs/policies.md)
+  predicted @6 :UInt64;        # bytes reserved before it loaded (weights, an estimate or a size hint)
+  measured @7 :UInt64;         # what its load measured (bytes is settled on it); 0 when its backend's charge is exact
 }
 
 struct DeviceInfo {

@@ -25,6 +25,7 @@
 #include "warm/backend.hpp"
 #include "gpu/upload_pipeline.hpp"
 #include "warm/runtime.hpp"
+#include "warm/model_writer.hpp"
 #include "warm/safetensors.hpp"
 
 using namespace warm;
@@ -269,6 +270,95 @@ TEST_CASE("TorchScript models are placed only on devices that can run them") {
     auto st = (*rt)->status("cnn").get();
     REQUIRE(st);
     CHECK(st->device == "host");
+  }
+}
+
+// The resident entry for `model` on the first device; fails the test when it is not resident.
+resident_info resident_entry(runtime& w, const std::string& model) {
+  auto snapshot = w.inspect().get();
+  REQUIRE(snapshot);
+  for (const auto& r : snapshot->devices.at(0).resident)
+    if (r.model == model) return r;
+  FAIL(model << " is not resident");
+  return {};
+}
+
+TEST_CASE("a TorchScript model is charged what its load measured, not what its file says") {
+  temp_dir state;
+  auto o = options_for(state.path);
+  auto file_size = [](const char* model) { return fs::file_size(models_dir / "repo" / model / "1" / "model.pt"); };
+
+  SECTION("the measurement replaces the prediction, up or down") {
+    auto rt = runtime::create(o);
+    REQUIRE(rt);
+    auto& w = **rt;
+    for (const char* id : {"balloon", "cnn"}) {
+      INFO("model " << id);
+      REQUIRE(w.register_model(id, model_info(id)).get());
+      REQUIRE(w.ensure_loaded(id, true).get());
+      auto r = resident_entry(w, id);
+      CHECK(r.predicted == file_size(id));
+      CHECK(r.measured > 0);
+      CHECK(r.bytes == r.measured);
+      auto st = w.status(id).get();
+      REQUIRE(st);
+      CHECK(st->bytes == r.measured);  // later loads reserve it
+    }
+    // A few KiB on disk; its warm-up's 16 MiB of scratch is what it takes.
+    CHECK(file_size("balloon") < 64 * 1024);
+    CHECK(resident_entry(w, "balloon").measured >= (std::uint64_t{16} << 20));
+    auto snapshot = w.inspect().get();
+    REQUIRE(snapshot);
+    CHECK(snapshot->devices[0].used == resident_entry(w, "balloon").bytes + resident_entry(w, "cnn").bytes);
+  }
+
+  SECTION("a device that is full evicts for the rest") {
+    o.devices = {"host:24MiB"};
+    for (const char* id : {"dense_a", "dense_b"}) {
+      dense_model_options d;
+      d.widths = widths_for_bytes(std::uint64_t{7} << 20);
+      REQUIRE(write_dense_model((state.path / "repo" / id / "1" / "model.safetensors").string(), d));
+    }
+    o.repositories.push_back((state.path / "repo").string());
+    auto rt = runtime::create(o);
+    REQUIRE(rt);
+    auto& w = **rt;
+    for (const char* id : {"dense_a", "dense_b", "balloon"}) REQUIRE(w.register_model(id, model_info(id)).get());
+    REQUIRE(w.ensure_loaded("dense_a", true).get());
+    REQUIRE(w.ensure_loaded("dense_b", true).get());
+    // 14 MiB resident, 10 free: the balloon's prediction fits, its 16 MiB do not.
+    auto loaded = w.ensure_loaded("balloon", true).get();
+    REQUIRE((loaded ? std::string("loaded") : loaded.error().message) == "loaded");
+    auto snapshot = w.inspect().get();
+    REQUIRE(snapshot);
+    const auto& dev = snapshot->devices[0];
+    CHECK(dev.evictions >= 1);
+    CHECK(dev.used <= dev.capacity);
+    std::uint64_t charged = 0;
+    for (const auto& r : dev.resident) charged += r.bytes;
+    CHECK(charged + dev.draining == dev.used);
+    CHECK(resident_entry(w, "balloon").bytes >= (std::uint64_t{16} << 20));
+  }
+
+  SECTION("a model that takes more than the device holds fails as too large, and stays refused") {
+    o.devices = {"host:12MiB"};
+    auto rt = runtime::create(o);
+    REQUIRE(rt);
+    auto& w = **rt;
+    REQUIRE(w.register_model("balloon", model_info("balloon")).get());
+    auto loaded = w.ensure_loaded("balloon", true).get();
+    REQUIRE(!loaded);
+    CHECK(loaded.error().code == errc::model_too_large);
+    CHECK_THAT(loaded.error().message, Catch::Contains("once loaded, more than the"));
+    auto snapshot = w.inspect().get();
+    REQUIRE(snapshot);
+    CHECK(snapshot->devices[0].used == 0);  // nothing kept, nothing leaked
+    auto st = w.status("balloon").get();
+    REQUIRE(st);
+    CHECK(st->bytes >= (std::uint64_t{16} << 20));
+    auto again = w.ensure_loaded("balloon", true).get();
+    REQUIRE(!again);
+    CHECK(again.error().code == errc::model_too_large);
   }
 }
 

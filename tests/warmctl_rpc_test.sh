@@ -168,7 +168,8 @@ done
 expect 0 inspect
 grep -q "registered models" "$dir/out" || fail "inspect summary: $(cat "$dir/out")"
 expect 0 inspect cache
-grep -q "^MODEL  *SIZE  *SCORE" "$dir/out" || fail "inspect cache has no SCORE column: $(cat "$dir/out")"
+grep -q "^MODEL  *SIZE  *PREDICTED  *MEASURED  *SCORE" "$dir/out" || fail "inspect cache has no PREDICTED, MEASURED and SCORE columns: $(cat "$dir/out")"
+grep -q "^small  *848 B  *848 B  *exact " "$dir/out" || fail "inspect cache: a dense model is predicted its weights, measured exact: $(cat "$dir/out")"
 grep -q "eviction order" "$dir/out" || fail "inspect cache order: $(cat "$dir/out")"
 expect 0 inspect queue
 grep -q "^MODEL  *KIND  *AGE  *ATTEMPTS  *WAITERS" "$dir/out" || fail "inspect queue has no WAITERS column: $(cat "$dir/out")"

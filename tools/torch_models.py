@@ -5,7 +5,7 @@ Usage: torch_models.py REPO [CASES]
 
 Writes REPO/<model>/1/model.pt for each model below (cnn, cnn_plain, encoder, pooler), and with
 CASES, CASES/<model>.safetensors holding inputs ("input.<name>") and the outputs PyTorch computed
-for them ("output.<name>"). Deterministic for its seed. Exits 77 (meson's "skipped") when this
+for them ("output.<name>"), and the tests' balloon model. Deterministic for its seed. Exits 77 (meson's "skipped") when this
 Python has no torch: run it with /usr/bin/python3, which sees Debian's python3-torch.
 """
 import json
@@ -71,6 +71,19 @@ class Pooler(nn.Module):
         return self.head(pooled), pooled
 
 
+class Balloon(nn.Module):
+    """A model of a few bytes whose forward() makes 16 MiB of scratch per row: a file that says
+    nothing of the memory the model takes (tests of measured sizes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        scratch = torch.ones(x.shape[0], 1 << 22)
+        return x * self.scale + scratch.sum(1, keepdim=True)
+
+
 def declaration(inputs, outputs, batched=True):
     side = lambda specs: [{"name": n, "datatype": d, "shape": s} for n, d, s in specs]
     return json.dumps({"inputs": side(inputs), "outputs": side(outputs), "batched": batched})
@@ -114,6 +127,8 @@ def main():
 
     if cases is None:
         return
+    save(repo, "balloon", torch.jit.script(Balloon().eval()),
+         declaration([("x", "FP32", [-1, 1])], [("output", "FP32", [-1, 1])]))
     os.makedirs(cases, exist_ok=True)
     with torch.inference_mode():
         image = torch.randn(3, 3, 8, 8)

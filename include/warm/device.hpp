@@ -123,12 +123,25 @@ class resident_model {
   // returns the outputs in io().outputs order. Thread-safe.
   virtual expected<std::vector<tensor>> run(const std::vector<tensor>& inputs, std::uint64_t batch) const = 0;
 
+  // What the load measured the model takes on its device, for backends that measure it
+  // (TorchScript: the peak of libtorch's allocations while loading and warming up); 0 for those
+  // whose charge is exact by construction (dense: its weights buffer is the model).
+  std::uint64_t measured_bytes() const { return measured_; }
+  // Bytes the model needs beyond its charge: measured_bytes() - bytes() when that is positive.
+  std::uint64_t shortfall() const { return measured_ > bytes() ? measured_ - bytes() : 0; }
+  // Settles the charge on the measurement, after which bytes() == measured_bytes(): gives back
+  // what exceeds it, or absorbs `more`, which must hold exactly shortfall() bytes of the same
+  // device (asserts). Not thread-safe: call it before the model is shared.
+  virtual void settle(memory_reservation more);
+
  protected:
   resident_model(const device& owner, model_io io) : owner_(&owner), io_(std::move(io)) {}
+  void set_measured_bytes(std::uint64_t bytes) { measured_ = bytes; }
 
  private:
   const device* owner_;
   model_io io_;
+  std::uint64_t measured_ = 0;
 };
 
 // A dense model resident on a device: its weights buffer and layout.

@@ -118,6 +118,8 @@ struct resident_info {
   std::uint64_t uses = 0;
   double idle_seconds = 0;
   double score = 0;  // the policy's score, what the eviction order is by (docs/policies.md)
+  std::uint64_t predicted = 0;  // bytes reserved before it loaded
+  std::uint64_t measured = 0;   // what its load measured; 0 when its backend's charge is exact
 };
 struct device_info {
   std::string name;

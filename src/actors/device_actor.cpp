@@ -17,6 +17,8 @@ struct resident {
   model_actor owner;
   std::uint64_t seen_uses = 0;  // slot uses already reported to the policy
   timestamp installed{};
+  std::uint64_t predicted = 0;  // reserved before its load
+  std::uint64_t measured = 0;   // what the load measured (0: its backend's charge is exact)
 };
 
 struct device_state {
@@ -29,6 +31,12 @@ struct device_state {
   std::uint64_t swaps = 0;  // importance heaps swapped in
   device_metrics* metrics = nullptr;  // this device's entry in config.metrics
   load_penalty penalties;  // measured load times: the penalty the policy is told at each insert
+  // Settling reservations that wait for evicted models' bytes to come back (msg::reserve::settle).
+  struct waiting_settle {
+    msg::reserve request;
+    caf::typed_response_promise<msg::reserve_result> promise;
+  };
+  std::vector<waiting_settle> settling;
 
   ~device_state() {
     for (auto& [id, r] : residents) r.slot->withdraw();
@@ -151,6 +159,29 @@ msg::reserve_result reserve_bytes(self_ptr self, const msg::reserve& m) {
   return result;
 }
 
+// Whether the bytes draining now would make room for `bytes` once they are back.
+bool room_on_its_way(const device_state& s, std::uint64_t bytes) {
+  auto free = s.config.dev->capacity() - s.config.dev->used();
+  return free + draining_bytes(s) >= bytes;
+}
+
+// Answers settling reservations whose room has come back (or can no longer come), in arrival
+// order. Runs before the pool hears of freed bytes, so a loaded model is never starved by loads
+// that have not started.
+void retry_settles(self_ptr self) {
+  auto& waiting = self->state.settling;
+  std::vector<device_state::waiting_settle> still;
+  for (auto& w : waiting) {
+    auto result = reserve_bytes(self, w.request);
+    if (!result.reservation && result.error.code == errc::capacity_exhausted &&
+        room_on_its_way(self->state, w.request.bytes))
+      still.push_back(std::move(w));
+    else
+      w.promise.deliver(std::move(result));
+  }
+  waiting = std::move(still);
+}
+
 device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<device_actor_config> config,
                                             loader_pool_actor pool) {
   self->state.config = std::move(*config);
@@ -161,7 +192,15 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
   self->state.metrics = &cfg.metrics->devices[cfg.index];
   auto weak_self = caf::actor_cast<caf::weak_actor_ptr>(self);
   return {
-      [=](msg::reserve& m) -> msg::reserve_result { return reserve_bytes(self, m); },
+      [=](msg::reserve& m) -> caf::result<msg::reserve_result> {
+        auto result = reserve_bytes(self, m);
+        if (result.reservation || !m.settle || result.error.code != errc::capacity_exhausted ||
+            !room_on_its_way(self->state, m.bytes))
+          return result;
+        auto promise = self->make_response_promise<msg::reserve_result>();
+        self->state.settling.push_back({m, promise});
+        return promise;
+      },
       [=](msg::install& m) {
         auto& s = self->state;
         auto& dev = *s.config.dev;
@@ -172,6 +211,7 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
           };
         };
         // The slot's callback needs the slot's address: build the slot, then its callback.
+        auto measured = (*m.weights)->measured_bytes();
         auto slot = std::make_shared<serving_slot>(m.model, dev, std::move(*m.weights), nullptr);
         slot->set_release(release(slot.get()));
         slot->set_reclaimer(s.config.reclaim);
@@ -181,7 +221,7 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
           withdraw(self, m.model, eviction_reason::replaced);
           self->send(stale.owner, msg::unload{m.model, stale.slot, eviction_reason::replaced});
         }
-        s.residents[m.model] = resident{slot, m.owner, 0, s.config.time->now()};
+        s.residents[m.model] = resident{slot, m.owner, 0, s.config.time->now(), m.predicted, measured};
         s.metrics->models_loaded.set(static_cast<std::int64_t>(s.residents.size()));
         // The policy weighs the model by what reloading it costs: its mean load time here (an
         // estimate from the device's measured bandwidth while no load of it has been timed).
@@ -198,6 +238,7 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
           withdraw(self, m.model, eviction_reason::unload);
         else if (m.slot && !m.slot->withdraw())
           s.draining.push_back(m.slot);
+        retry_settles(self);
         tell_pool_if_waiting(self);
       },
       [=](msg::slot_released& m) {
@@ -206,6 +247,7 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
           auto& d = s.draining;
           d.erase(std::remove_if(d.begin(), d.end(), [&](auto& slot) { return slot.get() == m.slot; }), d.end());
         }
+        retry_settles(self);
         tell_pool_if_waiting(self);
       },
       [=](msg::collect_scores&) -> caf::result<msg::scores_collected> {
@@ -244,7 +286,8 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
           ++ranked_residents;
           auto& slot = *it->second.slot;
           auto idle = slot.uses() ? std::chrono::duration<double>(now - slot.last_used()).count() : -1;
-          info.resident.push_back({ranked.model, slot.bytes(), slot.in_flight(), slot.uses(), idle, ranked.score});
+          info.resident.push_back({ranked.model, slot.bytes(), slot.in_flight(), slot.uses(), idle, ranked.score,
+                                   it->second.predicted, it->second.measured});
         }
         info.untracked += s.residents.size() - ranked_residents;
         m.done(std::move(info));

@@ -7,7 +7,9 @@
 //       model_too_large if bytes exceed the capacity; otherwise evicts policy-chosen victims that
 //       have no inference in flight (telling each owner unload{reason capacity}) and reserves
 //       the bytes, or answers capacity_exhausted and sends the pool device_freed once anything
-//       frees (a quiesced eviction, an idle model).
+//       frees (a quiesced eviction, an idle model). With `settle` (the rest of a loaded model's
+//       measured size) a refusal whose room is already draining is answered once the bytes are
+//       back, before the pool hears of them.
 //   install{model, owner, weights}  from the pool → load_done{slot} to the owner (model actor).
 //   unload{model, slot, unload}     from a model actor (an operator's unload, unregistration)
 //       → withdraws the slot.

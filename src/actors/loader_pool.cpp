@@ -34,6 +34,9 @@ loader_worker_actor::behavior_type loader_worker(loader_worker_actor::stateful_p
         stats.copied = job.progress.get();
         auto loaded = self->state.loader->load(*job.dev, job.where, std::move(*job.reservation), &stats);
         if (loaded) {
+          // A measurement within the reservation settles here (the excess goes back now); one
+          // beyond it is settled by the pool once the device actor has made room for the rest.
+          if ((*loaded)->shortfall() == 0) (*loaded)->settle({});
           result.model = std::make_shared<std::unique_ptr<resident_model>>(std::move(*loaded));
         } else {
           result.error = std::move(loaded).error();
@@ -47,7 +50,8 @@ loader_worker_actor::behavior_type loader_worker(loader_worker_actor::stateful_p
 
 // ---- the pool -------------------------------------------------------------------------------
 
-enum class phase { queued, reserving, loading };
+// settling: loaded, and measured more than was reserved; the device actor reserves the rest.
+enum class phase { queued, reserving, loading, settling };
 
 struct load_record {
   std::string model;
@@ -63,6 +67,7 @@ struct load_record {
   bool cancelled = false;
   timestamp queued_at{};  // when it last entered the queue (metrics: queue wait)
   std::optional<file_seen> file;  // as its last failed attempt saw it
+  std::uint64_t measured = 0;     // what the model took when its charge could not be settled
 };
 
 struct pool_state {
@@ -115,7 +120,7 @@ void fail(self_ptr self, load_record& r, warm::error error) {
   auto& s = self->state;
   ++s.failed;
   auto retry_at = s.failures.next_expiry(r.model, now(self));
-  self->send(r.owner, msg::load_failed{std::move(error), retry_at, r.file});
+  self->send(r.owner, msg::load_failed{std::move(error), retry_at, r.file, r.measured});
   finish(self, r.model);
 }
 
@@ -253,6 +258,31 @@ load_record* awaited(pool_state& s, const msg::registration& who) {
 }
 
 void on_loaded(self_ptr self, loader_worker_actor worker, const msg::registration& who, msg::load_result& m);
+void settle(self_ptr self, load_record& r, msg::load_result loaded);
+
+// The load is done and its charge settled: the device actor installs it and tells the owner.
+void install(self_ptr self, load_record& r, std::shared_ptr<std::unique_ptr<resident_model>> model, double seconds) {
+  auto& s = self->state;
+  s.metrics->load_seconds.observe(seconds);
+  s.failures.clear(r.model);
+  self->send(s.devices[r.device], msg::install{r.model, r.owner, std::move(model), seconds, r.bytes});
+  finish(self, r.model);
+}
+
+// An attempt failed on r.device: records it, and retries on another eligible device or gives up.
+void attempt_failed(self_ptr self, load_record& r, warm::error error, std::optional<file_seen> file) {
+  auto& s = self->state;
+  s.blocked[r.device] = false;  // the failed load's memory is gone
+  s.metrics->load_failures.add();
+  s.failures.record(r.model, s.device_names[r.device], now(self), error);
+  if (file) r.file = file;
+  bool retry = r.attempts < s.config.max_attempts &&
+               s.failures.first_eligible(r.model, s.device_names, now(self)).has_value();
+  if (retry)
+    requeue(s, r);
+  else
+    fail(self, r, std::move(error));
+}
 
 // A device's answer to a reservation.
 void on_reserved(self_ptr self, const msg::registration& who, msg::reserve_result& m) {
@@ -308,24 +338,61 @@ void on_loaded(self_ptr self, loader_worker_actor worker, const msg::registratio
     s.blocked[device] = false;
     self->send(r.owner, msg::load_cancelled{});
     finish(self, r.model);
+  } else if (m.model && (*m.model)->shortfall() > 0) {
+    settle(self, r, std::move(m));
   } else if (m.model) {
-    s.metrics->load_seconds.observe(m.seconds);
-    s.failures.clear(r.model);
-    self->send(s.devices[device], msg::install{r.model, r.owner, std::move(m.model), m.seconds});
-    finish(self, r.model);
+    install(self, r, std::move(m.model), m.seconds);
   } else {
-    s.blocked[device] = false;  // the failed load's buffer is gone
-    s.metrics->load_failures.add();
-    s.failures.record(r.model, s.device_names[device], now(self), m.error);
-    r.file = m.file;
-    bool retry = r.attempts < s.config.max_attempts &&
-                 s.failures.first_eligible(r.model, s.device_names, now(self)).has_value();
-    if (retry)
-      requeue(s, r);
-    else
-      fail(self, r, std::move(m.error));
+    attempt_failed(self, r, std::move(m.error), m.file);
   }
   dispatch(self);
+}
+
+// The model measured more than was reserved: the device actor reserves the rest (evicting for
+// it as for any reservation) before the model may serve; until then it counts as a running load.
+void settle(self_ptr self, load_record& r, msg::load_result loaded) {
+  auto& s = self->state;
+  r.at = phase::settling;
+  ++s.running;
+  auto model = std::move(loaded.model);
+  auto more = (*model)->shortfall();
+  auto seconds = loaded.seconds;
+  auto answered = [self, who = r.who, model, seconds](msg::reserve_result& m) {
+    auto& s = self->state;
+    --s.running;
+    auto* found = awaited(s, who);
+    if (!found) return dispatch(self);
+    auto& r = *found;
+    if (r.cancelled) {
+      model->reset();  // frees the bytes
+      s.blocked[r.device] = false;
+      self->send(r.owner, msg::load_cancelled{});
+      finish(self, r.model);
+    } else if (m.reservation) {
+      (*model)->settle(std::move(*m.reservation));
+      install(self, r, model, seconds);
+    } else {
+      auto measured = (*model)->measured_bytes();
+      auto reserved = (*model)->bytes();
+      model->reset();
+      s.blocked[r.device] = false;
+      auto& dev = *s.config.devices[r.device];
+      auto code = measured > dev.capacity() ? errc::model_too_large : m.error.code;
+      r.measured = r.bytes = measured;  // a retry reserves what the model takes
+      attempt_failed(self, r,
+                     make_error(code, r.model + ": it takes " + format_bytes(measured) + " on " + dev.name() +
+                                          " once loaded, more than the " + format_bytes(reserved) +
+                                          " reserved, and the rest does not fit: " + m.error.message),
+                     std::nullopt);
+    }
+    dispatch(self);
+  };
+  self->request(s.devices[r.device], caf::infinite, msg::reserve{r.model, more, true})
+      .then(answered, [answered](caf::error& e) {  // the device stopped (the runtime stops)
+        msg::reserve_result m;
+        m.error = from_caf_error(e);
+        answered(m);
+      });
 }
 
 loader_pool_actor::behavior_type loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> config) {
@@ -397,7 +464,8 @@ loader_pool_actor::behavior_type loader_pool(self_ptr self, std::shared_ptr<load
         std::vector<running_load> running;
         for (auto& [model, r] : s.loads)
           if (r.at != phase::queued)
-            running.push_back({model, s.device_names[r.device], r.at == phase::reserving ? "reserving" : "loading",
+            running.push_back({model, s.device_names[r.device],
+                               r.at == phase::reserving ? "reserving" : r.at == phase::loading ? "loading" : "settling",
                                r.attempts});
         std::vector<failure_info> failures;
         for (auto& f : s.failures.snapshot(t))

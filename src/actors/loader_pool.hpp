@@ -3,7 +3,12 @@
 // Loads run on `max_concurrent_loads` worker actors spawned detached (each its own thread), never
 // on CAF scheduler threads; a worker reports its result as a message. A load goes
 //   queued → reserving (a device actor makes room) → loading (a worker copies the bytes)
-//   → installed on the device, which tells the model actor; or → failed / cancelled.
+//   [→ settling] → installed on the device, which tells the model actor; or → failed / cancelled.
+// A backend that measures its model (TorchScript) may find it takes more than was reserved: the
+// load then settles, asking the device actor to reserve the rest (evicting for it like any
+// reservation). When the rest cannot be had, the model is dropped and the attempt fails with
+// capacity_exhausted (model_too_large when it exceeds the device), and the next attempt reserves
+// the measured size from the start. A model never serves before its whole size is charged.
 // Reservations count against max_concurrent_loads, so at most that many loads hold bytes
 // without being resident.
 //

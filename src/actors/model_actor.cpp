@@ -338,6 +338,7 @@ model_actor::behavior_type model_behavior(self_ptr self, std::shared_ptr<model_a
         }
         drop_slot(self);
         s.slot = m.slot;
+        s.bytes = m.slot->bytes();  // what it measured replaces the prediction for later loads
         s.slot_device = device;
         s.device = m.device;
         s.last_error.reset();
@@ -358,6 +359,7 @@ model_actor::behavior_type model_behavior(self_ptr self, std::shared_ptr<model_a
         s.device.clear();
         s.retry_at = m.retry_at;
         s.failed_file = m.file;
+        if (m.measured) s.bytes = m.measured;  // the next load reserves what it took
         auto code = m.error.code == errc::model_too_large ? errc::model_too_large : errc::load_failed;
         s.last_error = make_error(code, m.error.message);
         set_state(self, model_state::loading_failed);

@@ -9,8 +9,10 @@
 #include <torch/script.h>
 
 #include <ATen/Parallel.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
 
 #include <atomic>
+#include <cassert>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
@@ -153,6 +155,33 @@ expected<opened_module> open_module(const model_location& where) {
   return out;
 }
 
+// Measures what a load takes: the bytes libtorch's CPU allocator hands out on this thread (and the
+// intra-op threads it propagates to) while the meter is installed, live and at their peak.
+// libtorch 1.13 keeps no statistics for CPU memory (its caching allocator with statistics is the
+// CUDA one), but its CPU allocator reports each allocation and free to the thread's memory
+// reporter, the hook PyTorch's own memory profiler uses: installing a meter there counts exactly
+// the tensor storage a load makes (parameters, buffers, the archive's records, the warm-up's
+// activations and workspace) with no cost to anything else the process runs. The interpreter's
+// own small structures (code, graphs) are not tensors and go uncounted; a size hint covers models
+// where they matter.
+class allocation_meter final : public c10::MemoryReportingInfoBase {
+ public:
+  void reportMemoryUsage(void*, std::int64_t bytes, std::int64_t, std::int64_t, c10::Device device) override {
+    if (device.type() != c10::DeviceType::CPU) return;
+    auto live = live_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    auto peak = peak_.load(std::memory_order_relaxed);
+    while (live > peak && !peak_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+    }
+  }
+  bool memoryProfilingEnabled() const override { return true; }
+
+  std::uint64_t peak() const { return static_cast<std::uint64_t>(std::max<std::int64_t>(0, peak_.load())); }
+
+ private:
+  std::atomic<std::int64_t> live_{0};
+  std::atomic<std::int64_t> peak_{0};
+};
+
 std::uint64_t tensor_bytes(const at::Tensor& t) { return static_cast<std::uint64_t>(t.numel()) * t.element_size(); }
 
 // The bytes of the module's parameters and buffers.
@@ -171,7 +200,14 @@ class torchscript_model final : public resident_model {
         charged_(std::move(charged)),
         parameters_(parameters) {}
 
+  void measured(std::uint64_t bytes) { set_measured_bytes(bytes); }
+
   std::uint64_t bytes() const override { return charged_.bytes(); }
+  void settle(memory_reservation more) override {
+    assert(more.bytes() == shortfall() && "settling with a reservation that is not the shortfall");
+    charged_.absorb(std::move(more));
+    charged_.shrink_to(measured_bytes());
+  }
   std::uint64_t max_batch() const override { return std::uint64_t{1} << 24; }
   std::uint64_t cost(std::uint64_t batch) const override {
     return parameters_ != 0 && batch > UINT64_MAX / parameters_ ? UINT64_MAX : batch * parameters_;
@@ -287,18 +323,14 @@ class torchscript_backend final : public backend {
   expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
                                                  memory_reservation reservation, load_stats* stats) const override {
     auto started = std::chrono::steady_clock::now();
+    // Everything libtorch allocates from here to the end of the warm-up is the model's: its
+    // measured size is the peak, and replaces the reservation once the loader settles it (it
+    // gives back the excess, or reserves the rest through the device actor, which may evict).
+    auto meter = std::make_shared<allocation_meter>();
+    c10::DebugInfoGuard metering(c10::DebugInfoKind::PROFILER_STATE, meter);
     auto opened = open_module(where);
     if (!opened) return make_error(errc::load_failed, opened.error().message);
-    auto measured = state_bytes(opened->module);
-    if (measured > reservation.bytes()) {
-      // More than was reserved: charge the difference now, or fail without over-committing.
-      auto more = dev.reserve(measured - reservation.bytes());
-      if (!more)
-        return make_error(more.error().code, where.path + ": its parameters and buffers take " + format_bytes(measured) +
-                                                 ", more than the " + format_bytes(reservation.bytes()) +
-                                                 " reserved, and the rest does not fit: " + more.error().message);
-      reservation.absorb(std::move(*more));
-    }
+    auto state = state_bytes(opened->module);
     std::uint64_t parameters = 0;
     for (const auto& p : opened->module.parameters()) parameters += static_cast<std::uint64_t>(p.numel());
     auto warm_up = warm_up_inputs(opened->io);
@@ -309,6 +341,8 @@ class torchscript_backend final : public backend {
       if (!ran)
         return make_error(errc::load_failed, where.path + ": the warm-up inference on zeros failed: " + ran.error().message);
     }
+    auto measured = std::max(meter->peak(), state);
+    model->measured(measured);
     if (stats) {
       stats->bytes = measured;
       stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -403,6 +403,8 @@ void to_capnp(const inspection& s, Inspection::Builder out) {
       resident[j].setUses(r.uses);
       resident[j].setIdleSeconds(r.idle_seconds);
       resident[j].setScore(r.score);
+      resident[j].setPredicted(r.predicted);
+      resident[j].setMeasured(r.measured);
     }
   }
   auto queue = out.initQueue(static_cast<unsigned>(s.queue.size()));
@@ -453,7 +455,8 @@ inspection from_capnp(Inspection::Reader s) {
     o.score_swaps = d.getScoreSwaps();
     for (auto r : d.getResident())
       o.resident.push_back(
-          {to_std(r.getModel()), r.getBytes(), r.getInFlight(), r.getUses(), r.getIdleSeconds(), r.getScore()});
+          {to_std(r.getModel()), r.getBytes(), r.getInFlight(), r.getUses(), r.getIdleSeconds(), r.getScore(),
+           r.getPredicted(), r.getMeasured()});
     out.devices.push_back(std::move(o));
   }
   for (auto q : s.getQueue())

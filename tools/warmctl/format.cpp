@@ -73,7 +73,9 @@ json resident_json(const device_info& d) {
                         {"in_flight", r.in_flight},
                         {"uses", r.uses},
                         {"idle_seconds", r.idle_seconds},
-                        {"score", r.score}});
+                        {"score", r.score},
+                        {"predicted", r.predicted},
+                        {"measured", r.measured}});
   return resident;
 }
 
@@ -113,9 +115,12 @@ void print_cache(std::ostream& out, const inspection& s) {
     const auto& d = s.devices[i];
     out << (i ? "\n" : "") << d.name << " (" << d.policy << ", " << format_bytes(d.used) << " of "
         << format_bytes(d.capacity) << "), resident in eviction order (next victim first):\n";
-    table t({"MODEL", "SIZE", "SCORE", "IN_FLIGHT", "USES", "IDLE"});
+    // SIZE is what the model is charged; PREDICTED what was reserved before it loaded; MEASURED
+    // what the load measured ("exact" for backends whose charge is their buffer).
+    table t({"MODEL", "SIZE", "PREDICTED", "MEASURED", "SCORE", "IN_FLIGHT", "USES", "IDLE"});
     for (const auto& r : d.resident)
-      t.add({r.model, format_bytes(r.bytes), score_text(r.score), std::to_string(r.in_flight),
+      t.add({r.model, format_bytes(r.bytes), format_bytes(r.predicted),
+             r.measured ? format_bytes(r.measured) : "exact", score_text(r.score), std::to_string(r.in_flight),
              std::to_string(r.uses), idle_text(r.idle_seconds)});
     t.print(out);
   }

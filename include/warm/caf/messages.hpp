@@ -414,6 +414,9 @@ struct load_failed {
   // The model's file as the failed load saw it before reading; absent when no load ran (refused
   // by every device). The model actor compares it with the file now to tell a stale record.
   std::optional<file_seen> file;
+  // What the model measured when it loaded but its charge could not be settled (0 otherwise):
+  // the model's next load reserves this.
+  std::uint64_t measured = 0;
 };
 // The pool dropped a cancelled load; nothing of it remains.
 struct load_cancelled {};
@@ -478,7 +481,9 @@ struct load_job {
   std::shared_ptr<std::atomic<std::uint64_t>> progress;  // the worker's live byte count
 };
 struct load_result {
-  std::shared_ptr<std::unique_ptr<resident_model>> model;  // set on success
+  // Set on success. Its charge is settled when it measured no more than was reserved; otherwise
+  // its shortfall() is still to be reserved (by the device actor, which may evict for it).
+  std::shared_ptr<std::unique_ptr<resident_model>> model;
   warm::error error;
   double seconds = 0;
   file_seen file;  // on failure: the model's file as the worker saw it before the load
@@ -490,6 +495,9 @@ struct load_result {
 struct reserve {
   std::string model;
   std::uint64_t bytes = 0;
+  // The rest of a loaded model's measured size: when the models evicted for it are still
+  // draining, answered once their bytes are back rather than refused at once.
+  bool settle = false;
 };
 struct reserve_result {
   std::shared_ptr<memory_reservation> reservation;  // set on success
@@ -498,8 +506,9 @@ struct reserve_result {
 struct install {
   std::string model;
   model_actor owner;  // told load_done
-  std::shared_ptr<std::unique_ptr<resident_model>> weights;
+  std::shared_ptr<std::unique_ptr<resident_model>> weights;  // its charge settled
   double seconds = 0;
+  std::uint64_t predicted = 0;  // the bytes reserved before the load (inspection)
 };
 struct slot_released {
   std::string model;
