@@ -163,6 +163,8 @@ struct DeviceInfo {
   evictions @5 :UInt64;        # models evicted since the server started
   scoreSwaps @6 :UInt64;       # importance heaps swapped in (iam)
   resident @7 :List(ResidentModel);  # in eviction order: the policy's next victim first
+  state @8 :Text;              # a model runtime's own state (pid, restarts, why not ready);
+                               # empty for warm's own devices
 }
 
 struct QueuedLoad {

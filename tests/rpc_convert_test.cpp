@@ -209,7 +209,7 @@ TEST_CASE("inference requests and results round-trip") {
 
 TEST_CASE("inspections and events round-trip") {
   inspection s;
-  s.devices.push_back({"host0", "kdf", 100, 50, 10, 3, 1, {{"m", 40, 1, 7, 0.5}}});
+  s.devices.push_back({"host0", "kdf", 100, 50, 10, 3, 1, {{"m", 40, 1, 7, 0.5}}, "runtime pid 7, restarts 1", 0});
   s.queue.push_back({"q", true, 12.0, 1, 5});
   s.running.push_back({"r", "host0", "loading", 2});
   s.failures.push_back({"f", "host0", make_error(errc::load_failed, "bad"), 1.0, 599.0});
@@ -232,6 +232,7 @@ TEST_CASE("inspections and events round-trip") {
   REQUIRE(b.devices.size() == 1);
   CHECK(b.devices[0].name == "host0");
   CHECK(b.devices[0].used == 50);
+  CHECK(b.devices[0].state == "runtime pid 7, restarts 1");
   REQUIRE(b.devices[0].resident.size() == 1);
   CHECK(b.devices[0].resident[0].uses == 7);
   CHECK(b.queue.at(0).waiting);

@@ -51,7 +51,7 @@ TEST_CASE("infer results print F32 outputs as numbers") {
 
 TEST_CASE("inspection sections hold only their part") {
   inspection s;
-  s.devices.push_back({"host", "kdf", 100, 10, 0, 1, 0, {{"m", 10, 0, 3, 1.5}}});
+  s.devices.push_back({"host", "kdf", 100, 10, 0, 1, 0, {{"m", 10, 0, 3, 1.5}}, "", 0});
   s.queue.push_back({"q", true, 12, 1, 3});
   s.failures.push_back({"f", "host", make_error(errc::load_failed, "bad"), 1, 9});
   CHECK(inspection_section(s, "devices")["devices"][0]["resident_count"] == 1);

@@ -62,7 +62,9 @@ expected<model_description> describe_model(const model_location& where);
 // for dense models; libtorch's intra-op threads for TorchScript ones). Process-wide; 1 by default.
 void set_backend_threads(int threads);
 
-// Whether a model at `where` can run on `dev` (false for a kind this build does not serve).
-bool runs_on(const model_location& where, const device& dev);
+// Whether a model at `where` can run on `dev`: for a device that hosts models itself (a model
+// runtime), whether it serves the kind; otherwise whether this build's backend for the kind runs
+// there (false for a kind this build does not serve).
+bool runs_on(const model_location& where, device& dev);
 
 }  // namespace warm

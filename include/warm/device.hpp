@@ -10,16 +10,20 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "warm/dense_model.hpp"
 #include "warm/error.hpp"
 #include "warm/model_io.hpp"
+#include "warm/model_repository.hpp"
 
 namespace warm {
 
@@ -27,22 +31,30 @@ class device;
 class upload_target;
 
 // An exact byte budget. try_acquire() either takes all of the bytes or none; used() never
-// exceeds capacity(). Lock-free and thread-safe.
+// exceeds capacity() unless set_capacity() lowered it below what was in use. Lock-free and
+// thread-safe.
 class memory_budget {
  public:
   explicit memory_budget(std::uint64_t capacity) : capacity_(capacity) {}
 
-  std::uint64_t capacity() const { return capacity_; }
+  std::uint64_t capacity() const { return capacity_.load(std::memory_order_relaxed); }
   std::uint64_t used() const { return used_.load(std::memory_order_relaxed); }
-  std::uint64_t free() const { return capacity_ - used(); }
+  // capacity() - used(), or 0 while used() exceeds a lowered capacity.
+  std::uint64_t free() const {
+    auto c = capacity(), u = used();
+    return u < c ? c - u : 0;
+  }
 
   // Takes `bytes` if they fit; false (and nothing taken) otherwise.
   bool try_acquire(std::uint64_t bytes);
   // Returns bytes taken earlier. Returning more than is used is a bug (asserts).
   void release(std::uint64_t bytes);
+  // A new capacity (a model runtime that reported one). Bytes in use above a lowered capacity
+  // stay charged; nothing more is taken until enough are released.
+  void set_capacity(std::uint64_t capacity) { capacity_.store(capacity, std::memory_order_relaxed); }
 
  private:
-  const std::uint64_t capacity_;
+  std::atomic<std::uint64_t> capacity_;
   std::atomic<std::uint64_t> used_{0};
 };
 
@@ -165,6 +177,35 @@ class dense_resident final : public resident_model {
 // The inputs and outputs of a dense model: "input" F32 [-1, in] and "output" F32 [-1, out].
 model_io dense_io(const dense_spec& spec);
 
+// Something a device reports on its own. Only devices whose models live in another process (model
+// runtimes, src/remote) report anything: the process died and took every model with it, or its
+// capacity changed (capacity() is already the new one).
+struct device_event {
+  enum class kind { models_lost, capacity_changed, ready };
+  kind what = kind::capacity_changed;
+  warm::error reason;  // models_lost: why (names the device and the process's end)
+  // models_lost: how long until the device may take models again (its restart is due); the
+  // lost models' failure records on it expire then.
+  std::chrono::nanoseconds back_in{};
+};
+
+// A device that loads and runs models itself, in place of warm's backends (a model runtime in
+// another process). The loader pool's loads of models on such a device go here.
+class model_host {
+ public:
+  virtual ~model_host() = default;
+  // Whether it serves models of `kind` ("dense", "torchscript", ...).
+  virtual bool serves(std::string_view kind) const = 0;
+  // As backend::load: loads the model charged `reservation`; may block (a loader thread); on
+  // failure every byte goes back.
+  virtual expected<std::unique_ptr<resident_model>> load_model(const model_location& where,
+                                                               memory_reservation reservation,
+                                                               load_stats* stats) = 0;
+  // Whether `model`, which load_model() made, is still held (false once the process that loaded
+  // it died, even if a new one runs now).
+  virtual bool holds(const resident_model& model) const = 0;
+};
+
 // Largest number of activation elements (batch x widest layer) one inference may need.
 inline constexpr std::uint64_t max_activation_elements = std::uint64_t{1} << 27;
 
@@ -181,6 +222,20 @@ class device {
   virtual bool host() const { return false; }
   std::uint64_t capacity() const { return budget_.capacity(); }
   std::uint64_t used() const { return budget_.used(); }
+  // capacity() - used(), or 0 while used() exceeds a lowered capacity.
+  std::uint64_t free() const { return budget_.free(); }
+
+  // Whether models may be placed here now (a model runtime that is restarting is not ready).
+  virtual bool ready() const { return true; }
+  // One line on the device's own state for operators, empty when there is nothing to say
+  // ("runtime pid 4242, restarts 1").
+  virtual std::string state() const { return {}; }
+  // The device's own loader when it loads and runs models itself; nullptr for warm's devices,
+  // whose models the backends load.
+  virtual model_host* hosted_models() { return nullptr; }
+  // Sets the one listener for device_events (nullptr: none), called from any thread; it must not
+  // block. Devices that report nothing ignore it.
+  virtual void watch(std::function<void(const device_event&)> listener) { (void)listener; }
 
   // Charges `bytes` to the budget and allocates them. model_too_large when bytes exceed the
   // capacity (it can never fit), capacity_exhausted when they do not fit now; on failure the
@@ -225,6 +280,7 @@ class device {
 
   // Backends give bytes back from their buffers' destructors.
   void release(std::uint64_t bytes) { budget_.release(bytes); }
+  void set_capacity(std::uint64_t bytes) { budget_.set_capacity(bytes); }
 
  private:
   friend class memory_reservation;

@@ -73,8 +73,10 @@ class histogram {
 };
 
 // Why a model left a device.
-enum class eviction_reason { capacity, unload, replaced };
-inline constexpr int eviction_reasons = 3;
+// capacity: for room; unload: an operator or unregistration; replaced: by a newer registration's
+// copy; lost: the device's process died (a model runtime), taking the model with it.
+enum class eviction_reason { capacity, unload, replaced, lost };
+inline constexpr int eviction_reasons = 4;
 const char* to_string(eviction_reason reason) noexcept;
 
 // What one device actor keeps current.

@@ -44,6 +44,13 @@ struct runtime_options {
   std::string state_dir = "warm-state";           // holds registry.db
   std::string policy = "kdf";                     // eviction policy of every device (docs/policies.md)
   std::vector<std::string> device_policies;       // per device, in `devices` order; "" or missing = `policy`
+  // Devices the host process made itself, placed after `devices` (warmd's model runtimes, each a
+  // device whose models another process holds), each with its policy ("" = `policy`).
+  struct attached_device {
+    std::shared_ptr<device> dev;
+    std::string policy;
+  };
+  std::vector<attached_device> attached_devices;
   policy_options policy_tuning;                   // the policies' parameters (capacity is set per device)
   std::chrono::milliseconds rescore_period{1000};  // how often the importance scorer rebuilds heaps
   std::uint32_t max_concurrent_loads = 2;         // loads (reservations included) at once, 1..64

@@ -130,6 +130,7 @@ struct device_info {
   std::uint64_t evictions = 0;
   std::uint64_t score_swaps = 0;  // importance heaps swapped in (policies that rescore)
   std::vector<resident_info> resident;  // in eviction order: the policy's next victim first
+  std::string state;  // device::state(): a model runtime's pid, restarts, readiness; empty otherwise
   // Models resident on the device that the policy does not rank, plus models it ranks that are
   // not resident: 0 unless the device's and the policy's books disagree (a bug; tests check it).
   std::uint64_t untracked = 0;

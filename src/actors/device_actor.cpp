@@ -39,6 +39,7 @@ struct device_state {
   std::vector<waiting_settle> settling;
 
   ~device_state() {
+    if (config.dev) config.dev->watch(nullptr);
     for (auto& [id, r] : residents) r.slot->withdraw();
   }
 };
@@ -94,12 +95,32 @@ std::uint64_t draining_bytes(const device_state& s) {
   return bytes;
 }
 
+// Bytes in use beyond the capacity, after the device reported a lower one (0 otherwise): a
+// reservation must free these too.
+std::uint64_t overcommitted(const device_state& s) {
+  auto used = s.config.dev->used(), capacity = s.config.dev->capacity();
+  return used > capacity ? used - capacity : 0;
+}
+
+// Withdraws `victims` (chosen by the policy) and tells their owners.
+void evict(self_ptr self, const std::vector<std::string>& victims) {
+  auto& s = self->state;
+  for (auto& model : victims) {
+    auto owner = s.residents[model].owner;
+    auto slot = s.residents[model].slot;
+    withdraw(self, model, eviction_reason::capacity);
+    ++s.evictions;
+    self->send(owner, msg::unload{model, std::move(slot), eviction_reason::capacity});
+  }
+}
+
 // Evicts enough idle models for `bytes` more to fit, counting bytes already draining. Evicts
 // nothing when the idle models cannot free enough. `busy` gets the models it passed over because
 // an inference was in flight.
 void make_room(self_ptr self, const std::string& incoming, std::uint64_t bytes, std::vector<std::string>& busy) {
   auto& s = self->state;
-  auto free = s.config.dev->capacity() - s.config.dev->used();
+  bytes += overcommitted(s);
+  auto free = s.config.dev->free();
   auto pending = draining_bytes(s);
   if (free + pending >= bytes) return;
   sync_accesses(s);
@@ -111,13 +132,47 @@ void make_room(self_ptr self, const std::string& incoming, std::uint64_t bytes, 
     return true;
   };
   auto victims = s.config.policy->choose_victims(incoming, bytes - free - pending, pinned, s.config.time->now());
-  for (auto& model : victims) {
-    auto owner = s.residents[model].owner;
-    auto slot = s.residents[model].slot;
-    withdraw(self, model, eviction_reason::capacity);
-    ++s.evictions;
-    self->send(owner, msg::unload{model, std::move(slot), eviction_reason::capacity});
+  evict(self, victims);
+}
+
+// After the device reported a capacity below what its models take (a model runtime resized):
+// evicts idle models in the policy's order until those that stay fit. When models with
+// inferences in flight are in the way, evicts nothing now and asks them for an idle event, on
+// which this runs again.
+void fit_capacity(self_ptr self) {
+  auto& s = self->state;
+  auto& dev = *s.config.dev;
+  auto staying = dev.used() - std::min(dev.used(), draining_bytes(s));
+  if (staying <= dev.capacity()) return;
+  sync_accesses(s);
+  std::vector<std::string> busy;
+  auto pinned = [&](const std::string& model) {
+    auto it = s.residents.find(model);
+    if (it == s.residents.end()) return true;
+    if (it->second.slot->in_flight() == 0) return false;
+    busy.push_back(model);
+    return true;
+  };
+  auto victims = s.config.policy->choose_victims({}, staying - dev.capacity(), pinned, s.config.time->now());
+  evict(self, victims);
+  if (victims.empty())
+    for (auto& model : busy) s.residents[model].slot->notify_when_idle();
+}
+
+// The device's process died (a model runtime): every resident model went with it. Withdraws them
+// (their slots give the bytes back once leases end; the runtime has nothing left to unload), tells
+// their owners, and has the pool record a failure for each that lasts until the device is back.
+void lose_models(self_ptr self, const device_event& e) {
+  auto& s = self->state;
+  msg::models_lost lost{s.config.index, {}, e.reason, e.back_in};
+  std::vector<std::pair<std::string, resident>> gone(s.residents.begin(), s.residents.end());
+  for (auto& [model, r] : gone) {
+    withdraw(self, model, eviction_reason::lost);
+    self->send(r.owner, msg::unload{model, r.slot, eviction_reason::lost});
+    lost.models.push_back(model);
   }
+  for (auto& w : std::exchange(s.settling, {})) w.promise.deliver(msg::reserve_result{nullptr, e.reason});
+  self->send(s.pool, std::move(lost));
 }
 
 // After a refusal: ask the models make_room passed over as busy for an idle event, so the pool
@@ -161,8 +216,8 @@ msg::reserve_result reserve_bytes(self_ptr self, const msg::reserve& m) {
 
 // Whether the bytes draining now would make room for `bytes` once they are back.
 bool room_on_its_way(const device_state& s, std::uint64_t bytes) {
-  auto free = s.config.dev->capacity() - s.config.dev->used();
-  return free + draining_bytes(s) >= bytes;
+  auto free = s.config.dev->free();
+  return free + draining_bytes(s) >= bytes + overcommitted(s);
 }
 
 // Answers settling reservations whose room has come back (or can no longer come), in arrival
@@ -191,6 +246,9 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
     cfg.metrics = std::make_shared<runtime_metrics>(cfg.index + 1);
   self->state.metrics = &cfg.metrics->devices[cfg.index];
   auto weak_self = caf::actor_cast<caf::weak_actor_ptr>(self);
+  cfg.dev->watch([weak_self](const device_event& e) {
+    if (auto strong = caf::actor_cast<device_actor>(weak_self.lock())) caf::anon_send(strong, msg::device_changed{e});
+  });
   return {
       [=](msg::reserve& m) -> caf::result<msg::reserve_result> {
         auto result = reserve_bytes(self, m);
@@ -212,6 +270,9 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
         };
         // The slot's callback needs the slot's address: build the slot, then its callback.
         auto measured = (*m.weights)->measured_bytes();
+        // A model runtime that died after this load answered took the model with it.
+        auto* host = dev.hosted_models();
+        bool lost_already = host && !host->holds(**m.weights);
         auto slot = std::make_shared<serving_slot>(m.model, dev, std::move(*m.weights), nullptr);
         slot->set_release(release(slot.get()));
         slot->set_reclaimer(s.config.reclaim);
@@ -229,6 +290,14 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
         s.config.policy->on_insert(m.model, slot->bytes(), s.penalties.of(m.model, slot->bytes()), s.config.time->now());
         // Uses already counted by the slot (the waiters' leases) reach the policy at the next sync.
         self->send(m.owner, msg::load_done{dev.name(), slot, m.seconds});
+        if (lost_already) {
+          withdraw(self, m.model, eviction_reason::lost);
+          self->send(m.owner, msg::unload{m.model, slot, eviction_reason::lost});
+          self->send(s.pool, msg::models_lost{s.config.index, {m.model},
+                                              make_error(errc::unavailable, dev.name() + ": " + m.model +
+                                                                                " was lost with the runtime that loaded it"),
+                                              std::chrono::nanoseconds(0)});
+        }
         tell_pool_if_waiting(self);  // a new model may be a victim for a waiting load
       },
       [=](msg::unload& m) {
@@ -248,7 +317,22 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
           d.erase(std::remove_if(d.begin(), d.end(), [&](auto& slot) { return slot.get() == m.slot; }), d.end());
         }
         retry_settles(self);
+        fit_capacity(self);
         tell_pool_if_waiting(self);
+      },
+      [=](msg::device_changed& m) {
+        auto& s = self->state;
+        switch (m.event.what) {
+          case device_event::kind::models_lost: lose_models(self, m.event); break;
+          case device_event::kind::capacity_changed:
+            fit_capacity(self);
+            retry_settles(self);
+            break;
+          case device_event::kind::ready: break;
+        }
+        // Room, or the device itself, may be back: the pool looks at its queue again.
+        s.pool_waiting = false;
+        self->send(s.pool, msg::device_freed{s.config.index});
       },
       [=](msg::collect_scores&) -> caf::result<msg::scores_collected> {
         auto& s = self->state;
@@ -275,6 +359,7 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
         info.draining = draining_bytes(s);
         info.evictions = s.evictions;
         info.score_swaps = s.swaps;
+        info.state = s.config.dev->state();
         sync_accesses(s);
         std::size_t ranked_residents = 0;
         for (auto& ranked : s.config.policy->eviction_order(now)) {

@@ -131,7 +131,8 @@ using placement = std::variant<std::size_t, blocked_t, warm::error>;
 placement place(self_ptr self, const load_record& r) {
   auto& s = self->state;
   auto t = now(self);
-  bool runs_any = false, eligible_any = false, fits_any = false;
+  bool runs_any = false, eligible_any = false, fits_any = false, blocked_any = false;
+  std::optional<std::size_t> not_ready;  // a device that would do once it is ready again
   std::optional<std::size_t> best;
   std::uint64_t best_free = 0;
   for (std::size_t i = 0; i < s.devices.size(); ++i) {
@@ -140,10 +141,17 @@ placement place(self_ptr self, const load_record& r) {
     runs_any = true;
     if (!s.failures.eligible(r.model, s.device_names[i], t)) continue;
     eligible_any = true;
+    if (!dev.ready()) {  // its capacity is not known now either
+      not_ready = i;
+      continue;
+    }
     if (r.bytes > dev.capacity()) continue;
     fits_any = true;
-    if (s.blocked[i]) continue;
-    auto free = dev.capacity() - dev.used();
+    if (s.blocked[i]) {
+      blocked_any = true;
+      continue;
+    }
+    auto free = dev.free();
     if (!best || free > best_free) best = i, best_free = free;
   }
   if (!runs_any) {
@@ -157,6 +165,15 @@ placement place(self_ptr self, const load_record& r) {
   if (!eligible_any) {
     auto latest = s.failures.latest(r.model, t);
     return latest ? latest->error : make_error(errc::load_failed, r.model + ": no device may load it");
+  }
+  if (!best && not_ready && !blocked_any) {
+    // Only devices that are down (a model runtime restarting) could take it: fail now rather
+    // than hold the request for a restart that may not come. No failure record: the next use
+    // tries again.
+    auto& dev = *s.config.devices[*not_ready];
+    auto state = dev.state();
+    return make_error(errc::unavailable,
+                      r.model + ": " + dev.name() + " is not ready" + (state.empty() ? "" : " (" + state + ")"));
   }
   if (!fits_any)
     return make_error(errc::model_too_large, r.model + ": " + format_bytes(r.bytes) +
@@ -374,8 +391,7 @@ void settle(self_ptr self, load_record& r, msg::load_result loaded) {
     } else {
       auto measured = (*model)->measured_bytes();
       auto reserved = (*model)->bytes();
-      model->reset();
-      s.blocked[r.device] = false;
+      model->reset();  // attempt_failed unblocks the device
       auto& dev = *s.config.devices[r.device];
       auto code = measured > dev.capacity() ? errc::model_too_large : m.error.code;
       r.measured = r.bytes = measured;  // a retry reserves what the model takes
@@ -448,6 +464,13 @@ loader_pool_actor::behavior_type loader_pool(self_ptr self, std::shared_ptr<load
       },
       [=](msg::device_freed& m) {
         if (m.device < self->state.blocked.size()) self->state.blocked[m.device] = false;
+        dispatch(self);
+      },
+      [=](msg::models_lost& m) {
+        auto& s = self->state;
+        if (m.device >= s.device_names.size()) return;
+        for (auto& model : m.models)
+          s.failures.record(model, s.device_names[m.device], now(self), m.reason, m.back_in);
         dispatch(self);
       },
       [=](msg::inspect_loads& m) {

@@ -42,7 +42,8 @@ void set_backend_threads(int threads) {
   set_torchscript_threads(threads);
 }
 
-bool runs_on(const model_location& where, const device& dev) {
+bool runs_on(const model_location& where, device& dev) {
+  if (auto* host = dev.hosted_models()) return host->serves(where.kind);
   auto b = find_backend(where.kind);
   return b && (*b)->runs_on(dev);
 }

@@ -12,6 +12,12 @@ void failure_table::record(const std::string& model, const std::string& device, 
   records_[model][device] = failure_record{model, device, now, now + expiry_, std::move(error)};
 }
 
+void failure_table::record(const std::string& model, const std::string& device, timestamp now, warm::error error,
+                           std::chrono::nanoseconds lasting) {
+  record(model, device, now, std::move(error));
+  records_[model][device].expires = now + std::max(lasting, std::chrono::nanoseconds(std::chrono::milliseconds(1)));
+}
+
 bool failure_table::eligible(const std::string& model, const std::string& device, timestamp now) const {
   auto m = records_.find(model);
   if (m == records_.end()) return true;

@@ -39,6 +39,10 @@ class failure_table {
   // expired records first, at most once per quarter of the expiry: whenever a record is added,
   // none older than 1.25 × the expiry is held, so memory follows the recent failure rate.
   void record(const std::string& model, const std::string& device, timestamp now, warm::error error);
+  // The same with its own lifetime (at least 1 ms): a record of a model a device lost when its
+  // process died expires when the device is expected back, not after the table's expiry.
+  void record(const std::string& model, const std::string& device, timestamp now, warm::error error,
+              std::chrono::nanoseconds lasting);
 
   // True when `device` has no unexpired record for `model` at `now`.
   bool eligible(const std::string& model, const std::string& device, timestamp now) const;

@@ -11,7 +11,8 @@ namespace warm {
 bool memory_budget::try_acquire(std::uint64_t bytes) {
   std::uint64_t current = used_.load(std::memory_order_relaxed);
   do {
-    if (bytes > capacity_ - current) return false;
+    auto capacity = capacity_.load(std::memory_order_relaxed);
+    if (current > capacity || bytes > capacity - current) return false;
   } while (!used_.compare_exchange_weak(current, current + bytes, std::memory_order_acq_rel,
                                         std::memory_order_relaxed));
   return true;

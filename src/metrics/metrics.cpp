@@ -62,6 +62,7 @@ const char* to_string(eviction_reason reason) noexcept {
     case eviction_reason::capacity: return "capacity";
     case eviction_reason::unload: return "unload";
     case eviction_reason::replaced: return "replaced";
+    case eviction_reason::lost: return "lost";
   }
   return "unknown";
 }

@@ -394,6 +394,7 @@ void to_capnp(const inspection& s, Inspection::Builder out) {
     o.setDraining(d.draining);
     o.setEvictions(d.evictions);
     o.setScoreSwaps(d.score_swaps);
+    o.setState(to_text(d.state));
     auto resident = o.initResident(static_cast<unsigned>(d.resident.size()));
     for (unsigned j = 0; j < d.resident.size(); ++j) {
       const auto& r = d.resident[j];
@@ -453,6 +454,7 @@ inspection from_capnp(Inspection::Reader s) {
     o.draining = d.getDraining();
     o.evictions = d.getEvictions();
     o.score_swaps = d.getScoreSwaps();
+    o.state = to_std(d.getState());
     for (auto r : d.getResident())
       o.resident.push_back(
           {to_std(r.getModel()), r.getBytes(), r.getInFlight(), r.getUses(), r.getIdleSeconds(), r.getScore(),

@@ -94,7 +94,10 @@ expected<infer_result> execute(serving_slot::lease lease, const std::string& mod
 }
 
 expected<void> check_options(const runtime_options& o) {
-  if (o.devices.empty()) return make_error(errc::invalid_argument, "at least one device is required");
+  if (o.devices.empty() && o.attached_devices.empty())
+    return make_error(errc::invalid_argument, "at least one device is required");
+  for (auto& a : o.attached_devices)
+    if (!a.dev) return make_error(errc::invalid_argument, "an attached device is null");
   if (o.repositories.empty()) return make_error(errc::invalid_argument, "at least one model repository is required");
   if (o.max_concurrent_loads < 1 || o.max_concurrent_loads > 64)
     return make_error(errc::invalid_argument, "max_concurrent_loads must be 1..64");
@@ -120,27 +123,31 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
 
   std::vector<std::unique_ptr<cache_policy>> policies;
   bool policies_rescore = false;
-  for (auto& text : options.devices) {
-    auto spec = parse_device_spec(text);
-    if (!spec) return std::move(spec).error();
-    auto dev = options.make_device ? options.make_device(*spec) : make_device(*spec);
-    if (!dev) return std::move(dev).error();
+  // Adds a device with its policy ("" = options.policy).
+  auto add = [&](std::shared_ptr<device> dev, const std::string& policy_name) -> expected<void> {
     for (auto& other : impl->devices)
-      if (other->name() == (*dev)->name())
+      if (other->name() == dev->name())
         return make_error(errc::invalid_argument, "device '" + other->name() + "' is given twice");
-    impl->devices.push_back(std::move(*dev));
+    impl->devices.push_back(std::move(dev));
     auto tuning = options.policy_tuning;
     tuning.capacity = impl->devices.back()->capacity();
     tuning.rescore_period = std::chrono::seconds(0);  // the scorer actor rebuilds instead
-    auto index = impl->devices.size() - 1;
-    const auto& name = index < options.device_policies.size() && !options.device_policies[index].empty()
-                           ? options.device_policies[index]
-                           : options.policy;
-    auto policy = make_policy(name, tuning);
+    auto policy = make_policy(policy_name.empty() ? options.policy : policy_name, tuning);
     if (!policy) return std::move(policy).error();
     policies_rescore = policies_rescore || (*policy)->rescorer() != nullptr;
     policies.push_back(std::move(*policy));
+    return {};
+  };
+  for (std::size_t index = 0; index < options.devices.size(); ++index) {
+    auto spec = parse_device_spec(options.devices[index]);
+    if (!spec) return std::move(spec).error();
+    auto dev = options.make_device ? options.make_device(*spec) : make_device(*spec);
+    if (!dev) return std::move(dev).error();
+    auto added = add(std::move(*dev), index < options.device_policies.size() ? options.device_policies[index] : "");
+    if (!added) return std::move(added).error();
   }
+  for (auto& a : options.attached_devices)
+    if (auto added = add(a.dev, a.policy); !added) return std::move(added).error();
   auto repository = model_repository::create(options.repositories);
   if (!repository) return std::move(repository).error();
   auto store = registry_store::open(options.state_dir);

@@ -76,10 +76,16 @@ struct rpc_options {
   double seconds = 5.0;  // total, split evenly over rounds x 2 phases
   int clients = 4;       // client threads (one connection and kj event loop each) per phase
   int rounds = 4;        // interleaved warm / echo rounds; medians reported
+  // --runtime: compare the model served from a model runtime (this command, started and
+  // supervised; default: warm-runtime beside warm-bench) with the same model on the host device,
+  // both through warmd's RPC service, instead of warm with the echo server.
+  bool runtime = false;
+  std::string runtime_command;
 };
 // `rpc`: batch-1 inference over Cap'n Proto on a unix socket (warmd's service and warm_server in
 // process, one loaded model) vs a bare Cap'n Proto server answering the same messages (echo).
-// ratio = the median over rounds of warm_rps / echo_rps.
+// ratio = the median over rounds of warm_rps / echo_rps. With `runtime`: ratio = the median over
+// rounds of runtime_rps / host_rps.
 int run_rpc(const rpc_options& options);
 
 struct hol_options {

@@ -114,6 +114,11 @@ int main(int argc, char** argv) {
   rpc_cmd->add_option("--seconds", rpc.seconds, "Total duration")->capture_default_str()->check(CLI::Range(0.1, 600.0));
   rpc_cmd->add_option("--layers", rpc_layers, "Layer widths")->capture_default_str();
   rpc_cmd->add_option("--rounds", rpc.rounds, "Interleaved rounds")->capture_default_str()->check(CLI::Range(1, 100));
+  rpc_cmd->add_flag("--runtime", rpc.runtime,
+                    "Against the model in a model runtime (warm-runtime) instead of the echo server; the baseline is "
+                    "the host device");
+  rpc_cmd->add_option("--runtime-command", rpc.runtime_command,
+                      "The runtime to start with --runtime (default: warm-runtime beside warm-bench)");
   rpc_cmd->callback([&] {
     auto widths = warm::parse_widths(rpc_layers);
     if (!widths) {

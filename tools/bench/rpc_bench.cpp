@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <string>
@@ -35,9 +36,12 @@
 #include <nlohmann/json.hpp>
 
 #include "../warmd/service.hpp"
+#include "remote/remote_device.hpp"
 #include "benches.hpp"
 #include "echo.capnp.h"
 #include "warm.capnp.h"
+#include "warm/model_repository.hpp"
+#include "warm/model_writer.hpp"
 #include "warm/runtime.hpp"
 
 namespace warm::bench {
@@ -208,9 +212,99 @@ phase_result run_phase(bool warm_server, const std::string& path, int clients, d
   return merge_tallies(tallies, start, seconds);
 }
 
+// The rpc loop against two warmd services in this process serving the same model, one from its
+// host device, one from a model runtime (a remote_device over warm-runtime).
+int run_rpc_runtime(const rpc_options& options) {
+  auto fail = [](const std::string& message) {
+    std::fprintf(stderr, "warm-bench rpc --runtime: %s\n", message.c_str());
+    return 1;
+  };
+  scratch_dir dir("rpc-runtime");
+  const std::string id = "rpc";
+  auto path = (dir.path() / "repo" / id / "1" / model_file_name).string();
+  if (auto r = write_dense_model(path, {options.layers, activation::relu, 1}); !r) return fail(r.error().to_string());
+  auto command = options.runtime_command;
+  if (command.empty()) {
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    command = (self.parent_path() / "warm-runtime").string() + " --capacity 1GiB";
+  }
+  // Both as warmd runs them: hits larger than its inline limit (and every model-runtime inference)
+  // leave the RPC thread for the inference threads.
+  auto make = [&](const std::string& name, std::shared_ptr<remote_device> remote) -> expected<std::unique_ptr<runtime>> {
+    runtime_options o;
+    if (remote)
+      o.attached_devices.push_back({std::move(remote), ""});
+    else
+      o.devices = {"host:1GiB"};
+    o.repositories = {(dir.path() / "repo").string()};
+    o.state_dir = (dir.path() / ("state-" + name)).string();
+    o.inline_inference_limit = 1'052'672;  // warmd's default --inline-inference-limit
+    auto created = runtime::create(o);
+    if (!created) return created;
+    if (auto r = (*created)->register_model(id, {id}).get(); !r) return std::move(r).error();
+    if (auto r = (*created)->ensure_loaded(id, true).get(); !r) return std::move(r).error();
+    return created;
+  };
+  runtime_link_options link;
+  link.name = "runtime";
+  link.command = command;
+  auto remote = remote_device::start(link);
+  if (!remote->ready()) return fail("the runtime did not start: " + remote->state());
+  auto host_rt = make("host", nullptr);
+  if (!host_rt) return fail("host: " + host_rt.error().to_string());
+  auto remote_rt = make("runtime", remote);
+  if (!remote_rt) return fail("runtime: " + remote_rt.error().to_string());
+
+  std::vector<std::string> paths;
+  std::vector<std::unique_ptr<warmd::service>> services;
+  for (auto* rt : {host_rt->get(), remote_rt->get()}) {
+    paths.push_back((dir.path() / ("s" + std::to_string(paths.size()) + ".sock")).string());
+    warmd::service_options so;
+    so.listen = {"unix:" + paths.back()};
+    so.drain_seconds = 5;
+    auto service = warmd::service::start(*rt, so);
+    if (!service) return fail("server: " + service.error().to_string());
+    services.push_back(std::move(*service));
+  }
+  const tensor input = random_input(options.layers.front());
+  const double phase_seconds = options.seconds / (2.0 * options.rounds);
+  std::vector<double> host_rps, runtime_rps, ratios, host_latencies, runtime_latencies;
+  for (int round = 0; round < options.rounds; ++round) {
+    double round_host = 0, round_runtime = 0;
+    for (bool on_runtime : rotated_order<bool>({true, false}, round)) {
+      auto result = run_phase(true, paths[on_runtime ? 1 : 0], options.clients, phase_seconds, id, input);
+      if (!result.failure.empty()) return fail(result.failure);
+      auto& latencies = on_runtime ? runtime_latencies : host_latencies;
+      latencies.insert(latencies.end(), result.latencies_us.begin(), result.latencies_us.end());
+      (on_runtime ? runtime_rps : host_rps).push_back(result.rps);
+      (on_runtime ? round_runtime : round_host) = result.rps;
+    }
+    ratios.push_back(round_runtime / round_host);
+  }
+  nlohmann::ordered_json out{{"scenario", "rpc-runtime"},
+                             {"clients", options.clients},
+                             {"layers", options.layers},
+                             {"runtime_rps", median(runtime_rps)},
+                             {"host_rps", median(host_rps)},
+                             {"ratio", median(ratios)},
+                             {"p50_us", percentile(runtime_latencies, 50)},
+                             {"p99_us", percentile(runtime_latencies, 99)},
+                             {"host_p50_us", percentile(host_latencies, 50)},
+                             {"host_p99_us", percentile(host_latencies, 99)},
+                             {"rounds", options.rounds}};
+  std::printf("%s\n", out.dump().c_str());
+  for (auto& s : services) s->stop();
+  services.clear();
+  remote_rt->reset();
+  host_rt->reset();
+  return 0;
+}
+
 }  // namespace
 
 int run_rpc(const rpc_options& options) {
+  if (options.runtime) return run_rpc_runtime(options);
   auto fail = [](const std::string& message) {
     std::fprintf(stderr, "warm-bench rpc: %s\n", message.c_str());
     return 1;

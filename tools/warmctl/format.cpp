@@ -80,14 +80,16 @@ json resident_json(const device_info& d) {
 }
 
 json device_json(const device_info& d) {
-  return {{"name", d.name},
-          {"policy", d.policy},
-          {"capacity", d.capacity},
-          {"used", d.used},
-          {"draining", d.draining},
-          {"evictions", d.evictions},
-          {"score_swaps", d.score_swaps},
-          {"resident", resident_json(d)}};
+  json out = {{"name", d.name},
+              {"policy", d.policy},
+              {"capacity", d.capacity},
+              {"used", d.used},
+              {"draining", d.draining},
+              {"evictions", d.evictions},
+              {"score_swaps", d.score_swaps},
+              {"resident", resident_json(d)}};
+  if (!d.state.empty()) out["state"] = d.state;  // model runtimes only
+  return out;
 }
 
 json failures_json(const inspection& s) {
@@ -108,6 +110,9 @@ void print_devices(std::ostream& out, const inspection& s) {
            format_bytes(d.draining), std::to_string(d.resident.size()),
            std::to_string(d.evictions)});
   t.print(out);
+  // Model runtimes say how their process is doing, one line each.
+  for (const auto& d : s.devices)
+    if (!d.state.empty()) out << d.name << ": " << d.state << "\n";
 }
 
 void print_cache(std::ostream& out, const inspection& s) {

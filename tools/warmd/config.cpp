@@ -61,6 +61,14 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
   app.add_option("--device", c.device,
                  "Device spec, e.g. host:1GiB or cuda:0:8GiB, with @POLICY for its own policy (repeatable)")
       ->capture_default_str();
+  app.add_option("--runtime", c.runtime,
+                 "Model runtime as a device: NAME=COMMAND (started and supervised) or NAME=unix:PATH "
+                 "(repeatable; docs/runtimes.md)");
+  app.add_option("--runtime-load-timeout", c.runtime_load_timeout, "A model runtime's load not answered by then fails")
+      ->capture_default_str();
+  app.add_option("--runtime-start-timeout", c.runtime_start_timeout,
+                 "How long warmd waits for each model runtime to be ready when it starts")
+      ->capture_default_str();
   app.add_option("--policy", c.policy, "Eviction policy of devices that name none (docs/policies.md)")
       ->capture_default_str();
   app.add_option("--rescore-period", c.rescore_period, "How often the importance scorer rebuilds score heaps")
@@ -352,6 +360,9 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
     expected<void> r;
     if (key == "repo") r = string_list(c.repo);
     else if (key == "device") r = string_list(c.device);
+    else if (key == "runtime") r = string_list(c.runtime);
+    else if (key == "runtime-load-timeout") r = string_value(c.runtime_load_timeout);
+    else if (key == "runtime-start-timeout") r = string_value(c.runtime_start_timeout);
     else if (key == "listen") r = string_list(c.listen);
     else if (key == "state") r = string_value(c.state);
     else if (key == "policy") r = string_value(c.policy);

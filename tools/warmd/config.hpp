@@ -24,6 +24,10 @@ struct config {
   std::vector<std::string> repo;
   std::string state = "warm-state";
   std::vector<std::string> device{"host:1GiB"};
+  // Model runtimes (docs/runtimes.md): NAME=COMMAND (started and supervised) or NAME=unix:PATH.
+  std::vector<std::string> runtime;
+  std::string runtime_load_timeout = "2m";   // a runtime's load not answered by then fails
+  std::string runtime_start_timeout = "15s";  // warmd waits this long for each runtime at start
   std::string policy = "kdf";
   std::uint32_t max_concurrent_loads = 2;
   std::string failure_expiry = "10m";

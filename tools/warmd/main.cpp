@@ -25,6 +25,7 @@
 #include "grpc/grpc_front.hpp"
 #endif
 #include "net/login_limiter.hpp"
+#include "remote/remote_device.hpp"
 #include "service.hpp"
 #include "warm/runtime.hpp"
 #include "warm/units.hpp"
@@ -250,6 +251,25 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   ::pthread_sigmask(SIG_BLOCK, &stop_signals, &previous_mask);
+  // Model runtimes start here, after the mask: their link threads must not take stop signals.
+  auto load_timeout = warm::warmd::parse_duration(c.runtime_load_timeout);
+  if (!load_timeout) return usage("--runtime-load-timeout: " + load_timeout.error().message);
+  auto start_timeout = warm::warmd::parse_duration(c.runtime_start_timeout);
+  if (!start_timeout) return usage("--runtime-start-timeout: " + start_timeout.error().message);
+  for (const auto& text : c.runtime) {
+    auto link = warm::parse_runtime_spec(text);
+    if (!link) return usage("--runtime: " + link.error().message);
+    link->load_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(at_least_1ms(*load_timeout));
+    link->start_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(at_least_1ms(*start_timeout));
+    auto name = link->name;
+    link->log = [](const std::string& line) { spdlog::warn("{}", line); };
+    auto dev = warm::remote_device::start(std::move(*link));
+    if (dev->ready())
+      spdlog::info("runtime {} ready: {} capacity, {}", name, warm::format_bytes(dev->capacity()), dev->state());
+    else
+      spdlog::warn("runtime {} is not ready yet ({}); warmd goes on and keeps trying", name, dev->state());
+    options.attached_devices.push_back({std::move(dev), ""});
+  }
   auto rt = warm::runtime::create(std::move(options));
   if (!rt) {
     spdlog::error("cannot start the runtime: {}", rt.error().to_string());

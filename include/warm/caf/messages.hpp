@@ -88,6 +88,8 @@ struct load_waiters;
 struct cancel_load;
 struct forget_failures;
 struct device_freed;
+struct models_lost;
+struct device_changed;
 struct attach_devices;
 struct inspect_loads;
 struct load_job;
@@ -158,6 +160,7 @@ using loader_pool_actor = caf::typed_actor<
     caf::reacts_to<msg::cancel_load>,     // model actor: drop its queued load, forget its failures
     caf::reacts_to<msg::forget_failures>, // model actor: forget its failure records (a retry)
     caf::reacts_to<msg::device_freed>,    // device: room may be free after a refused reservation
+    caf::reacts_to<msg::models_lost>,     // device: its process died with these models resident
     caf::reacts_to<msg::attach_devices>,  // runtime: the device actors, once
     caf::reacts_to<msg::inspect_loads>>;  // runtime: queue, running loads, failures, counters
 
@@ -167,6 +170,7 @@ using device_actor = caf::typed_actor<
     caf::reacts_to<msg::install>,                                     // loader pool: a loaded model
     caf::reacts_to<msg::unload>,                                      // model actor: withdraw its slot
     caf::reacts_to<msg::slot_released>,                               // a slot's last lease (any thread)
+    caf::reacts_to<msg::device_changed>,                              // the device itself (any thread)
     caf::replies_to<msg::collect_scores>::with<msg::scores_collected>,  // scorer: the policy's score inputs
     caf::reacts_to<msg::swap_scores>,                                 // scorer: a new importance heap
     caf::reacts_to<msg::inspect_device>>;                             // runtime: device_info
@@ -461,6 +465,19 @@ struct file_checked {
 struct device_freed {
   std::size_t device = 0;
 };
+// A device's process died (a model runtime) with these models resident: each gets a failure
+// record on it lasting `back_in` (until the device is expected back).
+struct models_lost {
+  std::size_t device = 0;
+  std::vector<std::string> models;
+  warm::error reason;
+  std::chrono::nanoseconds back_in{};
+};
+// What a device reported on its own (device::watch): its models lost, its capacity changed, or
+// ready again.
+struct device_changed {
+  device_event event;
+};
 // The device actors, in the runtime's device order (sent once, right after spawning).
 struct attach_devices {
   std::vector<device_actor> devices;
@@ -559,6 +576,8 @@ struct remove_watcher {
 
 // The answer to model_status_request.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::model_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::models_lost)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::device_changed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::register_model)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::unregister_model)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::use_model)

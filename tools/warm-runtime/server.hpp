@@ -1,0 +1,27 @@
+// warm-runtime's ModelRuntime server (schemas/runtime.capnp): warm's own backends (dense,
+// TorchScript) on one host device of the runtime's capacity. Loads, size predictions and
+// inferences run on worker threads, so the event loop keeps answering status while a model loads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime.capnp.h"
+
+namespace warm {
+
+struct runtime_server_options {
+  std::uint64_t capacity = std::uint64_t{1} << 30;  // bytes models may take
+  unsigned threads = 0;          // inference threads; 0 = one per core
+  unsigned loading_threads = 1;  // loads at once (reported in status)
+  // When set, a file holding the capacity to report ("512MiB"), read at every status: whoever
+  // runs the runtime (an orchestrator) may resize it while it runs. The device keeps `capacity`
+  // as its ceiling; warmd places models within the reported capacity and evicts down to it.
+  std::string capacity_file;
+};
+
+// The capability to serve; one object may serve several connections (they share its models).
+kj::Own<remote::ModelRuntime::Server> make_runtime_server(const runtime_server_options& options);
+
+}  // namespace warm
