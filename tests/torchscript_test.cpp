@@ -481,6 +481,39 @@ TEST_CASE("warmd serves TorchScript models over Cap'n Proto and KServe V2 HTTP")
   }
 }
 
+TEST_CASE("warmd runs TorchScript models isolated in a model runtime, with PyTorch's answers") {
+  const char* runtime = std::getenv("WARM_RUNTIME");
+  REQUIRE(runtime != nullptr);
+  warmd_process d;
+  fs::copy(models_dir / "repo", d.repo(), fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  d.device = "host:1KiB";  // no room for a model in warmd's own process
+  d.start({"--runtime", std::string("torch=") + runtime + " --capacity 256MiB"});
+  capnp::EzRpcClient ez(d.address());
+  auto warm = ez.getMain<r::Warm>();
+  auto& ws = ez.getWaitScope();
+  for (const char* id : {"cnn", "encoder", "pooler"}) {
+    INFO("model " << id);
+    auto reg = warm.registerModelRequest();
+    reg.setId(id);
+    reg.getInfo().setPath(id);
+    REQUIRE(reg.send().wait(ws).getStatus().getCode() == Code::OK);
+    auto c = load_case(id);
+    auto req = warm.inferRequest();
+    r::to_capnp(infer_request{id, c.inputs}, req.initRequest());
+    auto res = req.send().wait(ws);
+    INFO(res.getStatus().getMessage().cStr());
+    REQUIRE(res.getStatus().getCode() == Code::OK);
+    auto out = r::from_capnp(res.getResult());
+    REQUIRE(out);
+    check_outputs(out->outputs, c);
+    auto status = warm.getModelStatusRequest();
+    status.setId(id);
+    auto model = r::from_capnp(status.send().wait(ws).getModel());
+    CHECK(model.device == "torch");
+    CHECK(model.bytes > 0);
+  }
+}
+
 int main(int argc, char** argv) {
   char tmpl[] = "/tmp/warm-torch-models-XXXXXX";
   if (!::mkdtemp(tmpl)) return 1;
