@@ -177,6 +177,55 @@ TEST_CASE("arc keeps seen-twice models, remembers evictions as ghosts and adapts
   CHECK(p.bytes_in(arc_policy::b1) == 100);
 }
 
+TEST_CASE("arc follows a capacity that changes: p stays within it, ghosts are trimmed to it") {
+  arc_policy p(400);
+  p.on_insert("a", 100, 1, at(0));
+  p.on_insert("b", 100, 1, at(1));
+  p.on_insert("c", 100, 1, at(2));
+  CHECK(p.choose_victims("x", 100, none, at(3)) == strings{"a"});
+  p.on_remove("a", true);
+  p.on_insert("x", 100, 1, at(3));
+  CHECK(p.choose_victims("a", 100, none, at(4)) == strings{"b"});  // a B1 hit raises p
+  p.on_remove("b", true);
+  p.on_insert("a", 100, 1, at(4));
+  REQUIRE(p.target() == Approx(100));
+  CHECK(p.where("b") == arc_policy::b1);
+  p.set_capacity(50);  // a model runtime reported less
+  CHECK(p.target() == Approx(50));
+  // The next insert trims ghosts to the new size: B1 may not hold T1 + B1 over 50 bytes.
+  p.on_remove("c", true);
+  p.on_insert("y", 10, 1, at(5));
+  CHECK(p.bytes_in(arc_policy::b1) == 0);
+}
+
+TEST_CASE("sieve: the hand passes visited models once, evicts the first unvisited one and stays there") {
+  auto made = make_policy("sieve", {});
+  REQUIRE(made);
+  auto& p = **made;
+  for (const char* m : {"a", "b", "c", "d", "e"}) p.on_insert(m, 100, 1, at(0));  // a oldest
+  p.on_access("a", at(1), 1);
+  p.on_access("c", at(1), 1);
+  // The hand starts at the oldest: a is visited (its bit cleared), b is not.
+  CHECK(p.choose_victims("x", 100, none, at(2)) == strings{"b"});
+  p.on_remove("b", true);
+  p.on_insert("x", 100, 1, at(2));
+  // The hand stays past b: c (visited) is passed, d goes; a, passed once already, is not next.
+  CHECK(p.choose_victims("y", 100, none, at(3)) == strings{"d"});
+  p.on_remove("d", true);
+  p.on_insert("y", 100, 1, at(3));
+  p.on_access("e", at(4), 1);
+  // e is passed (visited), then x and y, new and unvisited, go before a and c come round again.
+  CHECK(p.choose_victims("z", 200, none, at(5)) == strings{"x", "y"});
+  // A pinned model is passed over with its bit kept; too little unpinned room: nothing, no change.
+  auto order = p.eviction_order(at(5));
+  CHECK(p.choose_victims("z", 600, none, at(5)).empty());
+  CHECK(p.eviction_order(at(5)).size() == order.size());
+  CHECK(p.choose_victims("z", 100, only("x"), at(5)) == strings{"y"});
+  // Every model visited: the hand clears them all in one round and evicts where it started.
+  for (const char* m : {"a", "c", "e", "x", "y"}) p.on_access(m, at(6), 1);
+  CHECK(p.choose_victims("z", 100, none, at(6)) == strings{"y"});
+}
+
 TEST_CASE("importance ranks follow the formula") {
   std::vector<score_input> inputs{{"a", 100, 1.0, 1.0}, {"b", 100, 2.0, 1.0}, {"c", 100, 1.0, 0.5}, {"d", 200, 2.0, 0.5}};
   auto heap = build_importance_heap(inputs, 2.0, at(0));

@@ -325,6 +325,7 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
         switch (m.event.what) {
           case device_event::kind::models_lost: lose_models(self, m.event); break;
           case device_event::kind::capacity_changed:
+            s.config.policy->set_capacity(s.config.dev->capacity());
             fit_capacity(self);
             retry_settles(self);
             break;

@@ -37,6 +37,7 @@ struct model_resolution {
   model_location file;
   std::uint64_t bytes = 0;  // device bytes: the backend's prediction, or the size hint
   std::shared_ptr<const model_description> described;
+  std::optional<file_identity> identity;  // the file as it was described (absent: unknown)
 };
 
 namespace {
@@ -187,9 +188,15 @@ expected<std::shared_ptr<const model_resolution>> resolve_file(const model_repos
                                                                const model_record& record) {
   auto file = repository.resolve(record.path, record.version);
   if (!file) return std::move(file).error();
+  // The file's identity before it is described: a metadata request for the same file reuses
+  // this description instead of reading it again (a TorchScript one loads the whole module).
+  std::optional<file_identity> identity;
+  if (auto opened = open_located(*file))
+    if (auto id = opened->identity()) identity = *id;
   auto described = describe_model(*file);  // beneath the root, like every later open
   if (!described) return std::move(described).error();
   auto out = std::make_shared<model_resolution>();
+  out->identity = identity;
   out->bytes = described->predicted_bytes;
   if (record.size_hint) {
     if (*record.size_hint < out->bytes)
@@ -297,6 +304,24 @@ void on_retry(self_ptr self, msg::retry_model& m) {
 // The worker is a plain thread, not an actor: its answer goes to the client's callback directly.
 void describe(self_ptr self, const msg::registration& who, callback<model_metadata> done);
 
+// A model's metadata as a description of its file (`file`, as it was when described).
+std::shared_ptr<description> make_description(const file_identity& file, const std::string& id,
+                                              std::optional<std::uint64_t> version, std::uint64_t bytes,
+                                              const model_location& where, const model_description& described) {
+  auto read = std::make_shared<description>();
+  read->file = file;
+  read->meta.id = id;
+  read->meta.version = version ? version : where.version;
+  read->meta.bytes = bytes;
+  read->meta.kind = described.kind;
+  read->meta.io = described.io;
+  read->meta.input_width = input_width(described.io);
+  read->meta.output_width = output_width(described.io);
+  read->meta.layers = described.layers;
+  read->meta.activation = described.activation;
+  return read;
+}
+
 void on_describe(self_ptr self, msg::describe_model& m) {
   auto& s = self->state;
   auto it = s.models.find(model_named(s, m.id));
@@ -325,17 +350,7 @@ void describe(self_ptr self, const msg::registration& registered, callback<model
     if (last && last->file == *identity) return done(last->meta);
     auto described = describe_model(where);
     if (!described) return failed(described.error());
-    auto read = std::make_shared<description>();
-    read->file = *identity;
-    read->meta.id = id;
-    read->meta.version = version ? version : where.version;
-    read->meta.bytes = bytes;
-    read->meta.kind = described->kind;
-    read->meta.io = described->io;
-    read->meta.input_width = input_width(described->io);
-    read->meta.output_width = output_width(described->io);
-    read->meta.layers = described->layers;
-    read->meta.activation = described->activation;
+    auto read = make_description(*identity, id, version, bytes, where, *described);
     caf::anon_send(registry, msg::description_read{who, read});
     done(read->meta);
   };
@@ -608,6 +623,8 @@ void on_model_resolved(self_ptr self, msg::model_resolved& m) {
     e->file = r.file;
     e->bytes = r.bytes;
     e->io = r.described;
+    if (r.identity && r.described && !e->described)
+      e->described = make_description(*r.identity, e->record.id, e->record.version, e->bytes, r.file, *r.described);
   }
   for (auto& fn : node.mapped()) fn(m.result);
 }

@@ -14,6 +14,7 @@
 // choose_victims uses the p that the incoming model's load would set; on_insert commits it.
 #pragma once
 
+#include <algorithm>
 #include <list>
 #include <unordered_map>
 
@@ -26,6 +27,10 @@ class arc_policy final : public cache_policy {
   explicit arc_policy(std::uint64_t capacity) : capacity_(capacity) {}
 
   std::string_view name() const override { return "arc"; }
+  void set_capacity(std::uint64_t bytes) override {
+    capacity_ = bytes;
+    p_ = std::min(p_, static_cast<double>(bytes));  // the target for T1 stays within the cache
+  }
   void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) override;
   void on_access(const std::string& model, timestamp now, std::uint64_t count) override;
   void on_remove(const std::string& model, bool evicted) override;

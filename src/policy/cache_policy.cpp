@@ -7,12 +7,13 @@
 #include "policy/kdf_policy.hpp"
 #include "policy/lfu_policy.hpp"
 #include "policy/lru_policy.hpp"
+#include "policy/sieve_policy.hpp"
 #include "policy/srrip_policy.hpp"
 
 namespace warm {
 
 const std::vector<std::string>& policy_names() {
-  static const std::vector<std::string> names{"lru", "lfu", "arc", "srrip", "gdsf", "iam", "kdf", "kdf-adaptive"};
+  static const std::vector<std::string> names{"lru", "lfu", "arc", "srrip", "sieve", "gdsf", "iam", "kdf", "kdf-adaptive"};
   return names;
 }
 
@@ -22,6 +23,7 @@ expected<std::unique_ptr<cache_policy>> make_policy(std::string_view name, const
   if (name == "lfu") p = std::make_unique<lfu_policy>();
   if (name == "arc") p = std::make_unique<arc_policy>(options.capacity);
   if (name == "srrip") p = std::make_unique<srrip_policy>();
+  if (name == "sieve") p = std::make_unique<sieve_policy>();
   if (name == "gdsf") p = std::make_unique<gdsf_policy>();
   if (name == "iam") {
     if (options.iam_rate != "ewma" && options.iam_rate != "window")

@@ -76,6 +76,10 @@ class cache_policy {
 
   // The re-scoring interface, or null for policies without periodic scores.
   virtual rescoring* rescorer() { return nullptr; }
+
+  // The device's capacity changed (a model runtime reported another): policies that size their
+  // history by it (arc's ghost lists, kdf-adaptive's shadow caches) follow it. The others ignore it.
+  virtual void set_capacity(std::uint64_t bytes) { (void)bytes; }
 };
 
 // The policies' names, in the order docs/policies.md lists them.

@@ -38,6 +38,7 @@ class expert_policy final : public cache_policy {
   expert_policy(const policy_options& options, std::vector<expert_spec> experts);
 
   std::string_view name() const override { return "kdf-adaptive"; }
+  void set_capacity(std::uint64_t bytes) override { capacity_ = bytes; }
   void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) override;
   void on_access(const std::string& model, timestamp now, std::uint64_t count) override;
   void on_remove(const std::string& model, bool evicted) override;

@@ -6,18 +6,10 @@
 
 #include <chrono>
 
+#include "backends/torch_types.hpp"
+
 namespace warm::bench {
 namespace {
-
-std::optional<c10::ScalarType> torch_type(dtype type) {
-  switch (type) {
-    case dtype::f32: return c10::kFloat;
-    case dtype::f64: return c10::kDouble;
-    case dtype::i64: return c10::kLong;
-    case dtype::i32: return c10::kInt;
-    default: return std::nullopt;
-  }
-}
 
 class direct final : public torch_direct {
  public:
