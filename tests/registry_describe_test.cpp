@@ -265,3 +265,23 @@ TEST_CASE("describe parses a model file once per identity") {
   REQUIRE(changed);
   CHECK(changed->activation == "tanh");  // a new identity: read again
 }
+
+// The registration reads the file's description already: the first describe of an unchanged file
+// answers from it (a TorchScript file would otherwise be loaded by libtorch once more).
+TEST_CASE("the first describe reuses the registration's reading of the file") {
+  test::runtime_fixture f({"a"});
+  fs::path path = f.dir / "repo/m/1/model.safetensors";
+  REQUIRE(write_dense_model(path, {{16, 8}, activation::relu, 1}));
+  REQUIRE(f.rt->register_model("m", {"m"}).get());
+  auto stamp = fs::last_write_time(path);
+  auto other = dense_model_bytes({{16, 8}, activation::tanh, 1});
+  REQUIRE(other);
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::in | std::ios::out);  // same inode, size
+    out.write(other->data(), static_cast<std::streamsize>(other->size()));
+  }
+  fs::last_write_time(path, stamp);
+  auto first = f.rt->describe("m").get();
+  REQUIRE(first);
+  CHECK(first->activation == "relu");  // as registered: not parsed again
+}

@@ -322,6 +322,13 @@ std::shared_ptr<description> make_description(const file_identity& file, const s
   return read;
 }
 
+// The description a resolution read, kept as a describe would keep it (null when the file's
+// identity was not known): the first describe of an unchanged file answers from it.
+std::shared_ptr<const description> resolved_description(const model_resolution& r, const model_record& record) {
+  if (!r.identity || !r.described) return nullptr;
+  return make_description(*r.identity, record.id, record.version, r.bytes, r.file, *r.described);
+}
+
 void on_describe(self_ptr self, msg::describe_model& m) {
   auto& s = self->state;
   auto it = s.models.find(model_named(s, m.id));
@@ -603,8 +610,9 @@ void registered(self_ptr self, const std::string& id,
     for (auto& then : pending.then) then(resolution.error());
     return;
   }
-  model_entry e{pending.record, (*resolution)->file, (*resolution)->bytes, {}, (*resolution)->described,
-                nullptr, pending.generation};
+  auto& r = **resolution;
+  model_entry e{pending.record, r.file, r.bytes, {}, r.described, resolved_description(r, pending.record),
+                pending.generation};
   s.models.emplace(id, std::move(e));
   if (s.config.on_batching) s.config.on_batching(id, pending.record.batching);
   stage(self, {put_model{pending.record}}, [then = std::move(pending.then)](expected<void> r) {
@@ -623,8 +631,7 @@ void on_model_resolved(self_ptr self, msg::model_resolved& m) {
     e->file = r.file;
     e->bytes = r.bytes;
     e->io = r.described;
-    if (r.identity && r.described && !e->described)
-      e->described = make_description(*r.identity, e->record.id, e->record.version, e->bytes, r.file, *r.described);
+    if (!e->described) e->described = resolved_description(r, e->record);
   }
   for (auto& fn : node.mapped()) fn(m.result);
 }
