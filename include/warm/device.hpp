@@ -134,6 +134,14 @@ class resident_model {
   // Runs inputs that check_inputs(io()) accepted, in io().inputs order with `batch` rows, and
   // returns the outputs in io().outputs order. Thread-safe.
   virtual expected<std::vector<tensor>> run(const std::vector<tensor>& inputs, std::uint64_t batch) const = 0;
+  // run() that may answer later, on another thread: `done` is called exactly once, possibly
+  // before this returns. By default it is run() on the calling thread. A model whose inference
+  // happens in another process (a model runtime) sends it and returns, so no thread of warm's
+  // waits for the answer. Thread-safe; `done` must not block.
+  using run_done = std::function<void(expected<std::vector<tensor>>)>;
+  virtual void run_then(const std::vector<tensor>& inputs, std::uint64_t batch, run_done done) const {
+    done(run(inputs, batch));
+  }
 
   // What the load measured the model takes on its device, for backends that measure it
   // (TorchScript: the peak of libtorch's allocations while loading and warming up); 0 for those

@@ -85,14 +85,6 @@ expected<std::uint64_t> check_leased(const serving_slot::lease& lease, infer_req
   return check_inputs(request.inputs, m.io(), m.max_batch());
 }
 
-// check_inputs, then run_checked.
-expected<infer_result> execute(serving_slot::lease lease, const std::string& model, infer_request& request,
-                               bool hit, double wait_ms) {
-  auto batch = check_leased(lease, request);
-  if (!batch) return std::move(batch).error();
-  return run_checked(std::move(lease), model, request, *batch, hit, wait_ms);
-}
-
 expected<void> check_options(const runtime_options& o) {
   if (o.devices.empty() && o.attached_devices.empty())
     return make_error(errc::invalid_argument, "at least one device is required");
@@ -406,10 +398,25 @@ void submit_inference(runtime_impl& impl, std::shared_ptr<msg::acquired> held, i
     return submit_batched(impl, std::move(held), std::move(request), std::move(done));
   auto task = std::make_shared<std::pair<infer_request, callback<infer_result>>>(std::move(request), std::move(done));
   impl.executor->submit([impl = &impl, held = std::move(held), task = std::move(task)] {
-    auto result = execute(std::move(held->lease), held->model, task->first, held->hit, held->wait_ms);
-    held->slot.reset();
-    count_outcome(*impl->metrics, result);
-    task->second(std::move(result));
+    auto answer = [impl, held, task](expected<infer_result> result) {
+      held->lease.reset();  // before the callback: the model may be unloaded from here on
+      held->slot.reset();
+      count_outcome(*impl->metrics, result);
+      task->second(std::move(result));
+    };
+    auto batch = check_leased(held->lease, task->first);
+    if (!batch) return answer(std::move(batch).error());
+    // The model answers when it is done: at once for warm's own devices, later (from a model
+    // runtime's link) for a model in another process, this thread free meanwhile.
+    held->lease.model().run_then(task->first.inputs, *batch, [held, task, answer](expected<std::vector<tensor>> ran) {
+      if (!ran) return answer(std::move(ran).error());
+      infer_result result;
+      result.outputs = std::move(*ran);
+      result.model = held->model;
+      result.cache_hit = held->hit;
+      result.load_wait_ms = held->wait_ms;
+      answer(std::move(result));
+    });
   });
 }
 

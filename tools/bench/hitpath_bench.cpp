@@ -142,7 +142,7 @@ expected<hit_setup> dense_setup(const scratch_dir& dir, const hitpath_options& o
 #ifdef WARM_BENCH_TORCH
 // The small CNN of tools/torch_models.py (made by /usr/bin/python3 with torch): the baseline is
 // the same file loaded with torch::jit::load and its forward() called directly.
-expected<hit_setup> torchscript_setup(const scratch_dir& dir, const hitpath_options& options) {
+expected<hit_setup> torchscript_setup(const scratch_dir& dir, const hitpath_options&) {
   auto repo = (dir.path() / "repo").string();
   auto command = "/usr/bin/python3 " WARM_SOURCE_ROOT "/tools/torch_models.py " + repo + " >&2";
   if (std::system(command.c_str()) != 0)
