@@ -142,7 +142,9 @@ TEST_CASE("a model in a runtime answers exactly as the same model on warm's host
 TEST_CASE("an inference in a runtime holds none of warm's inference threads while it waits") {
   temp_dir dir;
   for (const char* m : {"h", "x", "r"}) write_model(dir, m);
-  auto remote = warm::remote_device::start(supervised("r1", "--capacity 1KiB"));
+  auto options = supervised("r1", "--capacity 1KiB");
+  options.status_period = 30s;  // no status while it is stopped: it is not taken for hung
+  auto remote = warm::remote_device::start(options);
   // One inference thread, and every hit leaves the caller's thread for it.
   auto rt = make_runtime(dir, {"host:2KiB"}, {remote}, 3, [](warm::runtime_options& o) {
     o.inference_threads = 1;

@@ -135,30 +135,6 @@ void make_room(self_ptr self, const std::string& incoming, std::uint64_t bytes, 
   evict(self, victims);
 }
 
-// After the device reported a capacity below what its models take (a model runtime resized):
-// evicts idle models in the policy's order until those that stay fit. When models with
-// inferences in flight are in the way, evicts nothing now and asks them for an idle event, on
-// which this runs again.
-void fit_capacity(self_ptr self) {
-  auto& s = self->state;
-  auto& dev = *s.config.dev;
-  auto staying = dev.used() - std::min(dev.used(), draining_bytes(s));
-  if (staying <= dev.capacity()) return;
-  sync_accesses(s);
-  std::vector<std::string> busy;
-  auto pinned = [&](const std::string& model) {
-    auto it = s.residents.find(model);
-    if (it == s.residents.end()) return true;
-    if (it->second.slot->in_flight() == 0) return false;
-    busy.push_back(model);
-    return true;
-  };
-  auto victims = s.config.policy->choose_victims({}, staying - dev.capacity(), pinned, s.config.time->now());
-  evict(self, victims);
-  if (victims.empty())
-    for (auto& model : busy) s.residents[model].slot->notify_when_idle();
-}
-
 // The device's process died (a model runtime): every resident model went with it. Withdraws them
 // (their slots give the bytes back once leases end; the runtime has nothing left to unload), tells
 // their owners, and has the pool record a failure for each that lasts until the device is back.
@@ -186,6 +162,18 @@ bool watch_busy_models(device_state& s, const std::vector<std::string>& busy) {
     if (it != s.residents.end() && it->second.slot->notify_when_idle()) idle_now = true;
   }
   return idle_now;
+}
+
+// After the device reported a capacity below what its models take (a model runtime resized):
+// make_room for nothing, which evicts idle models in the policy's order until those that stay
+// fit. Models with inferences in flight that are in the way are asked for an idle event, on
+// which this runs again.
+void fit_capacity(self_ptr self) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    std::vector<std::string> busy;
+    make_room(self, {}, 0, busy);
+    if (!watch_busy_models(self->state, busy)) return;  // an idle event is on its way, or none is needed
+  }
 }
 
 msg::reserve_result reserve_bytes(self_ptr self, const msg::reserve& m) {

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <mutex>
 #include <regex>
+#include <thread>
 
 #include "gpu/upload_pipeline.hpp"
 #include "remote/tensors.hpp"
@@ -256,8 +257,62 @@ class remote_device::link {
     });
   }
 
+  // infer() without waiting: the request is sent from the link thread (this thread waits only for
+  // that hand-over) and `done` is called from there with the answer, exactly once: also when the
+  // connection or the link ends first.
+  void infer_then(const std::string& id, std::uint64_t generation, const std::vector<tensor>& inputs,
+                  std::uint64_t batch, resident_model::run_done done) {
+    // Called once, whatever happens; a continuation dropped unrun (the link stopping) answers too.
+    struct once {
+      resident_model::run_done done;
+      std::atomic<bool> called{false};
+      void operator()(expected<std::vector<tensor>> r) {
+        if (!called.exchange(true)) done(std::move(r));
+      }
+      ~once() {
+        if (!called.exchange(true))
+          done(make_error(errc::unavailable, "the runtime link stopped before the inference was answered"));
+      }
+    };
+    auto answer = std::make_shared<once>();
+    answer->done = std::move(done);
+    auto sent = call<bool>([&]() -> kj::Promise<expected<bool>> {
+      if (!connected() || session_->generation != generation)
+        return failed<bool>(
+            make_error(errc::unavailable, options_.name + ": " + id + " was lost with the runtime that held it"));
+      auto request = session_->cap.inferRequest();
+      request.setModelId(id);
+      request.setBatch(batch);
+      auto list = request.initInputs(static_cast<unsigned>(inputs.size()));
+      for (unsigned i = 0; i < inputs.size(); ++i) write_tensor(inputs[i], list[i]);
+      auto outputs = request.send().then(
+          [](capnp::Response<remote::ModelRuntime::InferResults>&& r) -> expected<std::vector<tensor>> {
+            if (auto e = read_error(r.getError())) return *e;
+            return read_tensors(r.getOutputs());
+          });
+      timed(outputs.catch_([this](kj::Exception&& e) -> expected<std::vector<tensor>> { return lost(e); }),
+            options_.infer_timeout,
+            [this, id]() -> expected<std::vector<tensor>> {
+              return make_error(errc::timeout, options_.name + ": inference of " + id + " took longer than " +
+                                                   millis(options_.infer_timeout));
+            })
+          .then([answer](expected<std::vector<tensor>> r) { (*answer)(std::move(r)); })
+          .detach([answer](kj::Exception&& e) {
+            (*answer)(make_error(errc::internal, "inference: " + std::string(e.getDescription().cStr())));
+          });
+      return expected<bool>(true);
+    });
+    if (!sent) (*answer)(std::move(sent).error());
+  }
+
   // Tells the runtime to drop the model, when the connection it was loaded on is still up.
   void unload(const std::string& id, std::uint64_t generation) {
+    if (std::this_thread::get_id() == link_thread_) {
+      // The last reference of a model dropped on the link thread itself (an answer released the
+      // last lease and nothing reclaims elsewhere): send it without waiting on this loop.
+      send_unload(id, generation);
+      return;
+    }
     (void)call<bool>([&]() -> kj::Promise<expected<bool>> {
       if (!connected() || session_->generation != generation) return expected<bool>(true);
       auto request = session_->cap.unloadRequest();
@@ -339,6 +394,7 @@ class remote_device::link {
     try {
       auto io = kj::setupAsyncIo();
       io_ = &io;
+      link_thread_ = std::this_thread::get_id();
       auto stop = kj::newPromiseAndCrossThreadFulfiller<void>();
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -523,6 +579,7 @@ class remote_device::link {
   load_slots loads_;
 
   // The link thread's own.
+  std::atomic<std::thread::id> link_thread_{};
   kj::AsyncIoContext* io_ = nullptr;
   kj::Own<session> session_;
   pid_t pending_pid_ = 0;
@@ -556,6 +613,10 @@ class remote_resident final : public resident_model {
   std::uint64_t cost(std::uint64_t) const override { return UINT64_MAX; }
   expected<std::vector<tensor>> run(const std::vector<tensor>& inputs, std::uint64_t batch) const override {
     return dev_.link_->infer(id_, generation_, inputs, batch);
+  }
+  // The request is handed to the link and answered from there: no thread of warm's waits for it.
+  void run_then(const std::vector<tensor>& inputs, std::uint64_t batch, run_done done) const override {
+    dev_.link_->infer_then(id_, generation_, inputs, batch, std::move(done));
   }
   void settle(memory_reservation more) override {
     charge_.absorb(std::move(more));
