@@ -233,28 +233,34 @@ class remote_device::link {
     });
   }
 
+  // Sends an inference on the current connection (link thread only): the runtime's answer, the
+  // connection's loss, or a timeout.
+  kj::Promise<expected<std::vector<tensor>>> send_infer(const std::string& id, std::uint64_t generation,
+                                                        const std::vector<tensor>& inputs, std::uint64_t batch) {
+    if (!connected() || session_->generation != generation)
+      return failed<std::vector<tensor>>(
+          make_error(errc::unavailable, options_.name + ": " + id + " was lost with the runtime that held it"));
+    auto request = session_->cap.inferRequest();
+    request.setModelId(id);
+    request.setBatch(batch);
+    auto list = request.initInputs(static_cast<unsigned>(inputs.size()));
+    for (unsigned i = 0; i < inputs.size(); ++i) write_tensor(inputs[i], list[i]);
+    auto answer = request.send().then(
+        [](capnp::Response<remote::ModelRuntime::InferResults>&& r) -> expected<std::vector<tensor>> {
+          if (auto e = read_error(r.getError())) return *e;
+          return read_tensors(r.getOutputs());
+        });
+    return timed(answer.catch_([this](kj::Exception&& e) -> expected<std::vector<tensor>> { return lost(e); }),
+                 options_.infer_timeout, [this, id]() -> expected<std::vector<tensor>> {
+                   return make_error(errc::timeout, options_.name + ": inference of " + id + " took longer than " +
+                                                        millis(options_.infer_timeout));
+                 });
+  }
+
+  // Waits for the answer (batched passes: resident_model::run).
   expected<std::vector<tensor>> infer(const std::string& id, std::uint64_t generation,
                                       const std::vector<tensor>& inputs, std::uint64_t batch) {
-    return call<std::vector<tensor>>([&]() -> kj::Promise<expected<std::vector<tensor>>> {
-      if (!connected() || session_->generation != generation)
-        return failed<std::vector<tensor>>(
-            make_error(errc::unavailable, options_.name + ": " + id + " was lost with the runtime that held it"));
-      auto request = session_->cap.inferRequest();
-      request.setModelId(id);
-      request.setBatch(batch);
-      auto list = request.initInputs(static_cast<unsigned>(inputs.size()));
-      for (unsigned i = 0; i < inputs.size(); ++i) write_tensor(inputs[i], list[i]);
-      auto answer = request.send().then(
-          [](capnp::Response<remote::ModelRuntime::InferResults>&& r) -> expected<std::vector<tensor>> {
-            if (auto e = read_error(r.getError())) return *e;
-            return read_tensors(r.getOutputs());
-          });
-      return timed(answer.catch_([this](kj::Exception&& e) -> expected<std::vector<tensor>> { return lost(e); }),
-                   options_.infer_timeout, [this, id]() -> expected<std::vector<tensor>> {
-                     return make_error(errc::timeout, options_.name + ": inference of " + id +
-                                                          " took longer than " + millis(options_.infer_timeout));
-                   });
-    });
+    return call<std::vector<tensor>>([&] { return send_infer(id, generation, inputs, batch); });
   }
 
   // infer() without waiting: the request is sent from the link thread (this thread waits only for
@@ -277,25 +283,7 @@ class remote_device::link {
     auto answer = std::make_shared<once>();
     answer->done = std::move(done);
     auto sent = call<bool>([&]() -> kj::Promise<expected<bool>> {
-      if (!connected() || session_->generation != generation)
-        return failed<bool>(
-            make_error(errc::unavailable, options_.name + ": " + id + " was lost with the runtime that held it"));
-      auto request = session_->cap.inferRequest();
-      request.setModelId(id);
-      request.setBatch(batch);
-      auto list = request.initInputs(static_cast<unsigned>(inputs.size()));
-      for (unsigned i = 0; i < inputs.size(); ++i) write_tensor(inputs[i], list[i]);
-      auto outputs = request.send().then(
-          [](capnp::Response<remote::ModelRuntime::InferResults>&& r) -> expected<std::vector<tensor>> {
-            if (auto e = read_error(r.getError())) return *e;
-            return read_tensors(r.getOutputs());
-          });
-      timed(outputs.catch_([this](kj::Exception&& e) -> expected<std::vector<tensor>> { return lost(e); }),
-            options_.infer_timeout,
-            [this, id]() -> expected<std::vector<tensor>> {
-              return make_error(errc::timeout, options_.name + ": inference of " + id + " took longer than " +
-                                                   millis(options_.infer_timeout));
-            })
+      send_infer(id, generation, inputs, batch)
           .then([answer](expected<std::vector<tensor>> r) { (*answer)(std::move(r)); })
           .detach([answer](kj::Exception&& e) {
             (*answer)(make_error(errc::internal, "inference: " + std::string(e.getDescription().cStr())));
