@@ -657,3 +657,37 @@ TEST_CASE("the mCache seven-model catalog, and docs/eval/catalog-mcache7.csv hol
     CHECK((*shipped)[i].load_ms == c[i].load_ms);
   }
 }
+
+TEST_CASE("azure trace: days play the window again, each day sampled anew, day 0 unchanged") {
+  fixture f;
+  auto o = f.options(f.with_trigger);
+  o.sample = 0.5;
+  o.seed = 3;
+  auto one = make_azure_trace(o, four_models());
+  REQUIRE(one);
+  o.days = 3;
+  auto three = make_azure_trace(o, four_models());
+  REQUIRE(three);
+  const double day_ms = 4 * 60000.0;  // the fixture's window: four minutes
+  trace first, later;
+  std::map<int, std::size_t> per_day;
+  for (const auto& r : *three) {
+    auto day = static_cast<int>(r.time_ms / day_ms);
+    ++per_day[day];
+    if (day == 0) first.push_back(r);
+    if (day == 1) later.push_back({r.time_ms - day_ms, r.model});
+  }
+  CHECK(per_day.size() == 3);
+  REQUIRE(first.size() == one->size());  // day 0 is the one-day trace
+  for (std::size_t i = 0; i < first.size(); ++i) CHECK(first[i].time_ms == (*one)[i].time_ms);
+  bool differs = later.size() != first.size();
+  for (std::size_t i = 0; !differs && i < later.size(); ++i) differs = later[i].time_ms != first[i].time_ms;
+  CHECK(differs);  // day 1 drew its own sample and times
+  // With sample 1 every day carries the window's counts per minute.
+  o.sample = 1;
+  auto full = make_azure_trace(o, four_models());
+  REQUIRE(full);
+  CHECK(full->size() == 3 * 42);
+  o.days = 0;
+  CHECK(make_azure_trace(o, four_models()).error().code == errc::invalid_argument);
+}

@@ -3,15 +3,21 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <map>
+#include <random>
+#include <set>
 
 #include "policy/arc_policy.hpp"
 #include "policy/gdsf_policy.hpp"
 #include "policy/expert_policy.hpp"
 #include "policy/iam_policy.hpp"
 #include "policy/kdf_policy.hpp"
+#include "policy/lecar_policy.hpp"
 #include "policy/lfu_policy.hpp"
+#include "policy/lhd_policy.hpp"
 #include "policy/load_penalty.hpp"
 #include "policy/lru_policy.hpp"
+#include "policy/s3fifo_policy.hpp"
 #include "policy/srrip_policy.hpp"
 
 using namespace warm;
@@ -226,6 +232,170 @@ TEST_CASE("sieve: the hand passes visited models once, evicts the first unvisite
   CHECK(p.choose_victims("z", 100, none, at(6)) == strings{"y"});
 }
 
+TEST_CASE("s3fifo: unused models leave S for G, used ones move to M, ghosts reload into M") {
+  s3fifo_policy p(1000);  // S's target: 100 bytes
+  p.on_insert("a", 100, 1, at(0));
+  p.on_insert("b", 200, 1, at(1));
+  p.on_insert("c", 100, 1, at(2));
+  CHECK(p.where("b") == s3fifo_policy::small);
+  // S holds 400 > 100: its oldest, a, unused since its load, is the victim.
+  CHECK(p.choose_victims("x", 100, none, at(3)) == strings{"a"});
+  CHECK(p.where("a") == s3fifo_policy::small);  // a victim stays until it is removed
+  p.on_remove("a", true);
+  CHECK(p.in_ghost("a"));
+  p.on_insert("x", 100, 1, at(3));
+  // b, used in S, moves to M's new end with its count spent; c, unused, is the victim.
+  p.on_access("b", at(4), 1);
+  CHECK(p.choose_victims("y", 100, none, at(5)) == strings{"c"});
+  CHECK(p.where("b") == s3fifo_policy::main);
+  CHECK(p.freq("b") == 0);
+  p.on_remove("c", true);
+  p.on_insert("y", 100, 1, at(5));
+  // S holds x, y (200 > 100): x goes. a, loaded again from G, enters M and leaves G.
+  CHECK(p.choose_victims("a", 100, none, at(6)) == strings{"x"});
+  p.on_remove("x", true);
+  p.on_insert("a", 100, 1, at(6));
+  CHECK(p.where("a") == s3fifo_policy::main);
+  CHECK_FALSE(p.in_ghost("a"));
+  CHECK(p.in_ghost("c"));
+  CHECK(p.bytes_in(s3fifo_policy::small) == 100);  // y
+  CHECK(p.bytes_in(s3fifo_policy::main) == 300);   // a (newest), b
+  // S is at its target: M evicts. Its oldest, b, was used: reinserted with one use less; a goes.
+  p.on_access("b", at(7), 1);
+  CHECK(p.choose_victims("z", 100, none, at(8)) == strings{"a"});
+  CHECK(p.freq("b") == 0);
+  // Now M is b (newest), a: a pinned is passed over, b (count 0) goes.
+  CHECK(p.choose_victims("z", 100, only("a"), at(8)) == strings{"b"});
+  // Sizes: 250 bytes need b (200, count 0 after a's second chance) and then a.
+  p.on_access("a", at(9), 2);
+  CHECK(p.choose_victims("z", 250, none, at(10)) == strings{"b", "a"});
+  CHECK(p.freq("a") == 0);  // two chances spent: at the old end twice
+  // Too little unpinned room (y pinned: 300 of 400): nothing, and nothing moves or ages.
+  p.on_access("a", at(11), 2);
+  auto order = p.eviction_order(at(11));
+  CHECK(p.choose_victims("z", 400, only("y"), at(11)).empty());
+  CHECK(p.freq("a") == 2);
+  auto again = p.eviction_order(at(11));
+  REQUIRE(again.size() == order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) CHECK(again[i].model == order[i].model);
+}
+
+TEST_CASE("s3fifo: G is trimmed to M's target bytes; an unknown capacity is the peak resident") {
+  s3fifo_policy p(1000);  // M's target: 900 bytes
+  p.on_insert("g1", 500, 1, at(0));
+  p.on_insert("g2", 500, 1, at(1));
+  CHECK(p.choose_victims("x", 1000, none, at(2)) == strings{"g1", "g2"});
+  p.on_remove("g1", true);
+  p.on_remove("g2", true);
+  CHECK_FALSE(p.in_ghost("g1"));  // 1000 ghost bytes > 900: the oldest is forgotten
+  CHECK(p.in_ghost("g2"));
+  CHECK(p.ghost_bytes() == 500);
+  p.set_capacity(400);  // M's target 360: g2 no longer fits
+  CHECK(p.ghost_bytes() == 0);
+
+  s3fifo_policy unknown(0);
+  unknown.on_insert("a", 100, 1, at(0));
+  unknown.on_insert("b", 100, 1, at(1));  // peak 200: S's target 20, M's 180
+  unknown.on_remove("a", true);
+  unknown.on_remove("b", true);  // evicted from S: ghosts of 200 bytes > 180
+  CHECK_FALSE(unknown.in_ghost("a"));
+  CHECK(unknown.in_ghost("b"));
+  unknown.on_remove("zz", true);  // unknown models are ignored
+  CHECK(unknown.size() == 0);
+}
+
+TEST_CASE("lhd: before any hit or eviction, the oldest last reference goes first (LRU)") {
+  lhd_policy p;
+  p.on_insert("c", 100, 1, at(0));  // oldest
+  p.on_insert("b", 200, 1, at(1));
+  p.on_insert("a", 100, 1, at(2));
+  CHECK(p.choose_victims("x", 100, none, at(3)) == strings{"c"});
+  CHECK(p.choose_victims("x", 250, none, at(3)) == strings{"c", "b"});
+  CHECK(p.choose_victims("x", 100, only("c"), at(3)) == strings{"b"});
+  CHECK(p.choose_victims("x", 400, only("a"), at(3)).empty());
+  CHECK(p.eviction_order(at(3)).front().model == "c");
+  // Past 64 unpinned residents the candidates are sampled: distinct victims, deterministic.
+  lhd_policy one, two;
+  for (int i = 0; i < 100; ++i)
+    for (auto* q : {&one, &two}) q->on_insert("m" + std::to_string(i), 100, 1, at(i));
+  auto victims = one.choose_victims("x", 1000, none, at(100));
+  CHECK(victims.size() == 10);
+  CHECK(std::set<std::string>(victims.begin(), victims.end()).size() == 10);
+  CHECK(two.choose_victims("x", 1000, none, at(100)) == victims);
+}
+
+TEST_CASE("lhd: learned densities keep a model re-referenced at a regular age over one-shots") {
+  // p is used every 8 references; the one-shots o1..o14 are never used and are evicted.
+  lhd_policy p;
+  p.on_insert("p", 100, 1, at(0));  // reference 1
+  for (int i = 1; i <= 7; ++i) p.on_insert("o" + std::to_string(i), 100, 1, at(i));  // 2..8
+  p.on_access("p", at(9), 3);  // 9..11: a class-0 hit at age 8; class 3 from here
+  for (int i = 1; i <= 7; ++i) p.on_remove("o" + std::to_string(i), true);  // ages 9, 8, 7..3
+  for (int i = 8; i <= 14; ++i) p.on_insert("o" + std::to_string(i), 100, 1, at(i));  // 12..18
+  p.on_access("p", at(19), 1);  // 19: a class-3 hit at age 8
+  for (int i = 8; i <= 14; ++i) p.on_remove("o" + std::to_string(i), true);  // ages 7..1
+  p.on_insert("q", 100, 1, at(20));  // 20
+  p.on_insert("r", 100, 1, at(21));  // 21
+  p.on_insert("s", 10, 1, at(22));   // 22: a tenth of the size
+  // Class 0: a hit in bucket 8 (ages 8-9, width 2), evictions 2 each in buckets 8, 7, 6, 5, 4, 3
+  // and one each in 2 and 1. Backward from bucket 8: events 3 → lifetime 3·2 = 6, then +5, +7,
+  // +9, +11, +13 (51 at bucket 3), +14 = 65 at bucket 2, +15 = 80 at 1, +15 = 95 at 0.
+  // Class 3: one hit in bucket 8: lifetime 2 + 1 per bucket below: 7 at bucket 3.
+  // Ranks (density × 1 s / bytes): r 1/80/100 < q 1/65/100 < s 1/95/10 < p 1/7/100.
+  CHECK(p.choose_victims("x", 100, none, at(23)) == strings{"r"});  // lru: p
+  CHECK(p.density(0, 2) == Approx(1.0 / 65));
+  CHECK(p.density(3, 3) == Approx(1.0 / 7));
+  CHECK(p.choose_victims("x", 210, none, at(23)) == strings{"r", "q", "s"});  // p kept
+  CHECK(p.choose_victims("x", 100, only("r"), at(23)) == strings{"q"});
+  CHECK(p.choose_victims("x", 311, none, at(23)).empty());
+  auto order = p.eviction_order(at(23));
+  REQUIRE(order.size() == 4);
+  CHECK(order.front().model == "r");
+  CHECK(order.back().model == "p");
+  CHECK(order.back().score == Approx(1.0 / 700));
+}
+
+TEST_CASE("lecar: a ghost hit lowers the expert that evicted it; victims come from one expert") {
+  lecar_policy p(300);
+  p.on_insert("a", 100, 1, at(0));
+  p.on_insert("b", 100, 1, at(1));
+  p.on_insert("c", 100, 1, at(2));
+  p.on_access("c", at(2.5), 5);
+  p.on_access("a", at(3), 3);
+  p.on_access("b", at(4), 1);  // lru would evict c, then a; lfu b (2 uses), then a (4)
+  CHECK(p.choose_victims("x", 400, none, at(5)).empty());  // draws nothing
+  CHECK(p.weight_lru() == 0.5);
+  // std::mt19937(5489) draws 0.815, 0.135, 0.906, 0.835 (of 2^32): lru when below w_lru.
+  CHECK(p.choose_victims("x", 100, none, at(5)) == strings{"b"});  // lfu's
+  p.on_remove("b", true);
+  CHECK(p.in_history(lecar_policy::lfu, "b"));
+  p.on_insert("x", 100, 1, at(5));
+  CHECK(p.choose_victims("y", 100, none, at(6)) == strings{"c"});  // lru's
+  p.on_remove("c", true);
+  CHECK(p.in_history(lecar_policy::lru, "c"));
+  p.on_insert("y", 100, 1, at(6));
+  CHECK(p.choose_victims("c", 100, none, at(7)) == strings{"x"});  // lfu's (lru: a)
+  p.on_remove("x", true);
+  // c comes back 1 reference after lru evicted it, 2 models resident: d = 0.005^(1/2),
+  // w_lru = 0.5·e^(−0.45·d) / (0.5·e^(−0.45·d) + 0.5).
+  p.on_insert("c", 100, 1, at(7));
+  double kept = std::exp(-0.45 * std::sqrt(0.005));
+  CHECK(p.weight_lru() == Approx(kept / (kept + 1)));
+  CHECK(p.weight_lru() < 0.5);
+  CHECK(p.weight_lru() + p.weight_lfu() == Approx(1.0));
+  CHECK_FALSE(p.in_history(lecar_policy::lru, "c"));
+  // lfu leads: its order; 200 bytes: lfu's y and c (lru's would be a and y). y, which lru would
+  // have evicted too, goes to neither history.
+  CHECK(p.eviction_order(at(8)).front().model == "y");
+  CHECK(p.choose_victims("b", 200, none, at(8)) == strings{"y", "c"});
+  p.on_remove("y", true);
+  p.on_remove("c", true);
+  CHECK(p.in_history(lecar_policy::lfu, "c"));
+  CHECK_FALSE(p.in_history(lecar_policy::lfu, "y"));
+  CHECK_FALSE(p.in_history(lecar_policy::lru, "y"));
+  CHECK(p.choose_victims("b", 100, only("a"), at(8)).empty());
+}
+
 TEST_CASE("importance ranks follow the formula") {
   std::vector<score_input> inputs{{"a", 100, 1.0, 1.0}, {"b", 100, 2.0, 1.0}, {"c", 100, 1.0, 0.5}, {"d", 200, 2.0, 0.5}};
   auto heap = build_importance_heap(inputs, 2.0, at(0));
@@ -323,21 +493,28 @@ TEST_CASE("kdf evicts the least total value that frees the bytes, not the least 
   CHECK(p.choose_victims("x", 350, only("small2"), at(3)) == strings{"small1", "large"});
 }
 
-TEST_CASE("kdf past its exact limit: greedy by least value per byte, or one model that frees enough for less") {
+TEST_CASE("kdf over many residents: the least value per byte, or one model that frees enough for less") {
   policy_options o;
   o.kdf_tau = std::chrono::seconds(0);
   o.kdf_horizon = 0;
   auto made = make_policy("kdf", o);
   REQUIRE(made);
   auto& p = **made;
-  // 20 models of 100 bytes (more than the exact knapsack takes): m<i> is worth i + 1.
-  for (int i = 0; i < 20; ++i) {
-    auto m = "m" + std::to_string(i);
-    p.on_insert(m, 100, 1.0, at(0));
-    if (i > 0) p.on_access(m, at(1), static_cast<std::uint64_t>(i));
-  }
+  // 100 models of 100 bytes: m<i> is worth i + 1. The most valuable are used last, so an index
+  // that ignored value would offer them (or the oldest) as candidates.
+  for (int i = 0; i < 100; ++i) p.on_insert("m" + std::to_string(i), 100, 1.0, at(0));
+  for (int i = 99; i > 0; --i) p.on_access("m" + std::to_string(i), at(1), static_cast<std::uint64_t>(i));
   CHECK(p.choose_victims("x", 300, none, at(2)) == strings{"m0", "m1", "m2"});  // worth 6
   CHECK(p.choose_victims("x", 300, only("m1"), at(2)) == strings{"m0", "m2", "m3"});
+  // 700 bytes: 14 candidates, past the exact knapsack: greedy by value per byte.
+  CHECK(p.choose_victims("x", 700, none, at(2)) == strings{"m0", "m1", "m2", "m3", "m4", "m5", "m6"});
+  // A large model worth less than the smallest one: it frees 100 bytes for the least value too.
+  p.on_insert("cheap", 1000, 0.5, at(2));
+  CHECK(p.choose_victims("x", 100, none, at(2)) == strings{"cheap"});
+  CHECK(p.choose_victims("x", 900, none, at(2)) == strings{"cheap"});
+  p.on_remove("cheap", false);
+  CHECK(p.eviction_order(at(2)).front().model == "m0");
+  CHECK(p.eviction_order(at(2)).back().model == "m99");
   p.on_insert("big", 400, 5.0, at(2));  // frees 400 alone, worth 5 < 6
   CHECK(p.choose_victims("x", 300, none, at(3)) == strings{"big"});
 }
@@ -361,6 +538,48 @@ TEST_CASE("kdf's counts decay with tau and its value saturates with h") {
   CHECK(saturating.choose_victims("x", 100, none, at(1)) == strings{"cold"});
   saturating.on_access("cold", at(1), 2);  // 3 requests: (1 − e^-1.5) · 2 ≈ 1.55 s > hot's 1 s
   CHECK(saturating.choose_victims("x", 100, none, at(1)) == strings{"hot"});
+}
+
+TEST_CASE("kdf's automatic tau is memory x the idle time of its victims (a running geometric mean)") {
+  policy_options o;
+  o.kdf_memory = 10;
+  o.kdf_horizon = 0;
+  kdf_policy p(o);
+  CHECK(p.tau() == kdf_policy::initial_tau);
+  CHECK(p.characteristic_time() == 0);
+  p.on_insert("a", 100, 1, at(0));
+  p.on_insert("b", 100, 1, at(50));
+  REQUIRE(p.choose_victims("x", 100, none, at(100)) == strings{"a"});  // a decayed more
+  p.on_remove("a", true);  // idle 100 s when chosen
+  CHECK(p.characteristic_time() == Approx(100));
+  CHECK(p.tau() == Approx(1000));
+  p.on_insert("x", 100, 1, at(100));
+  REQUIRE(p.choose_victims("y", 100, none, at(1050)) == strings{"b"});
+  p.on_remove("b", true);  // idle 1000 s: T moves 1/16 of the way in logs
+  CHECK(p.characteristic_time() == Approx(100 * std::pow(10.0, 1.0 / 16)));
+  p.on_remove("x", false);  // an unregistration measures nothing
+  CHECK(p.characteristic_time() == Approx(100 * std::pow(10.0, 1.0 / 16)));
+  CHECK(p.size() == 0);
+}
+
+TEST_CASE("kdf's automatic tau keeps what traffic hours apart uses again; a 20-minute tau forgets it") {
+  auto victim = [](policy_options o) {
+    o.kdf_memory = 5;
+    o.kdf_horizon = 0;
+    kdf_policy p(o);
+    p.on_insert("t", 100, 1, at(0));
+    REQUIRE(p.choose_victims("x", 100, none, at(3 * 3600.0)) == strings{"t"});
+    p.on_remove("t", true);  // the cache's victims sit idle for hours: T = 3 h
+    p.on_insert("daily", 100, 1, at(3 * 3600.0));
+    for (int k = 1; k <= 4; ++k) p.on_access("daily", at(3 * 3600.0 + k * 900.0), 1);
+    p.on_insert("once", 100, 1, at(10 * 3600.0));
+    return p.choose_victims("x", 100, none, at(11 * 3600.0));
+  };
+  policy_options automatic;
+  CHECK(victim(automatic) == strings{"once"});  // τ = 15 h: 5 requests 7 h ago outweigh 1 an hour ago
+  policy_options fixed;
+  fixed.kdf_tau = std::chrono::seconds(1200);
+  CHECK(victim(fixed) == strings{"daily"});
 }
 
 TEST_CASE("kdf-adaptive follows the expert whose shadow cache missed least") {
@@ -406,6 +625,64 @@ TEST_CASE("eviction_order lists every resident, next victim first, and changes n
     // The first victim for 100 bytes is the head of the order.
     CHECK(p.choose_victims("x", 100, none, at(5)) == strings{order.front().model});
     CHECK(p.eviction_order(at(5)).size() == 3);
+  }
+}
+
+TEST_CASE("every policy under random traffic: victims resident, unpinned, distinct and enough; none only when none can be") {
+  // The device's loop: models of 100 bytes, room for four, m0 always pinned and sometimes one more,
+  // uses and load penalties at random, time moving by up to 300 ms.
+  for (auto& name : policy_names()) {
+    for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+      INFO(name << " seed " << seed);
+      std::mt19937_64 rng(seed);
+      policy_options o;
+      o.capacity = 400;
+      o.rescore_period = std::chrono::milliseconds(100);
+      auto made = make_policy(name, o);
+      REQUIRE(made);
+      auto& p = **made;
+      std::map<std::string, std::uint64_t> resident;
+      std::uint64_t used = 0;
+      timestamp now{};
+      for (int step = 0; step < 600; ++step) {
+        now += std::chrono::milliseconds(rng() % 300);
+        auto model = "m" + std::to_string(rng() % 11);
+        std::set<std::string> pinned{"m0", "m" + std::to_string(rng() % 22)};
+        if (resident.count(model)) {
+          p.on_access(model, now, rng() % 3);
+          continue;
+        }
+        if (used + 100 > o.capacity) {
+          auto need = used + 100 - o.capacity;
+          auto victims = p.choose_victims(model, need, [&](const std::string& m) { return pinned.count(m) > 0; }, now);
+          std::uint64_t available = 0, freed = 0;
+          for (auto& [m, bytes] : resident)
+            if (!pinned.count(m)) available += bytes;
+          std::set<std::string> distinct;
+          for (auto& v : victims) {
+            REQUIRE(resident.count(v));
+            REQUIRE_FALSE(pinned.count(v));
+            REQUIRE(distinct.insert(v).second);
+            freed += resident[v];
+          }
+          if (victims.empty()) {
+            REQUIRE(available < need);
+            continue;
+          }
+          REQUIRE(freed >= need);
+          for (auto& v : victims) {
+            p.on_remove(v, true);
+            used -= resident[v];
+            resident.erase(v);
+          }
+        }
+        p.on_insert(model, 100, 0.1 + static_cast<double>(rng() % 10) / 10, now);
+        resident[model] = 100;
+        used += 100;
+        REQUIRE(p.size() == resident.size());
+        REQUIRE(p.eviction_order(now).size() == resident.size());
+      }
+    }
   }
 }
 

@@ -217,6 +217,7 @@ iam-rate-period = "2m"
 iam-bias = 2
 kdf-tau = "10m"
 kdf-horizon = 0.5
+kdf-memory = 20
 )"));
   auto devices = warm::warmd::split_device_policies(p.c.device);
   CHECK(devices.specs == std::vector<std::string>{"host.0:1GiB", "host.1:2GiB"});
@@ -230,8 +231,9 @@ kdf-horizon = 0.5
   CHECK(tuning.rate_window.count() == Approx(120));
   CHECK(tuning.rate_tau.count() == Approx(120));
   CHECK(tuning.iam_bias == 2);
-  CHECK(tuning.kdf_tau.count() == Approx(600));
+  CHECK(tuning.kdf_tau->count() == Approx(600));
   CHECK(tuning.kdf_horizon == 0.5);
+  CHECK(tuning.kdf_memory == 20);
 
   auto refused = [&](auto change, const std::string& flag) {
     warm::warmd::config c = p.c;
@@ -247,6 +249,12 @@ kdf-horizon = 0.5
   refused([](auto& c) { c.iam_rate_period = "0s"; }, "--iam-rate-period");
   refused([](auto& c) { c.iam_bias = 0; }, "--iam-bias");
   refused([](auto& c) { c.kdf_horizon = -1; }, "--kdf-horizon");
+  refused([](auto& c) { c.kdf_memory = 0; }, "--kdf-memory");
+  warm::warmd::config defaults;  // kdf-tau = "auto": no fixed time constant
+  warm::policy_options automatic;
+  REQUIRE(warm::warmd::apply_policy_tuning(defaults, automatic, period));
+  CHECK_FALSE(automatic.kdf_tau.has_value());
+  CHECK(automatic.kdf_memory == 100);
   CHECK_FALSE(p.apply("iam-bias = \"two\"\n"));
 }
 

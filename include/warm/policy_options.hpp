@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace warm {
@@ -19,9 +20,11 @@ struct policy_options {
   // iam: how often the policy rebuilds its own scores when no scorer drives it (the simulator);
   // 0 = never by itself. The daemon's importance scorer rebuilds every scorer period instead.
   std::chrono::duration<double> rescore_period = std::chrono::seconds(1);
-  // kdf: time constant of the decayed request counts (0 = no decay) and the saturation h of a
-  // model's value (0 = linear). kdf-adaptive: time constant of its experts' decayed costs.
-  std::chrono::duration<double> kdf_tau = std::chrono::seconds(1200);
+  // kdf: time constant of the decayed request counts (0 = no decay; empty = automatic: kdf_memory
+  // × the cache's characteristic time) and the saturation h of a model's value (0 = linear).
+  // kdf-adaptive: time constant of its experts' decayed costs.
+  std::optional<std::chrono::duration<double>> kdf_tau;
+  double kdf_memory = 100;
   double kdf_horizon = 0.2;
   std::chrono::duration<double> kdf_window = std::chrono::seconds(600);
 };

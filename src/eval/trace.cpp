@@ -19,6 +19,7 @@ constexpr std::uint64_t stream_mapping = 1;
 constexpr std::uint64_t stream_zipf_models = 2;
 constexpr std::uint64_t stream_zipf_arrivals = 3;
 constexpr std::uint64_t stream_function_base = 1'000'000;  // + the function's row in the file
+constexpr std::uint64_t stream_day_step = 1ull << 32;       // × the repeated day (0 for day 0)
 
 constexpr std::int64_t us_per_minute = 60'000'000;
 
@@ -239,6 +240,7 @@ expected<trace> make_azure_trace(const azure_options& o, const catalog& models,
     return make_error(errc::invalid_argument,
                       "sample must be in [0, 1], got " + detail::format_double(o.sample));
   if (o.minutes == 0) return make_error(errc::invalid_argument, "minutes must be at least 1");
+  if (o.days == 0) return make_error(errc::invalid_argument, "days must be at least 1");
   if (o.trigger.empty())
     return make_error(errc::invalid_argument, "trigger must not be empty (use \"any\" for all)");
   if (auto valid = validate_catalog(models); !valid) return std::move(valid).error();
@@ -294,15 +296,18 @@ expected<trace> make_azure_trace(const azure_options& o, const catalog& models,
     std::size_t model;
   };
   std::vector<timed> requests;
-  for (auto* f : kept) {
-    detail::random_stream rng(o.seed, stream_function_base + f->row);
-    std::size_t model = model_of_row[f->row];
-    for (std::size_t w = 0; w < f->counts.size(); ++w) {
-      for (std::uint64_t k = 0; k < f->counts[w]; ++k) {
-        bool keep = rng.uniform() < o.sample;  // always drawn, so sample only thins
-        auto offset = static_cast<std::int64_t>(rng.uniform() * static_cast<double>(us_per_minute));
-        if (keep)
-          requests.push_back({static_cast<std::int64_t>(w) * us_per_minute + offset, model});
+  for (std::size_t day = 0; day < o.days; ++day) {
+    auto day_start = static_cast<std::int64_t>(day * o.minutes) * us_per_minute;
+    for (auto* f : kept) {
+      detail::random_stream rng(o.seed, stream_function_base + f->row + day * stream_day_step);
+      std::size_t model = model_of_row[f->row];
+      for (std::size_t w = 0; w < f->counts.size(); ++w) {
+        for (std::uint64_t k = 0; k < f->counts[w]; ++k) {
+          bool keep = rng.uniform() < o.sample;  // always drawn, so sample only thins
+          auto offset = static_cast<std::int64_t>(rng.uniform() * static_cast<double>(us_per_minute));
+          if (keep)
+            requests.push_back({day_start + static_cast<std::int64_t>(w) * us_per_minute + offset, model});
+        }
       }
     }
   }

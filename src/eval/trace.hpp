@@ -63,12 +63,15 @@ std::string to_string(mapping m);
 //     probability `sample`, at a time uniform in [w·60000, (w+1)·60000) ms, quantized to whole
 //     microseconds (so a written trace reads back exactly). The trace is sorted by time (ties:
 //     file order).
+//  7. Days: with days > 1 the window is played `days` times back to back (the trace's own daily
+//     shape when the window is a whole day), day d shifted by d·minutes; day 0 is the one-day
+//     trace, and every later day samples again from streams of its own.
 // Deterministic per seed on every platform. Request times come from a random stream of their
 // own per function (seed, file row), the random mapping from another: the four schemes give the
 // same request times for one seed, the trigger or cut do not move the other functions'
 // requests, and a smaller sample keeps a subset of a larger one's requests at the same times.
 // Errors: the file's (read errors, bad counts with PATH:LINE), invalid_argument for options out of
-// range (cut not in (0,1], sample not in [0,1], minutes 0, a window past the file's last minute
+// range (cut not in (0,1], sample not in [0,1], minutes or days 0, a window past the file's last minute
 // column), an invalid catalog, or no function with the trigger / no invocation in the window.
 struct azure_options {
   std::string invocations;       // path to the invocation counts
@@ -79,6 +82,7 @@ struct azure_options {
   double sample = 0.15;          // probability of keeping each invocation
   mapping scheme = mapping::random;
   std::uint64_t seed = 1;
+  std::size_t days = 1;          // how many times the window is played (>= 1)
 };
 
 // What make_azure_trace saw and decided, for reports and tests.

@@ -5,15 +5,20 @@
 #include "policy/expert_policy.hpp"
 #include "policy/iam_policy.hpp"
 #include "policy/kdf_policy.hpp"
+#include "policy/lecar_policy.hpp"
 #include "policy/lfu_policy.hpp"
+#include "policy/lhd_policy.hpp"
 #include "policy/lru_policy.hpp"
+#include "policy/s3fifo_policy.hpp"
 #include "policy/sieve_policy.hpp"
 #include "policy/srrip_policy.hpp"
 
 namespace warm {
 
 const std::vector<std::string>& policy_names() {
-  static const std::vector<std::string> names{"lru", "lfu", "arc", "srrip", "sieve", "gdsf", "iam", "kdf", "kdf-adaptive"};
+  static const std::vector<std::string> names{"lru", "lfu",   "arc",  "srrip", "sieve",
+                                              "s3fifo", "lhd", "lecar", "gdsf", "iam",
+                                              "kdf", "kdf-adaptive"};
   return names;
 }
 
@@ -24,6 +29,9 @@ expected<std::unique_ptr<cache_policy>> make_policy(std::string_view name, const
   if (name == "arc") p = std::make_unique<arc_policy>(options.capacity);
   if (name == "srrip") p = std::make_unique<srrip_policy>();
   if (name == "sieve") p = std::make_unique<sieve_policy>();
+  if (name == "s3fifo") p = std::make_unique<s3fifo_policy>(options.capacity);
+  if (name == "lhd") p = std::make_unique<lhd_policy>();
+  if (name == "lecar") p = std::make_unique<lecar_policy>(options.capacity);
   if (name == "gdsf") p = std::make_unique<gdsf_policy>();
   if (name == "iam") {
     if (options.iam_rate != "ewma" && options.iam_rate != "window")
@@ -33,8 +41,10 @@ expected<std::unique_ptr<cache_policy>> make_policy(std::string_view name, const
     p = std::make_unique<iam_policy>(options);
   }
   if (name == "kdf" || name == "kdf-adaptive") {
-    if (options.kdf_tau.count() < 0 || options.kdf_horizon < 0 || options.kdf_window.count() <= 0)
-      return make_error(errc::invalid_argument, "kdf needs tau >= 0, horizon >= 0 and a positive window");
+    if ((options.kdf_tau && options.kdf_tau->count() < 0) || options.kdf_horizon < 0 ||
+        options.kdf_window.count() <= 0 || !(options.kdf_memory > 0))
+      return make_error(errc::invalid_argument,
+                        "kdf needs tau >= 0, horizon >= 0, a positive memory and a positive window");
     if (name == "kdf")
       p = std::make_unique<kdf_policy>(options);
     else

@@ -6,24 +6,67 @@
 
 namespace warm {
 
+namespace {
+
+double seconds_between(timestamp from, timestamp to) { return std::chrono::duration<double>(to - from).count(); }
+double seconds_since_epoch(timestamp t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); }
+
+}  // namespace
+
 kdf_policy::kdf_policy(const policy_options& options)
-    : tau_(options.kdf_tau.count()), horizon_(options.kdf_horizon) {}
+    : auto_tau_(!options.kdf_tau.has_value()),
+      fixed_tau_(options.kdf_tau ? options.kdf_tau->count() : 0),
+      memory_(options.kdf_memory),
+      horizon_(options.kdf_horizon),
+      index_tau_(auto_tau_ ? initial_tau : fixed_tau_) {}
+
+double kdf_policy::characteristic_time() const {
+  return characteristic_known_ ? std::exp(log_characteristic_) : 0;
+}
+
+double kdf_policy::tau() const {
+  if (!auto_tau_) return fixed_tau_;
+  return characteristic_known_ ? memory_ * std::exp(log_characteristic_) : initial_tau;
+}
 
 double kdf_policy::decayed_count(const decayed& d, timestamp now) const {
-  if (tau_ <= 0) return d.value;
-  double dt = std::chrono::duration<double>(now - d.at).count();
-  return dt <= 0 ? d.value : d.value * std::exp(-dt / tau_);
+  double t = tau();
+  if (t <= 0) return d.value;
+  double dt = seconds_between(d.at, now);
+  return dt <= 0 ? d.value : d.value * std::exp(-dt / t);
 }
 
 double kdf_policy::value_of(const resident& r, timestamp now) const {
   double n = decayed_count(*r.count, now);
   if (horizon_ > 0) n = 1 - std::exp(-n * horizon_);
-  return n * r.info.penalty;
+  return n * r.penalty;
 }
 
-double kdf_policy::value(const std::string& model, timestamp now) const {
-  auto r = residents_.find(model);
-  return r == residents_.end() ? 0 : value_of(r->second, now);
+double kdf_policy::key_of(const resident& r) const {
+  double key = std::log(r.penalty) - std::log(static_cast<double>(r.bytes)) + std::log(r.count->value);
+  if (index_tau_ > 0) key += seconds_since_epoch(r.count->at) / index_tau_;
+  return key;
+}
+
+void kdf_policy::rebuild_index_if_drifted() {
+  ++decisions_since_rebuild_;
+  double t = tau();
+  if (t == index_tau_ || (t > 0 && index_tau_ > 0 && std::abs(std::log(t / index_tau_)) < std::log(rebuild_factor)))
+    return;
+  // A rebuild re-keys every resident: at most once per size / rebuild_spacing decisions, so its
+  // cost spread over them is O(rebuild_spacing · log n) each.
+  if (decisions_since_rebuild_ * rebuild_spacing < residents_.size()) return;
+  decisions_since_rebuild_ = 0;
+  index_tau_ = t;
+  for (auto& entry : residents_) reindex(entry);
+}
+
+void kdf_policy::reindex(std::pair<const std::string, resident>& entry) {
+  auto& r = entry.second;
+  if (r.sequence != 0) index_.erase({r.key, r.sequence, &entry.first});
+  r.key = key_of(r);
+  r.sequence = ++sequence_;
+  index_.insert({r.key, r.sequence, &entry.first});
 }
 
 std::vector<std::string> kdf_policy::knapsack(std::vector<candidate> cands, std::uint64_t bytes) {
@@ -81,40 +124,77 @@ std::vector<std::string> kdf_policy::knapsack(std::vector<candidate> cands, std:
 }
 
 void kdf_policy::on_access(const std::string& model, timestamp now, std::uint64_t count) {
-  auto& c = counts_[model];
+  latest_ = std::max(latest_, now);
+  auto r = residents_.find(model);
+  auto& c = r == residents_.end() ? counts_[model] : *r->second.count;
   c.value = decayed_count(c, now) + static_cast<double>(count);
   c.at = std::max(c.at, now);
+  if (r == residents_.end()) return;
+  r->second.last_use = std::max(r->second.last_use, now);
+  // A use only raises the key: the index is corrected when a scan reaches the entry.
 }
 
 void kdf_policy::on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) {
-  residents_[model] = {{bytes, std::max(load_seconds, 1e-9)}, &counts_[model]};
+  on_remove(model, false);
+  auto& entry = *residents_.emplace(model, resident{}).first;
+  entry.second = {std::max<std::uint64_t>(bytes, 1), std::max(load_seconds, 1e-9), &counts_[model], now};
   on_access(model, now, 1);  // the request that loaded it
+  reindex(entry);
 }
 
-void kdf_policy::on_remove(const std::string& model, bool) { residents_.erase(model); }
+void kdf_policy::on_remove(const std::string& model, bool evicted) {
+  auto it = residents_.find(model);
+  if (it == residents_.end()) return;
+  auto& r = it->second;
+  index_.erase({r.key, r.sequence, &it->first});
+  if (evicted) {
+    // The victim's idle time, as of the latest time told, feeds the characteristic time.
+    double idle = std::max(seconds_between(r.last_use, latest_), 1e-3);
+    log_characteristic_ = characteristic_known_
+                              ? log_characteristic_ + characteristic_weight * (std::log(idle) - log_characteristic_)
+                              : std::log(idle);
+    characteristic_known_ = true;
+  }
+  residents_.erase(it);
+}
 
 std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uint64_t bytes, const pinned_fn& pinned,
                                                     timestamp now) {
+  if (auto_tau_) rebuild_index_if_drifted();
+  latest_ = std::max(latest_, now);
   std::vector<candidate> cands;
-  cands.reserve(residents_.size());
-  for (auto& [model, r] : residents_)
-    if (!pinned(model)) cands.push_back({&model, r.info.bytes, value_of(r, now)});
+  std::uint64_t gathered = 0;
+  for (auto it = index_.begin(); it != index_.end();) {
+    bool enough = gathered >= 2 * bytes && cands.size() >= min_candidates;
+    if (enough || (cands.size() >= max_candidates && gathered >= bytes)) break;
+    const auto& model = *std::get<2>(*it);
+    auto& entry = *residents_.find(model);
+    const auto& r = entry.second;
+    ++it;
+    if (key_of(r) != r.key) {
+      // Used since it was keyed: move it to its place. A scan still ahead meets it there; one
+      // that has passed that place (its key fell: τ moved since the index was built) takes it now.
+      reindex(entry);
+      if (it != index_.end() && index_entry{r.key, r.sequence, &entry.first} > *it) continue;
+    }
+    if (pinned(model)) continue;
+    cands.push_back({&model, r.bytes, value_of(r, now)});
+    gathered += r.bytes;
+  }
   return knapsack(std::move(cands), bytes);
 }
 
 std::vector<cache_policy::ranked> kdf_policy::eviction_order(timestamp now) const {
-  // Least value per byte first: the order kdf's greedy takes them in (its exact knapsack may
-  // prefer a different set for a given number of bytes).
-  std::vector<std::pair<double, ranked>> order;
-  for (auto& [model, r] : residents_) {
-    double v = value_of(r, now);
-    order.push_back({v / static_cast<double>(r.info.bytes), {model, v}});
-  }
+  // The index's order with every key brought up to date (as a scan would), without changing it.
+  std::vector<std::tuple<double, std::uint64_t, const std::string*>> order;
+  for (auto& [model, r] : residents_) order.emplace_back(key_of(r), key_of(r) != r.key ? ~0ull : r.sequence, &model);
   std::sort(order.begin(), order.end(), [](auto& a, auto& b) {
-    return a.first != b.first ? a.first < b.first : a.second.model < b.second.model;
+    return std::get<0>(a) != std::get<0>(b) ? std::get<0>(a) < std::get<0>(b)
+           : std::get<1>(a) != std::get<1>(b) ? std::get<1>(a) < std::get<1>(b)
+                                              : *std::get<2>(a) < *std::get<2>(b);
   });
   std::vector<ranked> out;
-  for (auto& [density, r] : order) out.push_back(std::move(r));
+  for (auto& [key, sequence, id] : order) out.push_back({*id, value_of(residents_.at(*id), now)});
   return out;
 }
 

@@ -1,4 +1,4 @@
-// kdf — "knapsack over decayed frequency", warm's own policy.
+// kdf — "knapsack over decayed frequency", warm's own policy and the default.
 //
 // Value. Keeping model i resident saves its load time P_i each time it is requested again. kdf
 // predicts that from an exponentially decayed count of its requests, c_i(t) = Σ_k e^{−(t−t_k)/τ}
@@ -6,16 +6,28 @@
 // and values the model at v_i = P_i · f(c_i), with f(c) = c, or with a saturating
 // f(c) = 1 − e^{−h·c} (evicting a hot model costs about one reload, not one per request).
 //
-// Victims. To free B bytes kdf evicts the set of unpinned residents with the least total value
-// whose bytes reach B — a knapsack, solved exactly over up to 12 candidates (else greedily by
-// value per byte, improved by any single model that frees B alone for less). Greedy-by-density
-// policies (GDSF, IAM) evict more value than needed when sizes differ a lot.
+// Time scale. By default τ follows the traffic: τ = memory × T, where T is the cache's
+// characteristic time — how long a model evicted from the cache had gone unused (up to the latest
+// time the policy was told), a running geometric mean over the victims (weight 1/16 each). Dense
+// traffic evicts models idle for seconds and kdf remembers minutes; traffic with requests hours
+// apart evicts models idle for hours and kdf remembers days. memory = 100 and h = 0.2 were chosen
+// on tuning seeds of the broad evaluation (docs/policies.md); a fixed τ (policy_options::kdf_tau)
+// turns the adaptation off. Before the first eviction τ is initial_tau.
 //
-// Defaults τ = 1200 s, h = 0.2, chosen on the mCache-style Azure traces (docs/policies.md has the
-// grid and what it does to each scheme). "kdf-adaptive" (policy/expert_policy.hpp) runs several
-// (τ, h) as experts and follows the best; on those traces it did not beat the fixed defaults.
+// Victims. To free B bytes kdf evicts the set of unpinned residents with the least total value
+// whose bytes reach B — a knapsack. Candidates come from an index of the residents by linear
+// value per byte, P_i·c_i/S_i, whose order decay does not change (keys are logs of the counts
+// referred to a fixed time, re-keyed on each use, rebuilt when the automatic τ has moved by a
+// quarter, at most once per n/4 decisions; between rebuilds the order is the older τ's):
+// the lowest ones until they hold 2·B and number 8, at most 64 (more only when B needs them).
+// The knapsack over them is exact up to 12 candidates, else greedy by value per byte, improved by
+// any single candidate that frees B alone for less. A decision costs O(k log n) for k candidates
+// among n residents. Greedy-by-density policies (GDSF, IAM) evict more value than needed when
+// sizes differ a lot.
 #pragma once
 
+#include <set>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -34,17 +46,37 @@ class kdf_policy final : public cache_policy {
   std::vector<std::string> choose_victims(const std::string& incoming, std::uint64_t bytes, const pinned_fn& pinned,
                                           timestamp now) override;
   std::size_t size() const override { return residents_.size(); }
+  // Residents in the index's order (least linear value per byte first), scored by their value.
   std::vector<ranked> eviction_order(timestamp now) const override;
+
+  // The decay time constant in use, seconds (0: no decay).
+  double tau() const;
+  // The characteristic time T the automatic τ follows, seconds; 0 before the first eviction.
+  double characteristic_time() const;
+
+  static constexpr double initial_tau = 1200;           // seconds, automatic τ before any eviction
+  static constexpr double characteristic_weight = 1.0 / 16;
+  static constexpr std::size_t exact_limit = 12;        // candidates solved exactly (2^n subsets)
+  static constexpr std::size_t min_candidates = 8;
+  static constexpr std::size_t max_candidates = 64;
+  static constexpr double rebuild_factor = 1.25;        // τ drift that rebuilds the index…
+  static constexpr std::size_t rebuild_spacing = 4;     // …after at least residents / 4 decisions
 
  private:
   struct decayed {
     double value = 0;
     timestamp at{};
   };
-  struct model_info {
+  struct resident {
     std::uint64_t bytes = 0;
     double penalty = 0;
+    decayed* count = nullptr;  // into counts_ (unordered_map keeps addresses stable)
+    timestamp last_use{};
+    double key = 0;             // its place in index_
+    std::uint64_t sequence = 0;
   };
+  // Residents by key, then by when they were keyed; the id points into residents_.
+  using index_entry = std::tuple<double, std::uint64_t, const std::string*>;
   struct candidate {
     const std::string* model;
     std::uint64_t bytes;
@@ -52,22 +84,28 @@ class kdf_policy final : public cache_policy {
   };
 
   double decayed_count(const decayed& d, timestamp now) const;
-  double value(const std::string& model, timestamp now) const;
-  // Candidates up to which the knapsack is solved exactly (2^n subsets).
-  static constexpr std::size_t exact_limit = 12;
+  double value_of(const resident& r, timestamp now) const;
+  // The index key of a resident: log of its linear value per byte referred to time 0 under τ.
+  double key_of(const resident& r) const;
+  void rebuild_index_if_drifted();
+  // (Re)places `entry` (a residents_ element) in the index under its current count.
+  void reindex(std::pair<const std::string, resident>& entry);
   // The least-value subset of `cands` whose bytes reach `bytes`, in ascending value.
   static std::vector<std::string> knapsack(std::vector<candidate> cands, std::uint64_t bytes);
 
-  double tau_;      // seconds; 0 = no decay
-  double horizon_;  // 0 = linear value
+  bool auto_tau_;
+  double fixed_tau_;  // seconds; 0 = no decay (when not automatic)
+  double memory_;     // automatic τ = memory × T
+  double horizon_;    // 0 = linear value
+  double log_characteristic_ = 0;
+  bool characteristic_known_ = false;
+  double index_tau_;  // the τ the index keys use
+  std::size_t decisions_since_rebuild_ = 0;
+  timestamp latest_{};  // the latest time any call told: a victim's idle time is measured to it
   std::unordered_map<std::string, decayed> counts_;  // every model seen, kept across evictions
-  // Resident models, pointing at their count (unordered_map keeps element addresses stable).
-  struct resident {
-    model_info info;
-    const decayed* count = nullptr;
-  };
   std::unordered_map<std::string, resident> residents_;
-  double value_of(const resident& r, timestamp now) const;
+  std::set<index_entry> index_;
+  std::uint64_t sequence_ = 0;
 };
 
 }  // namespace warm

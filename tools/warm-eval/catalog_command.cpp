@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "eval/catalog.hpp"
+#include "eval/workload.hpp"
 #include "warm/units.hpp"
 
 namespace warm::eval_cli {
@@ -20,6 +21,8 @@ struct catalog_args {
   std::string min_size, max_size, out;
   std::uint64_t seed = 1;
   bool mcache7 = false;
+  std::string sizes, order = "random";
+  double large_share = 0.5;
 };
 
 int run_catalog(const catalog_args& a, const CLI::App& cmd) {
@@ -46,7 +49,28 @@ int run_catalog(const catalog_args& a, const CLI::App& cmd) {
           name,
           make_error(errc::invalid_argument, "sizes must satisfy 1 <= --min-size <= --max-size"),
           exit_usage);
-    c = eval::make_catalog(a.models, *min, *max, a.seed);
+    if (cmd.count("--sizes") == 0) {
+      if (cmd.count("--order") > 0 || cmd.count("--large-share") > 0)
+        return report(name, make_error(errc::invalid_argument, "--order and --large-share need --sizes"),
+                      exit_usage);
+      c = eval::make_catalog(a.models, *min, *max, a.seed);
+    } else {
+      eval::shaped_catalog_options o;
+      auto shape = eval::parse_size_shape(a.sizes);
+      if (!shape) return report(name, shape.error(), exit_usage);
+      auto order = eval::parse_size_order(a.order);
+      if (!order) return report(name, order.error(), exit_usage);
+      o.models = a.models;
+      o.shape = *shape;
+      o.order = *order;
+      o.min_size = *min;
+      o.ratio = static_cast<double>(*max) / static_cast<double>(*min);
+      o.large_share = a.large_share;
+      o.seed = a.seed;
+      auto made = eval::make_shaped_catalog(o);
+      if (!made) return report(name, made.error(), exit_usage);
+      c = std::move(*made);
+    }
   }
   if (auto written = eval::write_catalog(a.out, c); !written)
     return report(name, written.error(), exit_failure);
@@ -77,6 +101,17 @@ void add_catalog_command(CLI::App& app, int& rc) {
       ->excludes(mcache7);
   cmd->add_option("--max-size", args->max_size,
                   "Largest model size (sizes are log-uniform in between)")
+      ->excludes(mcache7);
+  cmd->add_option("--sizes", args->sizes,
+                  "Size shape: uniform (all --min-size), two-class (--min-size and --max-size), "
+                  "log-uniform")
+      ->excludes(mcache7);
+  cmd->add_option("--order", args->order,
+                  "With --sizes: sizes against rank (catalog order = popularity): random, "
+                  "ascending (popular = small) or descending (popular = large)")
+      ->excludes(mcache7);
+  cmd->add_option("--large-share", args->large_share,
+                  "With --sizes two-class: share of the models at --max-size")
       ->excludes(mcache7);
   cmd->add_option("--seed", args->seed, "Seed of the sizes")
       ->capture_default_str()

@@ -1,6 +1,7 @@
 #include "sim_common.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 
 #include "warm/units.hpp"
@@ -8,9 +9,22 @@
 namespace warm::eval_cli {
 
 void add_tuning_flags(CLI::App& cmd, tuning_flags& flags) {
-  cmd.add_option("--kdf-tau", flags.kdf_tau_s,
-                 "kdf: decay time constant of request counts, seconds (0 = none)")
-      ->capture_default_str();
+  cmd.add_option("--kdf-tau", flags.kdf_tau,
+                 "kdf: decay time constant of request counts: auto, or seconds (0 = none)")
+      ->capture_default_str()
+      ->check([](const std::string& v) -> std::string {
+        if (v == "auto") return "";
+        try {
+          std::size_t used = 0;
+          double s = std::stod(v, &used);
+          if (used == v.size() && s >= 0 && std::isfinite(s)) return "";
+        } catch (const std::exception&) {
+        }
+        return "--kdf-tau must be auto or seconds >= 0";
+      });
+  cmd.add_option("--kdf-memory", flags.kdf_memory, "kdf: automatic tau = memory x characteristic time")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e6));
   cmd.add_option("--kdf-window", flags.kdf_window_s,
                  "kdf: time constant of the experts' costs, seconds")
       ->capture_default_str();
@@ -24,7 +38,8 @@ void add_tuning_flags(CLI::App& cmd, tuning_flags& flags) {
 policy_options to_policy_options(const tuning_flags& flags) {
   policy_options tuning;
   tuning.rescore_period = std::chrono::duration<double>(flags.rescore_s);
-  tuning.kdf_tau = std::chrono::duration<double>(flags.kdf_tau_s);
+  if (flags.kdf_tau != "auto") tuning.kdf_tau = std::chrono::duration<double>(std::stod(flags.kdf_tau));
+  tuning.kdf_memory = flags.kdf_memory;
   tuning.kdf_horizon = flags.kdf_horizon;
   tuning.kdf_window = std::chrono::duration<double>(flags.kdf_window_s);
   return tuning;

@@ -18,7 +18,8 @@ namespace warm::eval_cli {
 // The policies' tuning flags (--rescore, --kdf-tau, --kdf-window, --kdf-horizon), with defaults.
 struct tuning_flags {
   double rescore_s = 1.0;
-  double kdf_tau_s = 1200;
+  std::string kdf_tau = "auto";  // or seconds
+  double kdf_memory = 100;
   double kdf_window_s = 600;
   double kdf_horizon = 0.2;
 };

@@ -5,6 +5,10 @@
 //                     [--trigger http] [--cut 0.9] [--start-minute 0] [--minutes 60] [--sample
 //                     0.15]
 //                     [--seed 1] --out TRACE.csv
+//   Synthetic, multi-day (drifting Zipf ranks, daily cycle, Pareto gaps, bursts):
+//     warm-eval trace --synthetic --catalog CATALOG [--days 7] [--per-day 20000] [--alpha 0.9]
+//                     [--drift 0.05] [--diurnal 0.5] [--pareto 1.5] [--burst-probability 0.001]
+//                     [--burst-size 20] [--burst-seconds 60] [--seed 1] --out TRACE.csv
 //   Synthetic, Zipf popularity and Poisson arrivals:
 //     warm-eval trace --zipf ALPHA (--catalog CATALOG | --models N) --requests R --rate RPS
 //                     [--seed 1] --out TRACE.csv
@@ -18,6 +22,7 @@
 #include "commands.hpp"
 #include "eval/catalog.hpp"
 #include "eval/trace.hpp"
+#include "eval/workload.hpp"
 
 namespace warm::eval_cli {
 
@@ -29,6 +34,8 @@ struct trace_args {
   double zipf = 0;
   std::size_t models = 0, requests = 0;
   double rate = 0;
+  bool synthetic = false;
+  eval::synthetic_options synth;
 };
 
 const std::string command = "trace";
@@ -89,6 +96,7 @@ int run_azure(trace_args& a, const CLI::App& cmd) {
       {"first_minute", st.first_minute},
       {"minutes", a.azure.minutes},
       {"sample", a.azure.sample},
+      {"days", a.azure.days},
       {"seed", a.azure.seed},
       {"functions",
        {{"in_file", st.functions},
@@ -143,6 +151,43 @@ int run_zipf(const trace_args& a, const CLI::App& cmd) {
   return exit_ok;
 }
 
+const char* const synthetic_only[] = {"--per-day", "--alpha", "--drift", "--diurnal", "--pareto",
+                                      "--burst-probability", "--burst-size", "--burst-seconds"};
+
+int run_synthetic(trace_args& a, const CLI::App& cmd) {
+  for (const char* other : {"--invocations", "--scheme", "--trigger", "--cut", "--start-minute",
+                            "--minutes", "--sample", "--zipf", "--models", "--requests", "--rate"})
+    if (cmd.count(other) > 0) return usage(std::string(other) + " does not apply to --synthetic");
+  if (cmd.count("--catalog") == 0) return usage("--synthetic needs --catalog");
+  auto models = eval::read_catalog(a.catalog);
+  if (!models) return report(command, models.error(), exit_failure);
+  a.synth.seed = a.azure.seed;
+  if (cmd.count("--days") > 0) a.synth.days = static_cast<double>(a.azure.days);
+  auto t = eval::make_synthetic_trace(a.synth, *models);
+  if (!t) return usage(t.error().message);
+  if (auto written = eval::write_trace(a.out, *t); !written)
+    return report(command, written.error(), exit_failure);
+  nlohmann::ordered_json summary{
+      {"out", a.out},
+      {"source", "synthetic"},
+      {"days", a.synth.days},
+      {"per_day", a.synth.requests_per_day},
+      {"alpha", a.synth.alpha},
+      {"drift", a.synth.drift},
+      {"diurnal", a.synth.diurnal},
+      {"pareto", a.synth.pareto_shape},
+      {"burst_probability", a.synth.burst_probability},
+      {"burst_size", a.synth.burst_size},
+      {"burst_seconds", a.synth.burst_seconds},
+      {"seed", a.synth.seed},
+      {"requests", t->size()},
+      {"last_ms", t->empty() ? 0.0 : t->back().time_ms},
+      {"models", per_model(*models, *t, nullptr)},
+  };
+  std::cout << summary.dump() << "\n";
+  return exit_ok;
+}
+
 }  // namespace
 
 void add_trace_command(CLI::App& app, int& rc) {
@@ -176,10 +221,48 @@ void add_trace_command(CLI::App& app, int& rc) {
   cmd->add_option("--requests", a->requests, "--zipf: number of requests")
       ->check(CLI::Range(std::size_t{0}, std::size_t{1'000'000'000}));
   cmd->add_option("--rate", a->rate, "--zipf: Poisson arrival rate, requests per second");
+  cmd->add_option("--days", a->azure.days,
+                  "Azure: play the window this many times, each day sampled anew; --synthetic: "
+                  "days of trace")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{3650}));
+  cmd->add_flag("--synthetic", a->synthetic,
+                "Synthetic multi-day trace over --catalog (rank = catalog order)");
+  cmd->add_option("--per-day", a->synth.requests_per_day, "--synthetic: mean requests per day")
+      ->capture_default_str();
+  cmd->add_option("--alpha", a->synth.alpha, "--synthetic: Zipf exponent")->capture_default_str();
+  cmd->add_option("--drift", a->synth.drift,
+                  "--synthetic: chance per model and day of swapping rank with a random model")
+      ->capture_default_str();
+  cmd->add_option("--diurnal", a->synth.diurnal, "--synthetic: daily rate amplitude, in [0, 1)")
+      ->capture_default_str();
+  cmd->add_option("--pareto", a->synth.pareto_shape,
+                  "--synthetic: Pareto shape of each model's gaps (> 1), 0 for Poisson")
+      ->capture_default_str();
+  cmd->add_option("--burst-probability", a->synth.burst_probability,
+                  "--synthetic: chance that a request starts a burst")
+      ->capture_default_str();
+  cmd->add_option("--burst-size", a->synth.burst_size, "--synthetic: extra requests of a burst")
+      ->capture_default_str();
+  cmd->add_option("--burst-seconds", a->synth.burst_seconds, "--synthetic: a burst's span")
+      ->capture_default_str();
   cmd->add_option("--out", a->out, "Trace CSV to write (parent directories are created)")
       ->required();
-  cmd->callback(
-      [a, cmd, &rc] { rc = cmd->count("--zipf") > 0 ? run_zipf(*a, *cmd) : run_azure(*a, *cmd); });
+  cmd->callback([a, cmd, &rc] {
+    if (a->synthetic) {
+      rc = run_synthetic(*a, *cmd);
+      return;
+    }
+    for (const char* only : synthetic_only)
+      if (cmd->count(only) > 0) {
+        rc = usage(std::string(only) + " applies only to --synthetic");
+        return;
+      }
+    if (cmd->count("--zipf") > 0 && cmd->count("--days") > 0) {
+      rc = usage("--days does not apply to --zipf");
+      return;
+    }
+    rc = cmd->count("--zipf") > 0 ? run_zipf(*a, *cmd) : run_azure(*a, *cmd);
+  });
 }
 
 }  // namespace warm::eval_cli

@@ -44,12 +44,17 @@ expected<void> apply_policy_tuning(const config& c, policy_options& tuning, std:
   if (!(c.iam_bias > 0) || c.iam_bias > 1e6)
     return make_error(errc::invalid_argument, "--iam-bias must be greater than 0 (and at most 1e6)");
   tuning.iam_bias = c.iam_bias;
-  auto tau = duration("kdf-tau", c.kdf_tau);
-  if (!tau) return std::move(tau).error();
-  tuning.kdf_tau = *tau;
+  if (c.kdf_tau != "auto") {
+    auto tau = duration("kdf-tau", c.kdf_tau);
+    if (!tau) return std::move(tau).error();
+    tuning.kdf_tau = *tau;
+  }
   if (!(c.kdf_horizon >= 0) || c.kdf_horizon > 1e6)
     return make_error(errc::invalid_argument, "--kdf-horizon must be between 0 and 1e6");
   tuning.kdf_horizon = c.kdf_horizon;
+  if (!(c.kdf_memory > 0) || c.kdf_memory > 1e6)
+    return make_error(errc::invalid_argument, "--kdf-memory must be greater than 0 (and at most 1e6)");
+  tuning.kdf_memory = c.kdf_memory;
   return {};
 }
 
@@ -77,7 +82,9 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
   app.add_option("--iam-rate-period", c.iam_rate_period, "iam's rate time constant (ewma) or window length")
       ->capture_default_str();
   app.add_option("--iam-bias", c.iam_bias, "iam's b0 in rank = log(count + b0)")->capture_default_str();
-  app.add_option("--kdf-tau", c.kdf_tau, "kdf's decay time constant of request counts (0 = no decay)")
+  app.add_option("--kdf-tau", c.kdf_tau, "kdf's decay time constant of request counts: auto (follows the traffic) or a duration (0 = no decay)")
+      ->capture_default_str();
+  app.add_option("--kdf-memory", c.kdf_memory, "kdf's automatic tau in characteristic times of the cache")
       ->capture_default_str();
   app.add_option("--kdf-horizon", c.kdf_horizon, "kdf's saturation h of a model's value (0 = linear)")
       ->capture_default_str();
@@ -382,10 +389,10 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
     else if (key == "iam-rate") r = string_value(c.iam_rate);
     else if (key == "iam-rate-period") r = string_value(c.iam_rate_period);
     else if (key == "kdf-tau") r = string_value(c.kdf_tau);
-    else if (key == "iam-bias" || key == "kdf-horizon") {
+    else if (key == "iam-bias" || key == "kdf-horizon" || key == "kdf-memory") {
       auto v = number();
       if (!v || !std::isfinite(*v)) return bad(key, "a number");
-      if (!given(key)) (key == "iam-bias" ? c.iam_bias : c.kdf_horizon) = *v;
+      if (!given(key)) (key == "iam-bias" ? c.iam_bias : key == "kdf-horizon" ? c.kdf_horizon : c.kdf_memory) = *v;
     }
     else if (key == "max-models") {
       auto v = integer();

@@ -67,8 +67,9 @@ struct config {
   std::string iam_rate = "ewma";       // iam's request-rate estimator: ewma or window
   std::string iam_rate_period = "60s";  // its time constant (ewma) or window length
   double iam_bias = 1.0;               // iam's b0 in rank = log(count + b0)
-  std::string kdf_tau = "20m";         // kdf's decay time constant of request counts
+  std::string kdf_tau = "auto";        // kdf's decay time constant of request counts
   double kdf_horizon = 0.2;            // kdf's saturation h of a model's value
+  double kdf_memory = 100;             // kdf's automatic tau, in characteristic times
 };
 
 // "SPEC[@POLICY]" device arguments split into runtime_options' devices and device_policies
