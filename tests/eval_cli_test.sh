@@ -32,6 +32,22 @@ sim --yaml > /dev/null 2>&1
 "$eval_bin" simulate --trace "$dir/trace.csv" --catalog "$dir/catalog.csv" --capacity 0% --json > /dev/null 2>&1
 [ $? = 2 ] || fail "simulate --capacity 0%: exit status"
 
+# Shaped catalogs and synthetic weeks; their refusals exit 2 with the reason.
+"$eval_bin" catalog --models 6 --sizes two-class --order ascending --large-share 0.5 --min-size 1MB \
+  --max-size 3MB --out "$dir/shaped.csv" > /dev/null || fail "catalog --sizes"
+[ "$(tail -1 "$dir/shaped.csv" | cut -d, -f2)" = 3000000 ] || fail "catalog --order ascending: $(cat "$dir/shaped.csv")"
+"$eval_bin" trace --synthetic --catalog "$dir/shaped.csv" --days 2 --per-day 500 --seed 4 --out "$dir/week.csv" \
+  > "$dir/week.json" || fail "trace --synthetic"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['source']=='synthetic' and d['days']==2 and 700<d['requests']<1400, d" \
+  "$dir/week.json" || fail "trace --synthetic summary: $(cat "$dir/week.json")"
+"$eval_bin" trace --synthetic --catalog "$dir/shaped.csv" --pareto 0.5 --out "$dir/bad.csv" 2> "$dir/err" > /dev/null
+[ $? = 2 ] && grep -q "Pareto" "$dir/err" || fail "trace --pareto 0.5: exit status or message: $(cat "$dir/err")"
+"$eval_bin" trace --zipf 1 --models 3 --requests 5 --rate 1 --per-day 10 --out "$dir/bad.csv" > /dev/null 2>&1
+[ $? = 2 ] || fail "trace --per-day without --synthetic: exit status"
+"$eval_bin" catalog --models 3 --sizes zipf --min-size 1MB --max-size 2MB --out "$dir/bad.csv" > /dev/null 2>&1
+[ $? = 2 ] || fail "catalog --sizes zipf: exit status"
+[ ! -e "$dir/bad.csv" ] || fail "a refused command wrote its output"
+
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"
   exit 1

@@ -555,11 +555,23 @@ TEST_CASE("kdf's automatic tau is memory x the idle time of its victims (a runni
   CHECK(p.tau() == Approx(1000));
   p.on_insert("x", 100, 1, at(100));
   REQUIRE(p.choose_victims("y", 100, none, at(1050)) == strings{"b"});
-  p.on_remove("b", true);  // idle 1000 s: T moves 1/16 of the way in logs
-  CHECK(p.characteristic_time() == Approx(100 * std::pow(10.0, 1.0 / 16)));
+  p.on_remove("b", true);  // idle 1000 s: the first victims are averaged plainly (in logs)
+  CHECK(p.characteristic_time() == Approx(std::sqrt(100.0 * 1000.0)));
   p.on_remove("x", false);  // an unregistration measures nothing
-  CHECK(p.characteristic_time() == Approx(100 * std::pow(10.0, 1.0 / 16)));
+  CHECK(p.characteristic_time() == Approx(std::sqrt(100.0 * 1000.0)));
   CHECK(p.size() == 0);
+  // Past 16 victims each moves the mean by 1/16 (in logs).
+  for (int k = 0; k < 30; ++k) {
+    auto m = "v" + std::to_string(k);
+    p.on_insert(m, 100, 1, at(2000.0 + 10 * k));
+    REQUIRE(p.choose_victims("y", 100, none, at(2000.0 + 10 * k + 10)).size() == 1);
+    p.on_remove(m, true);  // idle 10 s
+  }
+  double before = p.characteristic_time();
+  p.on_insert("w", 100, 1, at(3000));
+  REQUIRE(p.choose_victims("y", 100, none, at(3000 + 1e4)) == strings{"w"});
+  p.on_remove("w", true);  // idle 10,000 s
+  CHECK(p.characteristic_time() == Approx(before * std::pow(1e4 / before, 1.0 / 16)));
 }
 
 TEST_CASE("kdf's automatic tau keeps what traffic hours apart uses again; a 20-minute tau forgets it") {

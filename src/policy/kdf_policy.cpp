@@ -21,12 +21,12 @@ kdf_policy::kdf_policy(const policy_options& options)
       index_tau_(auto_tau_ ? initial_tau : fixed_tau_) {}
 
 double kdf_policy::characteristic_time() const {
-  return characteristic_known_ ? std::exp(log_characteristic_) : 0;
+  return victims_seen_ > 0 ? std::exp(log_characteristic_) : 0;
 }
 
 double kdf_policy::tau() const {
   if (!auto_tau_) return fixed_tau_;
-  return characteristic_known_ ? memory_ * std::exp(log_characteristic_) : initial_tau;
+  return victims_seen_ > 0 ? memory_ * std::exp(log_characteristic_) : initial_tau;
 }
 
 double kdf_policy::decayed_count(const decayed& d, timestamp now) const {
@@ -61,12 +61,12 @@ void kdf_policy::rebuild_index_if_drifted() {
   for (auto& entry : residents_) reindex(entry);
 }
 
-void kdf_policy::reindex(std::pair<const std::string, resident>& entry) {
+void kdf_policy::reindex(resident_entry& entry) {
   auto& r = entry.second;
-  if (r.sequence != 0) index_.erase({r.key, r.sequence, &entry.first});
+  if (r.sequence != 0) index_.erase({r.key, r.sequence, &entry});
   r.key = key_of(r);
   r.sequence = ++sequence_;
-  index_.insert({r.key, r.sequence, &entry.first});
+  index_.insert({r.key, r.sequence, &entry});
 }
 
 std::vector<std::string> kdf_policy::knapsack(std::vector<candidate> cands, std::uint64_t bytes) {
@@ -85,13 +85,26 @@ std::vector<std::string> kdf_policy::knapsack(std::vector<candidate> cands, std:
     double best_value = std::numeric_limits<double>::infinity();
     std::uint64_t best_bytes = 0;
     std::uint32_t best = 0;
-    for (std::uint32_t set = 1; set < (1u << cands.size()); ++set) {
-      std::uint64_t b = 0;
+    // Every non-empty subset in Gray-code order: each differs from the last by one candidate, so
+    // its bytes and value follow by one addition. Values are summed afresh for a subset that may
+    // win, so rounding in the running sum never decides a tie.
+    std::uint64_t b = 0;
+    double running = 0;
+    for (std::uint32_t k = 1, set = 0; k < (1u << cands.size()); ++k) {
+      std::uint32_t flip = k & (~k + 1);  // the lowest set bit of k
+      set ^= flip;
+      auto i = static_cast<std::size_t>(__builtin_ctz(flip));
+      if (set & flip)
+        b += cands[i].bytes, running += cands[i].value;
+      else
+        b -= cands[i].bytes, running -= cands[i].value;
+      if (b < bytes || running > best_value * (1 + 1e-9) + 1e-12) continue;
       double v = 0;
-      for (std::size_t i = 0; i < cands.size(); ++i)
-        if (set & (1u << i)) b += cands[i].bytes, v += cands[i].value;
-      if (b < bytes) continue;
-      if (v < best_value || (v == best_value && b < best_bytes)) best_value = v, best_bytes = b, best = set;
+      for (std::size_t j = 0; j < cands.size(); ++j)
+        if (set & (1u << j)) v += cands[j].value;
+      if (v < best_value || (v == best_value && b < best_bytes) ||
+          (v == best_value && b == best_bytes && set < best))
+        best_value = v, best_bytes = b, best = set;
     }
     for (std::size_t i = 0; i < cands.size(); ++i)
       if (best & (1u << i)) chosen.push_back(cands[i]);
@@ -146,36 +159,40 @@ void kdf_policy::on_remove(const std::string& model, bool evicted) {
   auto it = residents_.find(model);
   if (it == residents_.end()) return;
   auto& r = it->second;
-  index_.erase({r.key, r.sequence, &it->first});
+  index_.erase({r.key, r.sequence, &*it});
   if (evicted) {
     // The victim's idle time, as of the latest time told, feeds the characteristic time.
     double idle = std::max(seconds_between(r.last_use, latest_), 1e-3);
-    log_characteristic_ = characteristic_known_
-                              ? log_characteristic_ + characteristic_weight * (std::log(idle) - log_characteristic_)
-                              : std::log(idle);
-    characteristic_known_ = true;
+    // Each victim moves the mean by 1/16, or by 1/(n/8) with n residents above 128: the
+    // characteristic time of a large cache is an average over a share of its turnover. The
+    // first victims are averaged plainly (weight 1/k for the k-th), so the mean settles fast.
+    ++victims_seen_;
+    double weight = std::max(1.0 / static_cast<double>(victims_seen_),
+                             std::min(characteristic_weight, 8.0 / static_cast<double>(residents_.size() + 1)));
+    log_characteristic_ += weight * (std::log(idle) - log_characteristic_);
   }
   residents_.erase(it);
 }
 
 std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uint64_t bytes, const pinned_fn& pinned,
                                                     timestamp now) {
-  if (auto_tau_) rebuild_index_if_drifted();
   latest_ = std::max(latest_, now);
+  if (bytes == 0) return {};
+  if (auto_tau_) rebuild_index_if_drifted();
   std::vector<candidate> cands;
   std::uint64_t gathered = 0;
   for (auto it = index_.begin(); it != index_.end();) {
     bool enough = gathered >= 2 * bytes && cands.size() >= min_candidates;
     if (enough || (cands.size() >= max_candidates && gathered >= bytes)) break;
-    const auto& model = *std::get<2>(*it);
-    auto& entry = *residents_.find(model);
+    auto& entry = *std::get<2>(*it);
+    const auto& model = entry.first;
     const auto& r = entry.second;
     ++it;
     if (key_of(r) != r.key) {
       // Used since it was keyed: move it to its place. A scan still ahead meets it there; one
       // that has passed that place (its key fell: τ moved since the index was built) takes it now.
       reindex(entry);
-      if (it != index_.end() && index_entry{r.key, r.sequence, &entry.first} > *it) continue;
+      if (it != index_.end() && index_entry{r.key, r.sequence, &entry} > *it) continue;
     }
     if (pinned(model)) continue;
     cands.push_back({&model, r.bytes, value_of(r, now)});
@@ -186,7 +203,7 @@ std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uin
 
 std::vector<cache_policy::ranked> kdf_policy::eviction_order(timestamp now) const {
   // The index's order with every key brought up to date (as a scan would), without changing it.
-  std::vector<std::tuple<double, std::uint64_t, const std::string*>> order;
+  std::vector<std::tuple<double, std::uint64_t, const std::string*>> order;  // key, sequence, id
   for (auto& [model, r] : residents_) order.emplace_back(key_of(r), key_of(r) != r.key ? ~0ull : r.sequence, &model);
   std::sort(order.begin(), order.end(), [](auto& a, auto& b) {
     return std::get<0>(a) != std::get<0>(b) ? std::get<0>(a) < std::get<0>(b)

@@ -8,7 +8,8 @@
 //
 // Time scale. By default τ follows the traffic: τ = memory × T, where T is the cache's
 // characteristic time — how long a model evicted from the cache had gone unused (up to the latest
-// time the policy was told), a running geometric mean over the victims (weight 1/16 each). Dense
+// time the policy was told), a running geometric mean over the victims (the plain mean of the
+// first ones, then weight 1/16 each, less in caches of more than 128 models: 8/n). Dense
 // traffic evicts models idle for seconds and kdf remembers minutes; traffic with requests hours
 // apart evicts models idle for hours and kdf remembers days. memory = 100 and h = 0.2 were chosen
 // on tuning seeds of the broad evaluation (docs/policies.md); a fixed τ (policy_options::kdf_tau)
@@ -17,8 +18,9 @@
 // Victims. To free B bytes kdf evicts the set of unpinned residents with the least total value
 // whose bytes reach B — a knapsack. Candidates come from an index of the residents by linear
 // value per byte, P_i·c_i/S_i, whose order decay does not change (keys are logs of the counts
-// referred to a fixed time, re-keyed on each use, rebuilt when the automatic τ has moved by a
-// quarter, at most once per n/4 decisions; between rebuilds the order is the older τ's):
+// referred to a fixed time; a use only raises a key, so an entry is re-keyed when a search reaches
+// it; the index is rebuilt when the automatic τ has doubled or halved, at most once per n/4
+// decisions, and between rebuilds keeps the older τ's order):
 // the lowest ones until they hold 2·B and number 8, at most 64 (more only when B needs them).
 // The knapsack over them is exact up to 12 candidates, else greedy by value per byte, improved by
 // any single candidate that frees B alone for less. A decision costs O(k log n) for k candidates
@@ -59,8 +61,8 @@ class kdf_policy final : public cache_policy {
   static constexpr std::size_t exact_limit = 12;        // candidates solved exactly (2^n subsets)
   static constexpr std::size_t min_candidates = 8;
   static constexpr std::size_t max_candidates = 64;
-  static constexpr double rebuild_factor = 1.25;        // τ drift that rebuilds the index…
-  static constexpr std::size_t rebuild_spacing = 4;     // …after at least residents / 4 decisions
+  static constexpr double rebuild_factor = 2;           // τ drift (either way) that rebuilds the index…
+  static constexpr std::size_t rebuild_spacing = 4;     // …after at least residents decisions
 
  private:
   struct decayed {
@@ -75,8 +77,9 @@ class kdf_policy final : public cache_policy {
     double key = 0;             // its place in index_
     std::uint64_t sequence = 0;
   };
-  // Residents by key, then by when they were keyed; the id points into residents_.
-  using index_entry = std::tuple<double, std::uint64_t, const std::string*>;
+  // Residents by key, then by when they were keyed, pointing at their residents_ element.
+  using resident_entry = std::pair<const std::string, resident>;
+  using index_entry = std::tuple<double, std::uint64_t, resident_entry*>;
   struct candidate {
     const std::string* model;
     std::uint64_t bytes;
@@ -89,7 +92,7 @@ class kdf_policy final : public cache_policy {
   double key_of(const resident& r) const;
   void rebuild_index_if_drifted();
   // (Re)places `entry` (a residents_ element) in the index under its current count.
-  void reindex(std::pair<const std::string, resident>& entry);
+  void reindex(resident_entry& entry);
   // The least-value subset of `cands` whose bytes reach `bytes`, in ascending value.
   static std::vector<std::string> knapsack(std::vector<candidate> cands, std::uint64_t bytes);
 
@@ -98,7 +101,7 @@ class kdf_policy final : public cache_policy {
   double memory_;     // automatic τ = memory × T
   double horizon_;    // 0 = linear value
   double log_characteristic_ = 0;
-  bool characteristic_known_ = false;
+  std::uint64_t victims_seen_ = 0;
   double index_tau_;  // the τ the index keys use
   std::size_t decisions_since_rebuild_ = 0;
   timestamp latest_{};  // the latest time any call told: a victim's idle time is measured to it

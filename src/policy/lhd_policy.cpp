@@ -1,15 +1,13 @@
 #include "policy/lhd_policy.hpp"
 
 #include <algorithm>
-#include <unordered_set>
+#include <optional>
 
 namespace warm {
 
 std::size_t lhd_policy::bucket_of(std::uint64_t age) {
   if (age < 4) return static_cast<std::size_t>(age);
-  std::size_t k = 0;  // floor(log2 age) >= 2
-  while (k < 63 && (age >> (k + 1)) != 0)
-    ++k;
+  auto k = static_cast<std::size_t>(63 - __builtin_clzll(age));  // floor(log2 age) >= 2
   // 4 buckets per doubling: [2^k, 2^(k+1)) split by the two bits below the leading one.
   auto b = 4 * (k - 1) + static_cast<std::size_t>((age >> (k - 2)) - 4);
   return std::min(b, age_buckets - 1);
@@ -53,8 +51,12 @@ void lhd_policy::tick(std::uint64_t references) {
 void lhd_policy::on_insert(const std::string& model, std::uint64_t bytes, double load_seconds,
                            timestamp) {
   on_remove(model, false);  // re-inserted while resident: start over
-  models_[model] = {bytes, load_seconds, time_ + 1, 0, residents_.size()};
-  residents_.push_back(model);
+  auto [it, fresh] = models_.try_emplace(model);
+  (void)fresh;
+  auto& e = it->second;
+  e = {bytes, load_seconds, time_ + 1, 0, residents_.size(), &it->first, 0};
+  residents_.push_back(&e);
+  bytes_ += bytes;
   tick(1);
 }
 
@@ -74,10 +76,11 @@ void lhd_policy::on_remove(const std::string& model, bool evicted) {
   if (evicted) evictions_[it->second.cls][bucket_of(time_ - it->second.last)] += 1;
   auto slot = it->second.slot;
   if (slot + 1 != residents_.size()) {
-    residents_[slot] = std::move(residents_.back());
-    models_.at(residents_[slot]).slot = slot;
+    residents_[slot] = residents_.back();
+    residents_[slot]->slot = slot;
   }
   residents_.pop_back();
+  bytes_ -= it->second.bytes;
   models_.erase(it);
 }
 
@@ -86,56 +89,79 @@ double lhd_policy::rank(const histogram& table, const entry& e) const {
   return density * e.load_seconds / static_cast<double>(std::max<std::uint64_t>(e.bytes, 1));
 }
 
-bool lhd_policy::before(const histogram& table, const std::string& a, const std::string& b) const {
-  auto &ea = models_.at(a), &eb = models_.at(b);
-  double ra = rank(table, ea), rb = rank(table, eb);
+bool lhd_policy::before(const histogram& table, const entry& a, const entry& b) const {
+  double ra = rank(table, a), rb = rank(table, b);
   if (ra != rb) return ra < rb;
-  if (ea.last != eb.last) return ea.last < eb.last;
-  return a < b;
+  if (a.last != b.last) return a.last < b.last;
+  return *a.model < *b.model;
 }
 
 std::vector<std::string> lhd_policy::choose_victims(const std::string&, std::uint64_t bytes,
                                                     const pinned_fn& pinned, timestamp) {
-  std::vector<const std::string*> eligible;
-  std::uint64_t available = 0;
-  for (auto& m : residents_)
-    if (!pinned(m)) {
-      eligible.push_back(&m);
-      available += models_.at(m).bytes;
-    }
-  if (bytes == 0 || available < bytes) return {};
-  if (!learned_) rebuild();
+  // Nothing to do, or not enough even with nothing pinned: answer nothing, change nothing.
+  if (bytes == 0 || bytes_ < bytes) return {};
+  if (!learned_) {
+    // The first table is built only for a choice that succeeds; until then (before any hit or
+    // eviction) whether it can is summed over every resident.
+    std::uint64_t available = 0;
+    for (auto* e : residents_)
+      if (!pinned(*e->model)) available += e->bytes;
+    if (available < bytes) return {};
+    rebuild();
+  }
 
-  std::vector<std::string> victims;
-  std::unordered_set<const std::string*> chosen;
-  std::uniform_int_distribution<std::size_t> draw(0, eligible.size() - 1);
+  auto choice = ++choices_;
+  std::vector<entry*> victims;
+  std::size_t n = residents_.size();
+  std::uniform_int_distribution<std::size_t> draw(0, n - 1);
+  std::optional<std::mt19937> saved;  // the generator before this choice drew
   std::uint64_t freed = 0;
   while (freed < bytes) {
-    const std::string* best = nullptr;
-    auto consider = [&](const std::string* m) {
-      if (!chosen.count(m) && (!best || before(table_, *m, *best))) best = m;
+    entry* best = nullptr;
+    double best_rank = 0;
+    // As before(table_, …), with the candidate's rank computed once.
+    auto consider = [&](entry* e) {
+      double r = rank(table_, *e);
+      if (best && !(r != best_rank ? r < best_rank
+                                   : e->last != best->last ? e->last < best->last
+                                                           : *e->model < *best->model))
+        return;
+      best = e;
+      best_rank = r;
     };
-    if (eligible.size() - chosen.size() > sample)
-      for (std::size_t i = 0; i < sample; ++i)
-        consider(eligible[draw(rng_)]);
-    if (!best)  // few enough to look at all (or a sample of victims only)
-      for (auto* m : eligible)
-        consider(m);
-    chosen.insert(best);
-    victims.push_back(*best);
-    freed += models_.at(*best).bytes;
+    if (n - victims.size() > sample) {
+      if (!saved) saved.emplace(rng_);
+      for (std::size_t i = 0; i < sample; ++i) {
+        auto* e = residents_[draw(rng_)];
+        if (e->chosen != choice && !pinned(*e->model)) consider(e);
+      }
+    }
+    if (!best)  // few enough to look at all (or a sample of victims and pinned models only)
+      for (auto* e : residents_)
+        if (e->chosen != choice && !pinned(*e->model)) consider(e);
+    if (!best) {  // every unpinned resident is a victim, and they are not enough
+      if (saved) rng_ = *saved;
+      return {};
+    }
+    best->chosen = choice;
+    victims.push_back(best);
+    freed += best->bytes;
   }
-  return victims;
+  std::vector<std::string> out;
+  out.reserve(victims.size());
+  for (auto* e : victims) out.push_back(*e->model);
+  return out;
 }
 
 std::vector<cache_policy::ranked> lhd_policy::eviction_order(timestamp) const {
   auto table = learned_ ? table_ : compute();  // what choose_victims would build first
-  std::vector<std::string> order(residents_);
+  std::vector<const entry*> order(residents_.begin(), residents_.end());
   std::sort(order.begin(), order.end(),
-            [&](const std::string& a, const std::string& b) { return before(table, a, b); });
+            [&](const entry* a, const entry* b) { return before(table, *a, *b); });
   std::vector<ranked> out;
-  for (auto& m : order)
-    out.push_back({m, rank(table, models_.at(m))});
+  out.reserve(order.size());
+  for (auto* e : order)
+    out.push_back({*e->model, rank(table, *e)});
   return out;
 }
 

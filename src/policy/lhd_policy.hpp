@@ -23,12 +23,19 @@
 //  - a hit saves a load, and warm minimises load time, so a model's rank is its density ×
 //    load_seconds / bytes; the lowest rank goes first, ties to the older last reference, then
 //    the id. A model must be resident to serve, so there is no admission refusal;
-//  - candidates are every unpinned resident when there are at most `sample` of them, else
-//    `sample` drawn uniformly (with replacement) by a fixed-seed generator, as LHD samples; one
-//    draw per victim, until the victims' bytes fit, never a victim twice;
+//  - candidates are every unpinned resident when there are at most `sample` residents besides
+//    the victims chosen so far, else `sample` residents drawn uniformly (with replacement) by a
+//    fixed-seed generator, as LHD samples, of which the pinned ones and the victims are passed
+//    over (every unpinned resident is looked at when all of them are); one draw per victim, until
+//    the victims' bytes fit, never a victim twice. The draw is over all residents, not only the
+//    unpinned ones, so that a choice never looks at every resident: with no resident pinned it is
+//    a draw over the unpinned ones;
 //  - until a table has been built from some hit or eviction (each choose_victims builds one while
 //    none has), every density is 0 and the order is the oldest last reference first (LRU).
 // choose_victims answers nothing, changing nothing, when the unpinned models cannot free enough.
+// Cost: O(sample) per victim, and the table's rebuild (classes × age_buckets) every rebuild_every
+// references; whether the unpinned models can free enough is known only when every one of them
+// has been looked at (a choice that fails puts the generator back as it was).
 #pragma once
 
 #include <array>
@@ -72,7 +79,9 @@ class lhd_policy final : public cache_policy {
     double load_seconds;
     std::uint64_t last;  // the reference count at its last reference
     unsigned cls = 0;
-    std::size_t slot;  // its place in residents_
+    std::size_t slot;              // its place in residents_
+    const std::string* model = nullptr;  // its key in models_
+    std::uint64_t chosen = 0;      // the choice that made it a victim (0: none)
   };
 
   static double width_of(std::size_t bucket);
@@ -81,10 +90,12 @@ class lhd_policy final : public cache_policy {
   void tick(std::uint64_t references);
   double rank(const histogram& table, const entry& e) const;
   // Whether a goes before b: lower rank, then older last reference, then id.
-  bool before(const histogram& table, const std::string& a, const std::string& b) const;
+  bool before(const histogram& table, const entry& a, const entry& b) const;
 
   std::unordered_map<std::string, entry> models_;
-  std::vector<std::string> residents_;  // what the sampler draws from
+  std::vector<entry*> residents_;  // what the sampler draws from
+  std::uint64_t bytes_ = 0;        // every resident's
+  std::uint64_t choices_ = 0;      // choose_victims calls: the last `chosen` mark handed out
   histogram hits_{}, evictions_{}, table_{};
   bool learned_ = false;  // table_ was built from some event
   std::uint64_t time_ = 0, built_at_ = 0;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <unordered_set>
 
 namespace warm {
 
@@ -26,7 +25,7 @@ void s3fifo_policy::set_capacity(std::uint64_t bytes) {
 }
 
 void s3fifo_policy::push(queue_id q, const std::string& model, std::uint64_t bytes) {
-  queues_[q].push_front({model, bytes, q, 0});
+  queues_[q].push_front({model, bytes, q, 0, 0});
   bytes_[q] += bytes;
   index_[model] = queues_[q].begin();
   peak_ = std::max(peak_, bytes_[small] + bytes_[main]);
@@ -67,32 +66,38 @@ void s3fifo_policy::on_access(const std::string& model, timestamp, std::uint64_t
 void s3fifo_policy::on_remove(const std::string& model, bool evicted) {
   auto it = index_.find(model);
   if (it == index_.end()) return;
-  auto e = *it->second;
-  bytes_[e.in] -= e.bytes;
-  queues_[e.in].erase(it->second);
+  auto e = it->second;
+  auto in = e->in;
+  auto bytes = e->bytes;
+  bytes_[in] -= bytes;
+  queues_[in].erase(e);
   index_.erase(it);
-  if (evicted && e.in == small) {  // remembered: a reload within G's reach goes straight to M
+  if (evicted && in == small) {  // remembered: a reload within G's reach goes straight to M
     forget_ghost(model);
-    ghosts_.push_front({model, e.bytes});
+    ghosts_.push_front({model, bytes});
     ghost_index_[model] = ghosts_.begin();
-    ghost_bytes_ += e.bytes;
+    ghost_bytes_ += bytes;
     trim_ghosts();
   }
 }
 
-std::vector<const s3fifo_policy::entry*> s3fifo_policy::select(queue (&q)[2],
+std::vector<const s3fifo_policy::entry*> s3fifo_policy::select(queue (&q)[2], std::uint64_t (&in)[2],
                                                                std::uint64_t small_target,
                                                                std::uint64_t bytes,
-                                                               const pinned_fn& pinned) {
+                                                               const pinned_fn& pinned,
+                                                               std::uint64_t choice,
+                                                               std::vector<move>* undo) {
   std::vector<const entry*> victims;
-  std::unordered_set<const entry*> chosen;  // victims stay in their queue: step past them
-  std::uint64_t freed = 0, small_bytes = 0;
-  for (auto& e : q[small])
-    small_bytes += e.bytes;
+  std::uint64_t freed = 0, small_bytes = in[small];
+  // Victims stay in their queue, pinned models keep their place: at each queue's old end they
+  // gather behind `past`, which the scan never looks behind again (models only join at the new
+  // end, so what is behind it stays there).
+  queue::iterator past[2] = {q[small].end(), q[main].end()};
   auto oldest = [&](queue_id id) {
-    for (auto it = q[id].end(); it != q[id].begin();) {
+    for (auto it = past[id]; it != q[id].begin();) {
       --it;
-      if (!chosen.count(&*it) && !pinned(it->model)) return it;
+      if (it->chosen != choice && !pinned(it->model)) return it;
+      past[id] = it;
     }
     return q[id].end();
   };
@@ -106,18 +111,22 @@ std::vector<const s3fifo_policy::entry*> s3fifo_policy::select(queue (&q)[2],
     if (has_s && (small_bytes > small_target || !has_m)) {
       small_bytes -= s->bytes;
       if (s->freq > 0) {  // used since its load: to M's new end, its count spent
+        if (undo) undo->push_back({s, std::next(s), small, s->freq});
         s->freq = 0;
         s->in = main;
+        in[small] -= s->bytes;
+        in[main] += s->bytes;
         q[main].splice(q[main].begin(), q[small], s);
         continue;
       }
       m = s;
     } else if (m->freq > 0) {  // M's second chance: reinserted with one use less
+      if (undo) undo->push_back({m, std::next(m), main, m->freq});
       --m->freq;
       q[main].splice(q[main].begin(), q[main], m);
       continue;
     }
-    chosen.insert(&*m);
+    m->chosen = choice;
     victims.push_back(&*m);
     freed += m->bytes;
   }
@@ -126,31 +135,40 @@ std::vector<const s3fifo_policy::entry*> s3fifo_policy::select(queue (&q)[2],
 
 std::vector<std::string> s3fifo_policy::choose_victims(const std::string&, std::uint64_t bytes,
                                                        const pinned_fn& pinned, timestamp) {
-  std::uint64_t available = 0;
-  for (auto& q : queues_)
-    for (auto& e : q)
-      if (!pinned(e.model)) available += e.bytes;
-  if (bytes == 0 || available < bytes) return {};
-  std::vector<std::string> victims;
+  // Nothing to do, or not enough even with nothing pinned: answer nothing, change nothing.
+  if (bytes == 0 || bytes_[small] + bytes_[main] < bytes) return {};
+  std::vector<move> undo;
+  auto chosen = select(queues_, bytes_, small_target(), bytes, pinned, ++choices_, &undo);
   std::uint64_t freed = 0;
-  for (auto* e : select(queues_, small_target(), bytes, pinned)) {
-    victims.push_back(e->model);
-    freed += e->bytes;
+  for (auto* e : chosen) freed += e->bytes;
+  if (freed < bytes) {
+    // The unpinned models cannot free enough (every one of them is chosen): put back what the
+    // search moved, the last move first, so each model returns to its place and count.
+    for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+      auto& e = *it->e;
+      if (e.in != it->from) {
+        bytes_[e.in] -= e.bytes;
+        bytes_[it->from] += e.bytes;
+        e.in = it->from;
+      }
+      e.freq = it->freq;
+      queues_[it->from].splice(it->before, queues_[main], it->e);
+    }
+    return {};
   }
-  if (freed < bytes) victims.clear();  // cannot happen: every unpinned model ends up chosen
-  // Models moved from S to M: the queues' bytes follow.
-  bytes_[small] = bytes_[main] = 0;
-  for (auto& q : queues_)
-    for (auto& e : q)
-      bytes_[e.in] += e.bytes;
+  std::vector<std::string> victims;
+  victims.reserve(chosen.size());
+  for (auto* e : chosen) victims.push_back(e->model);
   return victims;
 }
 
 std::vector<cache_policy::ranked> s3fifo_policy::eviction_order(timestamp) const {
   queue copy[2] = {queues_[small], queues_[main]};
+  std::uint64_t in[2] = {bytes_[small], bytes_[main]};
   std::vector<ranked> out;
   auto all = std::numeric_limits<std::uint64_t>::max();  // until nothing is left
-  for (auto* e : select(copy, small_target(), all, [](const std::string&) { return false; }))
+  auto none = [](const std::string&) { return false; };
+  for (auto* e : select(copy, in, small_target(), all, none, choices_ + 1, nullptr))
     out.push_back({e->model, static_cast<double>(index_.at(e->model)->freq)});
   return out;
 }

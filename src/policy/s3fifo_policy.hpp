@@ -25,10 +25,16 @@
 //  - choose_victims moves models from S to M and spends M's counts as it looks (aging, as srrip
 //    and sieve), and answers nothing, changing nothing, when the unpinned models cannot free
 //    enough.
+// Cost: each step of a choice is O(1) amortized (it steps past the pinned models and the victims
+// at a queue's old end once per choice); the steps are the victims, the moves from S to M and the
+// counts spent, at most one per count a use added or one move per insert. Whether the unpinned
+// models can free enough is known only when every one of them has been looked at: a choice that
+// fails puts every model it moved back where it was.
 #pragma once
 
 #include <list>
 #include <unordered_map>
+#include <vector>
 
 #include "policy/cache_policy.hpp"
 
@@ -68,6 +74,7 @@ class s3fifo_policy final : public cache_policy {
     std::uint64_t bytes;
     queue_id in;
     unsigned freq = 0;
+    std::uint64_t chosen = 0;  // the choice that made it a victim (0: none)
   };
   using queue = std::list<entry>;  // newest first: the old end is back()
   struct ghost {
@@ -80,10 +87,20 @@ class s3fifo_policy final : public cache_policy {
   void push(queue_id q, const std::string& model, std::uint64_t bytes);
   void forget_ghost(const std::string& model);
   void trim_ghosts();
-  // The eviction itself, on `q` (the live queues or a copy): victims in order until their bytes
-  // reach `bytes` or nothing evictable is left, moving models from S to M and spending M's counts.
-  static std::vector<const entry*> select(queue (&q)[2], std::uint64_t small_target,
-                                          std::uint64_t bytes, const pinned_fn& pinned);
+  // What select changed, to undo it: `e` was at `before` in queue `from` with count `freq`.
+  struct move {
+    queue::iterator e, before;
+    queue_id from;
+    unsigned freq;
+  };
+  // The eviction itself, on `q` (the live queues or a copy) whose bytes are `in` (kept up to
+  // date): victims in order until their bytes reach `bytes` or nothing evictable is left, moving
+  // models from S to M and spending M's counts; `choice` marks the victims (a value no entry has
+  // yet), `undo` (if given) gets every move.
+  static std::vector<const entry*> select(queue (&q)[2], std::uint64_t (&in)[2],
+                                          std::uint64_t small_target, std::uint64_t bytes,
+                                          const pinned_fn& pinned, std::uint64_t choice,
+                                          std::vector<move>* undo);
 
   std::uint64_t capacity_;
   std::uint64_t peak_ = 0;  // the most resident bytes seen: the capacity while it is unknown
@@ -93,6 +110,7 @@ class s3fifo_policy final : public cache_policy {
   std::list<ghost> ghosts_;  // newest first
   std::unordered_map<std::string, std::list<ghost>::iterator> ghost_index_;
   std::uint64_t ghost_bytes_ = 0;
+  std::uint64_t choices_ = 0;  // choose_victims calls: the last `chosen` mark handed out
 };
 
 }  // namespace warm

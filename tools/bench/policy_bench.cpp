@@ -1,7 +1,9 @@
 // warm-bench policy: eviction decisions per second for each policy with `resident` models on the
-// device, the policy code exactly as the device actor runs it. One decision = choose victims for
-// an incoming model, evict them, insert the newcomer, plus the accesses of ten hits; simulated
-// time advances 1 ms per decision, so iam rebuilds its heap (all resident models) every 1000.
+// device, the policy code exactly as the device actor runs it. The device is full: its capacity
+// is the bytes of the `resident` models it starts with. One decision = choose victims for an
+// incoming model (the bytes it needs beyond the capacity), evict them, insert the newcomer, plus
+// the accesses of ten hits; so the device stays full and holds about `resident` models throughout.
+// Simulated time advances 1 ms per decision, so iam rebuilds its heap (all residents) every 1000.
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -24,7 +26,7 @@ int run_policy(const policy_bench_options& options) {
     std::mt19937_64 rng(1);
     std::uniform_int_distribution<std::uint64_t> size(1, 100);
     policy_options tuning;
-    tuning.capacity = options.resident * 100;
+    tuning.capacity = options.resident * 50;  // about the bytes of `resident` models of 1-100
     auto made = make_policy(name, tuning);
     if (!made) return 1;
     auto& policy = **made;
@@ -32,12 +34,15 @@ int run_policy(const policy_bench_options& options) {
     std::unordered_map<std::string, std::size_t> where;  // id → index in ids
     timestamp now{};
     std::uint64_t next = 0;
-    auto insert = [&] {
+    std::unordered_map<std::string, std::uint64_t> bytes_of;
+    std::uint64_t used = 0;
+    auto insert = [&](std::uint64_t b) {
       auto id = "m" + std::to_string(next++);
-      auto b = size(rng);
       policy.on_insert(id, b, static_cast<double>(b) / 1000, now);  // load time ∝ size
       where[id] = ids.size();
       ids.push_back(id);
+      bytes_of[id] = b;
+      used += b;
     };
     auto remove = [&](const std::string& id) {
       auto i = where.at(id);
@@ -45,8 +50,11 @@ int run_policy(const policy_bench_options& options) {
       std::swap(ids[i], ids.back());
       ids.pop_back();
       where.erase(id);
+      used -= bytes_of[id];
+      bytes_of.erase(id);
     };
-    for (std::uint64_t i = 0; i < options.resident; ++i) insert();
+    for (std::uint64_t i = 0; i < options.resident; ++i) insert(size(rng));
+    const std::uint64_t capacity = used;
     auto none = [](const std::string&) { return false; };
 
     std::uint64_t decisions = 0;
@@ -59,17 +67,21 @@ int run_policy(const policy_bench_options& options) {
           std::uniform_int_distribution<std::size_t> pick(0, ids.size() - 1);
           policy.on_access(ids[pick(rng)], now, 1);
         }
-        auto victims = policy.choose_victims("m" + std::to_string(next), size(rng), none, now);
+        auto b = size(rng);
+        auto need = used + b > capacity ? used + b - capacity : 0;
+        auto victims = policy.choose_victims("m" + std::to_string(next), need, none, now);
         for (auto& v : victims) {
           policy.on_remove(v, true);
           remove(v);
         }
-        insert();
+        insert(b);
         ++decisions;
       }
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    results.push_back({{"policy", name}, {"decisions_per_s", static_cast<double>(decisions) / seconds}});
+    results.push_back({{"policy", name},
+                       {"decisions_per_s", static_cast<double>(decisions) / seconds},
+                       {"residents_at_end", ids.size()}});
   }
   nlohmann::ordered_json out{{"scenario", "policy"}, {"resident", options.resident}, {"results", results}};
   std::printf("%s\n", out.dump().c_str());
