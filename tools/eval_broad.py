@@ -205,8 +205,11 @@ def plot_density(rows, png, work, gnuplot):
         f.write("# sample% " + " ".join(POLICIES) + "\n")
         for sample in sorted(day):
             f.write(f"{sample:g} " + " ".join(f"{geomean(day[sample][p]):.6g}" for p in POLICIES) + "\n")
+    colors = ["#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#7f7f7f", "#000000",
+              "#2ca02c", "#1f77b4", "#d62728", "#ff9896"]
     plots = ", ".join(
-        f"'{data}' using 1:{i + 2} with linespoints pt 7 ps 0.6 lw {3 if p == DEFAULT else 1.5} title '{p}'"
+        f"'{data}' using 1:{i + 2} with linespoints pt {i % 12 + 1} ps 0.8 lw {3 if p == DEFAULT else 1.5} "
+        f"lc rgb '{colors[i % len(colors)]}' title '{p}'"
         for i, p in enumerate(POLICIES))
     gnuplot(f"""set terminal pngcairo size 1000,650 font 'sans,10'
 set output '{png}'

@@ -65,6 +65,7 @@ void kdf_policy::reindex(resident_entry& entry) {
   auto& r = entry.second;
   if (r.sequence != 0) index_.erase({r.key, r.sequence, &entry});
   r.key = key_of(r);
+  r.keyed = *r.count;
   r.sequence = ++sequence_;
   index_.insert({r.key, r.sequence, &entry});
 }
@@ -188,7 +189,7 @@ std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uin
     const auto& model = entry.first;
     const auto& r = entry.second;
     ++it;
-    if (key_of(r) != r.key) {
+    if (r.count->value != r.keyed.value || r.count->at != r.keyed.at) {
       // Used since it was keyed: move it to its place. A scan still ahead meets it there; one
       // that has passed that place (its key fell: τ moved since the index was built) takes it now.
       reindex(entry);
@@ -204,7 +205,10 @@ std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uin
 std::vector<cache_policy::ranked> kdf_policy::eviction_order(timestamp now) const {
   // The index's order with every key brought up to date (as a scan would), without changing it.
   std::vector<std::tuple<double, std::uint64_t, const std::string*>> order;  // key, sequence, id
-  for (auto& [model, r] : residents_) order.emplace_back(key_of(r), key_of(r) != r.key ? ~0ull : r.sequence, &model);
+  for (auto& [model, r] : residents_) {
+    bool stale = r.count->value != r.keyed.value || r.count->at != r.keyed.at;
+    order.emplace_back(stale ? key_of(r) : r.key, stale ? ~0ull : r.sequence, &model);
+  }
   std::sort(order.begin(), order.end(), [](auto& a, auto& b) {
     return std::get<0>(a) != std::get<0>(b) ? std::get<0>(a) < std::get<0>(b)
            : std::get<1>(a) != std::get<1>(b) ? std::get<1>(a) < std::get<1>(b)

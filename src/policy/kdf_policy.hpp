@@ -74,8 +74,9 @@ class kdf_policy final : public cache_policy {
     double penalty = 0;
     decayed* count = nullptr;  // into counts_ (unordered_map keeps addresses stable)
     timestamp last_use{};
-    double key = 0;             // its place in index_
+    double key = 0;             // its place in index_…
     std::uint64_t sequence = 0;
+    decayed keyed;              // …computed from this count (a use since makes the key stale)
   };
   // Residents by key, then by when they were keyed, pointing at their residents_ element.
   using resident_entry = std::pair<const std::string, resident>;

@@ -16,6 +16,7 @@ void sieve_policy::on_insert(const std::string& model, std::uint64_t bytes, doub
   on_remove(model, false);
   queue_.push_front({model, bytes, false});
   index_[model] = queue_.begin();
+  bytes_ += bytes;
 }
 
 void sieve_policy::on_access(const std::string& model, timestamp, std::uint64_t) {
@@ -27,6 +28,7 @@ void sieve_policy::on_remove(const std::string& model, bool) {
   auto it = index_.find(model);
   if (it == index_.end()) return;
   if (hand_ == it->second) hand_ = queue_.size() > 1 ? step(hand_) : queue_.end();
+  bytes_ -= it->second->bytes;
   queue_.erase(it->second);
   index_.erase(it);
   if (queue_.empty()) hand_ = queue_.end();
@@ -34,11 +36,9 @@ void sieve_policy::on_remove(const std::string& model, bool) {
 
 std::vector<std::string> sieve_policy::choose_victims(const std::string&, std::uint64_t bytes, const pinned_fn& pinned,
                                                       timestamp) {
-  std::uint64_t available = 0;
-  for (auto& e : queue_)
-    if (!pinned(e.model)) available += e.bytes;
-  if (bytes == 0 || queue_.empty() || available < bytes) return {};
+  if (bytes == 0 || queue_.empty() || bytes_ < bytes) return {};
   std::vector<std::string> victims;
+  std::vector<entry*> cleared;  // bits cleared by this look, restored if it finds too little
   std::uint64_t freed = 0;
   auto it = hand_ == queue_.end() ? std::prev(queue_.end()) : hand_;
   // Two rounds at most: the first clears every visited bit it passes, the second finds them clear.
@@ -46,6 +46,7 @@ std::vector<std::string> sieve_policy::choose_victims(const std::string&, std::u
     if (pinned(it->model)) continue;
     if (it->visited) {
       it->visited = false;
+      cleared.push_back(&*it);
       continue;
     }
     bool chosen = false;
@@ -54,7 +55,10 @@ std::vector<std::string> sieve_policy::choose_victims(const std::string&, std::u
     victims.push_back(it->model);
     freed += it->bytes;
   }
-  if (freed < bytes) return {};  // cannot happen: two rounds find every unpinned model unvisited
+  if (freed < bytes) {  // the unpinned models cannot free enough: change nothing
+    for (auto* e : cleared) e->visited = true;
+    return {};
+  }
   // The hand rests on the last victim: on_remove moves it on as the victims leave.
   hand_ = index_.at(victims.back());
   return victims;

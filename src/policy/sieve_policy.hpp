@@ -7,7 +7,8 @@
 //
 // Sizes only decide how many victims are needed (as lru). Pinned models are passed over with
 // their bit kept. choose_victims moves the hand and clears bits as it looks (as srrip ages), and
-// answers nothing (changing nothing) when the unpinned models cannot free enough.
+// answers nothing (changing nothing: the bits it cleared are set again) when the unpinned models
+// cannot free enough. A decision looks at the models the hand passes, not at every resident.
 #pragma once
 
 #include <list>
@@ -41,6 +42,7 @@ class sieve_policy final : public cache_policy {
   std::list<entry> queue_;
   std::unordered_map<std::string, iterator> index_;
   iterator hand_ = queue_.end();  // end(): start at the oldest
+  std::uint64_t bytes_ = 0;       // of every resident
 
   // The entry after `it` in the hand's direction (toward the newest, wrapping to the oldest).
   iterator step(iterator it);
