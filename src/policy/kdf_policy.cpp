@@ -151,7 +151,11 @@ void kdf_policy::on_access(const std::string& model, timestamp now, std::uint64_
 void kdf_policy::on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) {
   on_remove(model, false);
   auto& entry = *residents_.emplace(model, resident{}).first;
-  entry.second = {std::max<std::uint64_t>(bytes, 1), std::max(load_seconds, 1e-9), &counts_[model], now};
+  auto& r = entry.second;
+  r.bytes = std::max<std::uint64_t>(bytes, 1);
+  r.penalty = std::max(load_seconds, 1e-9);
+  r.count = &counts_[model];
+  r.last_use = now;
   on_access(model, now, 1);  // the request that loaded it
   reindex(entry);
 }
