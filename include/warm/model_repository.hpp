@@ -62,6 +62,19 @@ expected<std::vector<std::uint64_t>> list_versions(const std::string& model_dir)
 // chosen). No confinement: for offline tools given a path by the user.
 expected<std::string> find_model_file(const std::string& path, std::optional<std::uint64_t> version = {});
 
+// A version directory of a model directory, as one look found it: its model file and that file's
+// identity (a file that is still being written changes it between looks).
+struct version_file {
+  std::uint64_t version = 0;
+  std::string path;  // the model file's canonical path
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;  // its modification time (nanoseconds since the epoch)
+  std::uint64_t inode = 0;
+  bool same_file(const version_file& o) const {
+    return path == o.path && size == o.size && mtime_ns == o.mtime_ns && inode == o.inode;
+  }
+};
+
 class model_repository {
  public:
   // Validates the roots: each must be an existing directory. Stores their canonical paths.
@@ -74,6 +87,13 @@ class model_repository {
   // NUL byte, or one that resolves (symlinks included) outside the root; not_found when no root
   // holds it.
   expected<model_location> resolve(const std::string& relative, std::optional<std::uint64_t> version = {}) const;
+
+  // The version directories of model directory `relative` (in the first root that holds it) that
+  // hold one regular model file, ascending, with each file's identity. Confined like resolve: a
+  // directory or model file leading outside the root is invalid_argument (a version's) or left
+  // out (a version whose file does: it is never served). not_found when no root holds the
+  // directory. Blocks on the file system.
+  expected<std::vector<version_file>> look_at_versions(const std::string& relative) const;
 
  private:
   explicit model_repository(std::vector<std::string> roots) : roots_(std::move(roots)) {}

@@ -35,6 +35,7 @@
 #include "warm/model_loader.hpp"
 #include "warm/policy_options.hpp"
 #include "warm/runtime_types.hpp"
+#include "warm/versions.hpp"
 
 namespace warm {
 
@@ -74,6 +75,10 @@ struct runtime_options {
   // Makes each device from its spec; default make_device. Fault injection substitutes its own
   // (warm/fault_injection.hpp).
   std::function<expected<std::unique_ptr<device>>(const device_spec&)> make_device;
+  // Served models (serve(), warm/versions.hpp): how often each one's directory is looked at, and
+  // how long a version's model file must stay unchanged before the version is taken.
+  std::chrono::nanoseconds version_poll = std::chrono::seconds(1);
+  std::chrono::nanoseconds version_settle = std::chrono::seconds(1);
 };
 
 struct runtime_impl;
@@ -138,6 +143,17 @@ class runtime {
   std::future<expected<void>> delete_vmodel(const std::string& id);
   void vmodel_status(const std::string& id, callback<warm::vmodel_status> done);
   std::future<expected<warm::vmodel_status>> vmodel_status(const std::string& id);
+
+  // Served models: names whose versions come from their directories, each version a model `m@N`,
+  // the name an alias for the default version and `m@label` for a label's (docs/versions.md).
+  // serve() replaces the served models with `config` as a whole: a refused configuration
+  // (invalid_argument naming the problem) changes nothing; answered once taken in, while versions
+  // load afterwards. Models no longer listed have their versions and aliases removed.
+  void serve(served_models_config config, callback<void> done);
+  std::future<expected<void>> serve(served_models_config config);
+  // Every served model's versions, default, labels and source state, by name.
+  void served(callback<std::vector<served_model_status>> done);
+  std::future<expected<std::vector<served_model_status>>> served();
 
   // Runs the model (or vmodel) named by request.target, loading it first if needed.
   void infer(infer_request request, callback<infer_result> done);

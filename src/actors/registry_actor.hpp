@@ -36,6 +36,7 @@
 #include <memory>
 #include <optional>
 
+#include "core/model_id.hpp"
 #include "core/route_table.hpp"
 #include "storage/registry_store.hpp"
 #include "warm/caf/messages.hpp"
@@ -72,8 +73,5 @@ struct registry_config {
 // Spawns the registry and its store writer; the registry first takes in every stored model and
 // vmodel (`initial`, else read from the store here, on the caller's thread).
 registry_actor spawn_registry(caf::actor_system& system, registry_config config);
-
-// An id names a model or vmodel: 1..256 bytes of printable ASCII without spaces or '/'.
-expected<void> check_id(const std::string& id, const char* what);
 
 }  // namespace warm

@@ -10,6 +10,7 @@
 #include "actors/loader_pool.hpp"
 #include "actors/registry_actor.hpp"
 #include "actors/scorer_actor.hpp"
+#include "actors/version_manager.hpp"
 #include "actors/watch_hub.hpp"
 #include "warm/caf/actors.hpp"
 #include "runtime/batcher.hpp"
@@ -27,6 +28,7 @@ struct runtime_impl {
   std::unique_ptr<caf::actor_system_config> config;
   std::unique_ptr<caf::actor_system> system;
   registry_actor registry;
+  version_manager_actor versions;  // the served models
   loader_pool_actor pool;
   scorer_actor scorer;  // only when a policy rescores
   watch_hub_actor hub;
@@ -101,6 +103,8 @@ expected<void> check_options(const runtime_options& o) {
   if (o.device_policies.size() > o.devices.size())
     return make_error(errc::invalid_argument, "more device policies than devices");
   if (o.rescore_period.count() <= 0) return make_error(errc::invalid_argument, "rescore_period must be positive");
+  if (o.version_poll < std::chrono::milliseconds(1)) return make_error(errc::invalid_argument, "version_poll must be at least 1 ms");
+  if (o.version_settle.count() < 0) return make_error(errc::invalid_argument, "version_settle may not be negative");
   if (auto why = check_batching(o.batching); !why.empty()) return make_error(errc::invalid_argument, "batching: " + why);
   return {};
 }
@@ -198,7 +202,18 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
                                                          const std::optional<batching_options>& options) {
     batcher->set_model_options(model, options);
   };
+  auto repository_ptr = registry.repository;
   impl->registry = spawn_registry(*impl->system, std::move(registry));
+  version_manager_config versions;
+  versions.registry = impl->registry;
+  versions.repository = std::move(repository_ptr);
+  versions.time = impl->time;
+  versions.offload = [describer = impl->describer.get()](std::function<void()> task) {
+    describer->submit(std::move(task));
+  };
+  versions.poll = options.version_poll;
+  versions.settle = options.version_settle;
+  impl->versions = spawn_version_manager(*impl->system, std::move(versions));
   impl->options = std::move(options);
   return std::unique_ptr<runtime>(new runtime(std::move(impl)));
 }
@@ -207,6 +222,8 @@ runtime::runtime(std::unique_ptr<runtime_impl> impl) : impl_(std::move(impl)) {}
 
 runtime::~runtime() {
   auto& i = *impl_;
+  caf::anon_send_exit(i.versions, caf::exit_reason::user_shutdown);
+  i.versions = nullptr;
   caf::anon_send_exit(i.registry, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(i.pool, caf::exit_reason::user_shutdown);
   if (i.scorer) caf::anon_send_exit(i.scorer, caf::exit_reason::user_shutdown);
@@ -354,6 +371,28 @@ void runtime::vmodel_status(const std::string& id, callback<warm::vmodel_status>
 std::future<expected<vmodel_status>> runtime::vmodel_status(const std::string& id) {
   auto [cb, future] = promised<warm::vmodel_status>();
   vmodel_status(id, std::move(cb));
+  return std::move(future);
+}
+
+// ---- served models --------------------------------------------------------------------------
+
+void runtime::serve(served_models_config config, callback<void> done) {
+  caf::anon_send(impl_->versions, msg::serve_models{std::move(config), std::move(done)});
+}
+
+std::future<expected<void>> runtime::serve(served_models_config config) {
+  auto [cb, future] = promised<void>();
+  serve(std::move(config), std::move(cb));
+  return std::move(future);
+}
+
+void runtime::served(callback<std::vector<served_model_status>> done) {
+  caf::anon_send(impl_->versions, msg::served_status{std::move(done)});
+}
+
+std::future<expected<std::vector<served_model_status>>> runtime::served() {
+  auto [cb, future] = promised<std::vector<served_model_status>>();
+  served(std::move(cb));
   return std::move(future);
 }
 

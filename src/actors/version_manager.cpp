@@ -1,0 +1,495 @@
+#include "actors/version_manager.hpp"
+
+#include <caf/all.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/version_rules.hpp"
+#include "core/version_settler.hpp"
+
+namespace warm {
+namespace {
+
+struct version_entry {
+  version_state state = version_state::new_;
+  bool aspired = false;
+  bool present = false;  // settled at the last look
+  bool kept = false;     // its unload was refused (an alias someone else owns names it): kept until the next look
+  std::string error;
+  std::uint32_t failures = 0;
+  timestamp retry_at{};
+};
+
+struct alias_entry {
+  std::optional<std::uint64_t> target;  // the version the vmodel names now; none: no vmodel
+  bool busy = false;                    // a change is in flight
+  std::string error;                    // why the last change failed (retried at the next look)
+};
+
+struct served_entry {
+  served_model_config config;
+  std::uint64_t generation = 0;
+  version_settler settler;
+  std::map<std::uint64_t, version_entry> versions;
+  std::map<std::string, alias_entry> aliases;  // by vmodel id: the name, and name@label
+  std::uint32_t adopting = 0;  // registry answers still awaited before the first step
+  bool looked = false;         // a look has been taken in
+  bool looking = false;        // a look is on the offload
+  bool removing = false;       // no longer configured: everything goes, then the entry
+  std::optional<std::uint64_t> evicting;  // an unload waits for the default alias to leave it
+  std::string source_error;
+  explicit served_entry(std::chrono::nanoseconds settle) : settler(settle) {}
+};
+
+struct manager_state {
+  version_manager_config config;
+  std::map<std::string, served_entry> models;
+  std::uint64_t next_generation = 1;
+};
+
+using self_ptr = version_manager_actor::stateful_pointer<manager_state>;
+
+const std::string& base_of(const served_model_config& c) { return c.base_path.empty() ? c.name : c.base_path; }
+
+version_manager_actor handle(self_ptr self) { return caf::actor_cast<version_manager_actor>(self); }
+
+// Sends `event` (completed by `fill`) to the manager from whatever thread answers.
+template <class Fill>
+auto to_event(self_ptr self, msg::version_event event, Fill fill) {
+  return [target = handle(self), event = std::move(event), fill](auto&& answer) mutable {
+    fill(event, std::forward<decltype(answer)>(answer));
+    caf::anon_send(target, std::move(event));
+  };
+}
+
+msg::version_event event_for(const served_entry& e, msg::version_event::kind what) {
+  msg::version_event ev;
+  ev.what = what;
+  ev.model = e.config.name;
+  ev.generation = e.generation;
+  return ev;
+}
+
+std::vector<version_snapshot> snapshots(const served_entry& e) {
+  std::vector<version_snapshot> out;
+  for (auto& [v, entry] : e.versions) out.push_back({v, entry.state, entry.aspired || entry.kept});
+  return out;
+}
+
+// Which versions are aspired: those present that the policy selects, and those a label names.
+void reaspire(served_entry& e) {
+  std::vector<std::uint64_t> present;
+  for (auto& [v, entry] : e.versions)
+    if (entry.present) present.push_back(v);
+  auto chosen = select_versions(e.config.versions, present);
+  std::set<std::uint64_t> aspired(chosen.begin(), chosen.end());
+  for (auto& [label, v] : e.config.labels)
+    if (auto it = e.versions.find(v); it != e.versions.end() && it->second.present) aspired.insert(v);
+  for (auto& [v, entry] : e.versions) entry.aspired = !e.removing && aspired.count(v) > 0;
+  // A version that is neither aspired nor registered needs nothing more.
+  for (auto it = e.versions.begin(); it != e.versions.end();) {
+    bool unregistered = it->second.state == version_state::new_ || it->second.state == version_state::error;
+    it = !it->second.aspired && unregistered ? e.versions.erase(it) : std::next(it);
+  }
+}
+
+void step(self_ptr self, served_entry& e);
+
+// Looks at the model's directory on the offload (not before what a previous run left is adopted:
+// a look decides which of those versions stay).
+void look(self_ptr self, served_entry& e) {
+  if (e.looking || e.removing || e.adopting > 0) return;
+  e.looking = true;
+  auto& c = self->state.config;
+  c.offload([repository = c.repository, time = c.time, target = handle(self), model = e.config.name,
+             generation = e.generation, base = base_of(e.config)] {
+    msg::versions_seen seen;
+    seen.model = model;
+    seen.generation = generation;
+    seen.look = repository->look_at_versions(base);
+    seen.now = time->now().time_since_epoch();
+    seen.wall_now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+    caf::anon_send(target, std::move(seen));
+  });
+}
+
+// Points vmodel `alias` at `version` (none: deletes it).
+void move_alias(self_ptr self, served_entry& e, const std::string& alias, std::optional<std::uint64_t> version) {
+  auto& a = e.aliases[alias];
+  a.busy = true;
+  auto ev = event_for(e, msg::version_event::kind::alias_set);
+  ev.alias = alias;
+  ev.target = version;
+  auto& registry = self->state.config.registry;
+  if (!version) {
+    self->send(registry, msg::delete_vmodel{alias, to_event(self, std::move(ev), [](msg::version_event& ev, expected<void> r) {
+                                              ev.result = std::move(r);
+                                            })});
+    return;
+  }
+  self->send(registry, msg::set_vmodel{alias, version_id(e.config.name, *version), false, std::nullopt,
+                                       to_event(self, std::move(ev), [](msg::version_event& ev, expected<vmodel_status> r) {
+                                         if (r) ev.alias_status = std::move(*r);
+                                         else ev.result = std::move(r).error();
+                                       })});
+}
+
+// Asks the registry where vmodel `alias` is now (answered as an alias_check event).
+void check_alias(self_ptr self, served_entry& e, const std::string& alias, std::optional<std::uint64_t> version) {
+  auto ev = event_for(e, msg::version_event::kind::alias_check);
+  ev.alias = alias;
+  ev.target = version;
+  self->send(self->state.config.registry,
+             msg::get_vmodel_status{alias, to_event(self, std::move(ev), [](msg::version_event& ev, expected<vmodel_status> r) {
+                                      if (r) ev.alias_status = std::move(*r);
+                                      else ev.result = std::move(r).error();
+                                    })});
+}
+
+// Moves the aliases that are not where they should be (one change in flight per alias).
+void update_aliases(self_ptr self, served_entry& e) {
+  auto snaps = snapshots(e);
+  std::vector<version_snapshot> serving;
+  for (auto& s : snaps)
+    if (!e.evicting || s.version != *e.evicting) serving.push_back(s);
+  std::map<std::string, std::optional<std::uint64_t>> desired;
+  desired[e.config.name] = e.removing ? std::nullopt : default_version(serving);
+  if (!e.removing)
+    for (auto& [label, v] : e.config.labels) {
+      auto id = label_id(e.config.name, label);
+      auto it = e.versions.find(v);
+      bool ready = it != e.versions.end() && it->second.state == version_state::ready;
+      // A label moves only to a ready version; until then it stays where it was.
+      desired[id] = ready ? std::optional<std::uint64_t>(v) : e.aliases[id].target;
+    }
+  for (auto& [alias, a] : e.aliases)
+    if (!desired.count(alias)) desired[alias] = std::nullopt;
+  for (auto& [alias, want] : desired) {
+    auto& a = e.aliases[alias];
+    if (a.busy || a.target == want || !a.error.empty()) continue;
+    move_alias(self, e, alias, want);
+  }
+}
+
+bool alias_names(const served_entry& e, std::uint64_t version) {
+  for (auto& [id, a] : e.aliases)
+    if (a.target == version || a.busy) return true;
+  return false;
+}
+
+void start_load(self_ptr self, served_entry& e, std::uint64_t version) {
+  auto& v = e.versions[version];
+  v.state = version_state::loading;
+  model_info info(base_of(e.config), version, e.config.size_hint);
+  info.batching = e.config.batching;
+  auto ev = event_for(e, msg::version_event::kind::loaded);
+  ev.version = version;
+  self->send(self->state.config.registry,
+             msg::register_model{version_id(e.config.name, version), std::move(info), true, true,
+                                 to_event(self, std::move(ev), [](msg::version_event& ev, expected<void> r) {
+                                   ev.result = std::move(r);
+                                 })});
+}
+
+void start_unload(self_ptr self, served_entry& e, std::uint64_t version) {
+  e.versions[version].state = version_state::unloading;
+  auto ev = event_for(e, msg::version_event::kind::unloaded);
+  ev.version = version;
+  self->send(self->state.config.registry,
+             msg::unregister_model{version_id(e.config.name, version),
+                                   to_event(self, std::move(ev), [](msg::version_event& ev, expected<void> r) {
+                                     ev.result = std::move(r);
+                                   })});
+}
+
+std::chrono::nanoseconds back_off(const version_manager_config& c, std::uint32_t failures) {
+  auto delay = c.retry_min;
+  for (std::uint32_t i = 1; i < failures && delay < c.retry_max; ++i) delay *= 2;
+  return std::min(delay, c.retry_max);
+}
+
+// Takes every step the rules allow now.
+void step(self_ptr self, served_entry& e) {
+  if (e.adopting > 0 || !e.looked) return;
+  auto now = self->state.config.time->now();
+  for (auto& [v, entry] : e.versions)
+    if (entry.state == version_state::error && entry.aspired && entry.retry_at <= now) entry.state = version_state::new_;
+  for (int guard = 0; guard < 1000; ++guard) {
+    update_aliases(self, e);
+    auto action = next_version_action(e.config.loading, snapshots(e));
+    if (!action) break;
+    if (action->what == version_action::kind::load) {
+      start_load(self, e, action->version);
+      continue;
+    }
+    if (alias_names(e, action->version)) {
+      // The default alias moves off it first (for a resource-preserving roll: is deleted).
+      bool moving = e.evicting != action->version;
+      e.evicting = action->version;
+      if (moving) continue;
+      break;
+    }
+    e.evicting.reset();
+    start_unload(self, e, action->version);
+  }
+}
+
+// Whether a removed model is gone entirely (its entry may then be erased).
+bool finished(const served_entry& e) {
+  if (!e.removing || !e.versions.empty()) return false;
+  for (auto& [id, a] : e.aliases)
+    if (a.busy || a.target) return false;
+  return true;
+}
+
+served_entry* find(self_ptr self, const std::string& model, std::uint64_t generation) {
+  auto it = self->state.models.find(model);
+  if (it == self->state.models.end() || it->second.generation != generation) return nullptr;
+  return &it->second;
+}
+
+void after_event(self_ptr self, served_entry& e) {
+  if (e.adopting == 0 && !e.looked) look(self, e);
+  step(self, e);
+  if (finished(e)) self->state.models.erase(e.config.name);
+}
+
+void on_seen(self_ptr self, msg::versions_seen& m) {
+  auto* e = find(self, m.model, m.generation);
+  if (!e) return;
+  e->looking = false;
+  if (!m.look) {
+    // The directory cannot be read now: what is served stays as it is.
+    e->source_error = m.look.error().message;
+    return;
+  }
+  e->source_error.clear();
+  e->looked = true;
+  auto settled = e->settler.take(*m.look, m.now, m.wall_now_ns);
+  std::set<std::uint64_t> present(settled.begin(), settled.end());
+  for (auto& [v, entry] : e->versions) {
+    entry.present = present.count(v) > 0;
+    entry.kept = false;
+  }
+  for (auto v : settled) e->versions[v].present = true;
+  for (auto& [id, a] : e->aliases) a.error.clear();
+  reaspire(*e);
+  after_event(self, *e);
+}
+
+void on_event(self_ptr self, msg::version_event& m) {
+  auto* e = find(self, m.model, m.generation);
+  if (!e) return;
+  using kind = msg::version_event::kind;
+  switch (m.what) {
+    case kind::loaded: {
+      auto it = e->versions.find(m.version);
+      if (it == e->versions.end()) break;
+      auto& v = it->second;
+      if (m.result) {
+        v.state = version_state::ready;
+        v.failures = 0;
+        v.error.clear();
+        break;
+      }
+      v.state = version_state::error;
+      v.error = m.result.error().message;
+      ++v.failures;
+      auto delay = back_off(self->state.config, v.failures);
+      v.retry_at = self->state.config.time->now() + delay;
+      // The failed registration goes; the retry registers it anew (a failure record would
+      // otherwise keep it from loading until it expires).
+      self->send(self->state.config.registry, msg::unregister_model{version_id(m.model, m.version), [](expected<void>) {}});
+      self->delayed_send(handle(self), delay, event_for(*e, kind::retry));
+      reaspire(*e);
+      break;
+    }
+    case kind::unloaded: {
+      auto it = e->versions.find(m.version);
+      if (it == e->versions.end()) break;
+      if (m.result || m.result.error().code == errc::not_found) {
+        e->versions.erase(it);
+      } else {
+        it->second.state = version_state::ready;
+        it->second.kept = true;
+        it->second.error = "cannot unload: " + m.result.error().message;
+      }
+      break;
+    }
+    case kind::alias_set:
+    case kind::alias_check: {
+      auto& a = e->aliases[m.alias];
+      if (m.what == kind::alias_check && e->adopting > 0 && !a.busy) {
+        // Adoption: where a previous run left the alias (not_found: it has none).
+        --e->adopting;
+        auto prefix = e->config.name + "@";
+        if (m.alias_status && m.alias_status->active.rfind(prefix, 0) == 0)
+          a.target = parse_version(m.alias_status->active.substr(prefix.size()));
+        break;
+      }
+      if (!m.target) {  // a delete (not_found: it was gone already)
+        a.busy = false;
+        if (m.result || m.result.error().code == errc::not_found) a.target.reset();
+        else a.error = m.result.error().message;
+        break;
+      }
+      if (!m.result) {
+        a.busy = false;
+        a.error = m.result.error().message;
+        break;
+      }
+      auto& st = *m.alias_status;
+      if (st.state == vmodel_state::transitioning) {
+        // It flips once its target answers a use (the target is ready, so soon): ask again shortly.
+        auto again = event_for(*e, kind::alias_recheck);
+        again.alias = m.alias;
+        again.target = m.target;
+        self->delayed_send(handle(self), std::chrono::milliseconds(5), std::move(again));
+        return;
+      }
+      a.busy = false;
+      if (st.state == vmodel_state::defined && st.active == version_id(e->config.name, *m.target))
+        a.target = m.target;
+      else
+        a.error = st.error ? st.error->message : "vmodel did not move to " + version_id(e->config.name, *m.target);
+      break;
+    }
+    case kind::adopted: {
+      auto prefix = e->config.name + "@";
+      for (auto& id : m.registered)
+        if (auto v = parse_version(id.substr(prefix.size())); v && id.rfind(prefix, 0) == 0) {
+          auto& entry = e->versions[*v];
+          entry.state = version_state::ready;
+        }
+      if (e->adopting > 0) --e->adopting;
+      break;
+    }
+    case kind::alias_recheck:
+      check_alias(self, *e, m.alias, m.target);
+      return;
+    case kind::retry:
+      reaspire(*e);
+      break;
+  }
+  after_event(self, *e);
+}
+
+// Takes in what a previous run left registered: versions `m@N` and the model's aliases.
+void adopt(self_ptr self, served_entry& e) {
+  std::vector<std::string> aliases{e.config.name};
+  for (auto& [label, v] : e.config.labels) aliases.push_back(label_id(e.config.name, label));
+  e.adopting = static_cast<std::uint32_t>(1 + aliases.size());
+  auto ev = event_for(e, msg::version_event::kind::adopted);
+  auto prefix = e.config.name + "@";
+  self->send(self->state.config.registry,
+             msg::list_models{prefix, 10'000,
+                              to_event(self, std::move(ev), [prefix](msg::version_event& ev,
+                                                                     expected<std::vector<model_status>> r) {
+                                if (!r) return;
+                                for (auto& st : *r)
+                                  if (st.id.rfind(prefix, 0) == 0) ev.registered.push_back(st.id);
+                              })});
+  for (auto& alias : aliases) check_alias(self, e, alias, std::nullopt);
+}
+
+void on_serve(self_ptr self, msg::serve_models& m) {
+  auto& s = self->state;
+  if (auto ok = check_served_models(m.config); !ok) return m.done(std::move(ok).error());
+  std::set<std::string> names;
+  std::vector<std::string> touched;
+  for (auto& c : m.config.models) {
+    names.insert(c.name);
+    auto it = s.models.find(c.name);
+    if (it == s.models.end()) {
+      served_entry e(s.config.settle);
+      e.config = c;
+      e.generation = s.next_generation++;
+      auto& added = s.models.emplace(c.name, std::move(e)).first->second;
+      adopt(self, added);
+      look(self, added);
+      continue;
+    }
+    auto& e = it->second;
+    if (e.config == c && !e.removing) continue;
+    bool moved = base_of(e.config) != base_of(c);
+    e.config = c;
+    e.removing = false;
+    if (moved) {
+      e.settler = version_settler(s.config.settle);
+      for (auto& [v, entry] : e.versions) entry.present = false;
+    }
+    reaspire(e);
+    touched.push_back(c.name);
+    look(self, e);
+  }
+  for (auto& [name, e] : s.models)
+    if (!names.count(name) && !e.removing) {
+      e.removing = true;
+      reaspire(e);
+      touched.push_back(name);
+    }
+  m.done({});
+  for (auto& name : touched)
+    if (auto it = s.models.find(name); it != s.models.end()) after_event(self, it->second);
+}
+
+served_model_status status_of(const manager_state& s, const served_entry& e) {
+  served_model_status st;
+  st.config = e.config;
+  auto now = s.config.time->now();
+  for (auto& [v, entry] : e.versions) {
+    version_status vs;
+    vs.version = v;
+    vs.state = entry.state;
+    vs.aspired = entry.aspired;
+    vs.error = entry.error;
+    vs.failures = entry.failures;
+    if (entry.state == version_state::error)
+      vs.retry_in_seconds = std::max(0.0, std::chrono::duration<double>(entry.retry_at - now).count());
+    st.versions.push_back(std::move(vs));
+    st.rolling = st.rolling || entry.state == version_state::loading || entry.state == version_state::unloading;
+  }
+  for (auto& [id, a] : e.aliases) {
+    if (!a.target) continue;
+    if (id == e.config.name) st.default_version = a.target;
+    else st.labels[id.substr(e.config.name.size() + 1)] = *a.target;
+    st.rolling = st.rolling || a.busy;
+  }
+  st.source_error = e.source_error;
+  if (st.source_error.empty())
+    for (auto& [id, a] : e.aliases)
+      if (!a.error.empty()) st.source_error = id + ": " + a.error;
+  return st;
+}
+
+version_manager_actor::behavior_type manager(self_ptr self, std::shared_ptr<version_manager_config> config) {
+  self->state.config = std::move(*config);
+  self->send(handle(self), msg::poll_versions{});
+  return {
+      [=](msg::serve_models& m) { on_serve(self, m); },
+      [=](msg::served_status& m) {
+        std::vector<served_model_status> out;
+        for (auto& [name, e] : self->state.models)
+          if (!e.removing) out.push_back(status_of(self->state, e));
+        m.done(std::move(out));
+      },
+      [=](msg::poll_versions) {
+        for (auto& [name, e] : self->state.models) look(self, e);
+        self->delayed_send(handle(self), self->state.config.poll, msg::poll_versions{});
+      },
+      [=](msg::versions_seen& m) { on_seen(self, m); },
+      [=](msg::version_event& m) { on_event(self, m); },
+  };
+}
+
+}  // namespace
+
+version_manager_actor spawn_version_manager(caf::actor_system& system, version_manager_config config) {
+  return system.spawn(manager, std::make_shared<version_manager_config>(std::move(config)));
+}
+
+}  // namespace warm
