@@ -221,6 +221,36 @@ struct ModelEvent {
                                # fell behind by more than the server queues); 0 when none
 }
 
+struct VersionStatus {
+  # One version of a served model (ServedModel.versions).
+  version @0 :UInt64;
+  state @1 :Text;              # NEW, LOADING, READY, UNLOADING or ERROR (docs/versions.md)
+  aspired @2 :Bool;            # its version policy (or a label) wants it served
+  error @3 :Text;              # ERROR: why its last load failed; empty otherwise
+  retryInSeconds @4 :Float64;  # ERROR: until its next load
+  failures @5 :UInt32;         # failed loads since it was last ready
+}
+
+struct VersionLabel {
+  # A label in effect: `model@name` serves `version`.
+  name @0 :Text;
+  version @1 :UInt64;
+}
+
+struct ServedModel {
+  # A model whose versions come from its directory (docs/versions.md): its name serves the
+  # default version, `name@N` version N, `name@label` a label's version.
+  name @0 :Text;
+  basePath @1 :Text;           # its directory, relative to a repository root
+  versionPolicy @2 :Text;      # latest:N, all or specific:V,...
+  loadPolicy @3 :Text;         # availability-preserving or resource-preserving
+  versions @4 :List(VersionStatus);  # ascending
+  defaultVersion @5 :UInt64;   # what the name serves now; 0 = none yet
+  labels @6 :List(VersionLabel);     # in effect, by name
+  sourceError @7 :Text;        # why its directory (or an alias) could not be handled at the last look
+  rolling @8 :Bool;            # a version is being loaded or unloaded, or an alias moved
+}
+
 interface StateListener {
   # Implemented by a client that watches; the server calls it once per state change, in order.
   modelStateChanged @0 (event :ModelEvent) -> ();
@@ -281,6 +311,14 @@ interface Warm {
   retry @11 (id :Text) -> (status :Status);
   # Forgets the load failures of the model (or a vmodel's active model): its next use loads it
   # again at once instead of failing fast until a failure record expires. notFound when unknown.
+
+  servedModels @12 () -> (status :Status, models :List(ServedModel));
+  # Every served model (versions from directories), by name; empty when the server serves none.
+
+  reload @13 () -> (status :Status, models :UInt32);
+  # Re-reads the server's served-models configuration (warmd: --model-config and --serve-repo)
+  # and applies it whole: `models` served now. A file with an error is refused (invalidArgument
+  # naming it) and nothing changes; invalidArgument too when the server has nothing to reload.
 }
 
 interface Authenticator {

@@ -205,7 +205,9 @@ class service final : public pb::GRPCInferenceService::Service {
   Status ModelMetadata(ServerContext* ctx, const pb::ModelMetadataRequest* req,
                        pb::ModelMetadataResponse* out) override {
     if (auto denied = authorize(*ctx)) return *denied;
-    auto meta = served(*ctx, req->name(), req->version());
+    auto target = served(*ctx, req->name(), req->version());
+    if (!target) return to_status(target.error());
+    auto meta = wait(rt_.describe(*target), budget(*ctx, options_.request_timeout));
     if (!meta) return to_status(meta.error());
     out->set_name(req->name());
     if (meta->version) out->add_versions(std::to_string(*meta->version));
@@ -224,10 +226,9 @@ class service final : public pb::GRPCInferenceService::Service {
   Status ModelReady(ServerContext* ctx, const pb::ModelReadyRequest* req,
                     pb::ModelReadyResponse* out) override {
     if (auto denied = authorize(*ctx)) return *denied;
-    if (!req->version().empty())
-      if (auto meta = served(*ctx, req->name(), req->version()); !meta)
-        return to_status(meta.error());
-    auto state = v2::state_of(rt_, req->name(), budget(*ctx, options_.request_timeout));
+    auto target = served(*ctx, req->name(), req->version());
+    if (!target) return to_status(target.error());
+    auto state = v2::state_of(rt_, *target, budget(*ctx, options_.request_timeout));
     if (!state) return to_status(state.error());
     out->set_ready(*state == model_state::loaded);
     return Status::OK;
@@ -241,11 +242,10 @@ class service final : public pb::GRPCInferenceService::Service {
     if (raw && req->raw_input_contents_size() != req->inputs_size())
       return invalid("raw_input_contents holds " + std::to_string(req->raw_input_contents_size()) +
                      " entries for " + std::to_string(req->inputs_size()) + " inputs");
-    if (!req->model_version().empty())
-      if (auto meta = served(*ctx, req->model_name(), req->model_version()); !meta)
-        return to_status(meta.error());
+    auto target = served(*ctx, req->model_name(), req->model_version());
+    if (!target) return to_status(target.error());
     infer_request request;
-    request.target = req->model_name();
+    request.target = std::move(*target);
     for (int i = 0; i < req->inputs_size(); ++i) {
       auto t = decode_input(req->inputs(i), raw ? &req->raw_input_contents(i) : nullptr,
                             options_.max_tensor_bytes);
@@ -332,13 +332,11 @@ class service final : public pb::GRPCInferenceService::Service {
                   "this server needs \"authorization: Bearer TOKEN\" metadata");
   }
 
-  // The model's metadata when `version` is empty or the version it serves; NOT_FOUND otherwise.
-  expected<model_metadata> served(const ServerContext& ctx, const std::string& model,
-                                  const std::string& version) {
-    auto meta = wait(rt_.describe(model), budget(ctx, options_.request_timeout));
-    if (!meta || version.empty()) return meta;
-    if (auto served = v2::check_version(model, *meta, version); !served) return served.error();
-    return meta;
+  // The model a request names: `model` when `version` is empty, else v2::version_target's
+  // (a served model's version or label, or `model` when it serves that version).
+  expected<std::string> served(const ServerContext& ctx, const std::string& model, const std::string& version) {
+    if (version.empty()) return model;
+    return v2::version_target(rt_, model, version, budget(ctx, options_.request_timeout));
   }
 
   // The client's address: gRPC names a connection it was handed by its descriptor ("fd:12"),

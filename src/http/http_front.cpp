@@ -142,12 +142,14 @@ struct front::impl {
   }
 
   void routes();
-  void infer(const httplib::Request& req, const std::string& body, httplib::Response& res);
-  // {version} of a /versions/{version}/ route: the model's metadata when that is the version it
-  // serves (a version directory's name, parse_version), else not_found naming the one it serves.
-  expected<model_metadata> served_version(const std::string& model, const std::string& version);
+  // Runs an inference on `target` (the route's model when empty).
+  void infer(const httplib::Request& req, const std::string& body, httplib::Response& res, std::string target = {});
+  // What a /versions/{version}/ route names: a served model's version `model@version` when there
+  // is one (docs/versions.md), else `model` itself when {version} is the version it serves (a
+  // version directory's name, parse_version); not_found naming the one it serves otherwise.
+  expected<std::string> served_version(const std::string& model, const std::string& version);
   void metadata(const httplib::Request& req, httplib::Response& res);
-  void model_ready(const httplib::Request& req, httplib::Response& res);
+  void model_ready(const httplib::Request& req, httplib::Response& res, std::string target = {});
   void index(const std::string& body, httplib::Response& res);
   void metrics(httplib::Response& res);
 };
@@ -202,22 +204,26 @@ void front::impl::routes() {
   });
   s.Get(R"(/v2/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) { metadata(req, res); });
   s.Get(R"(/v2/models/([^/]+)/versions/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    auto meta = served_version(req.matches[1], req.matches[2]);
+    auto target = served_version(req.matches[1], req.matches[2]);
+    if (!target) return reply_error(res, target.error());
+    auto meta = wait(rt.describe(*target), options.request_timeout);
     if (!meta) return reply_error(res, meta.error());
     reply_json(res, 200, encode_model_metadata(req.matches[1], *meta));
   });
   s.Get(R"(/v2/models/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) { model_ready(req, res); });
   s.Get(R"(/v2/models/([^/]+)/versions/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) {
-    if (auto meta = served_version(req.matches[1], req.matches[2]); !meta) return reply_error(res, meta.error());
-    model_ready(req, res);
+    auto target = served_version(req.matches[1], req.matches[2]);
+    if (!target) return reply_error(res, target.error());
+    model_ready(req, res, *target);
   });
   s.Post(R"(/v2/models/([^/]+)/infer)",
          with_body(options.max_request_bytes, [this](const httplib::Request& req, const std::string& body,
                                                      httplib::Response& res) { infer(req, body, res); }));
   s.Post(R"(/v2/models/([^/]+)/versions/([^/]+)/infer)",
          with_body(options.max_request_bytes, [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
-           if (auto meta = served_version(req.matches[1], req.matches[2]); !meta) return reply_error(res, meta.error());
-           infer(req, body, res);
+           auto target = served_version(req.matches[1], req.matches[2]);
+           if (!target) return reply_error(res, target.error());
+           infer(req, body, res, *target);
          }));
   const auto control_bytes =
       options.max_request_bytes ? std::min(options.max_request_bytes, max_control_body_bytes) : max_control_body_bytes;
@@ -240,7 +246,8 @@ void front::impl::routes() {
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
 }
 
-void front::impl::infer(const httplib::Request& req, const std::string& body, httplib::Response& res) {
+void front::impl::infer(const httplib::Request& req, const std::string& body, httplib::Response& res,
+                        std::string target) {
   std::optional<std::size_t> json_length;  // the binary tensor data extension's header
   if (req.has_header(json_length_header)) {
     auto value = req.get_header_value(json_length_header);
@@ -253,7 +260,7 @@ void front::impl::infer(const httplib::Request& req, const std::string& body, ht
   }
   auto decoded = decode_infer_request(body, options.limits, json_length);
   if (!decoded) return reply_error(res, decoded.error());
-  decoded->request.target = req.matches[1];
+  decoded->request.target = target.empty() ? std::string(req.matches[1]) : std::move(target);
   auto result = wait(rt.infer(std::move(decoded->request)), options.request_timeout);
   if (!result) return reply_error(res, result.error());
   if (auto chosen = v2::select_outputs(*result, decoded->outputs); !chosen) return reply_error(res, chosen.error());
@@ -272,18 +279,16 @@ void front::impl::metadata(const httplib::Request& req, httplib::Response& res) 
   reply_json(res, 200, encode_model_metadata(name, *meta));
 }
 
-expected<model_metadata> front::impl::served_version(const std::string& model, const std::string& version) {
-  auto meta = wait(rt.describe(model), options.request_timeout);
-  if (!meta) return meta.error();
-  if (auto served = v2::check_version(model, *meta, version); !served) return served.error();
-  return meta;
+expected<std::string> front::impl::served_version(const std::string& model, const std::string& version) {
+  return v2::version_target(rt, model, version, options.request_timeout);
 }
 
-void front::impl::model_ready(const httplib::Request& req, httplib::Response& res) {
-  auto state = v2::state_of(rt, req.matches[1], options.request_timeout);
+void front::impl::model_ready(const httplib::Request& req, httplib::Response& res, std::string target) {
+  if (target.empty()) target = req.matches[1];
+  auto state = v2::state_of(rt, target, options.request_timeout);
   if (!state) return reply_error(res, state.error());
   if (*state != model_state::loaded)
-    return reply_json(res, 400, encode_error("model '" + std::string(req.matches[1]) + "' is " +
+    return reply_json(res, 400, encode_error("model '" + target + "' is " +
                                              std::string(to_string(*state)) + ", not LOADED"));
   reply_json(res, 200, "{}");
 }

@@ -269,6 +269,60 @@ void to_capnp(const vmodel_status& s, VModelStatus::Builder out) {
   to_capnp(s.error, out.initError());
 }
 
+void to_capnp(const served_model_status& s, ServedModel::Builder out) {
+  out.setName(to_text(s.config.name));
+  out.setBasePath(to_text(s.config.base_path.empty() ? s.config.name : s.config.base_path));
+  out.setVersionPolicy(to_text(to_string(s.config.versions)));
+  out.setLoadPolicy(to_text(std::string(to_string(s.config.loading))));
+  auto versions = out.initVersions(static_cast<unsigned>(s.versions.size()));
+  for (unsigned i = 0; i < s.versions.size(); ++i) {
+    auto& v = s.versions[i];
+    auto o = versions[i];
+    o.setVersion(v.version);
+    o.setState(to_text(std::string(to_string(v.state))));
+    o.setAspired(v.aspired);
+    o.setError(to_text(v.error));
+    o.setRetryInSeconds(v.retry_in_seconds);
+    o.setFailures(v.failures);
+  }
+  out.setDefaultVersion(s.default_version.value_or(0));
+  auto labels = out.initLabels(static_cast<unsigned>(s.labels.size()));
+  unsigned i = 0;
+  for (auto& [name, version] : s.labels) {
+    labels[i].setName(to_text(name));
+    labels[i].setVersion(version);
+    ++i;
+  }
+  out.setSourceError(to_text(s.source_error));
+  out.setRolling(s.rolling);
+}
+
+served_model_status from_capnp(ServedModel::Reader s) {
+  served_model_status out;
+  out.config.name = to_std(s.getName());
+  out.config.base_path = to_std(s.getBasePath());
+  if (auto p = parse_version_policy(to_std(s.getVersionPolicy()))) out.config.versions = *p;
+  if (auto p = parse_load_policy(to_std(s.getLoadPolicy()))) out.config.loading = *p;
+  for (auto v : s.getVersions()) {
+    version_status vs;
+    vs.version = v.getVersion();
+    auto state = to_std(v.getState());
+    for (auto candidate : {version_state::new_, version_state::loading, version_state::ready, version_state::unloading,
+                           version_state::error})
+      if (to_string(candidate) == state) vs.state = candidate;
+    vs.aspired = v.getAspired();
+    vs.error = to_std(v.getError());
+    vs.retry_in_seconds = v.getRetryInSeconds();
+    vs.failures = v.getFailures();
+    out.versions.push_back(std::move(vs));
+  }
+  if (s.getDefaultVersion() != 0) out.default_version = s.getDefaultVersion();
+  for (auto l : s.getLabels()) out.labels[to_std(l.getName())] = l.getVersion();
+  out.source_error = to_std(s.getSourceError());
+  out.rolling = s.getRolling();
+  return out;
+}
+
 vmodel_status from_capnp(VModelStatus::Reader s) {
   vmodel_status out;
   out.id = to_std(s.getId());

@@ -16,6 +16,7 @@
 #include "warm.capnp.h"
 #include "warm/error.hpp"
 #include "warm/runtime_types.hpp"
+#include "warm/versions.hpp"
 
 namespace warm::rpc {
 
@@ -70,6 +71,11 @@ model_status from_capnp(ModelStatus::Reader status);
 
 void to_capnp(const vmodel_status& status, VModelStatus::Builder out);
 vmodel_status from_capnp(VModelStatus::Reader status);
+
+// A served model: defaultVersion 0 means none; policies as their texts (parse_version_policy,
+// parse_load_policy; an unreadable one reads back as the default); a version's state as its name.
+void to_capnp(const served_model_status& status, ServedModel::Builder out);
+served_model_status from_capnp(ServedModel::Reader status);
 
 // ---- tensors and inference -----------------------------------------------------------------
 

@@ -267,6 +267,39 @@ kj::Promise<void> warm_server::retry(RetryContext context) {
       .attach(track());
 }
 
+kj::Promise<void> warm_server::servedModels(ServedModelsContext context) {
+  auto b = make_bridge<std::vector<served_model_status>>();
+  rt_.served(std::move(b.done));
+  return b.promise
+      .then([context](boxed<std::vector<served_model_status>> box) mutable {
+        auto& r = *box;
+        auto results = context.getResults();
+        if (!r) return to_capnp(r.error(), results.getStatus());
+        set_ok(results.getStatus());
+        auto list = results.initModels(static_cast<unsigned>(r->size()));
+        for (unsigned i = 0; i < r->size(); ++i) to_capnp(r->at(i), list[i]);
+      })
+      .attach(track());
+}
+
+kj::Promise<void> warm_server::reload(ReloadContext context) {
+  if (!options_.reload) {
+    set_status(context.getResults().getStatus(), Status::Code::UNAVAILABLE, "this server has no configuration to reload");
+    return kj::READY_NOW;
+  }
+  auto b = make_bridge<std::uint32_t>();
+  options_.reload(std::move(b.done));
+  return b.promise
+      .then([context](boxed<std::uint32_t> box) mutable {
+        auto& r = *box;
+        auto results = context.getResults();
+        if (!r) return to_capnp(r.error(), results.getStatus());
+        set_ok(results.getStatus());
+        results.setModels(*r);
+      })
+      .attach(track());
+}
+
 kj::Promise<void> warm_server::getVModelStatus(GetVModelStatusContext context) {
   auto params = context.getParams();
   if (!fits(params.totalSize(), context.getResults().getStatus())) return kj::READY_NOW;

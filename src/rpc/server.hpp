@@ -22,6 +22,7 @@
 
 #include "warm.capnp.h"
 #include "warm/error.hpp"
+#include "warm/runtime_types.hpp"
 
 namespace warm {
 class runtime;
@@ -43,6 +44,10 @@ struct server_options {
                                                   // next one delivered says how many (ModelEvent.missed) [4096]
   std::uint32_t max_watchers_per_connection = 16;  // watch calls past it answer capacityExhausted [16]
   std::uint32_t max_watchers = 256;               // across every connection of the server [256]
+  // Re-reads the host's served-models configuration and applies it (Warm.reload), answering the
+  // number of served models; called on the RPC thread, it must not block. Empty: reload answers
+  // unavailable.
+  std::function<void(callback<std::uint32_t>)> reload;
 };
 
 // Watchers open now: one count per connection and one shared by every connection. Lives on the
@@ -72,6 +77,8 @@ class warm_server final : public Warm::Server {
   kj::Promise<void> setVModel(SetVModelContext context) override;
   kj::Promise<void> deleteVModel(DeleteVModelContext context) override;
   kj::Promise<void> retry(RetryContext context) override;
+  kj::Promise<void> servedModels(ServedModelsContext context) override;
+  kj::Promise<void> reload(ReloadContext context) override;
   kj::Promise<void> getVModelStatus(GetVModelStatusContext context) override;
   kj::Promise<void> listModels(ListModelsContext context) override;
   kj::Promise<void> infer(InferContext context) override;

@@ -39,6 +39,25 @@ expected<void> check_version(const std::string& model, const model_metadata& met
                                                        : std::string("a model file without a version")));
 }
 
+expected<std::string> version_target(runtime& rt, const std::string& model, const std::string& version,
+                                     std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
+  };
+  if (model.find('@') == std::string::npos && !version.empty()) {
+    auto id = model + "@" + version;
+    auto served = wait(rt.describe(id), limit);
+    if (served) return id;
+    if (served.error().code != errc::not_found && served.error().code != errc::invalid_argument) return served.error();
+  }
+  auto meta = wait(rt.describe(model), left());
+  if (!meta) return meta.error();
+  if (auto ok = check_version(model, *meta, version); !ok) return ok.error();
+  return model;
+}
+
 expected<void> select_outputs(infer_result& result, const std::vector<std::string>& names) {
   if (names.empty()) return {};
   std::vector<tensor> chosen;

@@ -42,6 +42,12 @@ expected<void> load(runtime& rt, const std::string& id, std::chrono::millisecond
 // directory name ("01" is not 1); not_found naming both otherwise.
 expected<void> check_version(const std::string& model, const model_metadata& meta, const std::string& version);
 
+// The model a versioned request names: a served model's version or label `model@version`
+// (docs/versions.md) when there is one, else `model` when check_version accepts `version` for it;
+// not_found otherwise. All within `limit`.
+expected<std::string> version_target(runtime& rt, const std::string& model, const std::string& version,
+                                     std::chrono::milliseconds limit);
+
 // Keeps the outputs a request asked for by name, in its order; all when it asked for none.
 // invalid_argument naming an output the model does not have.
 expected<void> select_outputs(infer_result& result, const std::vector<std::string>& names);

@@ -57,6 +57,7 @@ std::unique_ptr<CLI::App> make_app(command_context& ctx) {
   add_model_commands(*app, ctx);
   add_infer_command(*app, ctx);
   add_inspect_commands(*app, ctx);
+  add_version_commands(*app, ctx);
   return app;
 }
 

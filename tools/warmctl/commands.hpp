@@ -44,6 +44,8 @@ void add_model_commands(CLI::App& app, command_context& ctx);
 void add_infer_command(CLI::App& app, command_context& ctx);
 // inspect, watch
 void add_inspect_commands(CLI::App& app, command_context& ctx);
+// versions, reload
+void add_version_commands(CLI::App& app, command_context& ctx);
 
 // A new app with the global options, the offline commands and the RPC commands, all bound to
 // `ctx`. `main` parses argv with it; the REPL builds one per line.

@@ -18,7 +18,7 @@ namespace {
 
 const std::vector<std::string> command_names = {
     "register", "unregister", "retry", "status", "ensure", "vmodel", "models", "infer",
-    "inspect",  "watch",      "model-info", "make-model", "help",   "quit"};
+    "inspect",  "watch",      "versions", "reload", "model-info", "make-model", "help",   "quit"};
 const std::vector<std::string> vmodel_commands = {"set", "delete", "status"};
 const std::vector<std::string> inspect_sections = {"devices", "queue", "cache", "failures",
                                                    "models"};

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "toml_text.hpp"
+
 namespace warm::warmd {
 
 device_choice split_device_policies(const std::vector<std::string>& devices) {
@@ -149,6 +151,15 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app.add_flag("--metrics-per-model", c.metrics_per_model, "Add per-model series to /metrics (one per model)");
+  app.add_option("--model-config", c.model_config,
+                 "Served-models file (TOML [[model]] tables: versions, labels, load policy); re-read on SIGHUP");
+  app.add_flag("--serve-repo", c.serve_repo,
+               "Serve every model directory of the repositories, its versions managed (latest:1)");
+  app.add_option("--poll-seconds", c.poll_seconds, "How often served models' directories are looked at (seconds)")
+      ->capture_default_str();
+  app.add_option("--version-settle", c.version_settle,
+                 "How long a new version's model file must stay unchanged before it is loaded")
+      ->capture_default_str();
   app.add_option("--request-timeout", c.request_timeout, "Longest an HTTP request waits for a load")
       ->capture_default_str();
   app.add_option("--http-header-timeout", c.http_header_timeout,
@@ -302,19 +313,24 @@ ascii_toml to_ascii_toml(std::string_view in) {
 
 }  // namespace
 
-expected<void> apply_config_text(std::string_view text, const std::string& name, CLI::App& app, config& c) {
+expected<toml::table> parse_toml(std::string_view text, const std::string& name) {
   auto ascii = to_ascii_toml(text);
   if (ascii.line != 0)
     return make_error(errc::invalid_argument,
                       name + ": " + ascii.problem + " (line " + std::to_string(ascii.line) + ")");
-  toml::table table;
   try {
-    table = toml::parse(ascii.text, name);
+    return toml::parse(ascii.text, name);
   } catch (const toml::parse_error& e) {
     std::ostringstream msg;
     msg << name << ": " << e.description() << " (line " << e.source().begin.line << ")";
     return make_error(errc::invalid_argument, msg.str());
   }
+}
+
+expected<void> apply_config_text(std::string_view text, const std::string& name, CLI::App& app, config& c) {
+  auto parsed = parse_toml(text, name);
+  if (!parsed) return std::move(parsed).error();
+  toml::table table = std::move(*parsed);
   // Errors about a key name it and the line it is on.
   auto line_of = [](const toml::node& node) { return " (line " + std::to_string(node.source().begin.line) + ")"; };
   const toml::node* current = nullptr;  // the value being applied
@@ -389,6 +405,13 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
     else if (key == "iam-rate") r = string_value(c.iam_rate);
     else if (key == "iam-rate-period") r = string_value(c.iam_rate_period);
     else if (key == "kdf-tau") r = string_value(c.kdf_tau);
+    else if (key == "model-config") r = string_value(c.model_config);
+    else if (key == "version-settle") r = string_value(c.version_settle);
+    else if (key == "poll-seconds") {
+      auto v = number();
+      if (!v || !(*v > 0) || *v > 86400) return bad(key, "a number of seconds above 0 (at most 86400)");
+      if (!given(key)) c.poll_seconds = std::to_string(*v);
+    }
     else if (key == "iam-bias" || key == "kdf-horizon" || key == "kdf-memory") {
       auto v = number();
       if (!v || !std::isfinite(*v)) return bad(key, "a number");
@@ -444,6 +467,10 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       auto v = integer();
       if (!v || *v < 1 || *v > 64) return bad(key, "an integer from 1 to 64");
       if (!given(key)) c.max_concurrent_loads = static_cast<std::uint32_t>(*v);
+    } else if (key == "serve-repo") {
+      auto v = boolean();
+      if (!v) return bad(key, "true or false");
+      if (!given(key)) c.serve_repo = *v;
     } else if (key == "allow-remote") {
       auto v = boolean();
       if (!v) return bad(key, "true or false");

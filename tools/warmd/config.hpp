@@ -70,6 +70,13 @@ struct config {
   std::string kdf_tau = "auto";        // kdf's decay time constant of request counts
   double kdf_horizon = 0.2;            // kdf's saturation h of a model's value
   double kdf_memory = 100;             // kdf's automatic tau, in characteristic times
+  // Served models (docs/versions.md): a served-models file, every model directory of the
+  // repositories, how often their directories are looked at, and how long a new version's model
+  // file must stay unchanged before it is taken.
+  std::string model_config;
+  bool serve_repo = false;
+  std::string poll_seconds = "1";
+  std::string version_settle = "1s";
 };
 
 // "SPEC[@POLICY]" device arguments split into runtime_options' devices and device_policies

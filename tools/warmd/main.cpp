@@ -16,7 +16,10 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "config.hpp"
 #include "file_checks.hpp"
@@ -26,6 +29,7 @@
 #endif
 #include "net/login_limiter.hpp"
 #include "remote/remote_device.hpp"
+#include "served_config.hpp"
 #include "service.hpp"
 #include "warm/runtime.hpp"
 #include "warm/units.hpp"
@@ -92,6 +96,63 @@ std::chrono::milliseconds at_least_1ms(std::chrono::nanoseconds d) {
   return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(d));
 }
 
+// A reload asked over RPC (not a signal number): main's loop runs it.
+constexpr int reload_request = -1;
+
+// The RPC reloads waiting for main's loop, which answers them.
+class reload_queue {
+ public:
+  // False (and `done` answered unavailable) once closed.
+  bool push(warm::callback<std::uint32_t> done) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) {
+      done(warm::make_error(warm::errc::unavailable, "warmd is stopping"));
+      return false;
+    }
+    waiting_.push_back(std::move(done));
+    return true;
+  }
+  std::vector<warm::callback<std::uint32_t>> take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return std::exchange(waiting_, {});
+  }
+  void close() {
+    std::vector<warm::callback<std::uint32_t>> left;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      closed_ = true;
+      left = std::exchange(waiting_, {});
+    }
+    for (auto& done : left) done(warm::make_error(warm::errc::unavailable, "warmd is stopping"));
+  }
+
+ private:
+  std::mutex mutex_;
+  bool closed_ = false;
+  std::vector<warm::callback<std::uint32_t>> waiting_;
+};
+
+// Re-reads what warmd serves and applies it whole: the number of served models, or why nothing
+// changed.
+warm::expected<std::uint32_t> reload(warm::runtime& rt, const warm::warmd::config& c, bool serving) {
+  if (!serving)
+    return warm::make_error(warm::errc::invalid_argument,
+                            "nothing to reload: warmd serves no versioned models (--model-config, --serve-repo)");
+  auto read = warm::warmd::served_models_for(c.model_config, c.serve_repo, c.repo);
+  if (!read) {
+    spdlog::error("reload refused, nothing changed: {}", read.error().message);
+    return std::move(read).error();
+  }
+  auto count = static_cast<std::uint32_t>(read->models.size());
+  auto applied = rt.serve(std::move(*read)).get();
+  if (!applied) {
+    spdlog::error("reload refused, nothing changed: {}", applied.error().message);
+    return std::move(applied).error();
+  }
+  spdlog::info("reloaded: serving {} versioned model(s)", count);
+  return count;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,6 +167,7 @@ int main(int argc, char** argv) {
   action.sa_flags = SA_RESTART;
   ::sigaction(SIGINT, &action, nullptr);
   ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGHUP, &action, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
   CLI::App app{"warmd: the warm model-cache daemon (Cap'n Proto RPC, see schemas/warm.capnp)"};
@@ -242,6 +304,21 @@ int main(int argc, char** argv) {
   options.batching.max_queue_delay = std::chrono::duration_cast<std::chrono::microseconds>(*queue_delay);
   options.batching.preferred_batch = c.preferred_batch;
   options.batching.max_queue = c.batch_queue;
+  auto poll = warm::warmd::parse_duration(c.poll_seconds);
+  if (!poll) return usage("--poll-seconds: " + poll.error().message);
+  if (*poll < std::chrono::milliseconds(1)) return usage("--poll-seconds must be at least 0.001");
+  options.version_poll = *poll;
+  auto settle = warm::warmd::parse_duration(c.version_settle);
+  if (!settle) return usage("--version-settle: " + settle.error().message);
+  options.version_settle = *settle;
+  // Served models: read before anything starts, so that a bad file stops the start.
+  const bool serving = !c.model_config.empty() || c.serve_repo;
+  std::optional<warm::served_models_config> served;
+  if (serving) {
+    auto read = warm::warmd::served_models_for(c.model_config, c.serve_repo, c.repo);
+    if (!read) return usage(read.error().message);
+    served = std::move(*read);
+  }
   // Every thread warm starts from here on inherits a mask blocking SIGINT/SIGTERM, so the signals
   // go to this thread (or to OpenBLAS's, which predate main), never to a thread that sits in an
   // uninstrumented wait (ThreadSanitizer defers a handler until its thread returns to
@@ -250,6 +327,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);
   ::pthread_sigmask(SIG_BLOCK, &stop_signals, &previous_mask);
   // Model runtimes start here, after the mask: their link threads must not take stop signals.
   auto load_timeout = warm::warmd::parse_duration(c.runtime_load_timeout);
@@ -299,6 +377,22 @@ int main(int argc, char** argv) {
     spdlog::info("serving gRPC on {}", grpc->address());
   }
 #endif
+  // Reloads (SIGHUP, and the RPC `reload`) run on this thread, one at a time: each re-reads the
+  // served-models file (and the repositories, with --serve-repo) and applies it whole.
+  reload_queue reloads;
+  service_options.server.reload = [&reloads](warm::callback<std::uint32_t> done) {
+    if (!reloads.push(std::move(done))) return;
+    int wake = reload_request;
+    [[maybe_unused]] auto n = ::write(signal_pipe[1], &wake, sizeof wake);
+  };
+  if (served) {
+    auto applied = (*rt)->serve(*served).get();
+    if (!applied) {
+      spdlog::error("cannot serve the models: {}", applied.error().to_string());
+      return exit_usage;
+    }
+    spdlog::info("serving {} versioned model(s)", served->models.size());
+  }
   auto service = warm::warmd::service::start(**rt, std::move(service_options));
   if (!service) {
     spdlog::error("cannot listen: {}", service.error().to_string());
@@ -310,12 +404,20 @@ int main(int argc, char** argv) {
   ::pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);  // pending stop signals arrive now
   // poll() before read(): ThreadSanitizer runs a deferred handler only inside calls it knows to
   // block (poll is one, read is not), and here the handler is what ends the wait.
-  pollfd ready{signal_pipe[0], POLLIN, 0};
-  while (::poll(&ready, 1, -1) < 0 && errno == EINTR) {
-  }
   int signal_number = 0;
-  while (::read(signal_pipe[0], &signal_number, sizeof signal_number) < 0 && errno == EINTR) {
+  while (true) {
+    pollfd ready{signal_pipe[0], POLLIN, 0};
+    while (::poll(&ready, 1, -1) < 0 && errno == EINTR) {
+    }
+    while (::read(signal_pipe[0], &signal_number, sizeof signal_number) < 0 && errno == EINTR) {
+    }
+    if (signal_number != SIGHUP && signal_number != reload_request) break;
+    auto waiting = reloads.take();
+    if (signal_number == SIGHUP) spdlog::info("SIGHUP: reloading the served models");
+    auto outcome = reload(**rt, c, serving);
+    for (auto& done : waiting) done(outcome);
   }
+  reloads.close();  // an RPC reload from now on is answered unavailable
   spdlog::info("{}: stopping", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
   if (http) http->stop();  // stop accepting; requests being served finish
 #if WARM_HAVE_GRPC

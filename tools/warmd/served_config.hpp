@@ -1,0 +1,32 @@
+// What warmd serves as versioned models (docs/versions.md): the served-models file
+// (--model-config) and --serve-repo, turned into the runtime's served_models_config. Re-read on
+// SIGHUP and `warmctl reload`; a file with any error is refused whole.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "warm/error.hpp"
+#include "warm/versions.hpp"
+
+namespace warm::warmd {
+
+// A served-models file's text: `[[model]]` tables with name (required), base-path, versions,
+// load-policy, labels, size-hint, max-batch, max-queue-delay, preferred-batch, batch-queue.
+// invalid_argument prefixed with `name` for malformed TOML, an unknown or mistyped key, a bad
+// value (with its line), or a configuration check_served_models refuses. Never throws.
+expected<served_models_config> parse_served_models(std::string_view text, const std::string& name);
+
+// The model directories under `roots` that hold at least one version directory, by name (the
+// first root holding a name wins); names that cannot be a served model's (not an id, or with '@')
+// are left out. Blocks on the file system.
+std::vector<std::string> repository_models(const std::vector<std::string>& roots);
+
+// What to serve: the file's models (none when `file` is empty), then, with `serve_repo`, every
+// model directory of `roots` the file does not name, with the default policies. not_found when
+// the file cannot be read.
+expected<served_models_config> served_models_for(const std::string& file, bool serve_repo,
+                                                 const std::vector<std::string>& roots);
+
+}  // namespace warm::warmd
