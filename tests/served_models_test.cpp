@@ -23,13 +23,14 @@ namespace {
 const std::string model_bytes = test::json_image(test::dense_header({16, 8}), (16 * 8 + 8) * 4);
 
 struct served_fixture {
-  explicit served_fixture(std::chrono::milliseconds settle = 30ms) : settle(settle) {
+  explicit served_fixture(std::chrono::milliseconds settle = 30ms, std::string device = "host:64KiB")
+      : settle(settle), device(std::move(device)) {
     std::filesystem::create_directories(dir / "repo");
     start();
   }
   void start() {
     runtime_options options;
-    options.devices = {"host:64KiB"};
+    options.devices = {device};
     options.repositories = {dir / "repo"};
     options.state_dir = dir / "state";
     options.scheduler_threads = 2;
@@ -67,6 +68,7 @@ struct served_fixture {
   }
 
   std::chrono::milliseconds settle;
+  std::string device;
   test::temp_dir dir;
   std::unique_ptr<runtime> rt;
 };
@@ -265,4 +267,28 @@ TEST_CASE("a model file written slowly is not loaded before it is complete") {
   REQUIRE(eventually([&] { return f.default_of("m") == 2u; }));
   auto s = f.status("m");
   for (auto& v : s->versions) CHECK(v.failures == 0);
+}
+
+TEST_CASE("while a new version loads, the version that serves is pinned: room is made elsewhere") {
+  // Room for two models: m@1 and x. LRU would evict m@1 for m@2 (x was used after it).
+  served_fixture f(30ms, "host:1100B");
+  f.write_version("m", 1);
+  test::write_file(f.dir / "repo/x/1/model.safetensors", model_bytes);
+  REQUIRE(f.rt->serve(one("m")).get());
+  REQUIRE(eventually([&] { return f.default_of("m") == 1u; }));
+  CHECK(f.served_by("m") == "m@1");
+  REQUIRE(f.rt->register_model("x", model_info("x"), false, true).get());
+  CHECK(f.served_by("x") == "x");
+  CHECK(test::state_of(*f.rt, "m@1") == model_state::loaded);
+
+  f.write_version("m", 2);
+  REQUIRE(eventually([&] { return f.default_of("m") == 2u && f.versions("m") == std::vector<std::uint64_t>{2}; }));
+  CHECK(test::state_of(*f.rt, "x") == model_state::not_loaded);  // x made room, not m@1
+  CHECK(test::state_of(*f.rt, "m@2") == model_state::loaded);
+  // The pin is gone: m@2 may be evicted like any model.
+  CHECK(f.served_by("x") == "x");
+  CHECK(test::state_of(*f.rt, "m@2") == model_state::loaded);  // room for both again (m@1 left)
+  REQUIRE(f.rt->register_model("y", model_info("x"), false, true).get());
+  CHECK(f.served_by("y") == "y");
+  CHECK(test::state_of(*f.rt, "m@2") == model_state::not_loaded);  // the LRU victim
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "policy/load_penalty.hpp"
@@ -25,6 +26,7 @@ struct device_state {
   device_actor_config config;
   loader_pool_actor pool;
   std::unordered_map<std::string, resident> residents;
+  std::unordered_set<std::string> pinned;  // never victims (msg::pin_model)
   std::vector<std::shared_ptr<serving_slot>> draining;  // withdrawn, waiting for leases to end
   bool pool_waiting = false;  // a reservation was refused; tell the pool when anything frees
   std::uint64_t evictions = 0;
@@ -126,7 +128,7 @@ void make_room(self_ptr self, const std::string& incoming, std::uint64_t bytes, 
   sync_accesses(s);
   auto pinned = [&](const std::string& model) {
     auto it = s.residents.find(model);
-    if (it == s.residents.end()) return true;
+    if (it == s.residents.end() || s.pinned.count(model)) return true;
     if (it->second.slot->in_flight() == 0) return false;
     busy.push_back(model);
     return true;
@@ -336,6 +338,10 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
       [=](msg::swap_scores& m) {
         if (auto* rescorer = self->state.config.policy->rescorer()) rescorer->swap_scores(std::move(m.heap));
         ++self->state.swaps;
+      },
+      [=](msg::pin_model& m) {
+        if (m.pinned) self->state.pinned.insert(m.model);
+        else self->state.pinned.erase(m.model);
       },
       [=](msg::inspect_device& m) {
         auto& s = self->state;

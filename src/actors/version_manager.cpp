@@ -39,6 +39,7 @@ struct served_entry {
   bool looking = false;        // a look is on the offload
   bool removing = false;       // no longer configured: everything goes, then the entry
   std::optional<std::uint64_t> evicting;  // an unload waits for the default alias to leave it
+  std::optional<std::uint64_t> pinned;    // the version pinned on the devices while another loads
   std::string source_error;
   explicit served_entry(std::chrono::nanoseconds settle) : settler(settle) {}
 };
@@ -252,9 +253,26 @@ served_entry* find(self_ptr self, const std::string& model, std::uint64_t genera
   return &it->second;
 }
 
+// Pins the default version while any version loads (a roll), and unpins it after.
+void update_pin(self_ptr self, served_entry& e) {
+  bool loading = std::any_of(e.versions.begin(), e.versions.end(),
+                             [](auto& v) { return v.second.state == version_state::loading; });
+  auto& name = e.config.name;
+  std::optional<std::uint64_t> want;
+  if (loading && !e.removing)
+    if (auto it = e.aliases.find(name); it != e.aliases.end()) want = it->second.target;
+  if (want == e.pinned) return;
+  for (auto& device : self->state.config.devices) {
+    if (e.pinned) self->send(device, msg::pin_model{version_id(name, *e.pinned), false});
+    if (want) self->send(device, msg::pin_model{version_id(name, *want), true});
+  }
+  e.pinned = want;
+}
+
 void after_event(self_ptr self, served_entry& e) {
   if (e.adopting == 0 && !e.looked) look(self, e);
   step(self, e);
+  update_pin(self, e);
   if (finished(e)) self->state.models.erase(e.config.name);
 }
 

@@ -10,6 +10,9 @@
 //    a minute); the versions that serve meanwhile keep serving.
 //  - unload v: unregisters `m@v` (requests in flight on it finish first; the registry unloads it).
 //    Never while an alias names it: the alias moves first.
+// While a version loads, the version the name serves is pinned on every device (msg::pin_model),
+// so that making room for the new version cannot evict the one that serves; the pin goes when
+// nothing loads any more.
 // The model's name is a vmodel for its default version (core/version_rules.hpp default_version),
 // each label `m@label` a vmodel for its version once that version is ready; moving an alias is a
 // vmodel retarget, atomic for requests. Aliases of one model move one at a time.
@@ -90,6 +93,7 @@ using version_manager_actor = caf::typed_actor<
 
 struct version_manager_config {
   registry_actor registry;
+  std::vector<device_actor> devices;  // told which default version to keep resident during a roll
   std::shared_ptr<const model_repository> repository;
   std::shared_ptr<const clock> time;
   // Runs a look at a directory off the actor's threads (the runtime's describer thread).

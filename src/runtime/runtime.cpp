@@ -206,6 +206,7 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   impl->registry = spawn_registry(*impl->system, std::move(registry));
   version_manager_config versions;
   versions.registry = impl->registry;
+  versions.devices = impl->device_actors;
   versions.repository = std::move(repository_ptr);
   versions.time = impl->time;
   versions.offload = [describer = impl->describer.get()](std::function<void()> task) {

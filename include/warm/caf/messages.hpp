@@ -99,6 +99,7 @@ struct reserve_result;
 struct install;
 struct slot_released;
 struct inspect_device;
+struct pin_model;
 struct collect_scores;
 struct scores_collected;
 struct swap_scores;
@@ -173,7 +174,8 @@ using device_actor = caf::typed_actor<
     caf::reacts_to<msg::device_changed>,                              // the device itself (any thread)
     caf::replies_to<msg::collect_scores>::with<msg::scores_collected>,  // scorer: the policy's score inputs
     caf::reacts_to<msg::swap_scores>,                                 // scorer: a new importance heap
-    caf::reacts_to<msg::inspect_device>>;                             // runtime: device_info
+    caf::reacts_to<msg::inspect_device>,                              // runtime: device_info
+    caf::reacts_to<msg::pin_model>>;                                  // version manager: keep a model resident
 
 // The importance scorer (src/actors/scorer_actor.hpp): rebuilds importance heaps periodically.
 using scorer_actor = caf::typed_actor<
@@ -535,6 +537,13 @@ struct slot_released {
 struct inspect_device {
   callback<device_info> done;
 };
+// Keeps `model` from being chosen as a victim (or lets it be again): the version manager pins a
+// served model's default version while a new one loads, so the roll cannot evict what serves.
+// Pins do not count: the last message for a model wins.
+struct pin_model {
+  std::string model;
+  bool pinned = true;
+};
 
 // ---- importance scoring (policies with periodic scores, e.g. iam) -----------------------------
 
@@ -622,6 +631,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::reserve_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::install)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::slot_released)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::inspect_device)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::pin_model)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::collect_scores)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::scores_collected)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::swap_scores)
