@@ -150,6 +150,9 @@ TEST_CASE("a served models configuration is checked whole") {
   c.labels["7"] = 1;
   refused(c, "is a number");
   c = m;
+  c.labels["007"] = 1;  // not a version's name, but a request for version 7 would read it so
+  refused(c, "is a number");
+  c = m;
   c.labels["stable"] = 0;
   refused(c, "version 0");
   c = m;
