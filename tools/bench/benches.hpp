@@ -112,6 +112,19 @@ struct http_options {
 // rounds of warm_rps / baseline_rps.
 int run_http(const http_options& options);
 
+struct rollout_options {
+  std::vector<std::uint64_t> layers{1024, 1024, 1024};  // 8 MiB of weights per version
+  int clients = 4;            // closed-loop batch-1 client threads, for the whole run
+  int rounds = 8;             // steady window + roll, this many times
+  int steady_ms = 300;        // each steady window
+  int poll_ms = 10;           // runtime_options::version_poll
+  int settle_ms = 20;         // runtime_options::version_settle
+  std::string load_policy = "availability-preserving";
+};
+// `rollout`: clients of a served model while new versions roll in, against steady windows in the
+// same run. ratio = p99 during rolls / p99 steady.
+int run_rollout(const rollout_options& options);
+
 struct soak_options {
   double seconds = 60;        // traffic duration
   int clients = 8;            // client threads (one connection and kj event loop each)

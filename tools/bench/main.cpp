@@ -211,6 +211,26 @@ int main(int argc, char** argv) {
   policy_cmd->add_option("--seconds", policy.seconds, "Duration per policy")->capture_default_str()->check(CLI::Range(0.05, 600.0));
   policy_cmd->callback([&] { rc = warm::bench::run_policy(policy); });
 
+  warm::bench::rollout_options rollout;
+  std::string rollout_layers = "1024,1024,1024";
+  auto* rollout_cmd = app.add_subcommand("rollout", "Clients of a served model while new versions roll in, vs steady");
+  rollout_cmd->add_option("--layers", rollout_layers, "Layer widths of each version")->capture_default_str();
+  rollout_cmd->add_option("--clients", rollout.clients, "Closed-loop client threads")->capture_default_str()->check(CLI::Range(1, 1024));
+  rollout_cmd->add_option("--rounds", rollout.rounds, "Steady windows and rolls")->capture_default_str()->check(CLI::Range(1, 1000));
+  rollout_cmd->add_option("--steady-ms", rollout.steady_ms, "Each steady window")->capture_default_str()->check(CLI::Range(10, 600000));
+  rollout_cmd->add_option("--poll-ms", rollout.poll_ms, "How often the directory is looked at")->capture_default_str()->check(CLI::Range(1, 60000));
+  rollout_cmd->add_option("--settle-ms", rollout.settle_ms, "How long a new model file must stay unchanged")->capture_default_str()->check(CLI::Range(0, 60000));
+  rollout_cmd->add_option("--load-policy", rollout.load_policy, "availability-preserving or resource-preserving")->capture_default_str();
+  rollout_cmd->callback([&] {
+    auto widths = warm::parse_widths(rollout_layers);
+    if (!widths) {
+      std::cerr << "warm-bench: " << widths.error().message << "\n";
+      return;
+    }
+    rollout.layers = *widths;
+    rc = warm::bench::run_rollout(rollout);
+  });
+
   CLI11_PARSE(app, argc, argv);
   return rc;
 }
