@@ -148,6 +148,8 @@ TEST_CASE("availability-preserving: a roll forward under load fails no request")
   INFO(client.last_error);
   CHECK(client.failed == 0);
   CHECK(client.served == std::set<std::string>{"m@1", "m@2"});
+  CHECK(f.rt->metrics().version_rolls.value() == 2);  // to 1, then to 2
+  CHECK(f.rt->metrics().served_models.value() == 1);
   CHECK(f.served_by("m@1").rfind("error: not_found", 0) == 0);  // unloaded and unregistered
 }
 
@@ -174,6 +176,7 @@ TEST_CASE("a version that fails to load is retried while the previous one serves
   }));
   auto s = f.status("m");
   CHECK(s->versions[1].failures >= 1);
+  CHECK(f.rt->metrics().version_load_failures.value() >= 1);
   CHECK_FALSE(s->versions[1].error.empty());
   CHECK(s->versions[0].state == version_state::ready);  // unaspired, and still serving
   CHECK(f.served_by("m") == "m@1");

@@ -105,6 +105,11 @@ struct runtime_metrics {
   gauge loads_running;                                      // reserving or loading
   gauge models_registered;
   gauge vmodels_registered;
+  // Served models (warm/versions.hpp): their number, failed version loads, versions that became
+  // a model's default.
+  gauge served_models;
+  counter version_load_failures;
+  counter version_rolls;
   std::vector<device_metrics> devices;                      // in the runtime's device order
 };
 

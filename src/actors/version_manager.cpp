@@ -317,6 +317,7 @@ void on_event(self_ptr self, msg::version_event& m) {
       v.state = version_state::error;
       v.error = m.result.error().message;
       ++v.failures;
+      if (auto& metrics = self->state.config.metrics) metrics->version_load_failures.add();
       auto delay = back_off(self->state.config, v.failures);
       v.retry_at = self->state.config.time->now() + delay;
       // The failed registration goes; the retry registers it anew (a failure record would
@@ -370,8 +371,11 @@ void on_event(self_ptr self, msg::version_event& m) {
         return;
       }
       a.busy = false;
-      if (st.state == vmodel_state::defined && st.active == version_id(e->config.name, *m.target))
+      if (st.state == vmodel_state::defined && st.active == version_id(e->config.name, *m.target)) {
+        if (m.alias == e->config.name && a.target != m.target && self->state.config.metrics)
+          self->state.config.metrics->version_rolls.add();
         a.target = m.target;
+      }
       else
         a.error = st.error ? st.error->message : "vmodel did not move to " + version_id(e->config.name, *m.target);
       break;
@@ -451,6 +455,7 @@ void on_serve(self_ptr self, msg::serve_models& m) {
       touched.push_back(name);
     }
   m.done({});
+  if (auto& metrics = s.config.metrics) metrics->served_models.set(static_cast<std::int64_t>(m.config.models.size()));
   for (auto& name : touched)
     if (auto it = s.models.find(name); it != s.models.end()) after_event(self, it->second);
 }

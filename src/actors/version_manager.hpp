@@ -98,6 +98,7 @@ struct version_manager_config {
   std::shared_ptr<const clock> time;
   // Runs a look at a directory off the actor's threads (the runtime's describer thread).
   std::function<void(std::function<void()>)> offload;
+  std::shared_ptr<runtime_metrics> metrics;  // served_models, version_load_failures, version_rolls (may be null)
   std::chrono::nanoseconds poll = std::chrono::seconds(1);    // between looks at a directory
   std::chrono::nanoseconds settle = std::chrono::seconds(1);  // version_settler's rule
   std::chrono::nanoseconds retry_min = std::chrono::seconds(1);  // first back-off after a failed load

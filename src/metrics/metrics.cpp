@@ -116,6 +116,13 @@ std::string prometheus_text(const runtime_metrics& m, const std::vector<std::sha
   w.sample({}, as_double(m.loads_started.value()));
   w.family("warm_load_failures_total", kind::counter, "Load attempts that failed (each retry counts).");
   w.sample({}, as_double(m.load_failures.value()));
+  w.family("warm_served_models", kind::gauge, "Models served from their directories, with versions.");
+  w.sample({}, static_cast<double>(m.served_models.value()));
+  w.family("warm_version_load_failures_total", kind::counter,
+           "Loads of a served model's version that failed (each retry counts).");
+  w.sample({}, as_double(m.version_load_failures.value()));
+  w.family("warm_version_rolls_total", kind::counter, "Times a served model's name moved to another version.");
+  w.sample({}, as_double(m.version_rolls.value()));
   w.family("warm_load_queue_length", kind::gauge, "Loads queued and not yet started.");
   w.sample({}, static_cast<double>(m.load_queue_length.value()));
   w.family("warm_loads_running", kind::gauge, "Loads reserving room or copying.");

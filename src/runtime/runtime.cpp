@@ -207,6 +207,7 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   version_manager_config versions;
   versions.registry = impl->registry;
   versions.devices = impl->device_actors;
+  versions.metrics = impl->metrics;
   versions.repository = std::move(repository_ptr);
   versions.time = impl->time;
   versions.offload = [describer = impl->describer.get()](std::function<void()> task) {
