@@ -295,3 +295,27 @@ TEST_CASE("while a new version loads, the version that serves is pinned: room is
   CHECK(f.served_by("y") == "y");
   CHECK(test::state_of(*f.rt, "m@2") == model_state::not_loaded);  // the LRU victim
 }
+
+TEST_CASE("a directory that leads outside the repository, or is missing, serves nothing and says why") {
+  served_fixture f;
+  test::temp_dir outside;
+  test::write_file(outside / "1/model.safetensors", model_bytes);
+  std::filesystem::create_symlink(outside.path(), f.dir / "repo/escape");
+  auto config = one("escape");
+  config.models.push_back(one("missing").models[0]);
+  REQUIRE(f.rt->serve(config).get());
+  REQUIRE(eventually([&] {
+    auto e = f.status("escape"), m = f.status("missing");
+    return e && m && !e->source_error.empty() && !m->source_error.empty();
+  }));
+  auto e = f.status("escape");
+  CHECK(e->source_error.find("outside the repository root") != std::string::npos);
+  CHECK(e->versions.empty());
+  CHECK_FALSE(e->default_version);
+  CHECK(f.status("missing")->source_error.find("not found") != std::string::npos);
+  CHECK(f.served_by("escape@1").rfind("error: not_found", 0) == 0);
+  // The directory appears: its versions are served from the next look.
+  f.write_version("missing", 3);
+  REQUIRE(eventually([&] { return f.default_of("missing") == 3u; }));
+  CHECK(f.status("missing")->source_error.empty());
+}

@@ -100,8 +100,14 @@ with tempfile.TemporaryDirectory() as tmp:
     proc, sock, port = start(tmp, "a", "--model-config", config)
     try:
         check(wait_for(lambda: (versions(sock, "m") or {}).get("default_version") == 1), "m serves version 1")
-        rc, out, err = ctl(sock, "infer", "m", "--random")
-        check(rc == 0, f"infer m: {out} {err}")
+        rc, out, err = ctl(sock, "--json", "infer", "m", "--random")
+        check(rc == 0 and json.loads(out)["model"] == "m@1", f"infer m: {out} {err}")
+        rc, out, err = ctl(sock, "--json", "infer", "m", "--version", "1", "--random")
+        check(rc == 0 and json.loads(out)["model"] == "m@1", f"infer m --version 1: {out} {err}")
+        rc, out, err = ctl(sock, "--json", "status", "m", "--version", "1")
+        check(rc == 0 and json.loads(out)["id"] == "m@1", f"status m --version 1: {out} {err}")
+        rc, out, err = ctl(sock, "infer", "m@9", "--random")
+        check(rc == 1 and "not_found" in err, f"infer an unknown version: {rc} {err}")
         rc, out, _ = ctl(sock, "versions")
         check(rc == 0 and "m  versions latest:1  availability-preserving  default 1" in out, f"versions text: {out}")
 

@@ -2,6 +2,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <utility>
 #include <memory>
 #include <random>
 
@@ -198,12 +199,13 @@ tensor to_tensor(const input_values& v) {
 void add_infer_command(CLI::App& app, command_context& ctx) {
   auto* cmd = app.add_subcommand("infer", "Run model (or vmodel) ID on an F32 input from a file, or on random inputs");
   struct args_t {
-    std::string id, input;
+    std::string id, input, version;
     bool random = false;
     std::uint64_t width = 0, batch = 0, seed = 1;
   };
   auto a = std::make_shared<args_t>();
-  cmd->add_option("ID", a->id, "Model or vmodel id")->required();
+  cmd->add_option("ID", a->id, "Model or vmodel id (a served model's version: NAME@VERSION or NAME@LABEL)")->required();
+  cmd->add_option("--version", a->version, "A served model's version or label: the same as ID@VERSION");
   auto* input = cmd->add_option(
       "--input", a->input,
       "JSON file: {\"shape\": [...], \"data\": [...]} or a nested array of numbers");
@@ -216,6 +218,7 @@ void add_infer_command(CLI::App& app, command_context& ctx) {
                   "Rows: --random default 1; repeats a one-row --input N times");
   cmd->add_option("--seed", a->seed, "--random: seed of the values")->capture_default_str();
   cmd->callback([&ctx, a] {
+    if (!a->version.empty()) a->id += "@" + std::exchange(a->version, {});
     input_values values;
     if (!a->random && !a->input.empty()) {
       auto read = read_input(a->input);

@@ -159,8 +159,11 @@ void add_status(CLI::App& app, command_context& ctx) {
   auto* cmd =
       app.add_subcommand("status", "Show model ID's state and statistics (unknown id: exit 1)");
   auto id = std::make_shared<std::string>();
-  cmd->add_option("ID", *id, "Model id")->required();
-  cmd->callback([&ctx, id] {
+  auto version = std::make_shared<std::string>();
+  cmd->add_option("ID", *id, "Model id (a served model's version: NAME@VERSION)")->required();
+  cmd->add_option("--version", *version, "A served model's version: the same as ID@VERSION");
+  cmd->callback([&ctx, id, version] {
+    if (!version->empty()) *id += "@" + *version;
     run_rpc(ctx, [&](connection& c) {
       auto status = fetch_status(ctx, c, *id);
       if (!status) return print_error(status.error());
