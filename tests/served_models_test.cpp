@@ -23,8 +23,9 @@ namespace {
 const std::string model_bytes = test::json_image(test::dense_header({16, 8}), (16 * 8 + 8) * 4);
 
 struct served_fixture {
-  explicit served_fixture(std::chrono::milliseconds settle = 30ms, std::string device = "host:64KiB")
-      : settle(settle), device(std::move(device)) {
+  explicit served_fixture(std::chrono::milliseconds settle = 30ms, std::string device = "host:64KiB",
+                          std::chrono::milliseconds poll = 10ms)
+      : settle(settle), device(std::move(device)), poll(poll) {
     std::filesystem::create_directories(dir / "repo");
     start();
   }
@@ -36,7 +37,7 @@ struct served_fixture {
     options.scheduler_threads = 2;
     options.inference_threads = 2;
     options.policy = "lru";
-    options.version_poll = 10ms;
+    options.version_poll = poll;
     options.version_settle = settle;
     auto made = runtime::create(options);
     REQUIRE(made);
@@ -69,6 +70,7 @@ struct served_fixture {
 
   std::chrono::milliseconds settle;
   std::string device;
+  std::chrono::milliseconds poll;
   test::temp_dir dir;
   std::unique_ptr<runtime> rt;
 };
@@ -318,4 +320,17 @@ TEST_CASE("a directory that leads outside the repository, or is missing, serves 
   f.write_version("missing", 3);
   REQUIRE(eventually([&] { return f.default_of("missing") == 3u; }));
   CHECK(f.status("missing")->source_error.empty());
+}
+
+TEST_CASE("a change in a served model's directory is seen at once, not at the next poll") {
+  served_fixture f(30ms, "host:64KiB", std::chrono::hours(1));  // no poll within the test
+  f.write_version("m", 1);
+  REQUIRE(f.rt->serve(one("m")).get());  // the first look is made at once
+  REQUIRE(eventually([&] { return f.default_of("m") == 1u; }, 5s));
+  f.write_version("m", 2);  // a new version directory: the watch on m/ sees it
+  REQUIRE(eventually([&] { return f.default_of("m") == 2u && f.versions("m") == std::vector<std::uint64_t>{2}; }, 5s));
+  std::filesystem::create_directories(f.dir / "repo/m/3");  // an empty version directory, filled later
+  std::this_thread::sleep_for(50ms);
+  test::write_file(f.dir / "repo/m/3/model.safetensors", model_bytes);  // seen through m/3's own watch
+  REQUIRE(eventually([&] { return f.default_of("m") == 3u; }, 5s));
 }

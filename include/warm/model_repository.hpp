@@ -94,6 +94,9 @@ class model_repository {
   // out (a version whose file does: it is never served). not_found when no root holds the
   // directory. Blocks on the file system.
   expected<std::vector<version_file>> look_at_versions(const std::string& relative) const;
+  // The canonical path of model directory `relative` in the first root that holds it, confined
+  // like look_at_versions. Blocks on the file system.
+  expected<std::string> find_directory(const std::string& relative) const;
 
  private:
   explicit model_repository(std::vector<std::string> roots) : roots_(std::move(roots)) {}

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "core/version_rules.hpp"
 #include "core/version_settler.hpp"
@@ -37,6 +38,7 @@ struct served_entry {
   std::uint32_t adopting = 0;  // registry answers still awaited before the first step
   bool looked = false;         // a look has been taken in
   bool looking = false;        // a look is on the offload
+  bool look_again = false;     // asked for a look while one was on the offload
   bool removing = false;       // no longer configured: everything goes, then the entry
   std::optional<std::uint64_t> evicting;  // an unload waits for the default alias to leave it
   std::optional<std::uint64_t> pinned;    // the version pinned on the devices while another loads
@@ -101,11 +103,17 @@ void step(self_ptr self, served_entry& e);
 // Looks at the model's directory on the offload (not before what a previous run left is adopted:
 // a look decides which of those versions stay).
 void look(self_ptr self, served_entry& e) {
-  if (e.looking || e.removing || e.adopting > 0) return;
+  if (e.removing || e.adopting > 0) return;
+  if (e.looking) {
+    e.look_again = true;
+    return;
+  }
   e.looking = true;
   auto& c = self->state.config;
-  c.offload([repository = c.repository, time = c.time, target = handle(self), model = e.config.name,
-             generation = e.generation, base = base_of(e.config)] {
+  c.offload([repository = c.repository, time = c.time, watcher = c.watcher, target = handle(self),
+             model = e.config.name, generation = e.generation, base = base_of(e.config)] {
+    if (watcher)
+      if (auto dir = repository->find_directory(base)) watcher->watch(model, *dir);
     msg::versions_seen seen;
     seen.model = model;
     seen.generation = generation;
@@ -280,6 +288,7 @@ void on_seen(self_ptr self, msg::versions_seen& m) {
   auto* e = find(self, m.model, m.generation);
   if (!e) return;
   e->looking = false;
+  if (std::exchange(e->look_again, false)) look(self, *e);
   if (!m.look) {
     // The directory cannot be read now: what is served stays as it is.
     e->source_error = m.look.error().message;
@@ -288,6 +297,9 @@ void on_seen(self_ptr self, msg::versions_seen& m) {
   e->source_error.clear();
   e->looked = true;
   auto settled = e->settler.take(*m.look, m.now, m.wall_now_ns);
+  if (e->settler.pending() > 0)  // look again when what was seen may have settled
+    self->delayed_send(handle(self), self->state.config.settle + std::chrono::milliseconds(1),
+                       msg::look_now{e->config.name});
   std::set<std::uint64_t> present(settled.begin(), settled.end());
   for (auto& [v, entry] : e->versions) {
     entry.present = present.count(v) > 0;
@@ -450,6 +462,7 @@ void on_serve(self_ptr self, msg::serve_models& m) {
   }
   for (auto& [name, e] : s.models)
     if (!names.count(name) && !e.removing) {
+      if (s.config.watcher) s.config.watcher->unwatch(name);
       e.removing = true;
       reaspire(e);
       touched.push_back(name);
@@ -503,6 +516,9 @@ version_manager_actor::behavior_type manager(self_ptr self, std::shared_ptr<vers
       [=](msg::poll_versions) {
         for (auto& [name, e] : self->state.models) look(self, e);
         self->delayed_send(handle(self), self->state.config.poll, msg::poll_versions{});
+      },
+      [=](msg::look_now& m) {
+        if (auto it = self->state.models.find(m.model); it != self->state.models.end()) look(self, it->second);
       },
       [=](msg::versions_seen& m) { on_seen(self, m); },
       [=](msg::version_event& m) { on_event(self, m); },

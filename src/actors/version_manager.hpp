@@ -1,8 +1,9 @@
 // The version manager: serves models whose versions come from directories (warm/versions.hpp),
 // as TensorFlow Serving's AspiredVersionsManager does, on top of warm's registry and cache.
 //
-// For each served model it looks at the model's directory every poll period (on the offload: a
-// look lists directories and stats files), takes versions once they have settled
+// For each served model it looks at the model's directory every poll period, and at once when
+// the directory watch reports a change in it (on the offload: a look lists directories and stats
+// files; a version still settling is looked at again when it may have settled), takes versions once they have settled
 // (core/version_settler.hpp), aspires to those its version policy selects plus those a label
 // names, and carries out the aspired-versions rules (core/version_rules.hpp) one step at a time:
 //  - load v: registers `m@v` (path `<base>/<v>`) with the registry, loaded at once, and waits for
@@ -37,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "storage/dir_watch.hpp"
 #include "warm/caf/messages.hpp"
 #include "warm/clock.hpp"
 #include "warm/model_repository.hpp"
@@ -58,6 +60,10 @@ struct served_status {
 };
 // Itself: time to look at every served model's directory.
 struct poll_versions {};
+// The directory watch (or its own timer while a version settles): look at `model` now.
+struct look_now {
+  std::string model;
+};
 // The offload: what one look at a served model's directory found.
 struct versions_seen {
   std::string model;
@@ -88,6 +94,7 @@ using version_manager_actor = caf::typed_actor<
     caf::reacts_to<msg::serve_models>,     // runtime: apply a configuration
     caf::reacts_to<msg::served_status>,    // runtime: status
     caf::reacts_to<msg::poll_versions>,    // itself: the poll timer
+    caf::reacts_to<msg::look_now>,         // the directory watch, or itself: look at one model now
     caf::reacts_to<msg::versions_seen>,    // the offload: a look's result
     caf::reacts_to<msg::version_event>>;   // registry answers and timers, as events
 
@@ -98,7 +105,10 @@ struct version_manager_config {
   std::shared_ptr<const clock> time;
   // Runs a look at a directory off the actor's threads (the runtime's describer thread).
   std::function<void(std::function<void()>)> offload;
-  std::shared_ptr<runtime_metrics> metrics;  // served_models, version_load_failures, version_rolls (may be null)
+  std::shared_ptr<runtime_metrics> metrics;
+  // Wakes the manager when a served model's directory changes (may be null: polling alone). The
+  // offload registers each model's directory with it at every look.
+  std::shared_ptr<dir_watch> watcher;  // served_models, version_load_failures, version_rolls (may be null)
   std::chrono::nanoseconds poll = std::chrono::seconds(1);    // between looks at a directory
   std::chrono::nanoseconds settle = std::chrono::seconds(1);  // version_settler's rule
   std::chrono::nanoseconds retry_min = std::chrono::seconds(1);  // first back-off after a failed load
@@ -112,5 +122,6 @@ version_manager_actor spawn_version_manager(caf::actor_system& system, version_m
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::serve_models)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::served_status)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::poll_versions)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::look_now)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::versions_seen)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::version_event)

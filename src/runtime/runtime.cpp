@@ -29,6 +29,7 @@ struct runtime_impl {
   std::unique_ptr<caf::actor_system> system;
   registry_actor registry;
   version_manager_actor versions;  // the served models
+  std::shared_ptr<dir_watch> watcher;  // wakes it when their directories change (null: polling alone)
   loader_pool_actor pool;
   scorer_actor scorer;  // only when a policy rescores
   watch_hub_actor hub;
@@ -213,9 +214,18 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   versions.offload = [describer = impl->describer.get()](std::function<void()> task) {
     describer->submit(std::move(task));
   };
+  // The watch reports to the manager, which is spawned after it: the handle is set before any
+  // served model is (a watch is added only by the manager's looks, once something is served).
+  auto manager_handle = std::make_shared<version_manager_actor>();
+  if (auto watcher = dir_watch::start([manager_handle](const std::string& model) {
+        caf::anon_send(*manager_handle, msg::look_now{model});
+      }))
+    impl->watcher = std::move(*watcher);
+  versions.watcher = impl->watcher;
   versions.poll = options.version_poll;
   versions.settle = options.version_settle;
   impl->versions = spawn_version_manager(*impl->system, std::move(versions));
+  *manager_handle = impl->versions;
   impl->options = std::move(options);
   return std::unique_ptr<runtime>(new runtime(std::move(impl)));
 }
@@ -240,6 +250,7 @@ runtime::~runtime() {
   i.batcher->stop();    // what waits for a batch delay is queued to run now
   i.executor.reset();  // no actor is left to submit: run what is queued
   i.describer.reset();  // answers the describes queued (their replies to the registry are dropped)
+  i.watcher.reset();    // no look holds it any more: its thread stops here
   // Every slot left in the hit path's index gives its weights back before the devices go.
   for (auto& slot : i.routes->slots()) slot->withdraw();
   i.reclaimer.reset();  // frees everything withdrawn so far

@@ -197,13 +197,20 @@ expected<model_location> model_repository::resolve(const std::string& relative,
   return make_error(errc::not_found, relative + ": not found in any repository root");
 }
 
-expected<std::vector<version_file>> model_repository::look_at_versions(const std::string& relative) const {
+namespace {
+
+// A model directory: the root that holds it and its canonical path.
+struct located_dir {
+  fs::path root, dir;
+};
+
+expected<located_dir> locate_dir(const std::vector<std::string>& roots, const std::string& relative) {
   fs::path rel(relative);
   if (relative.empty()) return make_error(errc::invalid_argument, "empty model path");
   if (relative.find('\0') != std::string::npos)
     return make_error(errc::invalid_argument, "model paths may not contain NUL bytes");
   if (rel.is_absolute()) return make_error(errc::invalid_argument, relative + ": model paths must be relative to a repository root");
-  for (const auto& root_text : roots_) {
+  for (const auto& root_text : roots) {
     fs::path root(root_text);
     std::error_code ec;
     auto dir = fs::weakly_canonical(root / rel, ec);
@@ -212,30 +219,46 @@ expected<std::vector<version_file>> model_repository::look_at_versions(const std
       return make_error(errc::invalid_argument, relative + ": resolves outside the repository root " + root_text);
     if (!fs::exists(dir, ec)) continue;
     if (!fs::is_directory(dir, ec)) return make_error(errc::invalid_argument, relative + ": not a directory");
-    std::vector<version_file> found;
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      auto v = parse_version(it->path().filename().string());
-      if (!v) continue;
-      auto file = model_file_in(it->path());
-      if (!file || file->empty()) continue;  // none yet, or two: not a version (yet)
-      std::error_code fec;
-      auto real = fs::canonical(*file, fec);
-      if (fec || !is_within(root, real)) continue;
-      struct stat st {};
-      if (::stat(real.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-      version_file vf;
-      vf.version = *v;
-      vf.path = real.string();
-      vf.size = static_cast<std::uint64_t>(st.st_size);
-      vf.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-      vf.inode = static_cast<std::uint64_t>(st.st_ino);
-      found.push_back(std::move(vf));
-    }
-    if (ec) return make_error(errc::load_failed, relative + ": cannot list: " + ec.message());
-    std::sort(found.begin(), found.end(), [](auto& a, auto& b) { return a.version < b.version; });
-    return found;
+    return located_dir{root, dir};
   }
   return make_error(errc::not_found, relative + ": not found in any repository root");
+}
+
+}  // namespace
+
+expected<std::string> model_repository::find_directory(const std::string& relative) const {
+  auto found = locate_dir(roots_, relative);
+  if (!found) return std::move(found).error();
+  return found->dir.string();
+}
+
+expected<std::vector<version_file>> model_repository::look_at_versions(const std::string& relative) const {
+  auto located = locate_dir(roots_, relative);
+  if (!located) return std::move(located).error();
+  const auto& [root, dir] = *located;
+  std::vector<version_file> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    auto v = parse_version(it->path().filename().string());
+    if (!v) continue;
+    auto file = model_file_in(it->path());
+    if (!file || file->empty()) continue;  // none yet, or two: not a version (yet)
+    std::error_code fec;
+    auto real = fs::canonical(*file, fec);
+    if (fec || !is_within(root, real)) continue;  // a version leading outside is never served
+    struct stat st {};
+    if (::stat(real.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    version_file vf;
+    vf.version = *v;
+    vf.path = real.string();
+    vf.size = static_cast<std::uint64_t>(st.st_size);
+    vf.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    vf.inode = static_cast<std::uint64_t>(st.st_ino);
+    found.push_back(std::move(vf));
+  }
+  if (ec) return make_error(errc::load_failed, relative + ": cannot list: " + ec.message());
+  std::sort(found.begin(), found.end(), [](auto& a, auto& b) { return a.version < b.version; });
+  return found;
 }
 
 }  // namespace warm
