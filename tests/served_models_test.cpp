@@ -334,3 +334,30 @@ TEST_CASE("a change in a served model's directory is seen at once, not at the ne
   test::write_file(f.dir / "repo/m/3/model.safetensors", model_bytes);  // seen through m/3's own watch
   REQUIRE(eventually([&] { return f.default_of("m") == 3u; }, 5s));
 }
+
+TEST_CASE("a forced label moves as soon as its version loads; an unforced one waits for it to be ready") {
+  // Version 2 can never fit the device: its load fails (model_too_large), again at each retry.
+  served_fixture f(30ms, "host:2KiB");
+  f.write_version("m", 1);
+  f.write_version("m", 2, test::json_image(test::dense_header({64, 64}), (64 * 64 + 64) * 4));
+  auto config = one("m", "all");
+  config.models[0].labels["canary"] = 2;
+  config.models[0].labels["stable"] = 1;
+  REQUIRE(f.rt->serve(config).get());
+  REQUIRE(eventually([&] {
+    auto s = f.status("m");
+    return s && s->versions.size() == 2 && s->versions[1].state == version_state::error && s->labels.count("stable");
+  }));
+  CHECK_FALSE(f.status("m")->labels.count("canary"));
+  CHECK(f.served_by("m@canary").rfind("error: not_found", 0) == 0);
+  CHECK(f.served_by("m") == "m@1");
+
+  config.models[0].force_labels = true;
+  REQUIRE(f.rt->serve(config).get());
+  REQUIRE(eventually([&] {
+    auto s = f.status("m");
+    return s && s->labels.count("canary") && s->labels.at("canary") == 2u;
+  }));
+  CHECK(f.served_by("m@canary").rfind("error: model_too_large", 0) == 0);  // the label's version answers
+  CHECK(f.served_by("m") == "m@1");
+}

@@ -5,9 +5,11 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <map>
 #include <string>
 
 #include "../tools/warmd/config.hpp"
+#include "../tools/warmd/served_config.hpp"
 
 namespace {
 
@@ -321,4 +323,74 @@ TEST_CASE("config: dynamic batching from the file and the command line, with its
     REQUIRE_FALSE(r);
     CHECK(r.error().message == std::string("test.toml: ") + message);
   }
+}
+
+TEST_CASE("the served-models file: every key, and each error refused whole with its line") {
+  auto parsed = warm::warmd::parse_served_models(R"(
+[[model]]
+name = "mnist"
+base-path = "vision/mnist"
+versions = "latest:2"
+load-policy = "resource-preserving"
+labels = { stable = 1, canary = 2 }
+force-labels = true
+size-hint = "64MiB"
+max-batch = 8
+max-queue-delay = "2ms"
+preferred-batch = [4, 8]
+batch-queue = 100
+
+[[model]]
+name = "resnet"
+)",
+                                                 "models.toml");
+  REQUIRE(parsed);
+  REQUIRE(parsed->models.size() == 2);
+  auto& m = parsed->models[0];
+  CHECK(m.name == "mnist");
+  CHECK(m.base_path == "vision/mnist");
+  CHECK(warm::to_string(m.versions) == "latest:2");
+  CHECK(m.loading == warm::load_policy::resource_preserving);
+  CHECK(m.labels == std::map<std::string, std::uint64_t>{{"canary", 2}, {"stable", 1}});
+  CHECK(m.force_labels);
+  CHECK(m.size_hint == 64ull << 20);
+  REQUIRE(m.batching);
+  CHECK(m.batching->max_batch == 8);
+  CHECK(m.batching->max_queue_delay == std::chrono::milliseconds(2));
+  CHECK(m.batching->preferred_batch == std::vector<std::uint64_t>{4, 8});
+  CHECK(m.batching->max_queue == 100);
+  auto& r = parsed->models[1];
+  CHECK(r.base_path.empty());
+  CHECK(warm::to_string(r.versions) == "latest:1");
+  CHECK(r.loading == warm::load_policy::availability_preserving);
+  CHECK_FALSE(r.batching);
+  CHECK_FALSE(r.force_labels);
+
+  auto refused = [](const std::string& text, const std::string& says) {
+    INFO(text);
+    auto r = warm::warmd::parse_served_models(text, "models.toml");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == warm::errc::invalid_argument);
+    INFO(r.error().message);
+    CHECK(r.error().message.rfind("models.toml: ", 0) == 0);
+    CHECK(r.error().message.find(says) != std::string::npos);
+  };
+  refused("[[model]]\nname = \"m\"\nversion = \"all\"\n", "\"version\" is not known (docs/versions.md lists the keys) (line 3)");
+  refused("[[model]]\nname = \"m\"\nversions = \"newest\"\n", "newest");
+  refused("[[model]]\nname = \"m\"\nload-policy = \"fast\"\n", "fast");
+  refused("[[model]]\nname = \"m\"\nlabels = { stable = \"1\" }\n", "labels.stable");
+  refused("[[model]]\nname = \"m\"\nlabels = { stable = 0 }\n", "labels.stable");
+  refused("[[model]]\nname = \"m\"\nforce-labels = 1\n", "true or false");
+  refused("[[model]]\nname = \"m\"\nsize-hint = \"lots\"\n", "size-hint");
+  refused("[[model]]\nname = \"m\"\npreferred-batch = [0]\n", "preferred-batch");
+  refused("[[model]]\nversions = \"all\"\n", "has no name");
+  refused("[[model]]\nname = \"m@1\"\n", "may not hold '@'");
+  refused("[[model]]\nname = \"m\"\n[[model]]\nname = \"m\"\n", "listed twice");
+  refused("[[model]]\nname = \"m\"\nbase-path = \"../etc\"\n", "'..'");
+  refused("model = \"m\"\n", "[[model]] tables");
+  refused("name = \"m\"\n", "\"name\" is not known; models are [[model]] tables");
+  refused("[[model]\nname = \"m\"\n", "models.toml");
+  auto empty = warm::warmd::parse_served_models("", "models.toml");
+  REQUIRE(empty);
+  CHECK(empty->models.empty());
 }

@@ -61,11 +61,15 @@ struct served_model_config {
   // Labels and the versions they name ("stable" → 3). A label's version is aspired whatever the
   // version policy says, for as long as the label names it.
   std::map<std::string, std::uint64_t> labels;
+  // A label moves to its version only once that version is ready, unless forced: then as soon as
+  // the version is being loaded (requests naming the label wait for that load, or get its error).
+  bool force_labels = false;
   std::optional<std::uint64_t> size_hint;    // per version, as model_info::size_hint
   std::optional<batching_options> batching;  // per version, as model_info::batching
   bool operator==(const served_model_config& o) const {
     return name == o.name && base_path == o.base_path && versions == o.versions && loading == o.loading &&
-           labels == o.labels && size_hint == o.size_hint && batching == o.batching;
+           labels == o.labels && force_labels == o.force_labels && size_hint == o.size_hint &&
+           batching == o.batching;
   }
 };
 

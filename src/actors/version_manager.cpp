@@ -18,6 +18,7 @@ struct version_entry {
   bool aspired = false;
   bool present = false;  // settled at the last look
   bool kept = false;     // its unload was refused (an alias someone else owns names it): kept until the next look
+  bool registered = false;  // loading: its registration is in place (a forced label may name it)
   std::string error;
   std::uint32_t failures = 0;
   timestamp retry_at{};
@@ -171,9 +172,12 @@ void update_aliases(self_ptr self, served_entry& e) {
     for (auto& [label, v] : e.config.labels) {
       auto id = label_id(e.config.name, label);
       auto it = e.versions.find(v);
-      bool ready = it != e.versions.end() && it->second.state == version_state::ready;
-      // A label moves only to a ready version; until then it stays where it was.
-      desired[id] = ready ? std::optional<std::uint64_t>(v) : e.aliases[id].target;
+      auto state = it != e.versions.end() ? it->second.state : version_state::new_;
+      // A label moves only to a ready version (forced: to one being loaded); until then it stays
+      // where it was.
+      bool movable = state == version_state::ready ||
+                     (e.config.force_labels && state == version_state::loading && it->second.registered);
+      desired[id] = movable ? std::optional<std::uint64_t>(v) : e.aliases[id].target;
     }
   for (auto& [alias, a] : e.aliases)
     if (!desired.count(alias)) desired[alias] = std::nullopt;
@@ -193,15 +197,31 @@ bool alias_names(const served_entry& e, std::uint64_t version) {
 void start_load(self_ptr self, served_entry& e, std::uint64_t version) {
   auto& v = e.versions[version];
   v.state = version_state::loading;
+  v.registered = false;
   model_info info(base_of(e.config), version, e.config.size_hint);
   info.batching = e.config.batching;
-  auto ev = event_for(e, msg::version_event::kind::loaded);
+  auto ev = event_for(e, msg::version_event::kind::registered);
   ev.version = version;
+  // A registration a failed load left behind (a forced label held it) loads again at once: its
+  // failure record is forgotten first.
+  if (v.failures > 0)
+    self->send(self->state.config.registry, msg::retry_model{version_id(e.config.name, version), [](expected<void>) {}});
   self->send(self->state.config.registry,
-             msg::register_model{version_id(e.config.name, version), std::move(info), true, true,
+             msg::register_model{version_id(e.config.name, version), std::move(info), false, false,
                                  to_event(self, std::move(ev), [](msg::version_event& ev, expected<void> r) {
                                    ev.result = std::move(r);
                                  })});
+}
+
+// The version is registered: use it, waiting for its load.
+void use_version(self_ptr self, served_entry& e, std::uint64_t version) {
+  auto ev = event_for(e, msg::version_event::kind::loaded);
+  ev.version = version;
+  auto& c = self->state.config;
+  self->send(c.registry, msg::use_model{version_id(e.config.name, version), msg::use_kind::wait, c.time->now(),
+                                        to_event(self, std::move(ev), [](msg::version_event& ev, expected<msg::acquired> a) {
+                                          if (!a) ev.result = std::move(a).error();
+                                        })});
 }
 
 void start_unload(self_ptr self, served_entry& e, std::uint64_t version) {
@@ -316,10 +336,16 @@ void on_event(self_ptr self, msg::version_event& m) {
   if (!e) return;
   using kind = msg::version_event::kind;
   switch (m.what) {
+    case kind::registered:
     case kind::loaded: {
       auto it = e->versions.find(m.version);
       if (it == e->versions.end()) break;
       auto& v = it->second;
+      if (m.what == kind::registered && m.result) {
+        v.registered = true;
+        use_version(self, *e, m.version);
+        break;
+      }
       if (m.result) {
         v.state = version_state::ready;
         v.failures = 0;

@@ -6,8 +6,8 @@
 // files; a version still settling is looked at again when it may have settled), takes versions once they have settled
 // (core/version_settler.hpp), aspires to those its version policy selects plus those a label
 // names, and carries out the aspired-versions rules (core/version_rules.hpp) one step at a time:
-//  - load v: registers `m@v` (path `<base>/<v>`) with the registry, loaded at once, and waits for
-//    the load. A failed load is unregistered and retried after a back-off (1 s, doubling, at most
+//  - load v: registers `m@v` (path `<base>/<v>`) with the registry, then uses it and waits for
+//    its load. A failed load is unregistered and retried after a back-off (1 s, doubling, at most
 //    a minute); the versions that serve meanwhile keep serving.
 //  - unload v: unregisters `m@v` (requests in flight on it finish first; the registry unloads it).
 //    Never while an alias names it: the alias moves first.
@@ -75,14 +75,14 @@ struct versions_seen {
 // The registry's answers, and its own timers, for one served model: whatever they are, the
 // manager updates the model and takes its next steps.
 struct version_event {
-  enum class kind { loaded, unloaded, alias_set, alias_check, alias_recheck, adopted, retry };
+  enum class kind { registered, loaded, unloaded, alias_set, alias_check, alias_recheck, adopted, retry };
   kind what = kind::retry;
   std::string model;
   std::uint64_t generation = 0;
-  std::uint64_t version = 0;               // loaded, unloaded
+  std::uint64_t version = 0;               // registered, loaded, unloaded
   std::string alias;                       // alias_set, alias_check: the vmodel
   std::optional<std::uint64_t> target;     // alias_set, alias_check: its version (none: deleted)
-  expected<void> result;                   // loaded, unloaded, alias_set
+  expected<void> result;                   // registered, loaded, unloaded, alias_set
   std::optional<vmodel_status> alias_status;     // alias_set, alias_check: as the registry answered
   std::vector<std::string> registered;           // adopted: ids "m@..." registered now
   std::vector<vmodel_status> aliases;            // adopted: the model's vmodels (name, labels)

@@ -14,7 +14,7 @@ namespace warm::warmd {
 namespace {
 
 const std::set<std::string> model_keys{"name",      "base-path",      "versions",        "load-policy",
-                                       "labels",    "size-hint",      "max-batch",       "max-queue-delay",
+                                       "labels",    "force-labels", "size-hint",      "max-batch",       "max-queue-delay",
                                        "preferred-batch", "batch-queue"};
 
 std::string line_of(const toml::node& node) { return " (line " + std::to_string(node.source().begin.line) + ")"; }
@@ -68,6 +68,10 @@ expected<served_model_config> parse_model(const toml::table& t, const std::strin
         return bad(version, "labels." + std::string(label.str()), "must be a positive version number");
       m.labels[std::string(label.str())] = static_cast<std::uint64_t>(version.as_integer()->get());
     }
+  }
+  if (auto* force = t.get("force-labels")) {
+    if (!force->is_boolean()) return bad(*force, "force-labels", "must be true or false");
+    m.force_labels = force->as_boolean()->get();
   }
   if (auto* hint = t.get("size-hint")) {
     if (hint->is_string()) {

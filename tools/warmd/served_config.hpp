@@ -13,7 +13,8 @@
 namespace warm::warmd {
 
 // A served-models file's text: `[[model]]` tables with name (required), base-path, versions,
-// load-policy, labels, size-hint, max-batch, max-queue-delay, preferred-batch, batch-queue.
+// load-policy, labels, force-labels, size-hint, max-batch, max-queue-delay, preferred-batch,
+// batch-queue.
 // invalid_argument prefixed with `name` for malformed TOML, an unknown or mistyped key, a bad
 // value (with its line), or a configuration check_served_models refuses. Never throws.
 expected<served_models_config> parse_served_models(std::string_view text, const std::string& name);
