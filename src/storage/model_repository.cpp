@@ -32,6 +32,16 @@ bool is_within(const fs::path& root, const fs::path& path) {
   return true;
 }
 
+// A model path as given: relative to a root, not empty, no NUL byte (invalid_argument otherwise).
+expected<fs::path> relative_path(const std::string& relative) {
+  if (relative.empty()) return make_error(errc::invalid_argument, "empty model path");
+  if (relative.find('\0') != std::string::npos)
+    return make_error(errc::invalid_argument, "model paths may not contain NUL bytes");
+  fs::path rel(relative);
+  if (rel.is_absolute()) return make_error(errc::invalid_argument, relative + ": model paths must be relative to a repository root");
+  return rel;
+}
+
 // The model file directly in `dir`: the one of model_file_kinds present (as a regular file or
 // not), empty when there is none; invalid_argument when there are several.
 expected<fs::path> model_file_in(const fs::path& dir) {
@@ -169,15 +179,12 @@ expected<model_repository> model_repository::create(const std::vector<std::strin
 
 expected<model_location> model_repository::resolve(const std::string& relative,
                                                    std::optional<std::uint64_t> version) const {
-  fs::path rel(relative);
-  if (relative.empty()) return make_error(errc::invalid_argument, "empty model path");
-  if (relative.find('\0') != std::string::npos)
-    return make_error(errc::invalid_argument, "model paths may not contain NUL bytes");
-  if (rel.is_absolute()) return make_error(errc::invalid_argument, relative + ": model paths must be relative to a repository root");
+  auto rel = relative_path(relative);
+  if (!rel) return std::move(rel).error();
   for (const auto& root_text : roots_) {
     fs::path root(root_text);
     std::error_code ec;
-    auto candidate = fs::weakly_canonical(root / rel, ec);
+    auto candidate = fs::weakly_canonical(root / *rel, ec);
     if (ec) continue;
     if (!is_within(root, candidate))
       return make_error(errc::invalid_argument, relative + ": resolves outside the repository root " + root_text);
@@ -205,15 +212,12 @@ struct located_dir {
 };
 
 expected<located_dir> locate_dir(const std::vector<std::string>& roots, const std::string& relative) {
-  fs::path rel(relative);
-  if (relative.empty()) return make_error(errc::invalid_argument, "empty model path");
-  if (relative.find('\0') != std::string::npos)
-    return make_error(errc::invalid_argument, "model paths may not contain NUL bytes");
-  if (rel.is_absolute()) return make_error(errc::invalid_argument, relative + ": model paths must be relative to a repository root");
+  auto rel = relative_path(relative);
+  if (!rel) return std::move(rel).error();
   for (const auto& root_text : roots) {
     fs::path root(root_text);
     std::error_code ec;
-    auto dir = fs::weakly_canonical(root / rel, ec);
+    auto dir = fs::weakly_canonical(root / *rel, ec);
     if (ec) continue;
     if (!is_within(root, dir))
       return make_error(errc::invalid_argument, relative + ": resolves outside the repository root " + root_text);
