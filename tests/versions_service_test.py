@@ -5,7 +5,8 @@ warmd --model-config serves a model whose versions come from its directory: a ne
 taken and becomes the default, the old one goes; `warmctl versions` shows it (text and --json);
 KServe V2 HTTP reaches a version by /versions/{v}/ and a label the same way; a served-models file
 with an error is refused whole by `warmctl reload` and by SIGHUP, the running state unchanged; a
-fixed file is taken by SIGHUP; and a warmd without one says there is nothing to reload.
+fixed file is taken by SIGHUP; --serve-repo serves every model directory, one that appears later
+too; and a warmd without one says there is nothing to reload.
 
 Usage: versions_service_test.py WARMD WARMCTL
 """
@@ -149,6 +150,16 @@ with tempfile.TemporaryDirectory() as tmp:
         check(code == 200 and body.get("model_name") == "m@2", f"infer a label over HTTP: {code} {body}")
         rc, out, err = ctl(sock, "--json", "reload")
         check(rc == 0 and json.loads(out)["models"] == 2, f"reload: {rc} {out} {err}")
+    finally:
+        stop(proc)
+
+    # --serve-repo: every model directory, and one that appears later.
+    proc, sock, port = start(tmp, "r", "--serve-repo")
+    try:
+        check(wait_for(lambda: (versions(sock, "n") or {}).get("default_version") == 5), "--serve-repo serves n")
+        make_model(repo, "late", 3)
+        check(wait_for(lambda: (versions(sock, "late") or {}).get("default_version") == 3, 30),
+              "a model directory that appears is served")
     finally:
         stop(proc)
 

@@ -404,16 +404,35 @@ int main(int argc, char** argv) {
   ::pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);  // pending stop signals arrive now
   // poll() before read(): ThreadSanitizer runs a deferred handler only inside calls it knows to
   // block (poll is one, read is not), and here the handler is what ends the wait.
+  // With --serve-repo the repositories' model directories are listed again every
+  // max(--poll-seconds, 5 s): one that appears is served, one that goes is retired, as by a
+  // reload. (Each served model's own directory is watched and polled by the runtime.)
+  const int rescan_ms =
+      c.serve_repo ? static_cast<int>(std::max<std::int64_t>(
+                         5000, std::chrono::duration_cast<std::chrono::milliseconds>(*poll).count()))
+                   : -1;
+  auto repository_dirs = c.serve_repo ? warm::warmd::repository_models(c.repo) : std::vector<std::string>{};
   int signal_number = 0;
   while (true) {
     pollfd ready{signal_pipe[0], POLLIN, 0};
-    while (::poll(&ready, 1, -1) < 0 && errno == EINTR) {
+    int polled = 0;
+    while ((polled = ::poll(&ready, 1, rescan_ms)) < 0 && errno == EINTR) {
+    }
+    if (polled == 0) {
+      auto now = warm::warmd::repository_models(c.repo);
+      if (now != repository_dirs) {
+        repository_dirs = std::move(now);
+        spdlog::info("the repositories' model directories changed: reloading the served models");
+        static_cast<void>(reload(**rt, c, serving));  // it logs what it did
+      }
+      continue;
     }
     while (::read(signal_pipe[0], &signal_number, sizeof signal_number) < 0 && errno == EINTR) {
     }
     if (signal_number != SIGHUP && signal_number != reload_request) break;
     auto waiting = reloads.take();
     if (signal_number == SIGHUP) spdlog::info("SIGHUP: reloading the served models");
+    if (c.serve_repo) repository_dirs = warm::warmd::repository_models(c.repo);
     auto outcome = reload(**rt, c, serving);
     for (auto& done : waiting) done(outcome);
   }
