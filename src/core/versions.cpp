@@ -5,7 +5,6 @@
 #include <set>
 
 #include "core/model_id.hpp"
-#include "warm/model_repository.hpp"
 
 namespace warm {
 
@@ -32,6 +31,8 @@ expected<void> check_name(const std::string& id, const char* what) {
 expected<void> check_base_path(const served_model_config& m) {
   const auto& p = m.base_path;
   if (p.empty()) return {};
+  if (p.find('\0') != std::string::npos)
+    return make_error(errc::invalid_argument, "model '" + m.name + "': base path holds a NUL byte");
   if (p.front() == '/')
     return make_error(errc::invalid_argument,
                       "model '" + m.name + "': base path '" + p + "' must be relative to a repository root");
@@ -45,8 +46,6 @@ expected<void> check_base_path(const served_model_config& m) {
     if (slash == std::string_view::npos) break;
     rest.remove_prefix(slash + 1);
   }
-  if (p.find('\0') != std::string::npos)
-    return make_error(errc::invalid_argument, "model '" + m.name + "': base path holds a NUL byte");
   return {};
 }
 
@@ -168,7 +167,7 @@ expected<void> check_served_models(const served_models_config& config) {
     for (auto& [label, version] : m.labels) {
       if (auto ok = check_name(label, "label"); !ok)
         return make_error(errc::invalid_argument, "model '" + m.name + "': " + ok.error().message);
-      if (parse_version(label) || label.find_first_not_of("0123456789") == std::string::npos)
+      if (label.find_first_not_of("0123456789") == std::string::npos)
         return make_error(errc::invalid_argument,
                           "model '" + m.name + "': label '" + label + "' is a number; versions are named by numbers");
       if (version == 0)
