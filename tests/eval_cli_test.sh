@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Drives warm-eval's offline commands through the real executable: a tiny catalog and a Zipf trace,
 # then `simulate` with and without --json (JSON is its only format, so both print the same one
-# object per policy per line), and its refusals: an unknown flag and a bad --capacity (exit 2).
+# object per policy per line), and its refusals: an unknown flag and a bad --capacity (exit 2);
+# `simulate --instances` (a cluster) and its refusals.
 #   eval_cli_test.sh WARM_EVAL
 set -u
 eval_bin=$1
@@ -31,6 +32,24 @@ sim --yaml > /dev/null 2>&1
 [ $? = 2 ] || fail "simulate --yaml: exit status"
 "$eval_bin" simulate --trace "$dir/trace.csv" --catalog "$dir/catalog.csv" --capacity 0% --json > /dev/null 2>&1
 [ $? = 2 ] || fail "simulate --capacity 0%: exit status"
+
+# A cluster: every policy under every placement rule, one line each; the refusals exit 2.
+csim() { "$eval_bin" simulate --trace "$dir/trace.csv" --catalog "$dir/catalog.csv" --capacity 150% --policy lru,kdf "$@"; }
+csim --instances 2 > "$dir/cluster.out" 2> "$dir/err" || fail "simulate --instances exited $?: $(cat "$dir/err")"
+python3 - "$dir/cluster.out" << 'PY' || fail "simulate --instances output: $(cat "$dir/cluster.out")"
+import json, sys
+docs = [json.loads(line) for line in open(sys.argv[1])]
+assert [(d["policy"], d["placement"]) for d in docs] == [
+    ("lru", "warm"), ("lru", "modelmesh"), ("kdf", "warm"), ("kdf", "modelmesh")], docs
+assert all(d["instances"] == 2 and d["requests"] == 300 and 0 < d["cold_starts"] <= d["waited"] <= 300
+           for d in docs), docs
+PY
+csim --instances 2 --placement nearest > /dev/null 2> "$dir/err"
+[ $? = 2 ] && grep -q "warm, modelmesh" "$dir/err" || fail "simulate --placement nearest: $(cat "$dir/err")"
+csim --instances 0 > /dev/null 2>&1
+[ $? = 2 ] || fail "simulate --instances 0: exit status"
+sim --instances 40 > /dev/null 2> "$dir/err"
+[ $? = 1 ] && grep -q "larger than an instance" "$dir/err" || fail "simulate --instances 40: $(cat "$dir/err")"
 
 # Shaped catalogs and synthetic weeks; their refusals exit 2 with the reason.
 "$eval_bin" catalog --models 6 --sizes two-class --order ascending --large-share 0.5 --min-size 1MB \

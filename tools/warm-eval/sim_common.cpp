@@ -73,4 +73,21 @@ nlohmann::ordered_json to_json(const eval::sim_result& r) {
                                 {"evictions", r.evictions}};
 }
 
+nlohmann::ordered_json to_json(const eval::cluster_result& r) {
+  return nlohmann::ordered_json{{"policy", r.policy},
+                                {"placement", r.placement},
+                                {"instances", r.instances},
+                                {"instance_capacity_bytes", r.instance_capacity},
+                                {"requests", r.requests},
+                                {"cold_starts", r.cold_starts},
+                                {"waited", r.waited},
+                                {"hit_ratio", r.hit_ratio},
+                                {"load_ms_total", r.load_ms_total},
+                                {"wait_ms_total", r.wait_ms_total},
+                                {"wait_ms_per_request", r.wait_ms_per_request},
+                                {"evictions", r.evictions},
+                                {"forced", r.forced},
+                                {"max_share", r.max_share}};
+}
+
 }  // namespace warm::eval_cli

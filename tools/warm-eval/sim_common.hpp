@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/catalog.hpp"
+#include "eval/cluster_sim.hpp"
 #include "eval/simulator.hpp"
 #include "warm/error.hpp"
 #include "warm/policy_options.hpp"
@@ -37,5 +38,10 @@ expected<std::uint64_t> parse_capacity(const std::string& text, const eval::cata
 // One simulation as printed: policy, capacity_bytes, requests, hits, misses, hit_ratio,
 // byte_miss_ratio, load_ms_total, load_ms_per_request, evictions — in that order.
 nlohmann::ordered_json to_json(const eval::sim_result& r);
+
+// One cluster simulation as printed: policy, placement, instances, instance_capacity_bytes,
+// requests, cold_starts, waited, hit_ratio, load_ms_total, wait_ms_total, wait_ms_per_request,
+// evictions, forced, max_share — in that order.
+nlohmann::ordered_json to_json(const eval::cluster_result& r);
 
 }  // namespace warm::eval_cli

@@ -1,0 +1,127 @@
+#include "cluster/placement.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <tuple>
+
+#include "policy/cache_policy.hpp"
+
+namespace warm::cluster {
+namespace {
+
+// Bytes free after the instance's reservations; negative when they already overcommit it.
+double room_left(const instance_view& v) {
+  return static_cast<double>(v.capacity) - static_cast<double>(v.used) - static_cast<double>(v.reserved);
+}
+
+// The value given up to free `bytes` on the curve: whole models, so the first point reaching
+// `bytes`; past the end, the curve's mean value per byte continues.
+double curve_value(const std::vector<curve_point>& curve, std::uint64_t bytes) {
+  if (bytes == 0 || curve.empty()) return 0;
+  auto at = std::lower_bound(curve.begin(), curve.end(), bytes,
+                             [](const curve_point& p, std::uint64_t b) { return p.bytes < b; });
+  if (at != curve.end()) return at->value;
+  const auto& last = curve.back();
+  if (last.bytes == 0) return last.value;
+  return last.value + static_cast<double>(bytes - last.bytes) * (last.value / static_cast<double>(last.bytes));
+}
+
+// The expected wait behind the loads already queued on the instance, in seconds.
+double queue_wait(const instance_view& v, const placement_request& r) {
+  return static_cast<double>(v.loads_in_flight) / std::max<std::uint32_t>(v.loading_threads, 1) * r.load_seconds;
+}
+
+// An empty instance has no least recent model: for ModelMesh's order it is the oldest of all.
+double idle_for_order(const instance_view& v) {
+  return v.models == 0 ? std::numeric_limits<double>::infinity() : v.idle_seconds;
+}
+
+}  // namespace
+
+expected<placement_rule> parse_placement_rule(std::string_view name) {
+  if (name == "warm") return placement_rule::warm;
+  if (name == "modelmesh") return placement_rule::modelmesh;
+  return make_error(errc::invalid_argument, "unknown placement '" + std::string(name) + "' (known: warm, modelmesh)");
+}
+
+std::string_view to_string(placement_rule rule) { return rule == placement_rule::warm ? "warm" : "modelmesh"; }
+
+std::uint64_t bytes_to_free(const instance_view& v, std::uint64_t bytes) {
+  auto wanted = v.used + v.reserved + bytes;
+  return wanted > v.capacity ? wanted - v.capacity : 0;
+}
+
+double eviction_cost(const instance_view& v, std::uint64_t bytes) {
+  auto after = bytes_to_free(v, bytes);
+  if (after == 0) return 0;
+  return curve_value(v.eviction_curve, after) - curve_value(v.eviction_curve, bytes_to_free(v, 0));
+}
+
+std::vector<std::size_t> rank_instances(const std::vector<instance_view>& instances, const placement_request& request,
+                                        placement_rule rule) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < instances.size(); ++i)
+    if (!instances[i].draining && instances[i].capacity >= request.bytes) out.push_back(i);
+
+  if (rule == placement_rule::modelmesh) {
+    auto key = [&](std::size_t i) {
+      const auto& v = instances[i];
+      bool full = room_left(v) < static_cast<double>(request.bytes);
+      double oldest_first = -idle_for_order(v);
+      return std::make_tuple(full, full ? oldest_first : 0.0, v.models, -room_left(v), full ? 0.0 : oldest_first, i);
+    };
+    std::sort(out.begin(), out.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
+    return out;
+  }
+
+  // warm: an instance whose policy publishes no value and that must evict ranks after every
+  // instance with a known cost, oldest idle first (the only signal it gives).
+  auto key = [&](std::size_t i) {
+    const auto& v = instances[i];
+    bool must_evict = bytes_to_free(v, request.bytes) > 0;
+    bool unknown = must_evict && v.eviction_curve.empty();
+    double cost = unknown ? -v.idle_seconds : eviction_cost(v, request.bytes);
+    return std::make_tuple(unknown, cost + queue_wait(v, request), -room_left(v), v.loads_in_flight, i);
+  };
+  std::sort(out.begin(), out.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
+  return out;
+}
+
+std::size_t modelmesh_shortlist(const std::vector<instance_view>& instances, const std::vector<std::size_t>& ranked,
+                                const placement_request& request) {
+  if (ranked.empty()) return 0;
+  const auto& best = instances[ranked.front()];
+  const bool best_full = room_left(best) < static_cast<double>(request.bytes);
+  std::size_t n = 1;
+  for (; n < ranked.size(); ++n) {
+    const auto& v = instances[ranked[n]];
+    if (best_full) {
+      double younger = idle_for_order(best) - idle_for_order(v);  // seconds its LRU entry is younger
+      if (std::isinf(idle_for_order(best))) younger = std::isinf(idle_for_order(v)) ? 0 : younger;
+      if (younger > 45 && younger > idle_for_order(best) / 10) break;
+    } else {
+      if (room_left(v) < static_cast<double>(request.bytes) || room_left(v) < room_left(best) / 4) break;
+      if (v.models >= 10 && v.models > best.models + best.models / 4) break;
+    }
+  }
+  return n;
+}
+
+std::vector<curve_point> eviction_curve(const cache_policy& policy,
+                                        const std::function<std::uint64_t(const std::string&)>& bytes_of,
+                                        timestamp now, std::size_t points) {
+  std::vector<curve_point> curve;
+  if (policy.name() != "kdf") return curve;  // only kdf's scores are values in load seconds
+  curve_point sum;
+  for (auto& r : policy.eviction_order(now)) {
+    if (curve.size() == points) break;
+    sum.bytes += bytes_of(r.model);
+    sum.value += r.score;
+    curve.push_back(sum);
+  }
+  return curve;
+}
+
+}  // namespace warm::cluster
