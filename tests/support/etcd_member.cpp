@@ -1,0 +1,208 @@
+#include "support/etcd_member.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+namespace warm::test {
+namespace {
+
+namespace fs = std::filesystem;
+using steady = std::chrono::steady_clock;
+
+// Waits up to `limit` for `pid` to exit; whether it did (then reaped).
+bool reap_within(pid_t pid, std::chrono::milliseconds limit) {
+  const auto deadline = steady::now() + limit;
+  for (;;) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return true;
+    if (steady::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace
+
+etcd_member::etcd_member() {
+  char tmpl[] = "/tmp/warm-etcd-XXXXXX";
+  if (::mkdtemp(tmpl)) dir_ = tmpl;
+  client_port_ = free_port();
+  peer_port_ = free_port();
+}
+
+etcd_member::~etcd_member() {
+  kill();
+  std::error_code ec;
+  if (!dir_.empty()) fs::remove_all(dir_, ec);
+}
+
+std::string etcd_member::executable() {
+  const char* named = std::getenv("ETCD");
+  std::string path = named && *named ? named : "/usr/bin/etcd";
+  return ::access(path.c_str(), X_OK) == 0 ? path : std::string();
+}
+
+std::uint16_t etcd_member::free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  std::uint16_t port = 0;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  if (fd >= 0) ::close(fd);
+  return port;
+}
+
+std::string etcd_member::endpoint() const {
+  return "http://" + host_port();
+}
+std::string etcd_member::host_port() const {
+  return "127.0.0.1:" + std::to_string(client_port_);
+}
+
+std::string etcd_member::log() const {
+  std::ifstream in(dir_ / "etcd.log");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+expected<void> etcd_member::start() {
+  if (running()) return {};
+  for (int attempt = 0;; ++attempt) {
+    auto r = start_once();
+    if (r || started_before_ || attempt == 4) {
+      if (r) started_before_ = true;
+      return r;
+    }
+    // Perhaps a port was taken: a fresh member on other ports (the data directory is new).
+    std::error_code ec;
+    fs::remove_all(dir_ / "data", ec);
+    client_port_ = free_port();
+    peer_port_ = free_port();
+  }
+}
+
+expected<void> etcd_member::start_once() {
+  const std::string exe = executable();
+  if (exe.empty()) return make_error(errc::unavailable, "no etcd executable (set ETCD)");
+  if (dir_.empty()) return make_error(errc::unavailable, "no temporary directory");
+  const std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
+  const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
+  // clang-format off
+  std::vector<std::string> args{exe,
+                                "--name", "warm-test",
+                                "--data-dir", (dir_ / "data").string(),
+                                "--listen-client-urls", client,
+                                "--advertise-client-urls", client,
+                                "--listen-peer-urls", peer,
+                                "--initial-advertise-peer-urls", peer,
+                                "--initial-cluster", "warm-test=" + peer};
+  // clang-format on
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string log_path = (dir_ / "etcd.log").string();
+  const pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) return make_error(errc::unavailable, "fork failed");
+  if (pid == 0) {
+    // Only async-signal-safe calls here: the parent may have other threads (gRPC's).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
+    if (::getppid() != parent) ::_exit(127);
+    int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (log >= 0) {
+      ::dup2(log, 1);
+      ::dup2(log, 2);
+    }
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  pid_ = pid;
+  const auto deadline = steady::now() + std::chrono::seconds(20);
+  while (!healthy()) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      auto text = log();
+      if (text.size() > 2000) text = text.substr(text.size() - 2000);
+      return make_error(errc::unavailable, "etcd exited during startup: " + text);
+    }
+    if (steady::now() > deadline) {
+      kill();
+      return make_error(errc::unavailable, "etcd not healthy within 20 s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return {};
+}
+
+void etcd_member::kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGCONT);  // in case it is paused
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+void etcd_member::stop() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGCONT);
+  ::kill(pid_, SIGTERM);
+  if (!reap_within(pid_, std::chrono::seconds(10))) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  pid_ = -1;
+}
+
+void etcd_member::pause() {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void etcd_member::resume() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
+}
+
+// GET /health on the client port, answered {"health":"true"} once the member serves requests.
+bool etcd_member::healthy() const {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  timeval tv{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(client_port_);
+  std::string reply;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+        static_cast<ssize_t>(request.size())) {
+      char buf[512];
+      ssize_t got = 0;
+      while ((got = ::recv(fd, buf, sizeof(buf), 0)) > 0)
+        reply.append(buf, static_cast<std::size_t>(got));
+    }
+  }
+  ::close(fd);
+  return reply.find("\"health\":\"true\"") != std::string::npos;
+}
+
+}  // namespace warm::test
