@@ -16,12 +16,12 @@ using cluster::placement_rule;
 
 namespace {
 
-instance_view view(std::uint64_t capacity, std::uint64_t used, std::vector<cluster::curve_point> curve = {}) {
+instance_view view(std::uint64_t capacity, std::uint64_t used, std::vector<cluster::eviction_candidate> candidates = {}) {
   instance_view v;
   v.capacity = capacity;
   v.used = used;
   v.models = used ? 1 : 0;
-  v.eviction_curve = std::move(curve);
+  v.candidates = std::move(candidates);
   return v;
 }
 
@@ -46,18 +46,20 @@ TEST_CASE("the bytes to free count the reservations") {
   CHECK(cluster::bytes_to_free(v, 20) == 25);
 }
 
-TEST_CASE("eviction cost: whole models, beyond what the reservations already free") {
-  auto v = view(100, 90, {{10, 1}, {30, 5}, {60, 6}});
+TEST_CASE("eviction cost: whole models, the cheaper of in order and one alone, beyond the reservations") {
+  auto v = view(100, 90, {{10, 1}, {20, 4}, {30, 1}});  // in eviction order
   CHECK(cluster::eviction_cost(v, 10) == 0);    // fits
-  CHECK(cluster::eviction_cost(v, 11) == 1);    // the first model leaves whole
-  CHECK(cluster::eviction_cost(v, 20) == 1);    // …and frees 10
-  CHECK(cluster::eviction_cost(v, 21) == 5);    // the second goes too
-  v.reserved = 15;                              // the first model is already going for the claim
+  CHECK(cluster::eviction_cost(v, 11) == 1);    // the first leaves whole
+  CHECK(cluster::eviction_cost(v, 21) == 1);    // 11 bytes: the third alone (1) beats the first two (5)
+  CHECK(cluster::eviction_cost(v, 41) == 6);    // 31 bytes: all three, no one alone is enough
+  CHECK(cluster::eviction_cost(v, 100) == Approx(6 + 30 * 0.1));  // past the last: 0.1 per byte
+  v.reserved = 15;                              // 5 bytes to free already: the first model goes
   CHECK(cluster::eviction_cost(v, 5) == 0);     // the room it leaves is free
-  CHECK(cluster::eviction_cost(v, 6) == 4);     // the second model's value alone
-  CHECK(cluster::eviction_cost(v, 85) == Approx(9 - 1));  // past the end: 0.1 per byte continues
-  v.eviction_curve.clear();
-  CHECK(cluster::eviction_cost(v, 50) == 0);    // no curve: no value known
+  CHECK(cluster::eviction_cost(v, 6) == 0);     // 11 bytes: the third alone, for the same value
+  CHECK(cluster::eviction_cost(v, 16) == 0);    // 21 bytes: still the third alone
+  CHECK(cluster::eviction_cost(v, 36) == 5);    // 41 bytes: all three (6), less the 1 already given up
+  v.candidates.clear();
+  CHECK(cluster::eviction_cost(v, 50) == 0);    // no candidates: no value known
 }
 
 TEST_CASE("warm placement ranks by the value a load gives up, then its wait, then room") {
@@ -144,8 +146,8 @@ TEST_CASE("claims spread a burst that stale records send to one new instance") {
   // every time; warm's claims queue loads there until waiting behind them costs more than the
   // others' cheapest models.
   cluster::placement_request r{10, 2.0};
-  std::vector<instance_view> records{view(100, 95, {{10, 0.5}, {20, 1.0}}), view(100, 95, {{10, 0.7}, {20, 1.4}}),
-                                     view(100, 95, {{10, 0.9}, {20, 1.8}}), view(100, 0)};
+  std::vector<instance_view> records{view(100, 95, {{10, 0.5}, {10, 0.5}}), view(100, 95, {{10, 0.7}, {10, 0.7}}),
+                                     view(100, 95, {{10, 0.9}, {10, 0.9}}), view(100, 0)};
   auto claims = records;
   std::vector<int> warm_loads(4, 0), mesh_loads(4, 0);
   for (int k = 0; k < 10; ++k) {
@@ -171,7 +173,7 @@ TEST_CASE("placement rules by name") {
   CHECK(bad.error().message.find("warm, modelmesh") != std::string::npos);
 }
 
-TEST_CASE("an eviction curve follows kdf's order and values; other policies publish none") {
+TEST_CASE("eviction candidates follow kdf's order and values; other policies publish none") {
   policy_options options;
   auto made_kdf = make_policy("kdf", options);
   REQUIRE(made_kdf);
@@ -181,26 +183,22 @@ TEST_CASE("an eviction curve follows kdf's order and values; other policies publ
   kdf->on_insert("c", 20, 8.0, at_s(0));
   for (int i = 0; i < 5; ++i) kdf->on_access("b", at_s(1), 1);
   auto bytes = [](const std::string& id) -> std::uint64_t { return id == "a" ? 10 : id == "b" ? 30 : 20; };
-  auto curve = cluster::eviction_curve(*kdf, bytes, at_s(2));
+  auto candidates = cluster::eviction_candidates(*kdf, bytes, at_s(2));
   auto order = kdf->eviction_order(at_s(2));
-  REQUIRE(curve.size() == 3);
+  REQUIRE(candidates.size() == 3);
   REQUIRE(order.size() == 3);
-  double value = 0;
-  std::uint64_t sum = 0;
   for (std::size_t i = 0; i < 3; ++i) {
-    sum += bytes(order[i].model);
-    value += order[i].score;
-    CHECK(curve[i].bytes == sum);
-    CHECK(curve[i].value == Approx(value));
+    CHECK(candidates[i].bytes == bytes(order[i].model));
+    CHECK(candidates[i].value == Approx(order[i].score));
   }
   CHECK(order.front().model == "a");  // the least value per byte
-  CHECK(cluster::eviction_curve(*kdf, bytes, at_s(2), 2).size() == 2);
+  CHECK(cluster::eviction_candidates(*kdf, bytes, at_s(2), 2).size() == 2);
 
   auto made_lru = make_policy("lru", options);
   REQUIRE(made_lru);
   auto& lru = *made_lru;
   lru->on_insert("a", 10, 1.0, at_s(0));
-  CHECK(cluster::eviction_curve(*lru, bytes, at_s(2)).empty());
+  CHECK(cluster::eviction_candidates(*lru, bytes, at_s(2)).empty());
 }
 
 TEST_CASE("cluster: a load is waited for once, behind the loads queued before it") {

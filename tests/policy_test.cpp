@@ -722,3 +722,66 @@ TEST_CASE("load penalties: a model's mean load time, else a fit of the device's 
   CHECK(line.of("small", 100'000'000) == Approx(0.3));  // the fit's value at 0.1 GB
   CHECK(line.models() == 1);
 }
+
+TEST_CASE("kdf: what it remembers of a model travels to another kdf, which keeps the larger count") {
+  policy_options options;
+  options.kdf_tau = std::chrono::duration<double>(100.0);
+  options.kdf_horizon = 0;  // linear value: P × count
+  kdf_policy here(options), there(options);
+  CHECK(here.remembered("a").count == 0);
+  here.on_insert("a", 10, 2.0, at(0));
+  for (int i = 0; i < 3; ++i) here.on_access("a", at(10), 1);
+  auto h = here.remembered("a");
+  CHECK(h.count == Approx(std::exp(-0.1) + 3));  // decayed to its last use
+  CHECK(h.at == at(10));
+  here.on_remove("a", true);
+  CHECK(here.remembered("a").count == Approx(h.count));  // kept after it left
+
+  there.on_access("a", at(5), 1);  // a count of its own, smaller
+  there.remember("a", h);
+  there.on_insert("a", 10, 2.0, at(20));
+  auto order = there.eviction_order(at(20));
+  REQUIRE(order.size() == 1);
+  CHECK(order.front().score == Approx(2.0 * (h.count * std::exp(-0.1) + 1)));  // P × (carried + the load)
+
+  there.remember("a", {100, at(20)});  // resident: ignored
+  CHECK(there.eviction_order(at(20)).front().score == Approx(order.front().score));
+  kdf_policy fresh(options);
+  fresh.on_access("b", at(0), 50);
+  fresh.remember("b", {1, at(0)});  // smaller than its own: kept its own
+  CHECK(fresh.remembered("b").count == Approx(50));
+  auto lru = make_policy("lru", options);
+  REQUIRE(lru);
+  (*lru)->on_insert("a", 10, 2.0, at(0));
+  CHECK((*lru)->remembered("a").count == 0);
+}
+
+TEST_CASE("kdf: a shared time scale sets its automatic tau until it is withdrawn") {
+  policy_options options;
+  options.kdf_memory = 10;
+  kdf_policy p(options);
+  CHECK(p.time_scale() == 0);
+  CHECK(p.tau() == kdf_policy::initial_tau);
+  p.share_time_scale(30);
+  CHECK(p.tau() == Approx(300));
+  p.on_insert("a", 10, 1.0, at(0));
+  p.on_insert("b", 10, 1.0, at(0));
+  p.on_access("b", at(50), 1);
+  auto victims = p.choose_victims("c", 10, [](const std::string&) { return false; }, at(50));
+  REQUIRE(victims == std::vector<std::string>{"a"});
+  p.on_remove("a", true);
+  CHECK(p.time_scale() == Approx(50));  // its own, measured: a had been idle 50 s
+  CHECK(p.tau() == Approx(300));        // the shared one still rules
+  p.share_time_scale(0);
+  CHECK(p.tau() == Approx(500));        // its own again
+  kdf_policy fixed([] {
+    policy_options o;
+    o.kdf_tau = std::chrono::duration<double>(42.0);
+    return o;
+  }());
+  fixed.share_time_scale(30);
+  CHECK(fixed.tau() == 42);  // a fixed tau is not automatic
+  auto lru = make_policy("lru", options);
+  REQUIRE(lru);
+  CHECK((*lru)->time_scale() == 0);
+}

@@ -16,16 +16,21 @@ double room_left(const instance_view& v) {
   return static_cast<double>(v.capacity) - static_cast<double>(v.used) - static_cast<double>(v.reserved);
 }
 
-// The value given up to free `bytes` on the curve: whole models, so the first point reaching
-// `bytes`; past the end, the curve's mean value per byte continues.
-double curve_value(const std::vector<curve_point>& curve, std::uint64_t bytes) {
-  if (bytes == 0 || curve.empty()) return 0;
-  auto at = std::lower_bound(curve.begin(), curve.end(), bytes,
-                             [](const curve_point& p, std::uint64_t b) { return p.bytes < b; });
-  if (at != curve.end()) return at->value;
-  const auto& last = curve.back();
-  if (last.bytes == 0) return last.value;
-  return last.value + static_cast<double>(bytes - last.bytes) * (last.value / static_cast<double>(last.bytes));
+// What freeing `bytes` gives up, estimated from the candidates (see eviction_cost).
+double value_to_free(const std::vector<eviction_candidate>& candidates, std::uint64_t bytes) {
+  if (bytes == 0 || candidates.empty()) return 0;
+  double in_order = 0, single = std::numeric_limits<double>::infinity();
+  std::uint64_t freed = 0, all_bytes = 0;
+  double all_value = 0;
+  for (auto& c : candidates) {
+    if (freed < bytes) in_order += c.value, freed += c.bytes;
+    if (c.bytes >= bytes) single = std::min(single, c.value);
+    all_bytes += c.bytes;
+    all_value += c.value;
+  }
+  if (freed < bytes && all_bytes > 0)  // past the last candidate: their mean value per byte
+    in_order += static_cast<double>(bytes - freed) * (all_value / static_cast<double>(all_bytes));
+  return std::min(in_order, single);
 }
 
 // The expected wait behind the loads already queued on the instance, in seconds.
@@ -56,7 +61,7 @@ std::uint64_t bytes_to_free(const instance_view& v, std::uint64_t bytes) {
 double eviction_cost(const instance_view& v, std::uint64_t bytes) {
   auto after = bytes_to_free(v, bytes);
   if (after == 0) return 0;
-  return curve_value(v.eviction_curve, after) - curve_value(v.eviction_curve, bytes_to_free(v, 0));
+  return std::max(0.0, value_to_free(v.candidates, after) - value_to_free(v.candidates, bytes_to_free(v, 0)));
 }
 
 std::vector<std::size_t> rank_instances(const std::vector<instance_view>& instances, const placement_request& request,
@@ -81,7 +86,7 @@ std::vector<std::size_t> rank_instances(const std::vector<instance_view>& instan
   auto key = [&](std::size_t i) {
     const auto& v = instances[i];
     bool must_evict = bytes_to_free(v, request.bytes) > 0;
-    bool unknown = must_evict && v.eviction_curve.empty();
+    bool unknown = must_evict && v.candidates.empty();
     double cost = unknown ? -v.idle_seconds : eviction_cost(v, request.bytes);
     return std::make_tuple(unknown, cost + queue_wait(v, request), -room_left(v), v.loads_in_flight, i);
   };
@@ -109,19 +114,16 @@ std::size_t modelmesh_shortlist(const std::vector<instance_view>& instances, con
   return n;
 }
 
-std::vector<curve_point> eviction_curve(const cache_policy& policy,
-                                        const std::function<std::uint64_t(const std::string&)>& bytes_of,
-                                        timestamp now, std::size_t points) {
-  std::vector<curve_point> curve;
-  if (policy.name() != "kdf") return curve;  // only kdf's scores are values in load seconds
-  curve_point sum;
+std::vector<eviction_candidate> eviction_candidates(const cache_policy& policy,
+                                                   const std::function<std::uint64_t(const std::string&)>& bytes_of,
+                                                   timestamp now, std::size_t count) {
+  std::vector<eviction_candidate> out;
+  if (policy.name() != "kdf") return out;  // only kdf's scores are values in load seconds
   for (auto& r : policy.eviction_order(now)) {
-    if (curve.size() == points) break;
-    sum.bytes += bytes_of(r.model);
-    sum.value += r.score;
-    curve.push_back(sum);
+    if (out.size() == count) break;
+    out.push_back({bytes_of(r.model), r.score});
   }
-  return curve;
+  return out;
 }
 
 }  // namespace warm::cluster

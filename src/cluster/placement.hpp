@@ -5,9 +5,9 @@
 // Two rules:
 //  - warm: rank instances by what the load would cost there. An instance with free room (after
 //    the bytes already reserved by claims in flight) costs nothing to fill; otherwise the cost is
-//    the value its own policy would give up to make room (the published eviction curve, in load
-//    seconds), or, for policies that publish no value, how recently its least recent model was
-//    used. Loads queued ahead of this one on the instance add their expected wait. Ties go to the
+//    the value its own policy would give up to make room (from the eviction candidates it
+//    publishes, in load seconds), or, for policies that publish no value, how recently its least
+//    recent model was used. Loads queued ahead of this one on the instance add their expected wait. Ties go to the
 //    instance with the most room left, then the fewest loads in flight, then the lowest index.
 //  - modelmesh: ModelMesh's placement, for comparison. Its order: instances with room for the
 //    model first; among full ones the oldest cache timestamp (least recent use of the least recent
@@ -34,9 +34,9 @@ class cache_policy;
 
 namespace warm::cluster {
 
-// One step of an eviction curve: evicting the instance's residents in its policy's order until
-// `bytes` are freed gives up `value` (cumulative; both non-decreasing along the curve).
-struct curve_point {
+// A resident its policy would evict early: its bytes, and the value (load seconds the policy
+// expects it to save) given up by evicting it.
+struct eviction_candidate {
   std::uint64_t bytes = 0;
   double value = 0;
 };
@@ -51,7 +51,7 @@ struct instance_view {
   std::uint32_t loads_in_flight = 0;   // loads queued or running
   std::uint32_t loading_threads = 1;   // loads it runs at once (≥ 1)
   double idle_seconds = 0;             // since its least recent model was used (0: empty)
-  std::vector<curve_point> eviction_curve;  // empty: its policy publishes no value
+  std::vector<eviction_candidate> candidates;  // in eviction order; empty: no value published
   bool draining = false;
 };
 
@@ -84,18 +84,18 @@ std::size_t modelmesh_shortlist(const std::vector<instance_view>& instances, con
 std::uint64_t bytes_to_free(const instance_view& instance, std::uint64_t bytes);
 
 // The value given up on `instance` to make room for `bytes` more, beyond what it must already free
-// for its reservations: curve(need after) − curve(need before), where curve(b) is the value at the
-// first point reaching b (models leave whole). Past the curve's end its mean value per byte
-// continues. 0 when nothing needs freeing, and for an empty curve (the caller then falls back to
-// idle_seconds).
+// for its reservations: free(need after) − free(need before), never below 0, where free(b) is
+// what the instance's policy would give up to free b bytes, estimated from its candidates as kdf
+// chooses: the cheaper of the candidates taken in order until they hold b (past the last one,
+// their mean value per byte continues) and the cheapest single candidate holding b alone. 0 when
+// nothing needs freeing, and with no candidates (the caller then falls back to idle_seconds).
 double eviction_cost(const instance_view& instance, std::uint64_t bytes);
 
-// The eviction curve of a policy's residents: one point per resident, in its eviction order, for
-// the first `points` of them (placement frees a model's size, rarely more than a few residents);
-// bytes_of gives a resident's size. Empty for every policy but kdf, whose scores are values in
-// load seconds; the others score by age, count or rank.
-std::vector<curve_point> eviction_curve(const cache_policy& policy,
-                                        const std::function<std::uint64_t(const std::string&)>& bytes_of,
-                                        timestamp now, std::size_t points = 16);
+// A policy's eviction candidates: its first `count` residents in eviction order, each with its
+// value; bytes_of gives a resident's size. Empty for every policy but kdf, whose scores are values
+// in load seconds; the others score by age, count or rank.
+std::vector<eviction_candidate> eviction_candidates(const cache_policy& policy,
+                                                   const std::function<std::uint64_t(const std::string&)>& bytes_of,
+                                                   timestamp now, std::size_t count = 16);
 
 }  // namespace warm::cluster

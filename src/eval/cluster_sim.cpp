@@ -47,6 +47,7 @@ class cluster_run {
     if (auto ok = check(); !ok) return std::move(ok).error();
     for (std::size_t i = 0; i < models_.size(); ++i) index_.emplace(models_[i].model, i);
     where_.assign(models_.size(), placed{});
+    remembered_.assign(models_.size(), cache_policy::history{});
     auto tuning = options_.tuning;
     tuning.capacity = options_.instance_capacity;
     for (std::size_t i = 0; i < options_.instances; ++i) {
@@ -129,6 +130,7 @@ class cluster_run {
     if (victims.empty()) return false;
     for (auto& v : victims) {
       auto vi = index_.at(v);
+      remembered_[vi] = inst.policy->remembered(v);  // carried by the model's record
       inst.policy->on_remove(v, true);
       inst.residents.erase(vi);
       inst.used -= models_[vi].bytes;
@@ -145,6 +147,7 @@ class cluster_run {
     double ready = std::max(now_ms, *thread) + model.load_ms;
     *thread = ready;
     inst.loads_ready_ms.insert(ready);
+    inst.policy->remember(model.model, remembered_[m]);
     inst.policy->on_insert(model.model, model.bytes, model.load_ms / 1000, at_ms(now_ms));
     inst.residents[m] = now_ms;
     inst.used += model.bytes;
@@ -162,9 +165,22 @@ class cluster_run {
   // is 0), as the cluster's instances do to etcd.
   void publish_if_due(double now_ms) {
     if (published_ && now_ms < next_record_ms_) return;
+    share_time_scale();
     for (std::size_t i = 0; i < instances_.size(); ++i) records_[i] = record_of(i, now_ms);
     published_ = true;
     next_record_ms_ = now_ms + options_.record_seconds * 1000;
+  }
+
+  // The instances' policies agree on one time scale, the geometric mean of those they measured
+  // (as each reads the others' from their records), so that their values compare.
+  void share_time_scale() {
+    double log_sum = 0;
+    std::size_t known = 0;
+    for (auto& inst : instances_)
+      if (double t = inst.policy->time_scale(); t > 0) log_sum += std::log(t), ++known;
+    if (known == 0) return;
+    double shared = std::exp(log_sum / static_cast<double>(known));
+    for (auto& inst : instances_) inst.policy->share_time_scale(shared);
   }
 
   cluster::instance_view record_of(std::size_t i, double now_ms) {
@@ -178,7 +194,7 @@ class cluster_run {
     double least_recent = now_ms;
     for (auto& [model, last] : inst.residents) least_recent = std::min(least_recent, last);
     v.idle_seconds = (now_ms - least_recent) / 1000;
-    v.eviction_curve = cluster::eviction_curve(
+    v.candidates = cluster::eviction_candidates(
         *inst.policy, [&](const std::string& id) { return models_[index_.at(id)].bytes; }, at_ms(now_ms));
     inst.claimed_since_record = 0;
     return v;
@@ -214,6 +230,7 @@ class cluster_run {
   const cluster_options& options_;
   std::unordered_map<std::string, std::size_t> index_;
   std::vector<placed> where_;
+  std::vector<cache_policy::history> remembered_;  // what its last instance's policy remembered
   std::vector<instance> instances_;
   std::vector<cluster::instance_view> records_;
   bool published_ = false;

@@ -5,7 +5,7 @@
 // load is under way wait for that one load (one load cluster-wide). Time is the trace's.
 //
 // What placement sees. Instances publish their record (used bytes, models, idle age, eviction
-// curve, loads in flight) every `record_seconds` of trace time, as they would to etcd; placement
+// candidates, loads in flight) every `record_seconds` of trace time, as they would to etcd; placement
 // works from the last records.
 //  - warm: a placement claims the model's bytes on its instance (the claim is part of the
 //    decision), so later placements see them as reserved until the next record; loads in flight
@@ -14,6 +14,11 @@
 //    records do: cold loads in a burst go where the record said there was room. The instance is
 //    drawn at random within ModelMesh's shortlist (a generator seeded with `seed`).
 // record_seconds = 0 publishes before every placement (fresh records, for comparison).
+//
+// Memory that travels. A model's record carries what the policy of the instance that evicted it
+// remembered of its requests (cache_policy::remembered), and the instance that loads it next
+// starts from that; the instances' policies share one time scale (cache_policy::share_time_scale,
+// the geometric mean of theirs, agreed at every record), so that values compare across them.
 //
 // One copy per model: a model lives on one instance at a time (copies for hot models are not
 // simulated); a model evicted from an instance may be placed anywhere on its next miss. A load

@@ -74,6 +74,34 @@ class cache_policy {
   };
   virtual std::vector<ranked> eviction_order(timestamp now) const = 0;
 
+  // What the policy remembers of a model's requests, so that the memory can follow the model to
+  // another device: in a cluster an evicted model is loaded wherever placement puts it next.
+  // kdf answers its decayed count and the time it is referred to; the other policies keep
+  // nothing that travels and answer {0, {}}.
+  struct history {
+    double count = 0;
+    timestamp at{};
+  };
+  virtual history remembered(const std::string& model) const {
+    (void)model;
+    return {};
+  }
+  // Merges what another device remembered of `model` into this policy's memory, before the model
+  // is inserted here: kdf keeps the larger of the two counts, both decayed to the later time.
+  // Ignored for a resident model, and by the policies without such a memory.
+  virtual void remember(const std::string& model, const history& h) {
+    (void)model;
+    (void)h;
+  }
+
+  // The time scale the policy measures for itself, in seconds: kdf's characteristic time T (0
+  // before its first eviction); 0 for policies without one. share_time_scale gives it one to use
+  // instead: a cluster's instances agree on one (the geometric mean of theirs), so that their
+  // values compare and placement can weigh one instance's victims against another's. 0 returns to
+  // the policy's own. Policies without a time scale ignore it.
+  virtual double time_scale() const { return 0; }
+  virtual void share_time_scale(double seconds) { (void)seconds; }
+
   // The re-scoring interface, or null for policies without periodic scores.
   virtual rescoring* rescorer() { return nullptr; }
 

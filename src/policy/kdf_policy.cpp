@@ -26,6 +26,7 @@ double kdf_policy::characteristic_time() const {
 
 double kdf_policy::tau() const {
   if (!auto_tau_) return fixed_tau_;
+  if (shared_characteristic_ > 0) return memory_ * shared_characteristic_;
   return victims_seen_ > 0 ? memory_ * std::exp(log_characteristic_) : initial_tau;
 }
 
@@ -146,6 +147,24 @@ void kdf_policy::on_access(const std::string& model, timestamp now, std::uint64_
   if (r == residents_.end()) return;
   r->second.last_use = std::max(r->second.last_use, now);
   // A use only raises the key: the index is corrected when a scan reaches the entry.
+}
+
+void kdf_policy::share_time_scale(double seconds) {
+  shared_characteristic_ = seconds > 0 && std::isfinite(seconds) ? seconds : 0;
+}
+
+cache_policy::history kdf_policy::remembered(const std::string& model) const {
+  auto it = counts_.find(model);
+  if (it == counts_.end()) return {};
+  return {it->second.value, it->second.at};
+}
+
+void kdf_policy::remember(const std::string& model, const history& h) {
+  if (residents_.count(model) || !(h.count > 0)) return;
+  auto& c = counts_[model];
+  auto at = std::max(c.at, h.at);
+  c.value = std::max(decayed_count(c, at), decayed_count({h.count, h.at}, at));
+  c.at = at;
 }
 
 void kdf_policy::on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) {

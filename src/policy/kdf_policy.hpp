@@ -51,9 +51,15 @@ class kdf_policy final : public cache_policy {
   // Residents in the index's order (least linear value per byte first), scored by their value.
   std::vector<ranked> eviction_order(timestamp now) const override;
 
+  double time_scale() const override { return characteristic_time(); }
+  void share_time_scale(double seconds) override;
+  history remembered(const std::string& model) const override;
+  void remember(const std::string& model, const history& h) override;
+
   // The decay time constant in use, seconds (0: no decay).
   double tau() const;
-  // The characteristic time T the automatic τ follows, seconds; 0 before the first eviction.
+  // The characteristic time T measured here, seconds; 0 before the first eviction. The automatic
+  // τ follows it, or the shared time scale when one is set.
   double characteristic_time() const;
 
   static constexpr double initial_tau = 1200;           // seconds, automatic τ before any eviction
@@ -102,6 +108,7 @@ class kdf_policy final : public cache_policy {
   double memory_;     // automatic τ = memory × T
   double horizon_;    // 0 = linear value
   double log_characteristic_ = 0;
+  double shared_characteristic_ = 0;  // seconds; 0 = follow the own
   std::uint64_t victims_seen_ = 0;
   double index_tau_;  // the τ the index keys use
   std::size_t decisions_since_rebuild_ = 0;
