@@ -251,6 +251,32 @@ struct ServedModel {
   rolling @8 :Bool;            # a version is being loaded or unloaded, or an alias moved
 }
 
+struct ClusterInstance {
+  # An instance of the cluster, as its record in etcd says.
+  name @0 :Text;
+  address @1 :Text;            # where peers reach its Cap'n Proto service
+  version @2 :Text;
+  self @3 :Bool;               # the instance answering
+  draining @4 :Bool;           # stopping: takes no new loads
+  capacity @5 :UInt64;         # bytes, all devices
+  used @6 :UInt64;
+  modelsLoaded @7 :UInt64;
+  loadsInFlight @8 :UInt32;    # queued or running
+  loadingThreads @9 :UInt32;
+  startedUnix @10 :Int64;      # seconds since the epoch
+  updatedSecondsAgo @11 :Float64;  # since the answering instance saw its record last written
+}
+
+struct ClusterInfo {
+  enabled @0 :Bool;            # false: the server runs alone, and the rest is empty
+  name @1 :Text;               # the cluster's name
+  instance @2 :Text;           # the answering instance's name
+  joined @3 :Bool;             # it holds a lease and its record is published
+  lastError @4 :Text;          # the last etcd failure; empty while etcd answers
+  endpoints @5 :List(Text);    # etcd's client URLs
+  instances @6 :List(ClusterInstance);  # by name
+}
+
 interface StateListener {
   # Implemented by a client that watches; the server calls it once per state change, in order.
   modelStateChanged @0 (event :ModelEvent) -> ();
@@ -319,6 +345,10 @@ interface Warm {
   # Re-reads the server's served-models configuration (warmd: --model-config and --serve-repo)
   # and applies it whole: `models` served now. A file with an error is refused (invalidArgument
   # naming it) and nothing changes; invalidArgument too when the server has nothing to reload.
+
+  clusterInfo @14 () -> (status :Status, cluster :ClusterInfo);
+  # This instance's view of its cluster (docs/cluster.md); cluster.enabled is false when the
+  # server runs alone.
 }
 
 interface Authenticator {

@@ -170,6 +170,32 @@ struct inspection {
   double importance_rebuild_seconds = 0;       // how long the last one took
 };
 
+// An instance's view of its cluster (docs/cluster.md): what Warm.clusterInfo and
+// `warmctl inspect cluster` show.
+struct cluster_instance {
+  std::string name;
+  std::string address;
+  std::string version;
+  bool self = false;
+  bool draining = false;
+  std::uint64_t capacity = 0;  // bytes, all devices
+  std::uint64_t used = 0;
+  std::uint64_t models_loaded = 0;
+  std::uint32_t loads_in_flight = 0;
+  std::uint32_t loading_threads = 0;
+  std::int64_t started_unix = 0;
+  double updated_seconds_ago = 0;  // since this instance saw its record last written
+};
+struct cluster_info {
+  bool enabled = false;  // false: running alone
+  std::string name;
+  std::string instance;
+  bool joined = false;
+  std::string last_error;
+  std::vector<std::string> endpoints;
+  std::vector<cluster_instance> instances;  // by name
+};
+
 // A model's state changed (TensorFlow Serving's state monitor): what watchers receive.
 struct model_event {
   std::string model;

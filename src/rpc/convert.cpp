@@ -323,6 +323,60 @@ served_model_status from_capnp(ServedModel::Reader s) {
   return out;
 }
 
+void to_capnp(const cluster_info& info, ClusterInfo::Builder out) {
+  out.setEnabled(info.enabled);
+  out.setName(info.name);
+  out.setInstance(info.instance);
+  out.setJoined(info.joined);
+  out.setLastError(info.last_error);
+  auto endpoints = out.initEndpoints(static_cast<unsigned>(info.endpoints.size()));
+  for (unsigned i = 0; i < info.endpoints.size(); ++i) endpoints.set(i, info.endpoints[i]);
+  auto list = out.initInstances(static_cast<unsigned>(info.instances.size()));
+  for (unsigned i = 0; i < info.instances.size(); ++i) {
+    const auto& x = info.instances[i];
+    auto b = list[i];
+    b.setName(x.name);
+    b.setAddress(x.address);
+    b.setVersion(x.version);
+    b.setSelf(x.self);
+    b.setDraining(x.draining);
+    b.setCapacity(x.capacity);
+    b.setUsed(x.used);
+    b.setModelsLoaded(x.models_loaded);
+    b.setLoadsInFlight(x.loads_in_flight);
+    b.setLoadingThreads(x.loading_threads);
+    b.setStartedUnix(x.started_unix);
+    b.setUpdatedSecondsAgo(x.updated_seconds_ago);
+  }
+}
+
+cluster_info from_capnp(ClusterInfo::Reader in) {
+  cluster_info out;
+  out.enabled = in.getEnabled();
+  out.name = to_std(in.getName());
+  out.instance = to_std(in.getInstance());
+  out.joined = in.getJoined();
+  out.last_error = to_std(in.getLastError());
+  for (auto e : in.getEndpoints()) out.endpoints.push_back(to_std(e));
+  for (auto x : in.getInstances()) {
+    cluster_instance c;
+    c.name = to_std(x.getName());
+    c.address = to_std(x.getAddress());
+    c.version = to_std(x.getVersion());
+    c.self = x.getSelf();
+    c.draining = x.getDraining();
+    c.capacity = x.getCapacity();
+    c.used = x.getUsed();
+    c.models_loaded = x.getModelsLoaded();
+    c.loads_in_flight = x.getLoadsInFlight();
+    c.loading_threads = x.getLoadingThreads();
+    c.started_unix = x.getStartedUnix();
+    c.updated_seconds_ago = x.getUpdatedSecondsAgo();
+    out.instances.push_back(std::move(c));
+  }
+  return out;
+}
+
 vmodel_status from_capnp(VModelStatus::Reader s) {
   vmodel_status out;
   out.id = to_std(s.getId());

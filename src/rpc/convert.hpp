@@ -97,6 +97,8 @@ expected<infer_result> from_capnp(InferResult::Reader result);
 // ---- inspection and events -----------------------------------------------------------------
 
 void to_capnp(const inspection& snapshot, Inspection::Builder out);
+void to_capnp(const cluster_info& info, ClusterInfo::Builder out);
+cluster_info from_capnp(ClusterInfo::Reader info);
 inspection from_capnp(Inspection::Reader snapshot);
 
 void to_capnp(const model_event& event, ModelEvent::Builder out);

@@ -300,6 +300,25 @@ kj::Promise<void> warm_server::reload(ReloadContext context) {
       .attach(track());
 }
 
+kj::Promise<void> warm_server::clusterInfo(ClusterInfoContext context) {
+  if (!options_.cluster) {
+    set_ok(context.getResults().getStatus());
+    context.getResults().initCluster().setEnabled(false);
+    return kj::READY_NOW;
+  }
+  auto b = make_bridge<warm::cluster_info>();
+  options_.cluster(std::move(b.done));
+  return b.promise
+      .then([context](boxed<warm::cluster_info> box) mutable {
+        auto& r = *box;
+        auto results = context.getResults();
+        if (!r) return to_capnp(r.error(), results.getStatus());
+        set_ok(results.getStatus());
+        to_capnp(*r, results.initCluster());
+      })
+      .attach(track());
+}
+
 kj::Promise<void> warm_server::getVModelStatus(GetVModelStatusContext context) {
   auto params = context.getParams();
   if (!fits(params.totalSize(), context.getResults().getStatus())) return kj::READY_NOW;

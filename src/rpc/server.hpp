@@ -48,6 +48,9 @@ struct server_options {
   // number of served models; called on the RPC thread, it must not block. Empty: reload answers
   // unavailable.
   std::function<void(callback<std::uint32_t>)> reload;
+  // This instance's view of its cluster (Warm.clusterInfo); called on the RPC thread, it must not
+  // block. Empty: the server runs alone (enabled false).
+  std::function<void(callback<warm::cluster_info>)> cluster;
 };
 
 // Watchers open now: one count per connection and one shared by every connection. Lives on the
@@ -78,6 +81,7 @@ class warm_server final : public Warm::Server {
   kj::Promise<void> deleteVModel(DeleteVModelContext context) override;
   kj::Promise<void> retry(RetryContext context) override;
   kj::Promise<void> servedModels(ServedModelsContext context) override;
+  kj::Promise<void> clusterInfo(ClusterInfoContext context) override;
   kj::Promise<void> reload(ReloadContext context) override;
   kj::Promise<void> getVModelStatus(GetVModelStatusContext context) override;
   kj::Promise<void> listModels(ListModelsContext context) override;

@@ -415,6 +415,42 @@ void print_inspection(std::ostream& out, const inspection& s, std::string_view s
   print_models(out, s.models);
 }
 
+json to_json(const cluster_info& c) {
+  json instances = json::array();
+  for (const auto& x : c.instances)
+    instances.push_back({{"name", x.name},
+                         {"address", x.address},
+                         {"version", x.version},
+                         {"self", x.self},
+                         {"draining", x.draining},
+                         {"capacity", x.capacity},
+                         {"used", x.used},
+                         {"models_loaded", x.models_loaded},
+                         {"loads_in_flight", x.loads_in_flight},
+                         {"loading_threads", x.loading_threads},
+                         {"started_unix", x.started_unix},
+                         {"updated_seconds_ago", x.updated_seconds_ago}});
+  return json{{"enabled", c.enabled},       {"name", c.name},           {"instance", c.instance},
+              {"joined", c.joined},         {"last_error", c.last_error}, {"endpoints", c.endpoints},
+              {"instances", std::move(instances)}};
+}
+
+void print_cluster(std::ostream& out, const cluster_info& c) {
+  if (!c.enabled) {
+    out << "alone: this warmd is not in a cluster (warmd --cluster)\n";
+    return;
+  }
+  out << "cluster " << c.name << ", instance " << c.instance << (c.joined ? " (joined)" : " (not joined)") << ", "
+      << c.instances.size() << " instance(s) live\n";
+  if (!c.last_error.empty()) out << "etcd: " << c.last_error << "\n";
+  table t({"name", "address", "capacity", "used", "models", "loads", "draining", "updated"});
+  for (const auto& x : c.instances)
+    t.add({x.name + (x.self ? " *" : ""), x.address, format_bytes(x.capacity), format_bytes(x.used),
+           std::to_string(x.models_loaded), std::to_string(x.loads_in_flight) + "/" + std::to_string(x.loading_threads),
+           x.draining ? "yes" : "no", fixed(x.updated_seconds_ago, 1) + "s ago"});
+  t.print(out);
+}
+
 std::string event_line(const model_event& e) {
   std::string line = "#" + std::to_string(e.sequence) + " " + e.model + " " +
                      state_text(e.previous) + " -> " + state_text(e.state);

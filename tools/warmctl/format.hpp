@@ -42,6 +42,7 @@ json to_json(const inspection& snapshot);
 // One part of a snapshot: "devices", "queue" (queue and running loads), "cache" (residents per
 // device), "failures", "models"; anything else is the whole snapshot.
 json inspection_section(const inspection& snapshot, std::string_view section);
+json to_json(const cluster_info& info);
 
 // ---- people --------------------------------------------------------------------------------
 // "key: value" lines of one model.
@@ -53,6 +54,9 @@ void print_vmodel_status(std::ostream& out, const vmodel_status& status);
 void print_infer_result(std::ostream& out, const infer_result& result);
 // The sections named as for inspection_section(); an empty section prints a summary and all.
 void print_inspection(std::ostream& out, const inspection& snapshot, std::string_view section);
+// The cluster as the answering instance sees it: a summary line, then one row per instance:
+// NAME ADDRESS CAPACITY USED MODELS LOADS DRAINING UPDATED ("alone" when not in a cluster).
+void print_cluster(std::ostream& out, const cluster_info& info);
 // One line: "#SEQ MODEL PREVIOUS -> STATE [on DEVICE] [(error)]".
 std::string event_line(const model_event& event);
 

@@ -78,10 +78,20 @@ void add_inspect(CLI::App& app, command_context& ctx) {
   auto* cmd = app.add_subcommand("inspect",
                                  "One snapshot of the runtime's actors (all sections by default)");
   auto section = std::make_shared<std::string>();
-  cmd->add_option("SECTION", *section, "devices, queue, cache, failures or models")
-      ->check(CLI::IsMember({"devices", "queue", "cache", "failures", "models"}));
+  cmd->add_option("SECTION", *section, "devices, queue, cache, failures, models or cluster")
+      ->check(CLI::IsMember({"devices", "queue", "cache", "failures", "models", "cluster"}));
   cmd->callback([&ctx, section] {
     run_rpc(ctx, [&](connection& c) {
+      if (*section == "cluster") {
+        auto reply = ctx.s.wait(c.warm().clusterInfoRequest().send());
+        if (int rc = check_status(reply.getStatus())) return rc;
+        auto info = r::from_capnp(reply.getCluster());
+        if (ctx.options.json)
+          std::cout << dump_json(to_json(info), 2) << "\n";
+        else
+          print_cluster(std::cout, info);
+        return exit_ok;
+      }
       auto reply = ctx.s.wait(c.warm().inspectRequest().send());
       if (int rc = check_status(reply.getStatus())) return rc;
       auto snapshot = r::from_capnp(reply.getInspection());

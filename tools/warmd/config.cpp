@@ -151,6 +151,17 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app.add_flag("--metrics-per-model", c.metrics_per_model, "Add per-model series to /metrics (one per model)");
+  app.add_option("--cluster", c.cluster,
+                 "Join a cluster coordinated by etcd at these client URLs (http://HOST:PORT, comma-separated)")
+      ->delimiter(',');
+  app.add_option("--instance", c.instance, "This instance's name in the cluster (default: the host name)");
+  app.add_option("--advertise", c.advertise,
+                 "Where the cluster's other instances reach this one (unix:PATH or HOST:PORT; default: the first --listen)");
+  app.add_option("--cluster-name", c.cluster_name, "The cluster to join (its keys live under /warm/NAME/ in etcd)")
+      ->capture_default_str();
+  app.add_option("--lease-ttl", c.lease_ttl, "Seconds this instance's record outlives it if it dies")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 300));
   app.add_option("--model-config", c.model_config,
                  "Served-models file (TOML [[model]] tables: versions, labels, load policy); re-read on SIGHUP");
   app.add_flag("--serve-repo", c.serve_repo,
@@ -406,6 +417,10 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
     else if (key == "iam-rate-period") r = string_value(c.iam_rate_period);
     else if (key == "kdf-tau") r = string_value(c.kdf_tau);
     else if (key == "model-config") r = string_value(c.model_config);
+    else if (key == "cluster") r = string_list(c.cluster);
+    else if (key == "instance") r = string_value(c.instance);
+    else if (key == "advertise") r = string_value(c.advertise);
+    else if (key == "cluster-name") r = string_value(c.cluster_name);
     else if (key == "version-settle") r = string_value(c.version_settle);
     else if (key == "poll-seconds") {
       auto v = number();
@@ -455,6 +470,10 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
                     : key == "max-queued-events"  ? c.max_queued_events
                                                   : c.max_watchers_per_connection;
       if (!given(key)) field = static_cast<std::uint32_t>(*v);
+    } else if (key == "lease-ttl") {
+      auto v = integer();
+      if (!v || *v < 2 || *v > 300) return bad(key, "an integer from 2 to 300 (seconds)");
+      if (!given(key)) c.lease_ttl = static_cast<std::uint32_t>(*v);
     } else if (key == "http-threads") {
       auto v = integer();
       if (!v || *v < 1 || *v > 1024) return bad(key, "an integer from 1 to 1024");

@@ -73,6 +73,11 @@ struct config {
   // Served models (docs/versions.md): a served-models file, every model directory of the
   // repositories, how often their directories are looked at, and how long a new version's model
   // file must stay unchanged before it is taken.
+  std::vector<std::string> cluster;  // etcd client URLs; empty: warmd runs alone
+  std::string instance;              // its name in the cluster; empty: the host name
+  std::string advertise;             // where peers reach it; empty: the first --listen
+  std::string cluster_name = "warm";
+  std::uint32_t lease_ttl = 10;      // seconds its record outlives it
   std::string model_config;
   bool serve_repo = false;
   std::string poll_seconds = "1";

@@ -22,6 +22,9 @@
 #include <vector>
 
 #include "config.hpp"
+#if WARM_HAVE_CLUSTER
+#include "cluster_mode.hpp"
+#endif
 #include "file_checks.hpp"
 #include "http/http_front.hpp"
 #if WARM_HAVE_GRPC
@@ -281,6 +284,10 @@ int main(int argc, char** argv) {
 #endif
   raise_open_file_limit(c.max_connections + front_connections);
 
+#if !WARM_HAVE_CLUSTER
+  if (!c.cluster.empty()) return usage("--cluster: this warmd was built without the etcd client (libgrpc++-dev)");
+#endif
+
   auto state_warnings = warm::warmd::check_state_dir(c.state);
   if (!state_warnings) return usage(state_warnings.error().message);
   for (const auto& warning : *state_warnings) spdlog::warn("{}", warning);
@@ -393,6 +400,20 @@ int main(int argc, char** argv) {
     }
     spdlog::info("serving {} versioned model(s)", served->models.size());
   }
+#if WARM_HAVE_CLUSTER
+  // Cluster mode: the membership starts with the runtime, before the listeners; it leaves the
+  // cluster first at shutdown, so that peers stop counting on this instance before it stops.
+  std::unique_ptr<warm::warmd::cluster_mode> cluster;
+  if (!c.cluster.empty()) {
+    auto joined = warm::warmd::cluster_mode::start(c, **rt);
+    if (!joined) {
+      spdlog::error("cannot join the cluster: {}", joined.error().to_string());
+      return joined.error().code == warm::errc::invalid_argument ? exit_usage : exit_failure;
+    }
+    cluster = std::move(*joined);
+    service_options.server.cluster = [&cluster](warm::callback<warm::cluster_info> done) { cluster->info(std::move(done)); };
+  }
+#endif
   auto service = warm::warmd::service::start(**rt, std::move(service_options));
   if (!service) {
     spdlog::error("cannot listen: {}", service.error().to_string());
@@ -438,6 +459,9 @@ int main(int argc, char** argv) {
   }
   reloads.close();  // an RPC reload from now on is answered unavailable
   spdlog::info("{}: stopping", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+#if WARM_HAVE_CLUSTER
+  if (cluster) cluster->leave();  // its record goes at once
+#endif
   if (http) http->stop();  // stop accepting; requests being served finish
 #if WARM_HAVE_GRPC
   if (grpc) grpc->stop();

@@ -1,0 +1,245 @@
+#include "node/records.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+namespace warm::node {
+namespace {
+
+using json = nlohmann::json;
+
+bool allowed(std::string_view text, std::string_view extra) {
+  return std::all_of(text.begin(), text.end(), [&](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           extra.find(c) != std::string_view::npos;
+  });
+}
+
+// Reads one field of a decoded record, naming the key and field on any mismatch.
+class reader {
+ public:
+  reader(const std::string& key, const json& object) : key_(key), object_(object) {}
+
+  expected<std::string> text(const char* field) const {
+    auto it = object_.find(field);
+    if (it == object_.end() || !it->is_string()) return bad(field, "a string");
+    return it->get<std::string>();
+  }
+  expected<bool> flag(const char* field) const {
+    auto it = object_.find(field);
+    if (it == object_.end() || !it->is_boolean()) return bad(field, "true or false");
+    return it->get<bool>();
+  }
+  template <typename Int>
+  expected<Int> integer(const char* field) const {
+    auto it = object_.find(field);
+    if (it == object_.end() || !it->is_number_integer()) return bad(field, "an integer");
+    if (it->is_number_unsigned()) {
+      auto v = it->get<std::uint64_t>();
+      if (v > static_cast<std::uint64_t>(std::numeric_limits<Int>::max())) return bad(field, "in range");
+      return static_cast<Int>(v);
+    }
+    auto v = it->get<std::int64_t>();
+    if (v < static_cast<std::int64_t>(std::numeric_limits<Int>::min()) ||
+        (v > 0 && static_cast<std::uint64_t>(v) > static_cast<std::uint64_t>(std::numeric_limits<Int>::max())))
+      return bad(field, "in range");
+    return static_cast<Int>(v);
+  }
+  expected<double> number(const char* field) const {
+    auto it = object_.find(field);
+    if (it == object_.end() || !it->is_number()) return bad(field, "a number");
+    double v = it->get<double>();
+    if (!std::isfinite(v) || v < 0) return bad(field, "a finite number >= 0");
+    return v;
+  }
+  expected<const json*> array(const char* field) const {
+    auto it = object_.find(field);
+    if (it == object_.end() || !it->is_array()) return bad(field, "an array");
+    return &*it;
+  }
+
+  error bad(const std::string& field, const std::string& what) const {
+    return make_error(errc::invalid_argument, "instance record at " + key_ + ": " + field + " must be " + what);
+  }
+
+ private:
+  const std::string& key_;
+  const json& object_;
+};
+
+#define WARM_TRY_SET(target, expr)       \
+  do {                                   \
+    auto value_ = (expr);                \
+    if (!value_) return std::move(value_).error(); \
+    target = std::move(*value_);         \
+  } while (0)
+
+expected<device_record> decode_device(const std::string& key, const json& j, std::size_t index) {
+  std::string where = key + " devices[" + std::to_string(index) + "]";
+  if (!j.is_object()) return make_error(errc::invalid_argument, "instance record at " + where + ": not an object");
+  reader r(where, j);
+  device_record d;
+  WARM_TRY_SET(d.name, r.text("name"));
+  WARM_TRY_SET(d.policy, r.text("policy"));
+  WARM_TRY_SET(d.capacity, r.integer<std::uint64_t>("capacity"));
+  WARM_TRY_SET(d.used, r.integer<std::uint64_t>("used"));
+  WARM_TRY_SET(d.models, r.integer<std::uint32_t>("models"));
+  WARM_TRY_SET(d.idle_seconds, r.number("idle_seconds"));
+  const json* candidates = nullptr;
+  WARM_TRY_SET(candidates, r.array("candidates"));
+  for (std::size_t i = 0; i < candidates->size(); ++i) {
+    const auto& c = (*candidates)[i];
+    std::string field = "candidates[" + std::to_string(i) + "]";
+    if (!c.is_array() || c.size() != 2 || !c[0].is_number_unsigned() || !c[1].is_number())
+      return r.bad(field, "[bytes, value]");
+    double value = c[1].get<double>();
+    if (!std::isfinite(value) || value < 0) return r.bad(field, "[bytes, value >= 0]");
+    d.candidates.push_back({c[0].get<std::uint64_t>(), value});
+  }
+  return d;
+}
+
+}  // namespace
+
+expected<std::string> cluster_root(std::string_view cluster) {
+  if (cluster.empty() || cluster.size() > 64 || !allowed(cluster, "._-"))
+    return make_error(errc::invalid_argument, "cluster name \"" + std::string(cluster) +
+                                                  "\" must be 1 to 64 characters of letters, digits, '.', '_' and '-'");
+  return "/warm/" + std::string(cluster) + "/";
+}
+
+expected<void> check_instance_name(std::string_view name) {
+  if (name.empty() || name.size() > 128 || !allowed(name, "._:-"))
+    return make_error(errc::invalid_argument, "instance name \"" + std::string(name) +
+                                                  "\" must be 1 to 128 characters of letters, digits, '.', '_', ':' and '-'");
+  return {};
+}
+
+std::string instances_prefix(const std::string& root) { return root + "instances/"; }
+std::string instance_key(const std::string& root, const std::string& name) { return instances_prefix(root) + name; }
+
+bool instance_record::same_state(const instance_record& o) const {
+  auto same_devices = [&] {
+    if (devices.size() != o.devices.size()) return false;
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      const auto &a = devices[i], &b = o.devices[i];
+      if (a.name != b.name || a.policy != b.policy || a.capacity != b.capacity || a.used != b.used ||
+          a.models != b.models || a.candidates.size() != b.candidates.size())
+        return false;
+      for (std::size_t k = 0; k < a.candidates.size(); ++k)
+        if (a.candidates[k].bytes != b.candidates[k].bytes) return false;
+    }
+    return true;
+  };
+  // Ages and values drift by themselves; a record is republished for them at most at the
+  // membership's refresh interval, not as a change.
+  return name == o.name && address == o.address && version == o.version && started_unix == o.started_unix &&
+         draining == o.draining && loading_threads == o.loading_threads && loads_in_flight == o.loads_in_flight &&
+         models_loaded == o.models_loaded && same_devices();
+}
+
+std::string encode(const instance_record& r) {
+  json devices = json::array();
+  for (const auto& d : r.devices) {
+    json candidates = json::array();
+    for (const auto& c : d.candidates) candidates.push_back({c.bytes, c.value});
+    devices.push_back({{"name", d.name},
+                       {"policy", d.policy},
+                       {"capacity", d.capacity},
+                       {"used", d.used},
+                       {"models", d.models},
+                       {"idle_seconds", d.idle_seconds},
+                       {"candidates", std::move(candidates)}});
+  }
+  json j{{"name", r.name},
+         {"address", r.address},
+         {"version", r.version},
+         {"started_unix", r.started_unix},
+         {"updated_unix", r.updated_unix},
+         {"draining", r.draining},
+         {"loading_threads", r.loading_threads},
+         {"loads_in_flight", r.loads_in_flight},
+         {"models_loaded", r.models_loaded},
+         {"devices", std::move(devices)}};
+  return j.dump();
+}
+
+expected<instance_record> decode_instance(const std::string& key, std::string_view text) {
+  json j = json::parse(text.begin(), text.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return make_error(errc::invalid_argument, "instance record at " + key + ": not a JSON object");
+  reader r(key, j);
+  instance_record out;
+  WARM_TRY_SET(out.name, r.text("name"));
+  if (auto ok = check_instance_name(out.name); !ok) return r.bad("name", "a valid instance name");
+  WARM_TRY_SET(out.address, r.text("address"));
+  WARM_TRY_SET(out.version, r.text("version"));
+  WARM_TRY_SET(out.started_unix, r.integer<std::int64_t>("started_unix"));
+  WARM_TRY_SET(out.updated_unix, r.integer<std::int64_t>("updated_unix"));
+  WARM_TRY_SET(out.draining, r.flag("draining"));
+  WARM_TRY_SET(out.loading_threads, r.integer<std::uint32_t>("loading_threads"));
+  WARM_TRY_SET(out.loads_in_flight, r.integer<std::uint32_t>("loads_in_flight"));
+  WARM_TRY_SET(out.models_loaded, r.integer<std::uint64_t>("models_loaded"));
+  const json* devices = nullptr;
+  WARM_TRY_SET(devices, r.array("devices"));
+  for (std::size_t i = 0; i < devices->size(); ++i) {
+    auto d = decode_device(key, (*devices)[i], i);
+    if (!d) return std::move(d).error();
+    out.devices.push_back(std::move(*d));
+  }
+  return out;
+}
+
+#undef WARM_TRY_SET
+
+instance_record record_from(const inspection& state, std::string name, std::string address, std::string version,
+                            std::int64_t started_unix, bool draining, std::size_t candidates) {
+  instance_record r;
+  r.name = std::move(name);
+  r.address = std::move(address);
+  r.version = std::move(version);
+  r.started_unix = started_unix;
+  r.draining = draining;
+  r.loading_threads = state.max_concurrent_loads;
+  r.loads_in_flight = static_cast<std::uint32_t>(state.queue.size() + state.running.size());
+  for (const auto& dev : state.devices) {
+    device_record d;
+    d.name = dev.name;
+    d.policy = dev.policy;
+    d.capacity = dev.capacity;
+    d.used = dev.used;
+    d.models = static_cast<std::uint32_t>(dev.resident.size());
+    for (const auto& m : dev.resident) {
+      d.idle_seconds = std::max(d.idle_seconds, m.idle_seconds);
+      // Only kdf scores residents by value in load seconds (cluster::eviction_candidates).
+      if (dev.policy == "kdf" && d.candidates.size() < candidates) d.candidates.push_back({m.bytes, m.score});
+    }
+    r.models_loaded += dev.resident.size();
+    r.devices.push_back(std::move(d));
+  }
+  return r;
+}
+
+cluster::instance_view view_of(const instance_record& r) {
+  cluster::instance_view v;
+  const device_record* roomiest = nullptr;
+  for (const auto& d : r.devices)
+    if (!roomiest || (d.capacity - std::min(d.used, d.capacity)) > (roomiest->capacity - std::min(roomiest->used, roomiest->capacity)))
+      roomiest = &d;
+  if (roomiest) {
+    v.capacity = roomiest->capacity;
+    v.used = roomiest->used;
+    v.models = roomiest->models;
+    v.idle_seconds = roomiest->idle_seconds;
+    v.candidates = roomiest->candidates;
+  }
+  v.loads_in_flight = r.loads_in_flight;
+  v.loading_threads = std::max<std::uint32_t>(r.loading_threads, 1);
+  v.draining = r.draining;
+  return v;
+}
+
+}  // namespace warm::node

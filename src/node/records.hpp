@@ -1,0 +1,75 @@
+// What a cluster keeps in etcd, and how: the key layout under one cluster's root and the JSON of
+// each record. Pure logic (no etcd, no threads): the membership writes and reads these, tests and
+// tools decode them.
+//
+// Keys, under root = "/warm/<cluster name>/":
+//   instances/<instance name>   an instance_record, on the instance's lease: it disappears when
+//                               the instance stops or its lease expires
+//
+// Records are JSON objects. Decoding checks every field's type and range and names the key and
+// field of the first problem; unknown fields are ignored (a newer instance may add some).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cluster/placement.hpp"
+#include "warm/error.hpp"
+#include "warm/runtime_types.hpp"
+
+namespace warm::node {
+
+// The root of a cluster's keys. invalid_argument unless `cluster` is 1 to 64 characters of
+// [A-Za-z0-9._-].
+expected<std::string> cluster_root(std::string_view cluster);
+// A valid instance name: 1 to 128 characters of [A-Za-z0-9._:-]. invalid_argument naming it.
+expected<void> check_instance_name(std::string_view name);
+
+std::string instances_prefix(const std::string& root);
+std::string instance_key(const std::string& root, const std::string& name);
+
+// One device of an instance, as placement needs it.
+struct device_record {
+  std::string name;
+  std::string policy;
+  std::uint64_t capacity = 0;
+  std::uint64_t used = 0;
+  std::uint32_t models = 0;
+  double idle_seconds = 0;  // since its least recently used model was used (0: none resident)
+  // Its first residents in eviction order with their values (kdf only; see
+  // cluster::eviction_candidates).
+  std::vector<cluster::eviction_candidate> candidates;
+};
+
+// What an instance publishes about itself.
+struct instance_record {
+  std::string name;
+  std::string address;               // where peers reach its Cap'n Proto service
+  std::string version;               // warm's version
+  std::int64_t started_unix = 0;     // seconds since the epoch
+  std::int64_t updated_unix = 0;     // when this record was written
+  bool draining = false;             // stopping: takes no new loads
+  std::uint32_t loading_threads = 0;  // loads it runs at once
+  std::uint32_t loads_in_flight = 0;  // loads queued or running
+  std::uint64_t models_loaded = 0;    // resident models, all devices
+  std::vector<device_record> devices;
+
+  // Equal but for updated_unix: whether publishing this record again would tell anyone anything.
+  bool same_state(const instance_record& other) const;
+};
+
+std::string encode(const instance_record& r);
+// invalid_argument "instance record at KEY: FIELD ..." for anything but a valid record.
+expected<instance_record> decode_instance(const std::string& key, std::string_view json);
+
+// The record of this instance now, from its runtime's inspection: devices with their eviction
+// candidates (the first `candidates` residents of a kdf device), loads queued and running.
+instance_record record_from(const inspection& state, std::string name, std::string address, std::string version,
+                            std::int64_t started_unix, bool draining, std::size_t candidates = 16);
+
+// Placement's view of an instance: its device with the most room, and the instance's loads.
+cluster::instance_view view_of(const instance_record& r);
+
+}  // namespace warm::node
