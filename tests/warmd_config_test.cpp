@@ -290,6 +290,37 @@ max-queued-events = 16
   CHECK(r.error().message == "test.toml: key \"max-failed-logins\" must be an integer from 0 to 1048576 (line 1)");
 }
 
+TEST_CASE("config: cluster mode from the file and the command line, with the lease TTL's range") {
+  parsed p;
+  REQUIRE(p.apply(R"(cluster = ["http://10.0.0.1:2379", "http://10.0.0.2:2379"]
+instance = "gpu-node-7"
+advertise = "10.0.0.7:7411"
+cluster-name = "prod"
+lease-ttl = 20
+)"));
+  CHECK(p.c.cluster == std::vector<std::string>{"http://10.0.0.1:2379", "http://10.0.0.2:2379"});
+  CHECK(p.c.instance == "gpu-node-7");
+  CHECK(p.c.advertise == "10.0.0.7:7411");
+  CHECK(p.c.cluster_name == "prod");
+  CHECK(p.c.lease_ttl == 20);
+  for (auto bad_ttl : {"1", "301", "\"10s\""}) {
+    parsed bad;
+    auto r = bad.apply(std::string("lease-ttl = ") + bad_ttl + "\n");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message == "test.toml: key \"lease-ttl\" must be an integer from 2 to 300 (seconds) (line 1)");
+  }
+  parsed cli;
+  const char* argv[] = {"warmd", "--lease-ttl", "5", "--cluster", "http://a:1,http://b:2"};
+  cli.app.parse(5, argv);
+  REQUIRE(cli.apply("lease-ttl = 30\ncluster = [\"http://c:3\"]\n"));
+  CHECK(cli.c.lease_ttl == 5);  // the command line wins
+  CHECK(cli.c.cluster == std::vector<std::string>{"http://a:1", "http://b:2"});
+  CHECK(cli.c.cluster_name == "warm");
+  parsed out_of_range;
+  const char* short_ttl[] = {"warmd", "--lease-ttl", "1"};
+  CHECK_THROWS(out_of_range.app.parse(3, short_ttl));
+}
+
 TEST_CASE("config: dynamic batching from the file and the command line, with its ranges") {
   parsed defaults;
   CHECK(defaults.c.max_batch == 0);  // off
