@@ -164,7 +164,10 @@ TEST_CASE("etcd going away and coming back: the instance keeps its view, reports
   etcd_member etcd;
   REQUIRE(etcd.start());
   fake_runtime rt_a, rt_b;
-  auto a = start(options_for(etcd, "a", rt_a));
+  logbook log;
+  auto with_log = options_for(etcd, "a", rt_a);
+  with_log.log = log.sink();
+  auto a = start(with_log);
   auto b = start(options_for(etcd, "b", rt_b));
   REQUIRE(eventually([&] { return find(*a, "b") && find(*b, "a"); }, 5s));
 
@@ -180,6 +183,14 @@ TEST_CASE("etcd going away and coming back: the instance keeps its view, reports
         return s.joined && s.last_error.empty() && find(*a, "b") && find(*b, "a") && find(*b, "b");
       },
       15s));
+  // Retries while etcd was down were logged once, not every second.
+  std::size_t failures_logged = 0;
+  {
+    std::lock_guard<std::mutex> lock(log.mutex);
+    for (auto& l : log.lines) failures_logged += l.find("cluster: cannot") != std::string::npos;
+  }
+  CHECK(failures_logged >= 1);
+  CHECK(failures_logged <= 2);
   rt_a.used = 77;  // and publishing works again
   CHECK(eventually([&] { return find(*b, "a")->record.devices.at(0).used == 77; }, 3s));
 }

@@ -52,13 +52,21 @@ struct membership::state {
   steady::time_point last_publish{};
   std::optional<instance_record> published;
   std::unique_ptr<etcd::watcher> watcher;
+  steady::time_point last_logged{};  // of the last failure logged (warn; session thread)
   std::thread session;
 
+  // Records the failure; logs it when etcd was answering until now, then at most every 30 s
+  // (an etcd that stays down would otherwise fill the log with the same retries).
   void warn(const std::string& what) {
+    bool was_failing;
     {
       std::lock_guard<std::mutex> lock(mutex);
+      was_failing = !last_error.empty();
       last_error = what;
     }
+    auto now = steady::now();
+    if (was_failing && now - last_logged < std::chrono::seconds(30)) return;
+    last_logged = now;
     if (options.log) options.log(what);
   }
   void succeeded() {
@@ -94,7 +102,7 @@ struct membership::state {
     auto put = etcd->put(instance_key(root, options.instance), encode(r), lease);
     if (!put) {
       if (put.error().code == errc::not_found) {
-        warn("cluster: the lease of instance " + options.instance + " is gone; joining again");
+        if (options.log) options.log("cluster: the lease of instance " + options.instance + " is gone; joining again");
         set_lease(0, false);
       } else {
         warn("cluster: cannot publish the record of instance " + options.instance + ": " + put.error().message);
@@ -113,7 +121,7 @@ struct membership::state {
     lease = granted->id;
     auto r = current_record();
     if (!r) {
-      warn("cluster: the runtime did not answer its inspection; joining without device figures");
+      if (options.log) options.log("cluster: the runtime did not answer its inspection; joining without device figures");
       r = instance_record{};
       r->name = options.instance;
       r->address = options.address;
@@ -141,7 +149,7 @@ struct membership::state {
       return succeeded();
     }
     if (ttl) {
-      warn("cluster: the lease of instance " + options.instance + " expired; joining again");
+      if (options.log) options.log("cluster: the lease of instance " + options.instance + " expired; joining again");
       return set_lease(0, false);
     }
     warn("cluster: cannot keep the lease alive: " + ttl.error().message);
