@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <tuple>
 
 #include "policy/cache_policy.hpp"
@@ -114,11 +113,13 @@ std::size_t modelmesh_shortlist(const std::vector<instance_view>& instances, con
   return n;
 }
 
+bool scores_are_values(std::string_view policy) { return policy == "kdf"; }
+
 std::vector<eviction_candidate> eviction_candidates(const cache_policy& policy,
                                                    const std::function<std::uint64_t(const std::string&)>& bytes_of,
                                                    timestamp now, std::size_t count) {
   std::vector<eviction_candidate> out;
-  if (policy.name() != "kdf") return out;  // only kdf's scores are values in load seconds
+  if (!scores_are_values(policy.name())) return out;
   for (auto& r : policy.eviction_order(now)) {
     if (out.size() == count) break;
     out.push_back({bytes_of(r.model), r.score});

@@ -91,6 +91,10 @@ std::uint64_t bytes_to_free(const instance_view& instance, std::uint64_t bytes);
 // nothing needs freeing, and with no candidates (the caller then falls back to idle_seconds).
 double eviction_cost(const instance_view& instance, std::uint64_t bytes);
 
+// Whether a policy's eviction-order scores are values in load seconds, which placement can weigh
+// across instances: kdf's are; the others score by age, count or rank.
+bool scores_are_values(std::string_view policy);
+
 // A policy's eviction candidates: its first `count` residents in eviction order, each with its
 // value; bytes_of gives a resident's size. Empty for every policy but kdf, whose scores are values
 // in load seconds; the others score by age, count or rank.

@@ -214,8 +214,7 @@ instance_record record_from(const inspection& state, std::string name, std::stri
     d.models = static_cast<std::uint32_t>(dev.resident.size());
     for (const auto& m : dev.resident) {
       d.idle_seconds = std::max(d.idle_seconds, m.idle_seconds);
-      // Only kdf scores residents by value in load seconds (cluster::eviction_candidates).
-      if (dev.policy == "kdf" && d.candidates.size() < candidates) d.candidates.push_back({m.bytes, m.score});
+      if (cluster::scores_are_values(dev.policy) && d.candidates.size() < candidates) d.candidates.push_back({m.bytes, m.score});
     }
     r.models_loaded += dev.resident.size();
     r.devices.push_back(std::move(d));
