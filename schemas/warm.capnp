@@ -131,6 +131,7 @@ struct InferRequest {
   # One inference: the target and its input tensors.
   target @0 :Text;      # a model id or a vmodel id
   inputs @1 :List(Tensor); # the model's inputs, each once, in any order
+  forwarded @2 :Bool;   # sent by another instance of the cluster: served there, never passed on
 }
 
 struct InferResult {

@@ -23,6 +23,7 @@ instance_record sample() {
   r.models_loaded = 4;
   r.devices.push_back({"host", "kdf", 1000, 600, 4, 12.5, {{100, 0.25}, {300, 2.0}}});
   r.devices.push_back({"cuda:0", "lru", 2000, 100, 1, 3, {}});
+  r.residents = {"a", "b"};
   return r;
 }
 
@@ -67,7 +68,11 @@ TEST_CASE("an instance record reads back as written") {
   CHECK(back->devices[0].candidates[1].bytes == 300);
   CHECK(back->devices[0].candidates[1].value == 2.0);
   CHECK(back->devices[1].candidates.empty());
+  CHECK(back->residents == std::vector<std::string>{"a", "b"});
   CHECK(back->same_state(r));
+  auto moved = r;
+  moved.residents = {"a", "c"};
+  CHECK_FALSE(moved.same_state(r));  // a model loaded or evicted is news for forwarding
 }
 
 TEST_CASE("a malformed instance record is refused, naming its key and field") {
@@ -97,6 +102,8 @@ TEST_CASE("a malformed instance record is refused, naming its key and field") {
   CHECK(refused(with("[100,0.25]", "[100,-1]")).find("candidates[0]") != std::string::npos);
   CHECK(refused(with("\"idle_seconds\":12.5", "\"idle_seconds\":-1")).find("idle_seconds") != std::string::npos);
   CHECK(refused(with(",\"models_loaded\":4", "")).find("models_loaded") != std::string::npos);
+  CHECK(refused(with("[\"a\",\"b\"]", "[\"a\",2]")).find("residents") != std::string::npos);
+  CHECK(decode_instance("k", with(",\"residents\":[\"a\",\"b\"]", "")));  // absent: none
   // Unknown fields are a newer instance's: ignored.
   CHECK(decode_instance("k", with("\"draining\":true", "\"draining\":true,\"zone\":\"eu\"")));
 }
@@ -133,6 +140,7 @@ TEST_CASE("the record of an inspection: kdf devices publish their candidates, lo
   CHECK(r.devices[0].candidates[2].bytes == 102);
   CHECK(r.devices[0].candidates[2].value == 1.0);
   CHECK(r.devices[1].candidates.empty());  // lru's scores are ages
+  CHECK(r.residents == std::vector<std::string>{"m0", "m1", "m2", "m3", "m4"});  // sorted, each once
 }
 
 TEST_CASE("a record's placement view is its roomiest device; same_state ignores what drifts") {

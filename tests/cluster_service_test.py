@@ -2,7 +2,10 @@
 """Black-box: warmd instances in a cluster, with a real etcd, over warmctl.
 
 Three warmd join one cluster (--cluster) and each sees all three in `warmctl inspect cluster`
-(text and --json); an instance killed with SIGKILL leaves everyone's view within its lease TTL;
+(text and --json); they share one registry in etcd: a model registered on one is served by all,
+a vmodel flip reaches every instance within 1 s, the same id registered on two at once ends the
+same everywhere, and registrations fail with unavailable while etcd is down; a request for a model
+that another instance holds is forwarded there (and served locally when that instance is gone); an instance killed with SIGKILL leaves everyone's view within its lease TTL;
 one stopped with SIGTERM leaves at once; etcd killed and restarted is survived, the instances
 joining again by themselves; a warmd without --cluster answers that it runs alone; bad cluster
 flags are refused with exit status 2. Skipped (77) without an etcd executable.
@@ -117,6 +120,96 @@ def member(tmp, etcd, name, *extra):
                  *extra)
 
 
+def vmodel_active(sock, vid):
+    rc, out, _ = ctl(sock, "--json", "vmodel", "status", vid)
+    return json.loads(out).get("active") if rc == 0 else None
+
+
+def registered(sock, mid):
+    rc, out, _ = ctl(sock, "--json", "status", mid)
+    return rc == 0 and json.loads(out).get("state") != "NOT_FOUND"
+
+
+def registry_checks(tmp, socks):
+    """The registry lives in etcd: what one instance registers, every instance serves."""
+    for name, seed in [("m1", 1), ("m2", 2)]:
+        subprocess.run([warmctl, "make-model", "--out", os.path.join(tmp, "repo", name, "1"), "--layers", "4,8,2",
+                        "--seed", str(seed)], check=True, capture_output=True)
+    rc, _, err = ctl(socks["a"], "register", "m1", "m1")
+    check(rc == 0, f"register m1 on a: {err}")
+    check(wait_for(lambda: all(registered(socks[n], "m1") for n in "bc"), 2), "m1 registered on a shows on b and c")
+    rc, out, err = ctl(socks["c"], "infer", "m1", "--random")
+    check(rc == 0, f"c serves m1, registered on a: {out} {err}")
+
+    # A vmodel flipped on one instance is seen by every other within 1 s of the flip.
+    check(ctl(socks["a"], "register", "m2", "m2")[0] == 0, "register m2")
+    check(ctl(socks["a"], "vmodel", "set", "v", "m1")[0] == 0, "vmodel set v m1 on a")
+    check(wait_for(lambda: all(vmodel_active(socks[n], "v") == "m1" for n in "abc"), 2), "v -> m1 everywhere")
+    check(ctl(socks["b"], "vmodel", "set", "v", "m2")[0] == 0, "vmodel set v m2 on b")
+    check(wait_for(lambda: vmodel_active(socks["b"], "v") == "m2", 10), "b flips v to m2 once m2 is loaded")
+    flipped = time.monotonic()
+    check(wait_for(lambda: all(vmodel_active(socks[n], "v") == "m2" for n in "ac"), 1),
+          f"a and c see the flip within 1 s: {[vmodel_active(socks[n], 'v') for n in 'ac']}")
+    print(f"cluster_service_test: the flip reached a and c in {time.monotonic() - flipped:.3f} s")
+    rc, out, _ = ctl(socks["c"], "infer", "v", "--random")
+    check(rc == 0, f"c serves v: {out}")
+
+    # The same id registered on two instances at once: the same record succeeds on both; different
+    # records leave one winner, the same on every instance.
+    for mid, paths in [("same", ["m1", "m1"]), ("differ", ["m1", "m2"])]:
+        runs = [subprocess.Popen([warmctl, "--connect", "unix:" + socks[n], "register", mid, path],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for n, path in zip("ab", paths)]
+        results = [(r.wait(30), r.stderr.read()) for r in runs]
+        if mid == "same":
+            check(all(rc == 0 for rc, _ in results), f"the same registration on a and b at once: {results}")
+        else:
+            check(any(rc == 0 for rc, _ in results), f"one of two different registrations wins: {results}")
+
+        def agreed():
+            views = []
+            for n in "abc":
+                rc, out, _ = ctl(socks[n], "--json", "models")
+                views.append(sorted((m["id"], m.get("bytes")) for m in json.loads(out)["models"]) if rc == 0 else None)
+            return views[0] is not None and views.count(views[0]) == 3
+        check(wait_for(agreed, 2), f"every instance agrees on the registry after '{mid}'")
+    check(ctl(socks["c"], "unregister", "same")[0] == 0, "unregister on c")
+    check(wait_for(lambda: not registered(socks["a"], "same"), 2), "an unregistration on c shows on a")
+
+
+def status(sock, mid):
+    rc, out, _ = ctl(sock, "--json", "status", mid)
+    return json.loads(out) if rc == 0 else {}
+
+
+def loaded_on(viewer, instance):
+    """How many models `viewer` sees loaded on `instance`, as its record says."""
+    c = cluster(viewer) or {}
+    return next((i["models_loaded"] for i in c.get("instances", []) if i["name"] == instance), None)
+
+
+def hold_only_on(tmp, socks, owner, mid, seed):
+    """Registers model `mid` and loads it on `owner` only; returns once the others' views of
+    owner's record show it."""
+    subprocess.run([warmctl, "make-model", "--out", os.path.join(tmp, "repo", mid, "1"), "--layers", "4,8,2",
+                    "--seed", str(seed)], check=True, capture_output=True)
+    check(ctl(socks[owner], "register", mid, mid)[0] == 0, f"register {mid}")
+    before = {n: loaded_on(socks[n], owner) for n in socks if n != owner}
+    check(ctl(socks[owner], "ensure", mid)[0] == 0, f"load {mid} on {owner}")
+    check(wait_for(lambda: all((loaded_on(socks[n], owner) or 0) > (before[n] or 0) for n in before), 5),
+          f"the others see {owner}'s record with {mid}")
+
+
+def forwarding_checks(tmp, socks):
+    """A miss for a model another instance holds is served there, one hop."""
+    hold_only_on(tmp, socks, "b", "f1", 11)
+    for _ in range(5):
+        rc, out, err = ctl(socks["a"], "--json", "infer", "f1", "--random")
+        check(rc == 0, f"a serves f1 from b: {out} {err}")
+    check(status(socks["a"], "f1").get("state") == "NOT_LOADED", f"a did not load f1: {status(socks['a'], 'f1')}")
+    check(status(socks["b"], "f1").get("requests", 0) >= 6, f"b served a's requests: {status(socks['b'], 'f1')}")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="warm-cluster-")
     os.makedirs(os.path.join(tmp, "repo"))
@@ -139,13 +232,21 @@ def main():
         check(rc == 0 and "cluster t, instance b (joined), 3 instance(s) live" in out and "b *" in out,
               f"inspect cluster as text: {out}")
 
+        registry_checks(tmp, socks)
+        forwarding_checks(tmp, socks)
+        hold_only_on(tmp, socks, "c", "f2", 12)
+
         # SIGKILL: the record outlives the process by at most its TTL.
         procs["c"][0].kill()
         procs["c"][0].wait()
         killed = time.monotonic()
+        f2_after_kill = ctl(socks["a"], "infer", "f2", "--random")
         check(wait_for(lambda: names(socks["a"]) == ["a", "b"] and names(socks["b"]) == ["a", "b"], TTL + 5),
               f"c leaves after SIGKILL: {names(socks['a'])}")
         check(time.monotonic() - killed < TTL + 2.5, f"c left {time.monotonic() - killed:.1f} s after SIGKILL (TTL {TTL})")
+        # A forward to c while its record lingered fell back to a (f2 was asked for at once).
+        rc, out, err = f2_after_kill
+        check(rc == 0, f"a serves f2 itself when c, which held it, is gone: {out} {err}")
 
         # SIGTERM: the lease is revoked, the record goes at once.
         procs["c"] = member(tmp, etcd, "c")
@@ -162,6 +263,10 @@ def main():
               "a reports etcd's absence")
         rc, _, _ = ctl(socks["a"], "status", "nothing")
         check(rc in (0, 1), "a still answers while etcd is down")
+        rc, out, _ = ctl(socks["a"], "infer", "m1", "--random")
+        check(rc == 0, f"a serves a loaded model while etcd is down: {out}")
+        rc, _, err = ctl(socks["a"], "register", "m9", "m2")
+        check(rc != 0 and "unavailable" in err, f"a registration fails with unavailable while etcd is down: {err}")
         time.sleep(TTL + 1)
         etcd.start()
 
@@ -170,6 +275,9 @@ def main():
             return all(v and v["joined"] and v["last_error"] == "" and
                        sorted(i["name"] for i in v["instances"]) == ["a", "b"] for v in views)
         check(wait_for(rejoined, 20), f"a and b join again: {[cluster(socks[n]) for n in ['a', 'b']]}")
+        rc, _, err = ctl(socks["b"], "register", "m9", "m2")
+        check(rc == 0, f"registrations work again once etcd is back: {err}")
+        check(wait_for(lambda: registered(socks["a"], "m9"), 5), "and reach the other instances")
 
         # Alone, and bad flags.
         procs["alone"] = start(tmp, "alone")

@@ -58,9 +58,15 @@ def start(tmp, name, *extra, device="host:64MiB", open_files=None):
         if os.path.exists(sock) or proc.poll() is not None:
             break
         time.sleep(0.05)
-    log.seek(0)
-    text = log.read()
-    port = re.search(r"serving gRPC on 127\.0\.0\.1:(\d+)", text)
+    # The log line may reach the file after the socket appears (warmd's stdout is buffered).
+    port, text = None, ""
+    for _ in range(200):
+        log.seek(0)
+        text = log.read()
+        port = re.search(r"serving gRPC on 127\.0\.0\.1:(\d+)", text)
+        if port or proc.poll() is not None:
+            break
+        time.sleep(0.05)
     if not port:
         proc.kill()
         sys.exit(f"FAIL: warmd did not serve gRPC: {text}")

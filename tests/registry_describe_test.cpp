@@ -20,6 +20,7 @@
 #include <optional>
 
 #include "actors/registry_actor.hpp"
+#include "storage/registry_store.hpp"
 #include "support/runtime_fixture.hpp"
 #include "support/test_files.hpp"
 #include "warm/caf/messages.hpp"

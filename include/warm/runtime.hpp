@@ -39,6 +39,8 @@
 
 namespace warm {
 
+class registry_storage;  // storage/registry_storage.hpp
+
 struct runtime_options {
   std::vector<std::string> devices{"host:1GiB"};  // device specs, see parse_device_spec
   std::vector<std::string> repositories;          // model repository roots (at least one)
@@ -79,6 +81,16 @@ struct runtime_options {
   // how long a version's model file must stay unchanged before the version is taken.
   std::chrono::nanoseconds version_poll = std::chrono::seconds(1);
   std::chrono::nanoseconds version_settle = std::chrono::seconds(1);
+  // Where the registry is kept instead of SQLite under `state_dir`: called once by create(). A
+  // store shared with other runtimes (warmd's cluster mode keeps it in etcd) brings their
+  // registrations and vmodels into this one as they change.
+  std::function<expected<std::unique_ptr<registry_storage>>()> registry_store;
+  // Offered each inference whose target is not resident here (a miss), unless the request was
+  // forwarded to this runtime, before it is loaded here: returns true to take the request over
+  // (it then answers `done`; warmd's cluster mode forwards it to an instance that holds the
+  // model), false to load and serve it here. `model` is the target resolved (a vmodel's active
+  // model). Runs on the caller's thread and must not block. Hits never reach it.
+  std::function<bool(const std::string& model, infer_request& request, callback<infer_result>& done)> miss_handler;
 };
 
 struct runtime_impl;

@@ -101,6 +101,8 @@ struct vmodel_status {
 struct infer_request {
   std::string target;           // a model id or a vmodel id
   std::vector<tensor> inputs;   // the model's inputs by name, any order (model_status::io)
+  // Sent by another instance of a cluster: served here, never passed on again (one hop).
+  bool forwarded = false;
 };
 
 struct infer_result {

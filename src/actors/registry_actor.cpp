@@ -88,6 +88,10 @@ struct registry_state {
   std::vector<std::function<void(expected<void>)>> committing;  // the commit in flight's callbacks
   bool commit_in_flight = false;
   bool flush_sent = false;
+  // A shared store (etcd): the revision of the last full contents taken in (older updates are
+  // already in them), and others' changes waiting for the staged group computed before them.
+  std::int64_t loaded_revision = 0;
+  std::vector<std::shared_ptr<const registry_update>> deferred;
 
   // The registry stops last among the runtime's actors. Its writer still commits what is staged
   // (after any commit in flight), but those requests are answered `unavailable` (their follow-ups,
@@ -128,6 +132,7 @@ void stage(self_ptr self, std::vector<registry_change> changes, std::function<vo
 
 void publish_counts(registry_state& s);
 void take_in(self_ptr self, registry_contents contents);
+void take_in_deferred(self_ptr self);
 void load_target(self_ptr self, const std::string& vmodel, const std::string& target);
 void committed(self_ptr self, msg::store_committed& outcome);
 void registered(self_ptr self, const std::string& id,
@@ -138,7 +143,7 @@ void registered(self_ptr self, const std::string& id,
 void flush(self_ptr self) {
   auto& s = self->state;
   s.flush_sent = false;
-  if (s.commit_in_flight || (s.staged.empty() && s.after_commit.empty())) return;
+  if (s.commit_in_flight || (s.staged.empty() && s.after_commit.empty())) return take_in_deferred(self);
   s.commit_in_flight = true;
   s.committing = std::move(s.after_commit);
   s.after_commit.clear();
@@ -150,6 +155,7 @@ void flush(self_ptr self) {
               msg::store_committed lost{from_caf_error(e), std::nullopt};
               committed(self, lost);
             });
+  take_in_deferred(self);
 }
 
 // A commit was answered. After a failure memory must not claim what the disk lacks: when the
@@ -405,6 +411,7 @@ std::vector<registry_change> collect_orphans(self_ptr self, std::vector<std::str
 // Makes memory (tables, aliases, transitions) what `contents` says the disk holds.
 void take_in(self_ptr self, registry_contents contents) {
   auto& s = self->state;
+  s.loaded_revision = std::max(s.loaded_revision, contents.revision);
   std::map<std::string, model_entry> models;
   for (auto& r : contents.models) {
     auto old = s.models.find(r.id);
@@ -442,6 +449,63 @@ void take_in(self_ptr self, registry_contents contents) {
     if (!v.record.active.empty()) aliases.emplace(id, v.record.active);
   s.config.routes->replace_aliases(std::move(aliases));
   for (auto& [vmodel, target] : transitions) load_target(self, vmodel, target);
+}
+
+// Takes in one change another instance made to the shared store. A vmodel between models is
+// left to the instance that retargeted it: it loads the target and writes the flip, which
+// arrives here as another change.
+void take_in_change(self_ptr self, const registry_change& change) {
+  auto& s = self->state;
+  if (auto* put = std::get_if<put_model>(&change)) {
+    auto& r = put->record;
+    auto it = s.models.find(r.id);
+    if (it != s.models.end() && it->second.record == r) return;
+    if (it != s.models.end()) {
+      if (it->second.actor) self->send(it->second.actor, msg::model_unregister{});
+      s.models.erase(it);
+    }
+    s.models.emplace(r.id, model_entry{r, {}, 0, {}, nullptr, nullptr, s.next_generation++});
+    if (s.config.on_batching) s.config.on_batching(r.id, r.batching);
+  } else if (auto* erase = std::get_if<erase_model>(&change)) {
+    drop_model(self, erase->id);
+  } else if (auto* putv = std::get_if<put_vmodel>(&change)) {
+    auto& v = putv->record;
+    auto it = s.vmodels.find(v.id);
+    if (it != s.vmodels.end() && it->second.record == v) return;
+    auto state = v.active == v.target ? vmodel_state::defined : vmodel_state::transitioning;
+    s.vmodels[v.id] = vmodel_entry{v, state, {}};
+    if (v.active.empty())
+      s.config.routes->erase_alias(v.id);
+    else
+      s.config.routes->put_alias(v.id, v.active);
+  } else if (auto* erasev = std::get_if<erase_vmodel>(&change)) {
+    if (s.vmodels.erase(erasev->id)) s.config.routes->erase_alias(erasev->id);
+  }
+}
+
+// Takes in the changes others made, once no staged change was computed before them: a group
+// staged earlier goes to the store first, compared with the revisions it was computed on (so it
+// fails, and memory becomes what the store holds, if it touches what they changed). Each is then
+// passed to the writer (store_seen), after that group and before any staged later.
+void take_in_deferred(self_ptr self) {
+  auto& s = self->state;
+  if (s.deferred.empty() || !s.staged.empty()) return;
+  for (auto& update : std::exchange(s.deferred, {})) {
+    if (update->revision <= s.loaded_revision) continue;  // already in contents taken in since
+    if (update->reset)
+      take_in(self, *update->reset);
+    else
+      for (std::size_t i = 0; i < update->changes.size(); ++i)
+        if (i >= update->revisions.size() || update->revisions[i] > s.loaded_revision)
+          take_in_change(self, update->changes[i]);
+    self->send(s.writer, msg::store_seen{update});
+  }
+  publish_counts(s);
+}
+
+void on_store_update(self_ptr self, msg::store_update& m) {
+  self->state.deferred.push_back(std::move(m.update));
+  take_in_deferred(self);
 }
 
 // Answers `set` with model `id`'s status: NOT_FOUND, NOT_LOADED without an actor, else the model
@@ -771,6 +835,7 @@ registry_actor::behavior_type registry_behavior(self_ptr self, std::shared_ptr<r
       [=](msg::flush_registry&) { flush(self); },
       [=](msg::description_read& m) { on_description_read(self, m); },
       [=](msg::model_resolved& m) { on_model_resolved(self, m); },
+      [=](msg::store_update& m) { on_store_update(self, m); },
   };
 }
 
@@ -779,8 +844,16 @@ registry_actor::behavior_type registry_behavior(self_ptr self, std::shared_ptr<r
 registry_actor spawn_registry(caf::actor_system& system, registry_config config) {
   if (!config.initial)
     if (auto stored = config.store->load()) config.initial = std::move(*stored);
+  const auto since = config.initial ? config.initial->revision : 0;
+  auto* store = config.store.get();  // owned by the writer until it stops, after the registry
   auto writer = spawn_registry_writer(system, std::move(config.store));
-  return system.spawn<caf::detached>(registry_behavior, std::make_shared<registry_config>(std::move(config)), std::move(writer));
+  auto registry = system.spawn<caf::detached>(registry_behavior, std::make_shared<registry_config>(std::move(config)),
+                                              std::move(writer));
+  store->follow(since, [weak = caf::actor_cast<caf::weak_actor_ptr>(registry)](registry_update update) {
+    if (auto target = caf::actor_cast<registry_actor>(weak.lock()))
+      caf::anon_send(target, msg::store_update{std::make_shared<const registry_update>(std::move(update))});
+  });
+  return registry;
 }
 
 }  // namespace warm

@@ -38,7 +38,7 @@
 
 #include "core/model_id.hpp"
 #include "core/route_table.hpp"
-#include "storage/registry_store.hpp"
+#include "storage/registry_storage.hpp"
 #include "warm/caf/messages.hpp"
 #include "warm/clock.hpp"
 #include "warm/metrics.hpp"
@@ -47,7 +47,9 @@
 namespace warm {
 
 struct registry_config {
-  std::unique_ptr<registry_store> store;  // handed to the registry's writer
+  // Handed to the registry's writer. A shared store (etcd) also brings others' changes, which
+  // the registry takes in as they come (registry_storage::follow).
+  std::unique_ptr<registry_storage> store;
   std::shared_ptr<const model_repository> repository;
   loader_pool_actor pool;
   watch_hub_actor hub;  // model actors report state changes there

@@ -7,7 +7,7 @@ namespace warm {
 namespace {
 
 registry_writer_actor::behavior_type writer_behavior(registry_writer_actor::pointer self,
-                                                     std::shared_ptr<registry_store> store) {
+                                                     std::shared_ptr<registry_storage> store) {
   return {
       [store](msg::store_commit& m) {
         msg::store_committed out;
@@ -20,13 +20,14 @@ registry_writer_actor::behavior_type writer_behavior(registry_writer_actor::poin
         if (!m.changes.empty()) (void)store->apply(m.changes);  // nobody is left to tell
         self->quit();
       },
+      [store](msg::store_seen& m) { store->seen(*m.update); },
   };
 }
 
 }  // namespace
 
-registry_writer_actor spawn_registry_writer(caf::actor_system& system, std::unique_ptr<registry_store> store) {
-  return system.spawn<caf::detached>(writer_behavior, std::shared_ptr<registry_store>(std::move(store)));
+registry_writer_actor spawn_registry_writer(caf::actor_system& system, std::unique_ptr<registry_storage> store) {
+  return system.spawn<caf::detached>(writer_behavior, std::shared_ptr<registry_storage>(std::move(store)));
 }
 
 }  // namespace warm

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -514,6 +515,64 @@ expected<cas_result> client::erase_if(const std::string& key, std::int64_t expec
   op.mutable_request_delete_range()->set_key(key);
   return impl_->compare_and("erase_if " + quoted(key), key, pb::Compare::MOD, expected_mod_revision,
                             std::move(op));
+}
+
+expected<txn_result> client::transact(const std::vector<txn_condition>& conditions,
+                                      const std::vector<txn_write>& writes) {
+  if (conditions.size() > max_txn_operations || writes.size() > max_txn_operations)
+    return make_error(errc::invalid_argument,
+                      "etcd transaction: more than " + std::to_string(max_txn_operations) +
+                          " conditions or writes");
+  pb::TxnRequest req;
+  for (const auto& c : conditions) {
+    if (auto ok = check_key("transaction", c.key); !ok) return std::move(ok).error();
+    if (c.mod_revision < 0)
+      return make_error(errc::invalid_argument,
+                        "etcd transaction " + quoted(c.key) + ": the expected revision is negative");
+    auto* cmp = req.add_compare();
+    cmp->set_key(c.key);
+    cmp->set_result(pb::Compare::EQUAL);
+    // As put_if: a creation revision of 0 says the key does not exist.
+    if (c.mod_revision == 0) {
+      cmp->set_target(pb::Compare::CREATE);
+      cmp->set_create_revision(0);
+    } else {
+      cmp->set_target(pb::Compare::MOD);
+      cmp->set_mod_revision(c.mod_revision);
+    }
+    req.add_failure()->mutable_request_range()->set_key(c.key);
+  }
+  std::set<std::string> written;
+  for (const auto& w : writes) {
+    if (auto ok = check_key("transaction", w.key); !ok) return std::move(ok).error();
+    if (!written.insert(w.key).second)
+      return make_error(errc::invalid_argument,
+                        "etcd transaction: key " + quoted(w.key) + " is written twice");
+    auto* op = req.add_success();
+    if (w.value) {
+      op->mutable_request_put()->set_key(w.key);
+      op->mutable_request_put()->set_value(*w.value);
+    } else {
+      op->mutable_request_delete_range()->set_key(w.key);
+    }
+  }
+  pb::TxnResponse resp;
+  auto r = impl_->invoke("transaction", repeatable::no, impl_->deadline(),
+                         [&](endpoint& e, grpc::ClientContext& ctx) {
+                           resp.Clear();
+                           return e.kv->Txn(&ctx, req, &resp);
+                         });
+  if (!r) return std::move(r).error();
+  txn_result out;
+  out.succeeded = resp.succeeded();
+  out.revision = resp.header().revision();
+  if (!out.succeeded)
+    for (const auto& response : resp.responses()) {
+      const auto& range = response.response_range();
+      out.current.push_back(range.kvs_size() > 0 ? std::optional<key_value>(from_pb(range.kvs(0)))
+                                                 : std::nullopt);
+    }
+  return out;
 }
 
 // ---- leases -------------------------------------------------------------------------------------

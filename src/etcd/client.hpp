@@ -105,6 +105,29 @@ struct cas_result {
   std::optional<key_value> current;
 };
 
+// One condition of a transaction: `key`'s mod_revision is `mod_revision`, or, when that is 0, the
+// key does not exist.
+struct txn_condition {
+  std::string key;
+  std::int64_t mod_revision = 0;
+};
+
+// One write of a transaction: put `value` under `key`, or delete `key` when value is nullopt.
+struct txn_write {
+  std::string key;
+  std::optional<std::string> value;
+};
+
+// The outcome of a transaction.
+struct txn_result {
+  bool succeeded = false;
+  // The store's revision after the call: when succeeded, the revision of its writes.
+  std::int64_t revision = 0;
+  // When it did not succeed: each condition's key as it is now (nullopt: it does not exist), in
+  // the conditions' order, read in the same transaction as the failed comparison.
+  std::vector<std::optional<key_value>> current;
+};
+
 using lease_id = std::int64_t;
 
 // A granted lease.
@@ -203,6 +226,14 @@ class client {
   // Deletes `key` only if its mod_revision is `expected_mod_revision` (> 0). On failure,
   // `current` is the key as it is (nullopt: it no longer exists).
   expected<cas_result> erase_if(const std::string& key, std::int64_t expected_mod_revision);
+
+  // Applies every write, in one revision, only if every condition holds. At most
+  // max_txn_operations conditions and as many writes (etcd's default --max-txn-ops), each write to
+  // a different key (etcd refuses two writes of one key in a transaction): invalid_argument
+  // otherwise.
+  static constexpr std::size_t max_txn_operations = 128;
+  expected<txn_result> transact(const std::vector<txn_condition>& conditions,
+                                const std::vector<txn_write>& writes);
 
   // ---- leases -------------------------------------------------------------------------------
 

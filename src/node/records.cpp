@@ -138,7 +138,7 @@ bool instance_record::same_state(const instance_record& o) const {
   // membership's refresh interval, not as a change.
   return name == o.name && address == o.address && version == o.version && started_unix == o.started_unix &&
          draining == o.draining && loading_threads == o.loading_threads && loads_in_flight == o.loads_in_flight &&
-         models_loaded == o.models_loaded && same_devices();
+         models_loaded == o.models_loaded && residents == o.residents && same_devices();
 }
 
 std::string encode(const instance_record& r) {
@@ -163,7 +163,8 @@ std::string encode(const instance_record& r) {
          {"loading_threads", r.loading_threads},
          {"loads_in_flight", r.loads_in_flight},
          {"models_loaded", r.models_loaded},
-         {"devices", std::move(devices)}};
+         {"devices", std::move(devices)},
+         {"residents", r.residents}};
   return j.dump();
 }
 
@@ -189,6 +190,13 @@ expected<instance_record> decode_instance(const std::string& key, std::string_vi
     auto d = decode_device(key, (*devices)[i], i);
     if (!d) return std::move(d).error();
     out.devices.push_back(std::move(*d));
+  }
+  if (auto it = j.find("residents"); it != j.end()) {
+    if (!it->is_array()) return r.bad("residents", "an array of model ids");
+    for (const auto& id : *it) {
+      if (!id.is_string()) return r.bad("residents", "an array of model ids");
+      out.residents.push_back(id.get<std::string>());
+    }
   }
   return out;
 }
@@ -217,8 +225,11 @@ instance_record record_from(const inspection& state, std::string name, std::stri
       if (cluster::scores_are_values(dev.policy) && d.candidates.size() < candidates) d.candidates.push_back({m.bytes, m.score});
     }
     r.models_loaded += dev.resident.size();
+    for (const auto& m : dev.resident) r.residents.push_back(m.model);
     r.devices.push_back(std::move(d));
   }
+  std::sort(r.residents.begin(), r.residents.end());
+  r.residents.erase(std::unique(r.residents.begin(), r.residents.end()), r.residents.end());
   return r;
 }
 

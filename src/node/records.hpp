@@ -55,6 +55,9 @@ struct instance_record {
   std::uint32_t loads_in_flight = 0;  // loads queued or running
   std::uint64_t models_loaded = 0;    // resident models, all devices
   std::vector<device_record> devices;
+  // The models resident on it (all devices), sorted, each once: where a request for one of them
+  // can be forwarded. Absent in a record: none.
+  std::vector<std::string> residents;
 
   // Equal but for updated_unix: whether publishing this record again would tell anyone anything.
   bool same_state(const instance_record& other) const;

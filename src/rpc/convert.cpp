@@ -459,6 +459,7 @@ expected<std::vector<tensor>> tensors_from_capnp(capnp::List<Tensor>::Reader in,
 void to_capnp(const infer_request& request, InferRequest::Builder out) {
   out.setTarget(to_text(request.target));
   tensors_to_capnp(request.inputs, out.initInputs(static_cast<unsigned>(request.inputs.size())));
+  out.setForwarded(request.forwarded);
 }
 
 expected<infer_request> from_capnp(InferRequest::Reader request) {
@@ -467,6 +468,7 @@ expected<infer_request> from_capnp(InferRequest::Reader request) {
   infer_request out;
   out.target = to_std(request.getTarget());
   out.inputs = std::move(*inputs);
+  out.forwarded = request.getForwarded();
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include "warm/caf/actors.hpp"
 #include "runtime/batcher.hpp"
 #include "runtime/executor.hpp"
+#include "storage/registry_store.hpp"
 #include "warm/backend.hpp"
 #include "warm/model_repository.hpp"
 
@@ -147,8 +148,16 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
     if (auto added = add(a.dev, a.policy); !added) return std::move(added).error();
   auto repository = model_repository::create(options.repositories);
   if (!repository) return std::move(repository).error();
-  auto store = registry_store::open(options.state_dir);
-  if (!store) return std::move(store).error();
+  std::unique_ptr<registry_storage> store;
+  if (options.registry_store) {
+    auto made = options.registry_store();
+    if (!made) return std::move(made).error();
+    store = std::move(*made);
+  } else {
+    auto opened = registry_store::open(options.state_dir);
+    if (!opened) return std::move(opened).error();
+    store = std::make_unique<registry_store>(std::move(*opened));
+  }
   auto stored = store->load();  // a registry that cannot be read must not start empty
   if (!stored) return std::move(stored).error();
 
@@ -186,7 +195,7 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   }
 
   registry_config registry;
-  registry.store = std::make_unique<registry_store>(std::move(*store));
+  registry.store = std::move(store);
   registry.repository = std::make_shared<model_repository>(std::move(*repository));
   impl->hub = spawn_watch_hub(*impl->system);
   registry.pool = impl->pool;  // handles copied into the config: the actor starts on its own thread
@@ -503,6 +512,9 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
     count_outcome(*i.metrics, *answered);
     return done(std::move(*answered));
   }
+  // A miss another instance of the cluster may serve (runtime_options::miss_handler).
+  if (i.options.miss_handler && !request.forwarded && i.options.miss_handler(i.routes->resolve(request.target), request, done))
+    return;
   // A miss: the model actor answers with a lease once the model is loaded; the inference then
   // runs on the executor, never on the actor's thread.
   auto shared = std::make_shared<std::pair<infer_request, callback<infer_result>>>(std::move(request), std::move(done));

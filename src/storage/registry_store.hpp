@@ -20,11 +20,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
-#include "warm/batching.hpp"
-#include "warm/error.hpp"
+#include "storage/registry_storage.hpp"
 
 namespace warm {
 
@@ -32,59 +32,7 @@ namespace detail {
 struct registry_connection;  // the SQLite connection and its statements, defined in the .cpp
 }  // namespace detail
 
-// A registered model.
-struct model_record {
-  std::string id;
-  std::string path;  // as the user gave it, relative to a repository root
-  std::optional<std::uint64_t> version;
-  std::optional<std::uint64_t> size_hint;  // bytes
-  bool auto_delete = false;                // unregister when no vmodel references it any more
-  std::optional<batching_options> batching;  // the model's own; default: the runtime's
-
-  // Field-wise.
-  bool operator==(const model_record& other) const {
-    return id == other.id && path == other.path && version == other.version &&
-           size_hint == other.size_hint && auto_delete == other.auto_delete && batching == other.batching;
-  }
-  bool operator!=(const model_record& other) const { return !(*this == other); }
-};
-
-// A virtual model: a stable name whose serving model can be moved to another one.
-struct vmodel_record {
-  std::string id;
-  std::string active;  // model serving now ("" if none yet)
-  std::string target;  // model it is moving to (== active when settled)
-
-  // Field-wise.
-  bool operator==(const vmodel_record& other) const {
-    return id == other.id && active == other.active && target == other.target;
-  }
-  bool operator!=(const vmodel_record& other) const { return !(*this == other); }
-};
-
-// One change in a batch. Puts are upserts (insert, or replace every field of the record with that
-// id); erasing an id that is not stored is not an error.
-struct put_model {
-  model_record record;
-};
-struct erase_model {
-  std::string id;
-};
-struct put_vmodel {
-  vmodel_record record;
-};
-struct erase_vmodel {
-  std::string id;
-};
-using registry_change = std::variant<put_model, erase_model, put_vmodel, erase_vmodel>;
-
-// Everything stored; each list sorted by id.
-struct registry_contents {
-  std::vector<model_record> models;
-  std::vector<vmodel_record> vmodels;
-};
-
-class registry_store {
+class registry_store final : public registry_storage {
  public:
   // The schema version this build writes and reads (kept in SQLite's user_version pragma).
   static constexpr int schema_version = 2;
@@ -112,15 +60,17 @@ class registry_store {
 
   // Everything stored, each list sorted by id. unavailable on a read error or a corrupt row.
   expected<registry_contents> load() const;
+  expected<registry_contents> load() override { return std::as_const(*this).load(); }
 
   // Applies every change of `batch`, in order, in one transaction (contract 1). Fails with
   // invalid_argument, naming the id and field, when a number exceeds INT64_MAX (SQLite's largest
   // integer); with timeout when the write lock cannot be had; with unavailable on other SQLite
   // errors (disk full, I/O). An empty batch succeeds without touching the file.
-  expected<void> apply(const std::vector<registry_change>& batch);
+  expected<void> apply(const std::vector<registry_change>& batch) override;
 
   // The database file, `<state_dir>/registry.db`.
   const std::string& path() const { return path_; }
+  std::string where() const override { return path_; }
 
  private:
   registry_store(std::string path, std::unique_ptr<detail::registry_connection> connection);

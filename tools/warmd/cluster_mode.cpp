@@ -2,10 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
 
+#include "etcd/client.hpp"
+#include "node/etcd_registry.hpp"
 #include "node/membership.hpp"
 
 namespace warm::warmd {
@@ -21,7 +24,19 @@ expected<std::string> advertised_address(const config& c) {
   return address;
 }
 
-expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, runtime& rt) {
+expected<std::unique_ptr<registry_storage>> cluster_registry(const config& c) {
+  etcd::options eo;
+  eo.endpoints = c.cluster;
+  auto client = etcd::client::connect(std::move(eo));
+  if (!client) return std::move(client).error();
+  node::etcd_registry_options o;
+  o.etcd = std::move(*client);
+  o.cluster = c.cluster_name;
+  o.log = [](const std::string& line) { spdlog::warn("{}", line); };
+  return node::open_etcd_registry(std::move(o));
+}
+
+expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, runtime& rt, std::string token) {
   node::membership_options o;
   o.endpoints = c.cluster;
   o.cluster = c.cluster_name;
@@ -43,23 +58,51 @@ expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, run
   auto name = o.cluster;
   auto instance = o.instance;
   auto advertised = o.address;
+  peer_client::options po;
+  po.token = std::move(token);
+  po.fallback = [&rt](infer_request request, callback<infer_result> done) { rt.infer(std::move(request), std::move(done)); };
+  po.log = [](const std::string& line) { spdlog::warn("{}", line); };
+  auto peers = peer_client::start(std::move(po));
+  if (!peers) return std::move(peers).error();
   auto m = node::membership::start(std::move(o));
   if (!m) return std::move(m).error();
   spdlog::info("cluster {}: instance {} at {}, etcd {}", name, instance, advertised, fmt::join(c.cluster, ","));
-  return std::unique_ptr<cluster_mode>(new cluster_mode(std::move(name), std::move(*m)));
+  return std::unique_ptr<cluster_mode>(new cluster_mode(std::move(name), std::move(*m), std::move(*peers)));
 }
 
-cluster_mode::cluster_mode(std::string name, std::unique_ptr<node::membership> m)
-    : name_(std::move(name)), membership_(std::move(m)) {}
+cluster_mode::cluster_mode(std::string name, std::unique_ptr<node::membership> m, std::unique_ptr<peer_client> peers)
+    : name_(std::move(name)), membership_(std::move(m)), peers_(std::move(peers)) {}
+
+bool cluster_mode::forward(const std::string& model, infer_request& request, callback<infer_result>& done) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!membership_ || !peers_) return false;  // left the cluster: serve everything here
+    const auto members = membership_->members();
+    const node::member* best = nullptr;
+    for (const auto& m : members) {
+      const auto& r = m.record;
+      if (m.self || r.draining || !std::binary_search(r.residents.begin(), r.residents.end(), model)) continue;
+      if (!best || r.loads_in_flight < best->record.loads_in_flight ||
+          (r.loads_in_flight == best->record.loads_in_flight && r.name < best->record.name))
+        best = &m;
+    }
+    if (!best) return false;
+    peers_->infer(best->record.address, std::move(request), std::move(done));  // returns at once
+  }
+  return true;
+}
 
 cluster_mode::~cluster_mode() { leave(); }
 
 void cluster_mode::leave() {
   std::unique_ptr<node::membership> leaving;
+  std::unique_ptr<peer_client> peers;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     leaving = std::move(membership_);
+    peers = std::move(peers_);
   }
+  peers.reset();    // forwards still in flight are answered unavailable
   leaving.reset();  // revokes the lease, outside the lock (it waits on etcd)
 }
 

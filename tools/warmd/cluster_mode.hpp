@@ -8,10 +8,14 @@
 #include <string>
 
 #include "config.hpp"
+#include "peers.hpp"
 #include "warm/error.hpp"
 #include "warm/runtime.hpp"
 #include "warm/runtime_types.hpp"
 
+namespace warm {
+class registry_storage;
+}
 namespace warm::node {
 class membership;
 }
@@ -23,22 +27,38 @@ class cluster_mode {
   // Joins the cluster the flags name, for the runtime `rt` (borrowed; it must outlive this).
   // invalid_argument for bad flags (names, an address that cannot be advertised). Does not wait
   // for etcd: an instance whose etcd is down serves alone and joins once etcd answers.
-  static expected<std::unique_ptr<cluster_mode>> start(const config& c, runtime& rt);
+  // `token` is the cluster's (the listeners' token): forwards present it to peers reached over TCP
+  // with remote access.
+  static expected<std::unique_ptr<cluster_mode>> start(const config& c, runtime& rt, std::string token);
   ~cluster_mode();
 
   // This instance's view of the cluster (Warm.clusterInfo); answers at once, on the caller's
   // thread.
   void info(callback<cluster_info> done) const;
-  // Leaves the cluster: revokes the lease, so the record goes at once. Later info() calls answer
-  // with the cluster's name and an empty view.
+  // Leaves the cluster: revokes the lease, so the record goes at once, and stops forwarding
+  // (forwards in flight are answered unavailable). Later info() calls answer with the cluster's
+  // name and an empty view.
   void leave();
 
+  // runtime_options::miss_handler: a miss for `model` goes to a live peer that holds it (not
+  // draining; the one with the fewest loads in flight, then by name), answered from there; false
+  // (load it here) when no peer holds it. Never blocks: the forward runs on the peer client's
+  // thread, and a peer that cannot serve it sends it back here.
+  bool forward(const std::string& model, infer_request& request, callback<infer_result>& done);
+
+
  private:
-  cluster_mode(std::string name, std::unique_ptr<node::membership> m);
+  cluster_mode(std::string name, std::unique_ptr<node::membership> m, std::unique_ptr<peer_client> peers);
   std::string name_;
   mutable std::mutex mutex_;
   std::unique_ptr<node::membership> membership_;
+  std::unique_ptr<peer_client> peers_;
 };
+
+// The registry of the cluster the flags name, kept in etcd and shared by its instances
+// (node/etcd_registry.hpp): runtime_options::registry_store in cluster mode. Its changes and
+// failures are logged.
+expected<std::unique_ptr<registry_storage>> cluster_registry(const config& c);
 
 // The address peers reach this instance at: --advertise, else the first --listen, a relative
 // unix socket path made absolute. invalid_argument when neither gives one.

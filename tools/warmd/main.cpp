@@ -24,6 +24,7 @@
 #include "config.hpp"
 #if WARM_HAVE_CLUSTER
 #include "cluster_mode.hpp"
+#include "storage/registry_storage.hpp"
 #endif
 #include "file_checks.hpp"
 #include "http/http_front.hpp"
@@ -355,6 +356,19 @@ int main(int argc, char** argv) {
       spdlog::warn("runtime {} is not ready yet ({}); warmd goes on and keeps trying", name, dev->state());
     options.attached_devices.push_back({std::move(dev), ""});
   }
+#if WARM_HAVE_CLUSTER
+  // Misses go to the cluster once it is joined (below); until then, and after it is left, they
+  // are served here.
+  auto forwarding = std::make_shared<std::atomic<warm::warmd::cluster_mode*>>(nullptr);
+  if (!c.cluster.empty()) {
+    options.registry_store = [&c] { return warm::warmd::cluster_registry(c); };
+    options.miss_handler = [forwarding](const std::string& model, warm::infer_request& request,
+                                        warm::callback<warm::infer_result>& done) {
+      auto* cluster = forwarding->load();
+      return cluster && cluster->forward(model, request, done);
+    };
+  }
+#endif
   auto rt = warm::runtime::create(std::move(options));
   if (!rt) {
     spdlog::error("cannot start the runtime: {}", rt.error().to_string());
@@ -405,12 +419,13 @@ int main(int argc, char** argv) {
   // cluster first at shutdown, so that peers stop counting on this instance before it stops.
   std::unique_ptr<warm::warmd::cluster_mode> cluster;
   if (!c.cluster.empty()) {
-    auto joined = warm::warmd::cluster_mode::start(c, **rt);
+    auto joined = warm::warmd::cluster_mode::start(c, **rt, service_options.token);
     if (!joined) {
       spdlog::error("cannot join the cluster: {}", joined.error().to_string());
       return joined.error().code == warm::errc::invalid_argument ? exit_usage : exit_failure;
     }
     cluster = std::move(*joined);
+    forwarding->store(cluster.get());  // never cleared: the runtime, and every miss, ends before the cluster
     service_options.server.cluster = [&cluster](warm::callback<warm::cluster_info> done) { cluster->info(std::move(done)); };
   }
 #endif

@@ -42,7 +42,7 @@
 #include "warm/model_repository.hpp"
 #include "warm/runtime_types.hpp"
 #include "core/serving_slot.hpp"
-#include "storage/registry_store.hpp"
+#include "storage/registry_storage.hpp"
 
 namespace warm {
 
@@ -71,6 +71,8 @@ struct model_resolved;
 struct store_commit;
 struct store_committed;
 struct store_close;
+struct store_seen;
+struct store_update;
 struct model_use;
 struct client_use;
 struct granted;
@@ -129,12 +131,14 @@ using registry_actor = caf::typed_actor<
     caf::reacts_to<msg::inspect_models>,     // runtime: statuses of models with an actor, totals
     caf::reacts_to<msg::flush_registry>,     // itself: commit the staged writes (group commit)
     caf::reacts_to<msg::description_read>,   // a describe's worker thread: keep its description
-    caf::reacts_to<msg::model_resolved>>;    // a resolving worker thread: a model file's header
+    caf::reacts_to<msg::model_resolved>,     // a resolving worker thread: a model file's header
+    caf::reacts_to<msg::store_update>>;      // a shared store's follower: others' changes
 
 // The registry's store writer (detached: the only actor that waits on SQLite).
 using registry_writer_actor = caf::typed_actor<
     caf::replies_to<msg::store_commit>::with<msg::store_committed>,  // registry: one group commit
-    caf::reacts_to<msg::store_close>>;                                // registry (stopping): last commit, stop
+    caf::reacts_to<msg::store_close>,                                 // registry (stopping): last commit, stop
+    caf::reacts_to<msg::store_seen>>;                                 // registry: others' changes taken in
 
 // A model actor (src/actors/model_actor.hpp): one registration's state machine.
 using model_actor = caf::typed_actor<
@@ -367,6 +371,15 @@ struct store_committed {
 // Commit what is left (possibly nothing), then stop: the registry's last words.
 struct store_close {
   std::vector<registry_change> changes;
+};
+// The registry's memory now reflects `update` (registry_storage::seen): sent after every commit
+// of changes staged before the registry took it in, and before any staged after.
+struct store_seen {
+  std::shared_ptr<const registry_update> update;
+};
+// To the registry, from a shared store's follower: changes other instances made.
+struct store_update {
+  std::shared_ptr<const registry_update> update;
 };
 
 // ---- to a model actor -------------------------------------------------------------------------
@@ -605,6 +618,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_resolved)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::store_commit)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::store_committed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::store_close)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::store_seen)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::store_update)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_use)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::client_use)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::granted)

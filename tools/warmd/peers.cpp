@@ -1,0 +1,202 @@
+#include "peers.hpp"
+
+#include <capnp/rpc-twoparty.h>
+#include <capnp/rpc.h>
+#include <kj/async-io.h>
+#include <kj/thread.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "rpc/convert.hpp"
+#include "warm.capnp.h"
+
+namespace warm::warmd {
+
+namespace {
+
+// A forward's callback, called exactly once: by the peer's answer, the fallback, or (when the
+// client stops with the forward in flight) with unavailable as the last copy goes.
+class answer_once {
+ public:
+  explicit answer_once(callback<infer_result> done) : done_(std::move(done)) {}
+  ~answer_once() {
+    if (done_) done_(make_error(errc::unavailable, "warmd is stopping"));
+  }
+  void operator()(expected<infer_result> r) {
+    if (auto d = std::exchange(done_, nullptr)) d(std::move(r));
+  }
+  callback<infer_result> release() { return std::exchange(done_, nullptr); }
+
+ private:
+  callback<infer_result> done_;
+};
+
+// One peer's connection. The members are destroyed in reverse order: the bootstrap's promise
+// first, the stream last.
+struct peer {
+  std::string address;
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<capnp::TwoPartyVatNetwork> network;
+  kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
+  kj::Promise<void> watch = nullptr;
+  bool lost = false;
+  kj::ForkedPromise<rpc::Warm::Client> warm = nullptr;
+};
+
+struct failure_log : kj::TaskSet::ErrorHandler {
+  void taskFailed(kj::Exception&&) override {}  // every forward catches its own failure
+};
+
+}  // namespace
+
+struct peer_client::impl {
+  options opts;
+  std::atomic<std::uint64_t> forwarded{0}, fell_back{0};
+
+  std::mutex mutex;
+  std::condition_variable started;
+  kj::Own<const kj::Executor> executor;
+  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop;
+  kj::Own<kj::Thread> thread;
+
+  // The client's thread only.
+  kj::AsyncIoContext* io = nullptr;
+  kj::TaskSet* tasks = nullptr;
+  std::map<std::string, std::shared_ptr<peer>> peers;
+
+  void run() {
+    auto context = kj::setupAsyncIo();
+    auto stopped = kj::newPromiseAndCrossThreadFulfiller<void>();
+    failure_log errors;
+    kj::TaskSet forwards(errors);
+    io = &context;
+    tasks = &forwards;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      executor = kj::getCurrentThreadExecutor().addRef();
+      stop = kj::mv(stopped.fulfiller);
+    }
+    started.notify_all();
+    stopped.promise.wait(context.waitScope);
+    // Forwards in flight are cancelled here: their answer_once tells their callers.
+    peers.clear();
+    tasks = nullptr;
+  }
+
+  // The connection to `address`: the open one, or a new one when there is none or it broke.
+  std::shared_ptr<peer> peer_for(const std::string& address) {
+    auto& slot = peers[address];
+    if (slot && !slot->lost) return slot;
+    slot = std::make_shared<peer>();
+    slot->address = address;
+    auto* p = slot.get();  // the chain below is owned by the peer: a raw pointer cannot dangle
+    auto connected =
+        io->provider->getNetwork()
+            .parseAddress(address)
+            .then([](kj::Own<kj::NetworkAddress> a) {
+              auto c = a->connect();
+              return c.attach(kj::mv(a));
+            })
+            .then([this, p](kj::Own<kj::AsyncIoStream> s) -> kj::Promise<rpc::Warm::Client> {
+              p->stream = kj::mv(s);
+              capnp::ReaderOptions limits;
+              limits.traversalLimitInWords = std::uint64_t{1} << 31;  // peers are trusted: large results
+              p->network = kj::heap<capnp::TwoPartyVatNetwork>(*p->stream, capnp::rpc::twoparty::Side::CLIENT, limits);
+              p->rpc = kj::heap(capnp::makeRpcClient(*p->network));
+              p->watch = p->network->onDisconnect().then([p] { p->lost = true; }).eagerlyEvaluate(nullptr);
+              capnp::MallocMessageBuilder vat;
+              auto id = vat.initRoot<capnp::rpc::twoparty::VatId>();
+              id.setSide(capnp::rpc::twoparty::Side::SERVER);
+              auto bootstrap = p->rpc->bootstrap(id);
+              if (opts.token.empty()) {
+                auto resolved = bootstrap.whenResolved();
+                return resolved.then([bootstrap]() mutable { return bootstrap.castAs<rpc::Warm>(); });
+              }
+              auto login = bootstrap.castAs<rpc::Authenticator>().authenticateRequest();
+              login.setToken(opts.token);
+              return login.send().then([](capnp::Response<rpc::Authenticator::AuthenticateResults>&& reply) {
+                if (reply.getStatus().getCode() != rpc::Status::Code::OK)
+                  KJ_FAIL_REQUIRE("the peer refused the cluster's token", reply.getStatus().getMessage());
+                return reply.getWarm();
+              });
+            });
+    p->warm = io->provider->getTimer()
+                  .timeoutAfter(opts.connect_timeout.count() * kj::MILLISECONDS, kj::mv(connected))
+                  .then([](rpc::Warm::Client w) { return w; },
+                        [p](kj::Exception&& e) -> rpc::Warm::Client {
+                          p->lost = true;
+                          kj::throwFatalException(kj::mv(e));
+                        })
+                  .fork();
+    return slot;
+  }
+
+  void forward(const std::string& address, std::shared_ptr<infer_request> request, std::shared_ptr<answer_once> answer) {
+    auto p = peer_for(address);
+    auto call = p->warm.addBranch().then([request](rpc::Warm::Client w) {
+      auto r = w.inferRequest();
+      rpc::to_capnp(*request, r.initRequest());
+      return r.send();
+    });
+    auto answered = io->provider->getTimer()
+                        .timeoutAfter(opts.call_timeout.count() * kj::MILLISECONDS, kj::mv(call))
+                        .then(
+                            [this, request, answer](capnp::Response<rpc::Warm::InferResults>&& reply) {
+                              auto status = rpc::from_capnp(reply.getStatus());
+                              if (!status && status.error().code == errc::unavailable)
+                                return fall_back("it is unavailable: " + status.error().message, request, answer);
+                              ++forwarded;
+                              if (!status) return (*answer)(status.error());
+                              (*answer)(rpc::from_capnp(reply.getResult()));
+                            },
+                            [this, p, request, answer](kj::Exception&& e) {
+                              p->lost = true;  // connect again next time
+                              fall_back(e.getDescription().cStr(), request, answer);
+                            });
+    tasks->add(kj::mv(answered));
+  }
+
+  void fall_back(const std::string& why, const std::shared_ptr<infer_request>& request,
+                 const std::shared_ptr<answer_once>& answer) {
+    ++fell_back;
+    if (opts.log) opts.log("cluster: cannot forward " + request->target + ": " + why + "; serving it here");
+    opts.fallback(std::move(*request), answer->release());
+  }
+};
+
+expected<std::unique_ptr<peer_client>> peer_client::start(options o) {
+  if (!o.fallback) return make_error(errc::invalid_argument, "forwarding needs a fallback");
+  auto i = std::make_unique<impl>();
+  i->opts = std::move(o);
+  auto* raw = i.get();
+  i->thread = kj::heap<kj::Thread>([raw] { raw->run(); });
+  std::unique_lock<std::mutex> lock(raw->mutex);
+  raw->started.wait(lock, [raw] { return raw->executor.get() != nullptr; });
+  return std::unique_ptr<peer_client>(new peer_client(std::move(i)));
+}
+
+peer_client::peer_client(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+
+peer_client::~peer_client() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stop->fulfill();
+  }
+  impl_->thread = nullptr;  // joins
+}
+
+void peer_client::infer(const std::string& address, infer_request request, callback<infer_result> done) {
+  request.forwarded = true;
+  auto req = std::make_shared<infer_request>(std::move(request));
+  auto answer = std::make_shared<answer_once>(std::move(done));
+  auto* i = impl_.get();
+  i->executor->executeSync([i, &address, req, answer] { i->forward(address, req, answer); });
+}
+
+std::uint64_t peer_client::forwarded() const { return impl_->forwarded; }
+std::uint64_t peer_client::fell_back() const { return impl_->fell_back; }
+
+}  // namespace warm::warmd
