@@ -168,6 +168,16 @@ TEST_CASE("another instance's registrations, unregistrations and vmodels reach t
   shared->write_from_elsewhere(erase_vmodel{"v"});
   REQUIRE(eventually([&] { return !f.rt->vmodel_status("v").get(); }));
 
+  // Marked auto-delete elsewhere (a vmodel set with --auto-delete): the same file, it stays loaded.
+  auto marked = record("b", "b");
+  marked.auto_delete = true;
+  shared->write_from_elsewhere(put_model{marked});
+  shared->write_from_elsewhere(put_vmodel{{"w", "b", "b"}});  // after it: the mark is taken in
+  REQUIRE(eventually([&] { return f.rt->vmodel_status("w").get().has_value(); }));
+  CHECK(state_of(*f.rt, "b") == model_state::loaded);
+  CHECK(f.loader->loads_of("b") == 1);
+  shared->write_from_elsewhere(erase_vmodel{"w"});
+
   shared->write_from_elsewhere(erase_model{"b"});
   REQUIRE(eventually([&] { return state_of(*f.rt, "b") == model_state::not_found; }));
   // Re-registered elsewhere with other info: this runtime takes the new record.

@@ -460,6 +460,14 @@ void take_in_change(self_ptr self, const registry_change& change) {
     auto& r = put->record;
     auto it = s.models.find(r.id);
     if (it != s.models.end() && it->second.record == r) return;
+    if (it != s.models.end() && it->second.record.path == r.path && it->second.record.version == r.version &&
+        it->second.record.size_hint == r.size_hint) {
+      // The same model file and size (auto-delete or batching changed): it stays loaded.
+      const bool batching_changed = it->second.record.batching != r.batching;
+      it->second.record = r;
+      if (batching_changed && s.config.on_batching) s.config.on_batching(r.id, r.batching);
+      return;
+    }
     if (it != s.models.end()) {
       if (it->second.actor) self->send(it->second.actor, msg::model_unregister{});
       s.models.erase(it);
