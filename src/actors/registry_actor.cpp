@@ -672,6 +672,17 @@ void registered(self_ptr self, const std::string& id,
     for (auto& then : pending.then) then(resolution.error());
     return;
   }
+  if (auto taken = s.models.find(id); taken != s.models.end()) {
+    // Another instance registered it meanwhile (a shared registry), and this one took it in.
+    if (taken->second.record == pending.record)
+      return stage(self, {}, [then = std::move(pending.then)](expected<void> r) {
+        for (auto& t : then) t(r);
+      });
+    auto differs = make_error(errc::invalid_argument, "model '" + id + "' was registered meanwhile with different info (path '" +
+                                                          taken->second.record.path + "')");
+    for (auto& then : pending.then) then(differs);
+    return;
+  }
   auto& r = **resolution;
   model_entry e{pending.record, r.file, r.bytes, {}, r.described, resolved_description(r, pending.record),
                 pending.generation};
