@@ -136,6 +136,15 @@ model_record record(const std::string& id, const std::string& path, std::optiona
   return r;
 }
 
+// A runtime option: the registry kept in `shared`.
+std::function<void(runtime_options&)> keep_registry_in(std::shared_ptr<shared_records> shared) {
+  return [shared](runtime_options& o) {
+    o.registry_store = [shared]() -> expected<std::unique_ptr<registry_storage>> {
+      return std::unique_ptr<registry_storage>(std::make_unique<shared_store>(shared));
+    };
+  };
+}
+
 model_state state_of(runtime& rt, const std::string& id) {
   auto st = rt.status(id).get();
   return st ? st->state : model_state::not_found;
@@ -145,11 +154,7 @@ model_state state_of(runtime& rt, const std::string& id) {
 
 TEST_CASE("another instance's registrations, unregistrations and vmodels reach this runtime") {
   auto shared = std::make_shared<shared_records>();
-  test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2, [shared](runtime_options& o) {
-    o.registry_store = [shared]() -> expected<std::unique_ptr<registry_storage>> {
-      return std::unique_ptr<registry_storage>(std::make_unique<shared_store>(shared));
-    };
-  });
+  test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2, keep_registry_in(shared));
   REQUIRE(f.rt->register_model("a", {"a"}).get());
   shared->write_from_elsewhere(put_model{record("b", "b")});
   REQUIRE(eventually([&] { return state_of(*f.rt, "b") == model_state::not_loaded; }));
@@ -190,11 +195,7 @@ TEST_CASE("another instance's registrations, unregistrations and vmodels reach t
 
 TEST_CASE("a change staged before another instance changed the same record fails; memory follows the store") {
   auto shared = std::make_shared<shared_records>();
-  test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2, [shared](runtime_options& o) {
-    o.registry_store = [shared]() -> expected<std::unique_ptr<registry_storage>> {
-      return std::unique_ptr<registry_storage>(std::make_unique<shared_store>(shared));
-    };
-  });
+  test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2, keep_registry_in(shared));
   REQUIRE(f.rt->register_model("a", {"a"}).get());
   // A commit held in flight, and behind it a registration of x staged here.
   shared->hold = true;
