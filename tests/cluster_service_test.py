@@ -191,8 +191,7 @@ def loaded_on(viewer, instance):
 def hold_only_on(tmp, socks, owner, mid, seed):
     """Registers model `mid` and loads it on `owner` only; returns once the others' views of
     owner's record show it."""
-    subprocess.run([warmctl, "make-model", "--out", os.path.join(tmp, "repo", mid, "1"), "--layers", "4,8,2",
-                    "--seed", str(seed)], check=True, capture_output=True)
+    make_model(tmp, mid, seed)
     check(ctl(socks[owner], "register", mid, mid)[0] == 0, f"register {mid}")
     before = {n: loaded_on(socks[n], owner) for n in socks if n != owner}
     check(ctl(socks[owner], "ensure", mid)[0] == 0, f"load {mid} on {owner}")
@@ -208,6 +207,45 @@ def forwarding_checks(tmp, socks):
         check(rc == 0, f"a serves f1 from b: {out} {err}")
     check(status(socks["a"], "f1").get("state") == "NOT_LOADED", f"a did not load f1: {status(socks['a'], 'f1')}")
     check(status(socks["b"], "f1").get("requests", 0) >= 6, f"b served a's requests: {status(socks['b'], 'f1')}")
+
+
+def make_model(tmp, mid, seed):
+    subprocess.run([warmctl, "make-model", "--out", os.path.join(tmp, "repo", mid, "1"), "--layers", "4,8,2",
+                    "--seed", str(seed)], check=True, capture_output=True)
+
+
+def loads(sock, mid):
+    return status(sock, mid).get("loads", {}).get("count", 0)
+
+
+def storm(requests):
+    """Runs `warmctl infer MODEL --random` for every (sock, model) at once; their exit codes."""
+    procs = [subprocess.Popen([warmctl, "--connect", "unix:" + sock, "infer", mid, "--random"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for sock, mid in requests]
+    return [(p.wait(30), p.stderr.read()) for p in procs]
+
+
+def placement_checks(tmp, socks):
+    """A cold storm through every instance is one load; cold models placed at once spread."""
+    make_model(tmp, "s1", 21)
+    check(ctl(socks["a"], "register", "s1", "s1")[0] == 0, "register s1")
+    check(wait_for(lambda: all(registered(s, "s1") for s in socks.values()), 5), "every instance has s1")
+    answers = storm([(sock, "s1") for sock in socks.values() for _ in range(8)])
+    check(all(rc == 0 for rc, _ in answers), f"the storm's 24 requests are served: {[e for rc, e in answers if rc]}")
+    per_instance = {n: loads(s, "s1") for n, s in socks.items()}
+    check(sum(per_instance.values()) == 1, f"one load of s1 in the cluster: {per_instance}")
+
+    cold = [f"p{i}" for i in range(12)]
+    for i, mid in enumerate(cold):
+        make_model(tmp, mid, 30 + i)
+        check(ctl(socks["b"], "register", mid, mid)[0] == 0, f"register {mid}")
+    check(wait_for(lambda: all(registered(s, cold[-1]) for s in socks.values()), 5), "every instance has them")
+    names_ = sorted(socks)
+    answers = storm([(socks[names_[i % 3]], mid) for i, mid in enumerate(cold)])
+    check(all(rc == 0 for rc, _ in answers), f"the cold models are served: {[e for rc, e in answers if rc]}")
+    held = {n: sum(status(s, mid).get("state") == "LOADED" for mid in cold) for n, s in socks.items()}
+    check(sum(held.values()) == 12 and max(held.values()) <= 6,
+          f"12 cold models at once, each loaded once, at most half on one instance: {held}")
 
 
 def main():
@@ -234,6 +272,7 @@ def main():
 
         registry_checks(tmp, socks)
         forwarding_checks(tmp, socks)
+        placement_checks(tmp, socks)
         hold_only_on(tmp, socks, "c", "f2", 12)
 
         # SIGKILL: the record outlives the process by at most its TTL.

@@ -54,14 +54,6 @@ struct membership_options {
   std::function<void(const std::string&)> note;
 };
 
-// An instance as this one sees it.
-struct member {
-  instance_record record;
-  std::int64_t mod_revision = 0;  // of its record in etcd
-  double seen_seconds_ago = 0;    // since this instance saw its record last written
-  bool self = false;
-};
-
 // What the membership knows now.
 struct membership_status {
   std::string cluster;

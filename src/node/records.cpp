@@ -21,7 +21,7 @@ bool allowed(std::string_view text, std::string_view extra) {
 // Reads one field of a decoded record, naming the key and field on any mismatch.
 class reader {
  public:
-  reader(const std::string& key, const json& object) : key_(key), object_(object) {}
+  reader(const char* kind, const std::string& key, const json& object) : kind_(kind), key_(key), object_(object) {}
 
   expected<std::string> text(const char* field) const {
     auto it = object_.find(field);
@@ -62,10 +62,11 @@ class reader {
   }
 
   error bad(const std::string& field, const std::string& what) const {
-    return make_error(errc::invalid_argument, "instance record at " + key_ + ": " + field + " must be " + what);
+    return make_error(errc::invalid_argument, std::string(kind_) + " at " + key_ + ": " + field + " must be " + what);
   }
 
  private:
+  const char* kind_;  // "instance record", "placement claim"
   const std::string& key_;
   const json& object_;
 };
@@ -80,7 +81,7 @@ class reader {
 expected<device_record> decode_device(const std::string& key, const json& j, std::size_t index) {
   std::string where = key + " devices[" + std::to_string(index) + "]";
   if (!j.is_object()) return make_error(errc::invalid_argument, "instance record at " + where + ": not an object");
-  reader r(where, j);
+  reader r("instance record", where, j);
   device_record d;
   WARM_TRY_SET(d.name, r.text("name"));
   WARM_TRY_SET(d.policy, r.text("policy"));
@@ -172,7 +173,7 @@ expected<instance_record> decode_instance(const std::string& key, std::string_vi
   json j = json::parse(text.begin(), text.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return make_error(errc::invalid_argument, "instance record at " + key + ": not a JSON object");
-  reader r(key, j);
+  reader r("instance record", key, j);
   instance_record out;
   WARM_TRY_SET(out.name, r.text("name"));
   if (auto ok = check_instance_name(out.name); !ok) return r.bad("name", "a valid instance name");
@@ -201,7 +202,6 @@ expected<instance_record> decode_instance(const std::string& key, std::string_vi
   return out;
 }
 
-#undef WARM_TRY_SET
 
 instance_record record_from(const inspection& state, std::string name, std::string address, std::string version,
                             std::int64_t started_unix, bool draining, std::size_t candidates) {
@@ -251,5 +251,29 @@ cluster::instance_view view_of(const instance_record& r) {
   v.draining = r.draining;
   return v;
 }
+
+std::string claims_prefix(const std::string& root) { return root + "claims/"; }
+std::string claim_key(const std::string& root, const std::string& model) { return claims_prefix(root) + model; }
+
+std::string encode(const placement_claim& c) {
+  return json{{"instance", c.instance}, {"by", c.by}, {"bytes", c.bytes}, {"claimed_unix_ms", c.claimed_unix_ms}}.dump();
+}
+
+expected<placement_claim> decode_claim(const std::string& key, std::string_view text) {
+  json j = json::parse(text.begin(), text.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return make_error(errc::invalid_argument, "placement claim at " + key + ": not a JSON object");
+  reader r("placement claim", key, j);
+  placement_claim out;
+  WARM_TRY_SET(out.instance, r.text("instance"));
+  if (auto ok = check_instance_name(out.instance); !ok) return r.bad("instance", "a valid instance name");
+  WARM_TRY_SET(out.by, r.text("by"));
+  if (auto ok = check_instance_name(out.by); !ok) return r.bad("by", "a valid instance name");
+  WARM_TRY_SET(out.bytes, r.integer<std::uint64_t>("bytes"));
+  WARM_TRY_SET(out.claimed_unix_ms, r.integer<std::int64_t>("claimed_unix_ms"));
+  return out;
+}
+
+#undef WARM_TRY_SET
 
 }  // namespace warm::node

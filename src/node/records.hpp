@@ -5,6 +5,8 @@
 // Keys, under root = "/warm/<cluster name>/":
 //   instances/<instance name>   an instance_record, on the instance's lease: it disappears when
 //                               the instance stops or its lease expires
+//   claims/<model id>           a placement_claim: the instance that loads a model no instance
+//                               held, on the lease of the instance that placed it
 //
 // Records are JSON objects. Decoding checks every field's type and range and names the key and
 // field of the first problem; unknown fields are ignored (a newer instance may add some).
@@ -74,5 +76,29 @@ instance_record record_from(const inspection& state, std::string name, std::stri
 
 // Placement's view of an instance: its device with the most room, and the instance's loads.
 cluster::instance_view view_of(const instance_record& r);
+
+// An instance as another sees it: its record and the record's revision in etcd.
+struct member {
+  instance_record record;
+  std::int64_t mod_revision = 0;  // of its record in etcd
+  double seen_seconds_ago = 0;    // since the viewer saw its record last written
+  bool self = false;              // the viewer itself
+};
+
+std::string claims_prefix(const std::string& root);
+std::string claim_key(const std::string& root, const std::string& model);
+
+// Which instance loads a model that no instance held when a request for it arrived
+// (node/placing.hpp).
+struct placement_claim {
+  std::string instance;           // where the model is loaded
+  std::string by;                 // the instance that placed it
+  std::uint64_t bytes = 0;        // the model's bytes, reserved on `instance`
+  std::int64_t claimed_unix_ms = 0;  // when it was placed (milliseconds since the epoch)
+};
+
+std::string encode(const placement_claim& c);
+// invalid_argument "placement claim at KEY: FIELD ..." for anything but a valid claim.
+expected<placement_claim> decode_claim(const std::string& key, std::string_view json);
 
 }  // namespace warm::node

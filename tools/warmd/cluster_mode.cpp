@@ -64,14 +64,32 @@ expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, run
   po.log = [](const std::string& line) { spdlog::warn("{}", line); };
   auto peers = peer_client::start(std::move(po));
   if (!peers) return std::move(peers).error();
+  auto root = node::cluster_root(name);
+  if (!root) return std::move(root).error();
   auto m = node::membership::start(std::move(o));
   if (!m) return std::move(m).error();
+  etcd::options eo;
+  eo.endpoints = c.cluster;
+  auto placing_etcd = etcd::client::connect(std::move(eo));
+  if (!placing_etcd) return std::move(placing_etcd).error();
+  placer::options pl;
+  pl.etcd = std::move(*placing_etcd);
+  pl.root = std::move(*root);
+  pl.instance = instance;
+  pl.rt = &rt;
+  pl.membership = m->get();
+  pl.peers = peers->get();
+  pl.log = [](const std::string& line) { spdlog::warn("{}", line); };
+  auto placing = placer::start(std::move(pl));
+  if (!placing) return std::move(placing).error();
   spdlog::info("cluster {}: instance {} at {}, etcd {}", name, instance, advertised, fmt::join(c.cluster, ","));
-  return std::unique_ptr<cluster_mode>(new cluster_mode(std::move(name), std::move(*m), std::move(*peers)));
+  return std::unique_ptr<cluster_mode>(
+      new cluster_mode(std::move(name), std::move(*m), std::move(*peers), std::move(*placing)));
 }
 
-cluster_mode::cluster_mode(std::string name, std::unique_ptr<node::membership> m, std::unique_ptr<peer_client> peers)
-    : name_(std::move(name)), membership_(std::move(m)), peers_(std::move(peers)) {}
+cluster_mode::cluster_mode(std::string name, std::unique_ptr<node::membership> m, std::unique_ptr<peer_client> peers,
+                           std::unique_ptr<placer> placing)
+    : name_(std::move(name)), membership_(std::move(m)), peers_(std::move(peers)), placer_(std::move(placing)) {}
 
 bool cluster_mode::forward(const std::string& model, infer_request& request, callback<infer_result>& done) {
   {
@@ -86,8 +104,10 @@ bool cluster_mode::forward(const std::string& model, infer_request& request, cal
           (r.loads_in_flight == best->record.loads_in_flight && r.name < best->record.name))
         best = &m;
     }
-    if (!best) return false;
-    peers_->infer(best->record.address, std::move(request), std::move(done));  // returns at once
+    if (best)
+      peers_->infer(best->record.address, std::move(request), std::move(done));  // returns at once
+    else
+      placer_->place(model, std::move(request), std::move(done));  // returns at once
   }
   return true;
 }
@@ -97,11 +117,14 @@ cluster_mode::~cluster_mode() { leave(); }
 void cluster_mode::leave() {
   std::unique_ptr<node::membership> leaving;
   std::unique_ptr<peer_client> peers;
+  std::unique_ptr<placer> placing;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     leaving = std::move(membership_);
     peers = std::move(peers_);
+    placing = std::move(placer_);
   }
+  placing.reset();  // what waits for placement is served here
   peers.reset();    // forwards still in flight are answered unavailable
   leaving.reset();  // revokes the lease, outside the lock (it waits on etcd)
 }

@@ -9,6 +9,7 @@
 
 #include "config.hpp"
 #include "peers.hpp"
+#include "placer.hpp"
 #include "warm/error.hpp"
 #include "warm/runtime.hpp"
 #include "warm/runtime_types.hpp"
@@ -41,18 +42,22 @@ class cluster_mode {
   void leave();
 
   // runtime_options::miss_handler: a miss for `model` goes to a live peer that holds it (not
-  // draining; the one with the fewest loads in flight, then by name), answered from there; false
-  // (load it here) when no peer holds it. Never blocks: the forward runs on the peer client's
-  // thread, and a peer that cannot serve it sends it back here.
+  // draining; the one with the fewest loads in flight, then by name), answered from there. When no
+  // instance holds it, placement decides which instance loads it (placer.hpp): one load
+  // cluster-wide however many instances the requests arrive at. false (serve it here) only once
+  // the cluster is left. Never blocks: forwards run on the peer client's thread, placement on its
+  // own, and a peer that cannot serve a request sends it back here.
   bool forward(const std::string& model, infer_request& request, callback<infer_result>& done);
 
 
  private:
-  cluster_mode(std::string name, std::unique_ptr<node::membership> m, std::unique_ptr<peer_client> peers);
+  cluster_mode(std::string name, std::unique_ptr<node::membership> m, std::unique_ptr<peer_client> peers,
+               std::unique_ptr<placer> placing);
   std::string name_;
   mutable std::mutex mutex_;
   std::unique_ptr<node::membership> membership_;
   std::unique_ptr<peer_client> peers_;
+  std::unique_ptr<placer> placer_;  // borrows membership_ and peers_: destroyed first
 };
 
 // The registry of the cluster the flags name, kept in etcd and shared by its instances

@@ -1,0 +1,63 @@
+#include "node/placing.hpp"
+
+#include <algorithm>
+
+namespace warm::node {
+namespace {
+
+const member* find_member(const std::vector<member>& members, const std::string& name) {
+  for (const auto& m : members)
+    if (m.record.name == name) return &m;
+  return nullptr;
+}
+
+bool holds(const instance_record& r, const std::string& model) {
+  return std::binary_search(r.residents.begin(), r.residents.end(), model);
+}
+
+}  // namespace
+
+bool claim_is_live(const known_claim& c, const std::vector<member>& members, std::int64_t now_unix_ms,
+                   std::int64_t claim_life_ms) {
+  if (now_unix_ms - c.claim.claimed_unix_ms >= claim_life_ms) return false;
+  const member* m = find_member(members, c.claim.instance);
+  return m && !m->record.draining;
+}
+
+placement_decision decide_placement(const placement_inputs& in) {
+  placement_decision out;
+  const known_claim* existing = nullptr;
+  for (const auto& c : in.claims)
+    if (c.model == in.model) existing = &c;
+  if (existing && claim_is_live(*existing, in.members, in.now_unix_ms, in.claim_life_ms)) {
+    const member* m = find_member(in.members, existing->claim.instance);
+    if (m->self) return out;  // serve_here: this instance is loading it
+    out.what = placement_decision::action::follow;
+    out.instance = m->record.name;
+    out.address = m->record.address;
+    return out;
+  }
+
+  std::vector<cluster::instance_view> views;
+  views.reserve(in.members.size());
+  for (const auto& m : in.members) {
+    auto v = view_of(m.record);
+    for (const auto& c : in.claims) {
+      if (c.claim.instance != m.record.name || c.mod_revision <= m.mod_revision || c.model == in.model) continue;
+      if (holds(m.record, c.model) || !claim_is_live(c, in.members, in.now_unix_ms, in.claim_life_ms)) continue;
+      v.reserved += c.claim.bytes;
+    }
+    views.push_back(std::move(v));
+  }
+  auto ranked = cluster::rank_instances(views, in.request, cluster::placement_rule::warm);
+  if (ranked.empty()) return out;
+  const member& chosen = in.members[ranked.front()];
+  out.what = placement_decision::action::claim;
+  out.instance = chosen.record.name;
+  out.address = chosen.record.address;
+  out.self = chosen.self;
+  out.expected_revision = existing ? existing->mod_revision : 0;
+  return out;
+}
+
+}  // namespace warm::node

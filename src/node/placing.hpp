@@ -1,0 +1,65 @@
+// Where a cluster serves a miss for a model that no instance holds (docs/cluster.md). Pure logic
+// over the instances' records and the placement claims in etcd; the cluster mode reads both, acts
+// on the decision and writes the claim.
+//
+// The rule, for one model:
+//  1. A live claim for it decides: its instance serves the request (it loads the model once, and
+//     every request that arrives anywhere meanwhile waits on that load). A claim is live for
+//     claim_life after it was made while its instance is a live member and not draining.
+//  2. Otherwise the model is placed with cluster::rank_instances (the warm rule) over every
+//     member's record, and the first is claimed: a compare-and-set on the claim's key against the
+//     revision seen here, so that when instances place the same model at once one claim wins and
+//     the others follow it.
+//  3. Reservations: a live claim for another model counts its bytes as reserved on its instance
+//     until that instance publishes a record written after the claim (a record that already
+//     counts the load), or lists the model as resident. So 50 cold models placed at once spread
+//     over the instances instead of herding onto the one that looked emptiest.
+// With no member to place on (not joined yet, or every member draining) the request is served here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cluster/placement.hpp"
+#include "node/records.hpp"
+
+namespace warm::node {
+
+// A claim as read from etcd.
+struct known_claim {
+  std::string model;
+  placement_claim claim;
+  std::int64_t mod_revision = 0;  // of its key
+};
+
+struct placement_inputs {
+  std::vector<member> members;      // live instances, this one among them (self) once joined
+  std::vector<known_claim> claims;  // every claim in etcd
+  std::string model;
+  cluster::placement_request request;
+  std::int64_t now_unix_ms = 0;
+  std::int64_t claim_life_ms = 60000;
+};
+
+struct placement_decision {
+  enum class action {
+    serve_here,  // this instance serves it (and loads it)
+    follow,      // a live claim names another instance: forward the request there
+    claim,       // claim the model for `instance` (compare-and-set), then serve or forward
+  };
+  action what = action::serve_here;
+  std::string instance;  // follow, claim: the instance that loads the model
+  std::string address;   // follow, claim: where it is reached
+  bool self = false;     // claim: the instance is this one
+  // claim: the claim key's mod_revision to compare against (0: it must not exist).
+  std::int64_t expected_revision = 0;
+};
+
+placement_decision decide_placement(const placement_inputs& in);
+
+// Whether `c` still decides where its model loads (rule 1), among `members`.
+bool claim_is_live(const known_claim& c, const std::vector<member>& members, std::int64_t now_unix_ms,
+                   std::int64_t claim_life_ms);
+
+}  // namespace warm::node

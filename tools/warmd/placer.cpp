@@ -1,0 +1,190 @@
+#include "placer.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "etcd/client.hpp"
+#include "node/membership.hpp"
+#include "node/placing.hpp"
+#include "peers.hpp"
+#include "warm/runtime.hpp"
+
+namespace warm::warmd {
+
+namespace {
+
+struct job {
+  infer_request request;
+  callback<infer_result> done;
+};
+
+std::int64_t now_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct placer::impl {
+  options o;
+  std::atomic<std::uint64_t> placements{0}, lost{0};
+
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::map<std::string, std::vector<job>> queued;  // by model
+  bool stopping = false;
+  std::thread thread;  // last: started once the rest is ready
+
+  std::chrono::steady_clock::time_point last_warning{};
+
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      wake.wait(lock, [&] { return stopping || !queued.empty(); });
+      if (stopping) break;
+      auto batch = std::move(queued);
+      queued.clear();
+      lock.unlock();
+      for (auto& [model, jobs] : batch) decide(model, std::move(jobs));
+      lock.lock();
+    }
+    auto rest = std::move(queued);
+    lock.unlock();
+    for (auto& [model, jobs] : rest) serve_here(std::move(jobs));
+  }
+
+  void serve_here(std::vector<job> jobs) {
+    for (auto& j : jobs) {
+      j.request.forwarded = true;  // loaded here; the miss handler does not see it again
+      o.rt->infer(std::move(j.request), std::move(j.done));
+    }
+  }
+
+  void forward(const std::string& address, std::vector<job> jobs) {
+    for (auto& j : jobs) o.peers->infer(address, std::move(j.request), std::move(j.done));
+  }
+
+  void warn(const std::string& line) {
+    auto now = std::chrono::steady_clock::now();
+    if (!o.log || now - last_warning < std::chrono::seconds(30)) return;
+    last_warning = now;
+    o.log(line);
+  }
+
+  // The model's status here, within 2 s (the placement thread may wait; it is not the runtime's).
+  expected<model_status> status_of(const std::string& model) {
+    auto promise = std::make_shared<std::promise<expected<model_status>>>();
+    auto answer = promise->get_future();
+    o.rt->status(model, [promise](expected<model_status> s) { promise->set_value(std::move(s)); });
+    if (answer.wait_for(std::chrono::seconds(2)) != std::future_status::ready)
+      return make_error(errc::timeout, "the runtime did not answer a status request within 2 s");
+    return answer.get();
+  }
+
+  expected<std::vector<node::known_claim>> read_claims() {
+    auto prefix = node::claims_prefix(o.root);
+    auto listed = o.etcd->get_prefix(prefix);
+    if (!listed) return std::move(listed).error();
+    std::vector<node::known_claim> out;
+    for (const auto& kv : listed->kvs) {
+      auto claim = node::decode_claim(kv.key, kv.value);
+      if (!claim) {
+        warn(claim.error().message);
+        continue;
+      }
+      out.push_back({kv.key.substr(prefix.size()), std::move(*claim), kv.mod_revision});
+    }
+    return out;
+  }
+
+  void decide(const std::string& model, std::vector<job> jobs) {
+    auto status = status_of(model);
+    // Not registered, failed, or already loading here: this instance answers as it would alone.
+    if (!status || status->state != model_state::not_loaded) return serve_here(std::move(jobs));
+    auto claims = read_claims();
+    if (!claims) {
+      warn("placement: cannot read the claims, serving misses here: " + claims.error().to_string());
+      return serve_here(std::move(jobs));
+    }
+    node::placement_inputs in;
+    auto membership = o.membership->status();
+    in.members = std::move(membership.members);
+    in.claims = std::move(*claims);
+    in.model = model;
+    in.request.bytes = status->bytes;
+    in.request.load_seconds = status->loads.count > 0 ? status->loads.mean_ms / 1000 : 1.0;
+    in.claim_life_ms = o.claim_life.count();
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      in.now_unix_ms = now_unix_ms();
+      auto d = node::decide_placement(in);
+      using action = node::placement_decision::action;
+      if (d.what == action::serve_here) return serve_here(std::move(jobs));
+      if (d.what == action::follow) return forward(d.address, std::move(jobs));
+      node::placement_claim claim{d.instance, o.instance, in.request.bytes, in.now_unix_ms};
+      auto key = node::claim_key(o.root, model);
+      auto cas = o.etcd->put_if(key, node::encode(claim), d.expected_revision, membership.lease);
+      if (!cas) {
+        warn("placement: cannot claim " + model + ", serving it here: " + cas.error().to_string());
+        return serve_here(std::move(jobs));
+      }
+      if (cas->succeeded) {
+        ++placements;
+        return d.self ? serve_here(std::move(jobs)) : forward(d.address, std::move(jobs));
+      }
+      // Another instance claimed it first: decide again with its claim, which is usually followed.
+      ++lost;
+      in.claims.erase(std::remove_if(in.claims.begin(), in.claims.end(), [&](const auto& c) { return c.model == model; }),
+                      in.claims.end());
+      if (cas->current) {
+        auto current = node::decode_claim(key, cas->current->value);
+        if (current) in.claims.push_back({model, std::move(*current), cas->current->mod_revision});
+      }
+    }
+    serve_here(std::move(jobs));
+  }
+};
+
+expected<std::unique_ptr<placer>> placer::start(options o) {
+  if (!o.etcd || !o.rt || !o.membership || !o.peers)
+    return make_error(errc::invalid_argument, "placement needs etcd, the runtime, the membership and the peers");
+  auto i = std::make_unique<impl>();
+  i->o = std::move(o);
+  auto* raw = i.get();
+  i->thread = std::thread([raw] { raw->run(); });
+  return std::unique_ptr<placer>(new placer(std::move(i)));
+}
+
+placer::placer(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+
+placer::~placer() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  impl_->thread.join();
+}
+
+void placer::place(const std::string& model, infer_request request, callback<infer_result> done) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (!impl_->stopping) {
+      impl_->queued[model].push_back({std::move(request), std::move(done)});
+      impl_->wake.notify_one();
+      return;
+    }
+  }
+  request.forwarded = true;
+  impl_->o.rt->infer(std::move(request), std::move(done));
+}
+
+std::uint64_t placer::placements() const { return impl_->placements; }
+std::uint64_t placer::claims_lost() const { return impl_->lost; }
+
+}  // namespace warm::warmd

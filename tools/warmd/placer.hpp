@@ -1,0 +1,69 @@
+// Cluster misses for models that no instance holds (docs/cluster.md): the placement thread of
+// warmd's cluster mode. It reads the placement claims in etcd, decides with node::decide_placement,
+// claims the model by a compare-and-set when this instance places it, and hands each request to
+// the instance that loads it: this one (the runtime) or a peer (peer_client).
+//
+// Contract:
+//  - place() returns at once; the request is answered from the runtime or a peer, exactly once.
+//  - Requests that arrive together for one model are decided together (one etcd read, one claim).
+//  - etcd unreachable, a model this instance cannot size, or no member to place on: the request
+//    is served here, as a warmd running alone would.
+//  - The destructor serves what is still queued here and joins the thread; the runtime, the
+//    membership and the peer client it borrows must outlive it.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "warm/error.hpp"
+#include "warm/runtime_types.hpp"
+
+namespace warm {
+class runtime;
+}
+namespace warm::etcd {
+class client;
+}
+namespace warm::node {
+class membership;
+}
+
+namespace warm::warmd {
+
+class peer_client;
+
+class placer {
+ public:
+  struct options {
+    std::unique_ptr<etcd::client> etcd;
+    std::string root;      // the cluster's keys (node::cluster_root)
+    std::string instance;  // this instance's name
+    runtime* rt = nullptr;                 // borrowed
+    node::membership* membership = nullptr;  // borrowed
+    peer_client* peers = nullptr;            // borrowed
+    std::chrono::milliseconds claim_life{60000};
+    std::function<void(const std::string&)> log;  // warnings; may be empty
+  };
+
+  // invalid_argument when a borrowed part or etcd is missing.
+  static expected<std::unique_ptr<placer>> start(options o);
+  ~placer();
+  placer(const placer&) = delete;
+  placer& operator=(const placer&) = delete;
+
+  // Serves `request` for `model` (no instance holds it) where placement says.
+  void place(const std::string& model, infer_request request, callback<infer_result> done);
+
+  std::uint64_t placements() const;   // claims this instance won
+  std::uint64_t claims_lost() const;  // claims another instance won first
+
+  struct impl;
+
+ private:
+  explicit placer(std::unique_ptr<impl> i);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace warm::warmd
