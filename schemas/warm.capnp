@@ -266,6 +266,8 @@ struct ClusterInstance {
   loadingThreads @9 :UInt32;
   startedUnix @10 :Int64;      # seconds since the epoch
   updatedSecondsAgo @11 :Float64;  # since the answering instance saw its record last written
+  residents @12 :List(Text);   # models resident there, sorted
+  loading @13 :List(Text);     # models queued or loading there, sorted
 }
 
 struct ClusterInfo {
@@ -276,6 +278,11 @@ struct ClusterInfo {
   lastError @4 :Text;          # the last etcd failure; empty while etcd answers
   endpoints @5 :List(Text);    # etcd's client URLs
   instances @6 :List(ClusterInstance);  # by name
+  # What the answering instance did for the cluster since it started:
+  forwarded @7 :UInt64;        # misses answered by the peer holding the model
+  fellBack @8 :UInt64;         # forwards the peer could not serve, served here instead
+  placed @9 :UInt64;           # cold models it placed (claims it won)
+  claimsLost @10 :UInt64;      # placements another instance claimed first (then followed)
 }
 
 interface StateListener {

@@ -24,6 +24,7 @@ instance_record sample() {
   r.devices.push_back({"host", "kdf", 1000, 600, 4, 12.5, {{100, 0.25}, {300, 2.0}}});
   r.devices.push_back({"cuda:0", "lru", 2000, 100, 1, 3, {}});
   r.residents = {"a", "b"};
+  r.loading = {"c", "d"};
   return r;
 }
 
@@ -73,6 +74,10 @@ TEST_CASE("an instance record reads back as written") {
   auto moved = r;
   moved.residents = {"a", "c"};
   CHECK_FALSE(moved.same_state(r));  // a model loaded or evicted is news for forwarding
+  CHECK(back->loading == std::vector<std::string>{"c", "d"});
+  moved = r;
+  moved.loading = {"c"};
+  CHECK_FALSE(moved.same_state(r));  // a load finished is news for `status` copies
 }
 
 TEST_CASE("a malformed instance record is refused, naming its key and field") {
@@ -104,6 +109,10 @@ TEST_CASE("a malformed instance record is refused, naming its key and field") {
   CHECK(refused(with(",\"models_loaded\":4", "")).find("models_loaded") != std::string::npos);
   CHECK(refused(with("[\"a\",\"b\"]", "[\"a\",2]")).find("residents") != std::string::npos);
   CHECK(decode_instance("k", with(",\"residents\":[\"a\",\"b\"]", "")));  // absent: none
+  CHECK(refused(with("[\"c\",\"d\"]", "{}")).find("loading must be an array") != std::string::npos);
+  auto without_loading = decode_instance("k", with(",\"loading\":[\"c\",\"d\"]", ""));
+  REQUIRE(without_loading);
+  CHECK(without_loading->loading.empty());
   // Unknown fields are a newer instance's: ignored.
   CHECK(decode_instance("k", with("\"draining\":true", "\"draining\":true,\"zone\":\"eu\"")));
 }
@@ -112,7 +121,10 @@ TEST_CASE("the record of an inspection: kdf devices publish their candidates, lo
   inspection s;
   s.max_concurrent_loads = 2;
   s.queue.resize(2);
+  s.queue[0].model = "q";
+  s.queue[1].model = "m1";  // a load queued again while it runs
   s.running.resize(1);
+  s.running[0].model = "m1";
   device_info kdf;
   kdf.name = "host";
   kdf.policy = "kdf";
@@ -141,6 +153,7 @@ TEST_CASE("the record of an inspection: kdf devices publish their candidates, lo
   CHECK(r.devices[0].candidates[2].value == 1.0);
   CHECK(r.devices[1].candidates.empty());  // lru's scores are ages
   CHECK(r.residents == std::vector<std::string>{"m0", "m1", "m2", "m3", "m4"});  // sorted, each once
+  CHECK(r.loading == std::vector<std::string>{"m1", "q"});                      // queued and running
 }
 
 TEST_CASE("a record's placement view is its roomiest device; same_state ignores what drifts") {

@@ -5,9 +5,13 @@ Three warmd join one cluster (--cluster) and each sees all three in `warmctl ins
 (text and --json); they share one registry in etcd: a model registered on one is served by all,
 a vmodel flip reaches every instance within 1 s, the same id registered on two at once ends the
 same everywhere, and registrations fail with unavailable while etcd is down; a request for a model
-that another instance holds is forwarded there (and served locally when that instance is gone); an instance killed with SIGKILL leaves everyone's view within its lease TTL;
-one stopped with SIGTERM leaves at once; etcd killed and restarted is survived, the instances
-joining again by themselves; a warmd without --cluster answers that it runs alone; bad cluster
+that another instance holds is forwarded there (and served locally when that instance is gone);
+a storm of requests for a cold model through every instance is one load, and cold models placed
+at once spread over the instances; `status` shows where a model's copies are, `inspect cluster`
+and /metrics what each instance forwarded and placed; an instance killed with SIGKILL leaves
+everyone's view within its lease TTL; one stopped with SIGTERM under load loads its recent models
+on the others first, fails no request, and then leaves at once; etcd killed and restarted is
+survived, the instances joining again by themselves; a warmd without --cluster answers that it runs alone; bad cluster
 flags are refused with exit status 2. Skipped (77) without an etcd executable.
 
 Usage: cluster_service_test.py WARMD WARMCTL
@@ -15,13 +19,16 @@ Usage: cluster_service_test.py WARMD WARMCTL
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 
 warmd, warmctl = sys.argv[1], sys.argv[2]
 etcd_bin = os.environ.get("ETCD", "/usr/bin/etcd")
@@ -43,6 +50,9 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+HTTP_PORT = free_port()  # instance a's /metrics
 
 
 def wait_for(predicate, seconds=20):
@@ -227,6 +237,7 @@ def storm(requests):
 
 def placement_checks(tmp, socks):
     """A cold storm through every instance is one load; cold models placed at once spread."""
+    placed_before = sum((cluster(s) or {}).get("placed", 0) for s in socks.values())
     make_model(tmp, "s1", 21)
     check(ctl(socks["a"], "register", "s1", "s1")[0] == 0, "register s1")
     check(wait_for(lambda: all(registered(s, "s1") for s in socks.values()), 5), "every instance has s1")
@@ -247,6 +258,67 @@ def placement_checks(tmp, socks):
     check(sum(held.values()) == 12 and max(held.values()) <= 6,
           f"12 cold models at once, each loaded once, at most half on one instance: {held}")
 
+    # Where the copies are, from any instance; what each instance did.
+    holder = next(n for n, s in socks.items() if status(s, "s1").get("state") == "LOADED")
+    check(wait_for(lambda: status(socks["b"], "s1").get("copies") == [holder], 5),
+          f"b's status of s1 shows its copy on {holder}: {status(socks['b'], 's1')}")
+    st = status(socks["b"], "s1")
+    check(st.get("cluster_loads") == 0 and st.get("loading_on") == [], f"no load of s1 in flight: {st}")
+    rc, out, _ = ctl(socks["b"], "status", "s1")
+    check(rc == 0 and f"copies: 1 ({holder})" in out and "cluster loads: 0 (none)" in out, f"status as text: {out}")
+    views = {n: cluster(s) or {} for n, s in socks.items()}
+    check(sum(v.get("placed", 0) for v in views.values()) - placed_before == 13,
+          f"13 cold models, 13 claims won: {placed_before} before, "
+          f"{[(n, v.get('placed'), v.get('claims_lost')) for n, v in views.items()]}")
+    check(views["a"].get("forwarded", 0) >= 5, f"a counts its forwards: {views['a'].get('forwarded')}")
+    check(wait_for(lambda: (cluster(socks["a"]) or {}).get("copies", {}).get("s1") == [holder], 5),
+          f"inspect cluster shows s1's copy: {(cluster(socks['a']) or {}).get('copies')}")
+    rc, out, _ = ctl(socks["a"], "inspect", "cluster")
+    check(rc == 0 and "this instance: forwarded" in out and "copies:" in out, f"inspect cluster as text: {out}")
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{HTTP_PORT}/metrics", timeout=10).read().decode()
+    check(f"warm_cluster_placements_total {views['a'].get('placed')}" in metrics and
+          "warm_cluster_instances 3" in metrics and 'warm_cluster_forwards_total{outcome="answered"}' in metrics,
+          f"a's /metrics has the cluster's families: {[l for l in metrics.splitlines() if 'cluster' in l]}")
+
+
+def drain_checks(tmp, socks, c):
+    hold_only_on(tmp, socks, "c", "d1", 41)
+    hold_only_on(tmp, socks, "c", "d2", 42)
+    outcomes = []
+    stop = threading.Event()
+
+    # Traffic for d1 only: d2 (recently used, idle now) reaches a or b only by c's migration.
+    def load(via):
+        while not stop.is_set():
+            rc, out, err = ctl(socks[via], "infer", "d1", "--random")
+            outcomes.append((via, "d1", rc, err.strip()))
+
+    threads = [threading.Thread(target=load, args=(n,)) for n in ["a", "b"]]
+    for t in threads:
+        t.start()
+    time.sleep(1)
+    c[0].send_signal(signal.SIGTERM)
+    rc = c[0].wait(20)
+    stopped = time.monotonic()
+    check(rc == 0, f"c stops cleanly after draining: exit {rc}")
+    where = {mid: [n for n in ["a", "b"] if status(socks[n], mid).get("state") == "LOADED"] for mid in ["d1", "d2"]}
+    check(all(where.values()), f"c's recent models are loaded on a or b when it has stopped: {where}")
+    check(wait_for(lambda: names(socks["a"]) == ["a", "b"], 2) and time.monotonic() - stopped < 2,
+          f"c leaves at once: {names(socks['a'])}")
+    time.sleep(1)
+    stop.set()
+    for t in threads:
+        t.join()
+    failed = [o for o in outcomes if o[2] != 0]
+    check(len(outcomes) >= 20 and not failed, f"no request fails while c drains: {len(outcomes)} sent, failed {failed[:3]}")
+    c[2].seek(0)
+    log = c[2].read()
+    # d2 (no traffic) moves by the drain; d1 may have moved already: once c is draining, a miss
+    # for d1 on a or b is placed there.
+    moved = re.search(r"drain: 2 recent model\(s\): (\d+) loaded on other instances, (\d+) already there, 0 failed", log)
+    check(moved and int(moved.group(1)) >= 1 and int(moved.group(1)) + int(moved.group(2)) == 2,
+          f"c's log says what it moved: {[l for l in log.splitlines() if 'drain' in l]}")
+
 
 def main():
     tmp = tempfile.mkdtemp(prefix="warm-cluster-")
@@ -256,7 +328,7 @@ def main():
     procs = {}
     try:
         for n in ["a", "b", "c"]:
-            procs[n] = member(tmp, etcd, n)
+            procs[n] = member(tmp, etcd, n, *(["--http", f"127.0.0.1:{HTTP_PORT}"] if n == "a" else []))
         socks = {n: p[1] for n, p in procs.items()}
         check(wait_for(lambda: all(names(s) == ["a", "b", "c"] for s in socks.values()), 10),
               f"every instance sees a, b and c: {[names(s) for s in socks.values()]}")
@@ -287,14 +359,11 @@ def main():
         rc, out, err = f2_after_kill
         check(rc == 0, f"a serves f2 itself when c, which held it, is gone: {out} {err}")
 
-        # SIGTERM: the lease is revoked, the record goes at once.
+        # SIGTERM under load: c loads its recent models on a and b, then leaves at once; no
+        # request fails.
         procs["c"] = member(tmp, etcd, "c")
         check(wait_for(lambda: names(socks["a"]) == ["a", "b", "c"], 10), "c joins again")
-        procs["c"][0].send_signal(signal.SIGTERM)
-        stopped = time.monotonic()
-        check(procs["c"][0].wait(10) == 0, "c stops cleanly")
-        check(wait_for(lambda: names(socks["a"]) == ["a", "b"], 2) and time.monotonic() - stopped < 2,
-              f"c leaves at once after SIGTERM: {names(socks['a'])}")
+        drain_checks(tmp, socks, procs["c"])
 
         # etcd killed and restarted: instances keep serving and join again by themselves.
         etcd.kill()

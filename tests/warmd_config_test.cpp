@@ -297,12 +297,20 @@ instance = "gpu-node-7"
 advertise = "10.0.0.7:7411"
 cluster-name = "prod"
 lease-ttl = 20
+drain-seconds = 0
 )"));
   CHECK(p.c.cluster == std::vector<std::string>{"http://10.0.0.1:2379", "http://10.0.0.2:2379"});
   CHECK(p.c.instance == "gpu-node-7");
   CHECK(p.c.advertise == "10.0.0.7:7411");
   CHECK(p.c.cluster_name == "prod");
   CHECK(p.c.lease_ttl == 20);
+  CHECK(p.c.drain_seconds == 0);
+  for (auto bad_drain : {"-1", "3601", "\"30s\""}) {
+    parsed bad;
+    auto r = bad.apply(std::string("drain-seconds = ") + bad_drain + "\n");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message == "test.toml: key \"drain-seconds\" must be an integer from 0 to 3600 (seconds) (line 1)");
+  }
   for (auto bad_ttl : {"1", "301", "\"10s\""}) {
     parsed bad;
     auto r = bad.apply(std::string("lease-ttl = ") + bad_ttl + "\n");

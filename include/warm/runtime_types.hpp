@@ -187,6 +187,8 @@ struct cluster_instance {
   std::uint32_t loading_threads = 0;
   std::int64_t started_unix = 0;
   double updated_seconds_ago = 0;  // since this instance saw its record last written
+  std::vector<std::string> residents;  // models resident there, sorted
+  std::vector<std::string> loading;    // models queued or loading there, sorted
 };
 struct cluster_info {
   bool enabled = false;  // false: running alone
@@ -196,6 +198,11 @@ struct cluster_info {
   std::string last_error;
   std::vector<std::string> endpoints;
   std::vector<cluster_instance> instances;  // by name
+  // What this instance did for the cluster since it started.
+  std::uint64_t forwarded = 0;    // misses answered by the peer holding the model
+  std::uint64_t fell_back = 0;    // forwards the peer could not serve, served here instead
+  std::uint64_t placed = 0;       // cold models it placed (claims it won)
+  std::uint64_t claims_lost = 0;  // placements another instance claimed first (then followed)
 };
 
 // A model's state changed (TensorFlow Serving's state monitor): what watchers receive.

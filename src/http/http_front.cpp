@@ -322,7 +322,9 @@ void front::impl::metrics(httplib::Response& res) {
     p.models = &models;
   }
   res.status = 200;
-  res.set_content(prometheus_text(rt.metrics(), rt.devices(), p), "text/plain; version=0.0.4; charset=utf-8");
+  auto text = prometheus_text(rt.metrics(), rt.devices(), p);
+  if (options.extra_metrics) text += options.extra_metrics();
+  res.set_content(std::move(text), "text/plain; version=0.0.4; charset=utf-8");
 }
 
 expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options) {

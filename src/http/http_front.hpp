@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -51,6 +52,9 @@ struct front_options : net::front_access {
   std::chrono::milliseconds body_timeout{60000};
   std::size_t max_connections = 1024;
   bool per_model_metrics = false;  // warm_model_*{model="…"} series on /metrics
+  // More families for /metrics, in Prometheus text (each line ending in a newline), appended to
+  // the runtime's: warmd's cluster counters. Called on an HTTP thread; may be empty.
+  std::function<std::string()> extra_metrics;
 };
 
 class front {

@@ -292,6 +292,17 @@ std::vector<member> membership::members() const {
   return out;
 }
 
+std::vector<membership::holder> membership::holders(const std::string& model) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::vector<holder> out;
+  for (const auto& [name, seen] : state_->members) {
+    const auto& r = seen.record;
+    if (std::binary_search(r.residents.begin(), r.residents.end(), model))
+      out.push_back({name, r.address, r.loads_in_flight, r.draining, name == state_->options.instance});
+  }
+  return out;
+}
+
 membership_status membership::status() const {
   membership_status s;
   s.members = members();

@@ -80,6 +80,17 @@ class membership {
   // The live instances (this one included once its record is seen), by name.
   std::vector<member> members() const;
 
+  // The live instances whose records list `model` as resident, by name: what a forward needs,
+  // without copying every record (the inference path asks on every miss).
+  struct holder {
+    std::string name;
+    std::string address;
+    std::uint32_t loads_in_flight = 0;
+    bool draining = false;
+    bool self = false;
+  };
+  std::vector<holder> holders(const std::string& model) const;
+
   struct state;  // shared with the threads
 
  private:

@@ -103,6 +103,24 @@ expected<device_record> decode_device(const std::string& key, const json& j, std
   return d;
 }
 
+// An optional list of model ids (absent: none).
+expected<std::vector<std::string>> model_ids(const reader& r, const json& object, const char* field) {
+  std::vector<std::string> out;
+  auto it = object.find(field);
+  if (it == object.end()) return out;
+  if (!it->is_array()) return r.bad(field, "an array of model ids");
+  for (const auto& id : *it) {
+    if (!id.is_string()) return r.bad(field, "an array of model ids");
+    out.push_back(id.get<std::string>());
+  }
+  return out;
+}
+
+void sort_unique(std::vector<std::string>& ids) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+}
+
 }  // namespace
 
 expected<std::string> cluster_root(std::string_view cluster) {
@@ -139,7 +157,7 @@ bool instance_record::same_state(const instance_record& o) const {
   // membership's refresh interval, not as a change.
   return name == o.name && address == o.address && version == o.version && started_unix == o.started_unix &&
          draining == o.draining && loading_threads == o.loading_threads && loads_in_flight == o.loads_in_flight &&
-         models_loaded == o.models_loaded && residents == o.residents && same_devices();
+         models_loaded == o.models_loaded && residents == o.residents && loading == o.loading && same_devices();
 }
 
 std::string encode(const instance_record& r) {
@@ -165,7 +183,8 @@ std::string encode(const instance_record& r) {
          {"loads_in_flight", r.loads_in_flight},
          {"models_loaded", r.models_loaded},
          {"devices", std::move(devices)},
-         {"residents", r.residents}};
+         {"residents", r.residents},
+         {"loading", r.loading}};
   return j.dump();
 }
 
@@ -192,13 +211,8 @@ expected<instance_record> decode_instance(const std::string& key, std::string_vi
     if (!d) return std::move(d).error();
     out.devices.push_back(std::move(*d));
   }
-  if (auto it = j.find("residents"); it != j.end()) {
-    if (!it->is_array()) return r.bad("residents", "an array of model ids");
-    for (const auto& id : *it) {
-      if (!id.is_string()) return r.bad("residents", "an array of model ids");
-      out.residents.push_back(id.get<std::string>());
-    }
-  }
+  WARM_TRY_SET(out.residents, model_ids(r, j, "residents"));
+  WARM_TRY_SET(out.loading, model_ids(r, j, "loading"));
   return out;
 }
 
@@ -228,8 +242,10 @@ instance_record record_from(const inspection& state, std::string name, std::stri
     for (const auto& m : dev.resident) r.residents.push_back(m.model);
     r.devices.push_back(std::move(d));
   }
-  std::sort(r.residents.begin(), r.residents.end());
-  r.residents.erase(std::unique(r.residents.begin(), r.residents.end()), r.residents.end());
+  sort_unique(r.residents);
+  for (const auto& q : state.queue) r.loading.push_back(q.model);
+  for (const auto& l : state.running) r.loading.push_back(l.model);
+  sort_unique(r.loading);
   return r;
 }
 

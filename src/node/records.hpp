@@ -60,6 +60,8 @@ struct instance_record {
   // The models resident on it (all devices), sorted, each once: where a request for one of them
   // can be forwarded. Absent in a record: none.
   std::vector<std::string> residents;
+  // The models queued or loading on it, sorted, each once. Absent in a record: none.
+  std::vector<std::string> loading;
 
   // Equal but for updated_unix: whether publishing this record again would tell anyone anything.
   bool same_state(const instance_record& other) const;

@@ -323,14 +323,34 @@ served_model_status from_capnp(ServedModel::Reader s) {
   return out;
 }
 
+namespace {
+
+template <typename Init>
+void set_texts(const std::vector<std::string>& in, Init init) {
+  auto list = init(static_cast<unsigned>(in.size()));
+  for (unsigned i = 0; i < in.size(); ++i) list.set(i, in[i]);
+}
+
+std::vector<std::string> texts(capnp::List<capnp::Text>::Reader in) {
+  std::vector<std::string> out;
+  out.reserve(in.size());
+  for (auto t : in) out.push_back(to_std(t));
+  return out;
+}
+
+}  // namespace
+
 void to_capnp(const cluster_info& info, ClusterInfo::Builder out) {
   out.setEnabled(info.enabled);
   out.setName(info.name);
   out.setInstance(info.instance);
   out.setJoined(info.joined);
   out.setLastError(info.last_error);
-  auto endpoints = out.initEndpoints(static_cast<unsigned>(info.endpoints.size()));
-  for (unsigned i = 0; i < info.endpoints.size(); ++i) endpoints.set(i, info.endpoints[i]);
+  set_texts(info.endpoints, [&](unsigned n) { return out.initEndpoints(n); });
+  out.setForwarded(info.forwarded);
+  out.setFellBack(info.fell_back);
+  out.setPlaced(info.placed);
+  out.setClaimsLost(info.claims_lost);
   auto list = out.initInstances(static_cast<unsigned>(info.instances.size()));
   for (unsigned i = 0; i < info.instances.size(); ++i) {
     const auto& x = info.instances[i];
@@ -347,6 +367,8 @@ void to_capnp(const cluster_info& info, ClusterInfo::Builder out) {
     b.setLoadingThreads(x.loading_threads);
     b.setStartedUnix(x.started_unix);
     b.setUpdatedSecondsAgo(x.updated_seconds_ago);
+    set_texts(x.residents, [&](unsigned n) { return b.initResidents(n); });
+    set_texts(x.loading, [&](unsigned n) { return b.initLoading(n); });
   }
 }
 
@@ -357,7 +379,11 @@ cluster_info from_capnp(ClusterInfo::Reader in) {
   out.instance = to_std(in.getInstance());
   out.joined = in.getJoined();
   out.last_error = to_std(in.getLastError());
-  for (auto e : in.getEndpoints()) out.endpoints.push_back(to_std(e));
+  out.endpoints = texts(in.getEndpoints());
+  out.forwarded = in.getForwarded();
+  out.fell_back = in.getFellBack();
+  out.placed = in.getPlaced();
+  out.claims_lost = in.getClaimsLost();
   for (auto x : in.getInstances()) {
     cluster_instance c;
     c.name = to_std(x.getName());
@@ -372,6 +398,8 @@ cluster_info from_capnp(ClusterInfo::Reader in) {
     c.loading_threads = x.getLoadingThreads();
     c.started_unix = x.getStartedUnix();
     c.updated_seconds_ago = x.getUpdatedSecondsAgo();
+    c.residents = texts(x.getResidents());
+    c.loading = texts(x.getLoading());
     out.instances.push_back(std::move(c));
   }
   return out;

@@ -166,6 +166,22 @@ struct policy_bench_options {
 // `policy`: eviction decisions per second of every policy with `resident` models.
 int run_policy(const policy_bench_options& options);
 
+struct cluster_options {
+  int instances = 4;                          // warmd processes (at least 2)
+  std::vector<std::uint64_t> layers{256, 256};  // every model's widths
+  double seconds = 4.0;                       // local / forwarded: total, split over rounds x 2 phases
+  int clients = 4;                            // closed-loop client threads per phase
+  int rounds = 4;                             // rotated local / forwarded rounds
+  int cold = 50;                              // cold models requested at once
+  int lease_ttl = 3;                          // the instances' --lease-ttl
+  std::string warmd;                          // default: warmd beside warm-bench
+};
+// `cluster`: etcd and `instances` warmd processes in one cluster. Forwarded against local
+// inference (ratio = the median over rounds of forwarded_rps / local_rps), the largest share of
+// `cold` models placed at once that one instance took (max_share), and the time from SIGKILL of
+// the only instance holding a model to its first answer elsewhere (failover_s).
+int run_cluster(const cluster_options& options);
+
 // Percentile (0..100) of samples, which it sorts.
 double percentile(std::vector<double>& samples, double pct);
 inline double median(std::vector<double> samples) { return percentile(samples, 50); }

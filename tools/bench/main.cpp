@@ -231,6 +231,27 @@ int main(int argc, char** argv) {
     rc = warm::bench::run_rollout(rollout);
   });
 
+  warm::bench::cluster_options cluster;
+  std::string cluster_layers = "256,256";
+  auto* cluster_cmd = app.add_subcommand("cluster", "etcd and warmd instances: forwarded vs local inference, cold placement, failover");
+  cluster_cmd->add_option("--instances", cluster.instances, "warmd processes")->capture_default_str()->check(CLI::Range(2, 64));
+  cluster_cmd->add_option("--layers", cluster_layers, "Layer widths of every model")->capture_default_str();
+  cluster_cmd->add_option("--seconds", cluster.seconds, "Local / forwarded: total timed seconds")->capture_default_str()->check(CLI::PositiveNumber);
+  cluster_cmd->add_option("--clients", cluster.clients, "Closed-loop client threads")->capture_default_str()->check(CLI::Range(1, 1024));
+  cluster_cmd->add_option("--rounds", cluster.rounds, "Rotated local / forwarded rounds")->capture_default_str()->check(CLI::Range(1, 1000));
+  cluster_cmd->add_option("--cold", cluster.cold, "Cold models requested at once")->capture_default_str()->check(CLI::Range(0, 10000));
+  cluster_cmd->add_option("--lease-ttl", cluster.lease_ttl, "The instances' --lease-ttl")->capture_default_str()->check(CLI::Range(2, 300));
+  cluster_cmd->add_option("--warmd", cluster.warmd, "The warmd to run (default: beside warm-bench)");
+  cluster_cmd->callback([&] {
+    auto widths = warm::parse_widths(cluster_layers);
+    if (!widths) {
+      std::cerr << "warm-bench: " << widths.error().message << "\n";
+      return;
+    }
+    cluster.layers = *widths;
+    rc = warm::bench::run_cluster(cluster);
+  });
+
   CLI11_PARSE(app, argc, argv);
   return rc;
 }

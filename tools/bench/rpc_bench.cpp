@@ -39,6 +39,7 @@
 #include "remote/remote_device.hpp"
 #include "benches.hpp"
 #include "echo.capnp.h"
+#include "rpc_calls.hpp"
 #include "warm.capnp.h"
 #include "warm/model_repository.hpp"
 #include "warm/model_writer.hpp"
@@ -302,6 +303,15 @@ int run_rpc_runtime(const rpc_options& options) {
 }
 
 }  // namespace
+
+void fill_infer_request(rpc::InferRequest::Builder out, const std::string& target, const tensor& input) {
+  fill_request(out, target, input);
+}
+
+phase_result run_rpc_phase(const std::string& path, int clients, double seconds, const std::string& target,
+                           const tensor& input) {
+  return run_phase(true, path, clients, seconds, target, input);
+}
 
 int run_rpc(const rpc_options& options) {
   if (options.runtime) return run_rpc_runtime(options);

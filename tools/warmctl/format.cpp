@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 
 #include "warm/units.hpp"
 
@@ -429,10 +430,51 @@ json to_json(const cluster_info& c) {
                          {"loads_in_flight", x.loads_in_flight},
                          {"loading_threads", x.loading_threads},
                          {"started_unix", x.started_unix},
-                         {"updated_seconds_ago", x.updated_seconds_ago}});
-  return json{{"enabled", c.enabled},       {"name", c.name},           {"instance", c.instance},
-              {"joined", c.joined},         {"last_error", c.last_error}, {"endpoints", c.endpoints},
-              {"instances", std::move(instances)}};
+                         {"updated_seconds_ago", x.updated_seconds_ago},
+                         {"residents", x.residents},
+                         {"loading", x.loading}});
+  json copies = json::object();
+  for (const auto& x : c.instances)
+    for (const auto& m : x.residents) copies[m].push_back(x.name);
+  return json{{"enabled", c.enabled},
+              {"name", c.name},
+              {"instance", c.instance},
+              {"joined", c.joined},
+              {"last_error", c.last_error},
+              {"endpoints", c.endpoints},
+              {"instances", std::move(instances)},
+              {"copies", std::move(copies)},
+              {"forwarded", c.forwarded},
+              {"fell_back", c.fell_back},
+              {"placed", c.placed},
+              {"claims_lost", c.claims_lost}};
+}
+
+cluster_copies copies_of(const cluster_info& c, const std::string& model) {
+  cluster_copies out;
+  for (const auto& x : c.instances) {
+    if (std::binary_search(x.residents.begin(), x.residents.end(), model)) out.copies.push_back(x.name);
+    if (std::binary_search(x.loading.begin(), x.loading.end(), model)) out.loading.push_back(x.name);
+  }
+  return out;
+}
+
+json to_json(const model_status& s, const cluster_copies& where) {
+  auto j = to_json(s);
+  j["copies"] = where.copies;
+  j["cluster_loads"] = where.loading.size();
+  j["loading_on"] = where.loading;
+  return j;
+}
+
+void print_copies(std::ostream& out, const cluster_copies& where) {
+  auto names = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& n : v) s += (s.empty() ? "" : ", ") + n;
+    return s.empty() ? std::string("none") : s;
+  };
+  out << "copies: " << where.copies.size() << " (" << names(where.copies) << ")\n";
+  out << "cluster loads: " << where.loading.size() << " (" << names(where.loading) << ")\n";
 }
 
 void print_cluster(std::ostream& out, const cluster_info& c) {
@@ -449,6 +491,22 @@ void print_cluster(std::ostream& out, const cluster_info& c) {
            std::to_string(x.models_loaded), std::to_string(x.loads_in_flight) + "/" + std::to_string(x.loading_threads),
            x.draining ? "yes" : "no", fixed(x.updated_seconds_ago, 1) + "s ago"});
   t.print(out);
+  out << "\nthis instance: forwarded " << c.forwarded << " (fell back " << c.fell_back << "), placed " << c.placed
+      << ", claims lost " << c.claims_lost << "\n";
+  std::map<std::string, std::pair<std::string, std::string>> models;  // model -> (holding, loading)
+  auto add = [](std::string& list, const std::string& name) { list += (list.empty() ? "" : ",") + name; };
+  for (const auto& x : c.instances) {
+    for (const auto& m : x.residents) add(models[m].first, x.name);
+    for (const auto& m : x.loading) add(models[m].second, x.name);
+  }
+  if (models.empty()) return;
+  out << "\ncopies:\n";
+  table where({"model", "copies", "on", "loading"});
+  for (const auto& [model, on] : models) {
+    auto count = on.first.empty() ? 0 : 1 + std::count(on.first.begin(), on.first.end(), ',');
+    where.add({model, std::to_string(count), on.first.empty() ? "-" : on.first, on.second.empty() ? "-" : on.second});
+  }
+  where.print(out);
 }
 
 std::string event_line(const model_event& e) {

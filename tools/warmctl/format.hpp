@@ -54,9 +54,20 @@ void print_vmodel_status(std::ostream& out, const vmodel_status& status);
 void print_infer_result(std::ostream& out, const infer_result& result);
 // The sections named as for inspection_section(); an empty section prints a summary and all.
 void print_inspection(std::ostream& out, const inspection& snapshot, std::string_view section);
-// The cluster as the answering instance sees it: a summary line, then one row per instance:
-// NAME ADDRESS CAPACITY USED MODELS LOADS DRAINING UPDATED ("alone" when not in a cluster).
+// The cluster as the answering instance sees it: a summary line, what this instance did for the
+// cluster, one row per instance (NAME ADDRESS CAPACITY USED MODELS LOADS DRAINING UPDATED), then
+// where each model's copies are ("alone" when not in a cluster).
 void print_cluster(std::ostream& out, const cluster_info& info);
+
+// Where one model is in a cluster, as the instances' records say.
+struct cluster_copies {
+  std::vector<std::string> copies;   // instances holding it, by name
+  std::vector<std::string> loading;  // instances loading it (or with its load queued)
+};
+cluster_copies copies_of(const cluster_info& info, const std::string& model);
+// `status ID` in a cluster: the model's status plus "copies" and "cluster_loads".
+json to_json(const model_status& status, const cluster_copies& where);
+void print_copies(std::ostream& out, const cluster_copies& where);
 // One line: "#SEQ MODEL PREVIOUS -> STATE [on DEVICE] [(error)]".
 std::string event_line(const model_event& event);
 

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <unistd.h>
 
@@ -167,10 +168,20 @@ void add_status(CLI::App& app, command_context& ctx) {
     run_rpc(ctx, [&](connection& c) {
       auto status = fetch_status(ctx, c, *id);
       if (!status) return print_error(status.error());
-      if (ctx.options.json)
-        std::cout << dump_json(to_json(*status), 2) << "\n";
-      else
+      // In a cluster, where the model's copies are and who loads it (left out when the server
+      // runs alone or does not answer clusterInfo).
+      std::optional<cluster_copies> where;
+      if (status->state != warm::model_state::not_found) {
+        auto reply = ctx.s.wait(c.warm().clusterInfoRequest().send());
+        if (reply.getStatus().getCode() == r::Status::Code::OK && reply.getCluster().getEnabled())
+          where = copies_of(r::from_capnp(reply.getCluster()), status->id);
+      }
+      if (ctx.options.json) {
+        std::cout << dump_json(where ? to_json(*status, *where) : to_json(*status), 2) << "\n";
+      } else {
         print_model_status(std::cout, *status);
+        if (where) print_copies(std::cout, *where);
+      }
       return exit_ok;
     });
   });

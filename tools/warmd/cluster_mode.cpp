@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <future>
 
 #include <spdlog/spdlog.h>
 
 #include "etcd/client.hpp"
+#include "metrics/text_format.hpp"
 #include "node/etcd_registry.hpp"
 #include "node/membership.hpp"
 
@@ -84,28 +86,87 @@ expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, run
   if (!placing) return std::move(placing).error();
   spdlog::info("cluster {}: instance {} at {}, etcd {}", name, instance, advertised, fmt::join(c.cluster, ","));
   return std::unique_ptr<cluster_mode>(
-      new cluster_mode(std::move(name), std::move(*m), std::move(*peers), std::move(*placing)));
+      new cluster_mode(std::move(name), rt, std::move(*m), std::move(*peers), std::move(*placing)));
 }
 
-cluster_mode::cluster_mode(std::string name, std::unique_ptr<node::membership> m, std::unique_ptr<peer_client> peers,
-                           std::unique_ptr<placer> placing)
-    : name_(std::move(name)), membership_(std::move(m)), peers_(std::move(peers)), placer_(std::move(placing)) {}
+cluster_mode::cluster_mode(std::string name, runtime& rt, std::unique_ptr<node::membership> m,
+                           std::unique_ptr<peer_client> peers, std::unique_ptr<placer> placing)
+    : name_(std::move(name)),
+      rt_(rt),
+      membership_(std::move(m)),
+      peers_(std::move(peers)),
+      placer_(std::move(placing)) {}
+
+namespace {
+
+// The models a draining instance loads elsewhere, most valuable first (cluster_mode::drain).
+std::vector<placer::migrant> recent_models(const inspection& state) {
+  struct entry {
+    placer::migrant m;
+    bool valued = false;
+    double value = 0, idle = 0;
+  };
+  std::vector<entry> found;
+  for (const auto& d : state.devices) {
+    const bool valued = cluster::scores_are_values(d.policy);
+    for (const auto& r : d.resident)
+      if (r.in_flight > 0 || r.idle_seconds <= 15 * 60) found.push_back({{r.model, r.bytes}, valued, r.score, r.idle_seconds});
+  }
+  std::sort(found.begin(), found.end(), [](const entry& a, const entry& b) {
+    if (a.valued != b.valued) return a.valued;
+    if (a.valued && a.value != b.value) return a.value > b.value;
+    return a.idle < b.idle;
+  });
+  std::vector<placer::migrant> out;
+  for (auto& e : found)
+    if (std::none_of(out.begin(), out.end(), [&](const placer::migrant& m) { return m.model == e.m.model; }))
+      out.push_back(std::move(e.m));
+  return out;
+}
+
+}  // namespace
+
+void cluster_mode::drain(std::chrono::seconds budget) {
+  const auto started = std::chrono::steady_clock::now();
+  node::membership* membership = nullptr;
+  placer* placing = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    membership = membership_.get();  // only leave() ends them, on this (the main) thread
+    placing = placer_.get();
+  }
+  if (!membership || !placing) return;
+  membership->set_draining(true);
+  placing->set_draining();
+  if (budget.count() == 0) return;
+  auto promise = std::make_shared<std::promise<expected<inspection>>>();
+  auto answer = promise->get_future();
+  rt_.inspect([promise](expected<inspection> s) { promise->set_value(std::move(s)); });
+  if (answer.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
+    spdlog::warn("drain: the runtime did not answer an inspection within 2 s; leaving without loading models elsewhere");
+    return;
+  }
+  auto state = answer.get();
+  if (!state) return spdlog::warn("drain: cannot inspect the runtime: {}", state.error().to_string());
+  auto models = recent_models(*state);
+  if (models.empty()) return spdlog::info("drain: no recent model to load elsewhere");
+  auto moved = placing->migrate(models, started + budget);
+  spdlog::info("drain: {} recent model(s): {} loaded on other instances, {} already there, {} failed or unfinished, "
+               "{} with nowhere to go ({:.1f} s)",
+               models.size(), moved.loaded, moved.elsewhere, moved.failed, moved.unplaced,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+}
 
 bool cluster_mode::forward(const std::string& model, infer_request& request, callback<infer_result>& done) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!membership_ || !peers_) return false;  // left the cluster: serve everything here
-    const auto members = membership_->members();
-    const node::member* best = nullptr;
-    for (const auto& m : members) {
-      const auto& r = m.record;
-      if (m.self || r.draining || !std::binary_search(r.residents.begin(), r.residents.end(), model)) continue;
-      if (!best || r.loads_in_flight < best->record.loads_in_flight ||
-          (r.loads_in_flight == best->record.loads_in_flight && r.name < best->record.name))
-        best = &m;
-    }
+    const auto holders = membership_->holders(model);  // by name
+    const node::membership::holder* best = nullptr;
+    for (const auto& h : holders)
+      if (!h.self && !h.draining && (!best || h.loads_in_flight < best->loads_in_flight)) best = &h;
     if (best)
-      peers_->infer(best->record.address, std::move(request), std::move(done));  // returns at once
+      peers_->infer(best->address, std::move(request), std::move(done));  // returns at once
     else
       placer_->place(model, std::move(request), std::move(done));  // returns at once
   }
@@ -157,11 +218,51 @@ void cluster_mode::info(callback<cluster_info> done) const {
         x.loading_threads = m.record.loading_threads;
         x.started_unix = m.record.started_unix;
         x.updated_seconds_ago = m.seen_seconds_ago;
+        x.residents = m.record.residents;
+        x.loading = m.record.loading;
         out.instances.push_back(std::move(x));
       }
     }
+    if (peers_) {
+      out.forwarded = peers_->forwarded();
+      out.fell_back = peers_->fell_back();
+    }
+    if (placer_) {
+      out.placed = placer_->placements();
+      out.claims_lost = placer_->claims_lost();
+    }
   }
   done(std::move(out));
+}
+
+std::string cluster_mode::metrics_text() const {
+  using prometheus::kind;
+  std::uint64_t forwarded = 0, fell_back = 0, placed = 0, lost = 0, copies = 0;
+  std::size_t instances = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (peers_) forwarded = peers_->forwarded(), fell_back = peers_->fell_back();
+    if (placer_) placed = placer_->placements(), lost = placer_->claims_lost();
+    if (membership_) {
+      for (const auto& m : membership_->members()) {
+        ++instances;
+        copies += m.record.residents.size();
+      }
+    }
+  }
+  prometheus::text_writer w;
+  w.family("warm_cluster_forwards_total", kind::counter, "Misses forwarded to the peer holding the model, by outcome: answered there, or fell back (served here).");
+  w.sample({{"outcome", "answered"}}, static_cast<double>(forwarded));
+  w.sample({{"outcome", "fell_back"}}, static_cast<double>(fell_back));
+  w.family("warm_cluster_placements_total", kind::counter, "Cold models this instance placed (claims it won).");
+  w.sample({}, static_cast<double>(placed));
+  w.family("warm_cluster_claims_lost_total", kind::counter, "Placements another instance claimed first (then followed).");
+  w.sample({}, static_cast<double>(lost));
+  w.family("warm_cluster_instances", kind::gauge, "Live instances of the cluster, this one included once its record is seen.");
+  w.sample({}, static_cast<double>(instances));
+  w.family("warm_cluster_copies", kind::gauge, "Models resident across the live instances, one per copy, as their records say.");
+  w.sample({}, static_cast<double>(copies));
+  return w.text();
 }
 
 }  // namespace warm::warmd

@@ -3,6 +3,7 @@
 // --cluster is a usage error.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,6 +37,15 @@ class cluster_mode {
   // This instance's view of the cluster (Warm.clusterInfo); answers at once, on the caller's
   // thread.
   void info(callback<cluster_info> done) const;
+  // The cluster's families for /metrics (Prometheus text): forwards by outcome, placements, lost
+  // claims, live instances and model copies.
+  std::string metrics_text() const;
+  // Drains this instance before it leaves (SIGTERM): marks it draining (no new placements here,
+  // and peers stop forwarding to it; what still arrives is served, a miss placed elsewhere), then
+  // loads its recent models (used within the last 15 minutes or in use now; most valuable
+  // first: the policy's value where it publishes one, else the most recently used) on other
+  // instances, waiting at most `budget`. Blocks the caller; logs what moved.
+  void drain(std::chrono::seconds budget);
   // Leaves the cluster: revokes the lease, so the record goes at once, and stops forwarding
   // (forwards in flight are answered unavailable). Later info() calls answer with the cluster's
   // name and an empty view.
@@ -51,9 +61,10 @@ class cluster_mode {
 
 
  private:
-  cluster_mode(std::string name, std::unique_ptr<node::membership> m, std::unique_ptr<peer_client> peers,
+  cluster_mode(std::string name, runtime& rt, std::unique_ptr<node::membership> m, std::unique_ptr<peer_client> peers,
                std::unique_ptr<placer> placing);
   std::string name_;
+  runtime& rt_;
   mutable std::mutex mutex_;
   std::unique_ptr<node::membership> membership_;
   std::unique_ptr<peer_client> peers_;

@@ -162,6 +162,10 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
   app.add_option("--lease-ttl", c.lease_ttl, "Seconds this instance's record outlives it if it dies")
       ->capture_default_str()
       ->check(CLI::Range(2, 300));
+  app.add_option("--drain-seconds", c.drain_seconds,
+                 "On SIGTERM in a cluster: at most this long loading this instance's recent models on peers before it leaves (0: leave at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3600));
   app.add_option("--model-config", c.model_config,
                  "Served-models file (TOML [[model]] tables: versions, labels, load policy); re-read on SIGHUP");
   app.add_flag("--serve-repo", c.serve_repo,
@@ -474,6 +478,10 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       auto v = integer();
       if (!v || *v < 2 || *v > 300) return bad(key, "an integer from 2 to 300 (seconds)");
       if (!given(key)) c.lease_ttl = static_cast<std::uint32_t>(*v);
+    } else if (key == "drain-seconds") {
+      auto v = integer();
+      if (!v || *v < 0 || *v > 3600) return bad(key, "an integer from 0 to 3600 (seconds)");
+      if (!given(key)) c.drain_seconds = static_cast<std::uint32_t>(*v);
     } else if (key == "http-threads") {
       auto v = integer();
       if (!v || *v < 1 || *v > 1024) return bad(key, "an integer from 1 to 1024");

@@ -78,6 +78,7 @@ struct config {
   std::string advertise;             // where peers reach it; empty: the first --listen
   std::string cluster_name = "warm";
   std::uint32_t lease_ttl = 10;      // seconds its record outlives it
+  std::uint32_t drain_seconds = 30;  // SIGTERM: at most this long loading recent models on peers
   std::string model_config;
   bool serve_repo = false;
   std::string poll_seconds = "1";

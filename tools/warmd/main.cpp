@@ -377,6 +377,13 @@ int main(int argc, char** argv) {
 
   // HTTP first: once the RPC listeners accept, every listener is up (tests wait on that).
   std::unique_ptr<warm::http::front> http;
+#if WARM_HAVE_CLUSTER
+  if (http_options && !c.cluster.empty())
+    http_options->extra_metrics = [forwarding] {
+      auto* cluster = forwarding->load();  // HTTP stops before the cluster goes
+      return cluster ? cluster->metrics_text() : std::string();
+    };
+#endif
   if (http_options) {
     auto started = warm::http::front::start(**rt, std::move(*http_options));
     if (!started) {
@@ -475,7 +482,10 @@ int main(int argc, char** argv) {
   reloads.close();  // an RPC reload from now on is answered unavailable
   spdlog::info("{}: stopping", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
 #if WARM_HAVE_CLUSTER
-  if (cluster) cluster->leave();  // its record goes at once
+  // SIGTERM (a rolling restart): recent models are loaded on peers first, while this instance
+  // still serves; then the record goes at once.
+  if (cluster && signal_number == SIGTERM) cluster->drain(std::chrono::seconds(c.drain_seconds));
+  if (cluster) cluster->leave();
 #endif
   if (http) http->stop();  // stop accepting; requests being served finish
 #if WARM_HAVE_GRPC

@@ -17,21 +17,22 @@ namespace warm::warmd {
 
 namespace {
 
-// A forward's callback, called exactly once: by the peer's answer, the fallback, or (when the
-// client stops with the forward in flight) with unavailable as the last copy goes.
+// A forward's (or an ensure's) callback, called exactly once: by the peer's answer, the fallback,
+// or (when the client stops with the call in flight) with unavailable as the last copy goes.
+template <typename T>
 class answer_once {
  public:
-  explicit answer_once(callback<infer_result> done) : done_(std::move(done)) {}
+  explicit answer_once(callback<T> done) : done_(std::move(done)) {}
   ~answer_once() {
     if (done_) done_(make_error(errc::unavailable, "warmd is stopping"));
   }
-  void operator()(expected<infer_result> r) {
+  void operator()(expected<T> r) {
     if (auto d = std::exchange(done_, nullptr)) d(std::move(r));
   }
-  callback<infer_result> release() { return std::exchange(done_, nullptr); }
+  callback<T> release() { return std::exchange(done_, nullptr); }
 
  private:
-  callback<infer_result> done_;
+  callback<T> done_;
 };
 
 // One peer's connection. The members are destroyed in reverse order: the bootstrap's promise
@@ -62,6 +63,12 @@ struct peer_client::impl {
   kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop;
   kj::Own<kj::Thread> thread;
 
+  // Work handed over by other threads (post), guarded by mutex. `wake` is set while the client's
+  // thread waits for some: posting fulfils it. Posting never waits for the client's thread, so a
+  // forward costs the caller (warmd's RPC thread) one lock, not a thread switch.
+  std::vector<std::function<void()>> posted;
+  kj::Own<kj::CrossThreadPromiseFulfiller<void>> wake;
+
   // The client's thread only.
   kj::AsyncIoContext* io = nullptr;
   kj::TaskSet* tasks = nullptr;
@@ -80,10 +87,49 @@ struct peer_client::impl {
       stop = kj::mv(stopped.fulfiller);
     }
     started.notify_all();
+    auto taking = take_posted().eagerlyEvaluate(nullptr);
     stopped.promise.wait(context.waitScope);
-    // Forwards in flight are cancelled here: their answer_once tells their callers.
+    std::vector<std::function<void()>> unrun;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      wake = nullptr;
+      unrun.swap(posted);
+    }
+    // Forwards in flight, and those never started, are dropped here: their answer_once tells
+    // their callers.
+    unrun.clear();
     peers.clear();
     tasks = nullptr;
+  }
+
+  void post(std::function<void()> job) {
+    std::lock_guard<std::mutex> lock(mutex);
+    posted.push_back(std::move(job));
+    if (wake) {
+      wake->fulfill();
+      wake = nullptr;
+    }
+  }
+
+  // Runs what was posted, in order, then waits for more.
+  kj::Promise<void> take_posted() {
+    auto woken = kj::newPromiseAndCrossThreadFulfiller<void>();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (posted.empty())
+        wake = kj::mv(woken.fulfiller);
+      else
+        woken.fulfiller->fulfill();
+    }
+    return woken.promise.then([this] {
+      std::vector<std::function<void()>> jobs;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        jobs.swap(posted);
+      }
+      for (auto& job : jobs) job();
+      return take_posted();
+    });
   }
 
   // The connection to `address`: the open one, or a new one when there is none or it broke.
@@ -134,7 +180,7 @@ struct peer_client::impl {
     return slot;
   }
 
-  void forward(const std::string& address, std::shared_ptr<infer_request> request, std::shared_ptr<answer_once> answer) {
+  void forward(const std::string& address, std::shared_ptr<infer_request> request, std::shared_ptr<answer_once<infer_result>> answer) {
     auto p = peer_for(address);
     auto call = p->warm.addBranch().then([request](rpc::Warm::Client w) {
       auto r = w.inferRequest();
@@ -159,8 +205,28 @@ struct peer_client::impl {
     tasks->add(kj::mv(answered));
   }
 
+  void ensure(const std::string& address, const std::string& model, std::shared_ptr<answer_once<void>> done) {
+    auto p = peer_for(address);
+    auto call = p->warm.addBranch().then([model](rpc::Warm::Client w) {
+      auto r = w.ensureLoadedRequest();
+      r.setId(model);
+      r.setSync(true);
+      return r.send();
+    });
+    auto answered = io->provider->getTimer()
+                        .timeoutAfter(opts.call_timeout.count() * kj::MILLISECONDS, kj::mv(call))
+                        .then([done](capnp::Response<rpc::Warm::EnsureLoadedResults>&& reply) {
+                          (*done)(rpc::from_capnp(reply.getStatus()));
+                        },
+                        [p, done, address](kj::Exception&& e) {
+                          p->lost = true;
+                          (*done)(make_error(errc::unavailable, "cannot reach " + address + ": " + e.getDescription().cStr()));
+                        });
+    tasks->add(kj::mv(answered));
+  }
+
   void fall_back(const std::string& why, const std::shared_ptr<infer_request>& request,
-                 const std::shared_ptr<answer_once>& answer) {
+                 const std::shared_ptr<answer_once<infer_result>>& answer) {
     ++fell_back;
     if (opts.log) opts.log("cluster: cannot forward " + request->target + ": " + why + "; serving it here");
     opts.fallback(std::move(*request), answer->release());
@@ -191,9 +257,15 @@ peer_client::~peer_client() {
 void peer_client::infer(const std::string& address, infer_request request, callback<infer_result> done) {
   request.forwarded = true;
   auto req = std::make_shared<infer_request>(std::move(request));
-  auto answer = std::make_shared<answer_once>(std::move(done));
+  auto answer = std::make_shared<answer_once<infer_result>>(std::move(done));
   auto* i = impl_.get();
-  i->executor->executeSync([i, &address, req, answer] { i->forward(address, req, answer); });
+  i->post([i, address, req, answer] { i->forward(address, req, answer); });
+}
+
+void peer_client::ensure(const std::string& address, const std::string& model, callback<void> done) {
+  auto answer = std::make_shared<answer_once<void>>(std::move(done));
+  auto* i = impl_.get();
+  i->post([i, address, model, answer] { i->ensure(address, model, answer); });
 }
 
 std::uint64_t peer_client::forwarded() const { return impl_->forwarded; }

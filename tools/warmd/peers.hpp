@@ -43,6 +43,11 @@ class peer_client {
   // Forwards `request` to the instance at `address` ("unix:PATH" or "HOST:PORT").
   void infer(const std::string& address, infer_request request, callback<infer_result> done);
 
+  // Asks the instance at `address` to load `model` (Warm.ensureLoaded, sync) and answers once it
+  // is loaded there, on this client's thread: the peer's error, or unavailable when the peer
+  // cannot be reached or does not answer within call_timeout. Nothing falls back.
+  void ensure(const std::string& address, const std::string& model, callback<void> done);
+
   // Forwards answered by a peer, and forwards that fell back.
   std::uint64_t forwarded() const;
   std::uint64_t fell_back() const;

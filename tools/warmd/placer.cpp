@@ -1,5 +1,6 @@
 #include "placer.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -34,6 +35,7 @@ std::int64_t now_unix_ms() {
 struct placer::impl {
   options o;
   std::atomic<std::uint64_t> placements{0}, lost{0};
+  std::atomic<bool> draining{false};
 
   std::mutex mutex;
   std::condition_variable wake;
@@ -103,6 +105,15 @@ struct placer::impl {
     return out;
   }
 
+  // The members, this instance marked draining once it is (its record may not say so yet).
+  std::vector<node::member> members_now(node::membership_status& status) const {
+    auto members = std::move(status.members);
+    if (draining)
+      for (auto& m : members)
+        if (m.self) m.record.draining = true;
+    return members;
+  }
+
   void decide(const std::string& model, std::vector<job> jobs) {
     auto status = status_of(model);
     // Not registered, failed, or already loading here: this instance answers as it would alone.
@@ -114,7 +125,7 @@ struct placer::impl {
     }
     node::placement_inputs in;
     auto membership = o.membership->status();
-    in.members = std::move(membership.members);
+    in.members = members_now(membership);
     in.claims = std::move(*claims);
     in.model = model;
     in.request.bytes = status->bytes;
@@ -149,6 +160,79 @@ struct placer::impl {
     serve_here(std::move(jobs));
   }
 };
+
+placer::migration placer::migrate(const std::vector<migrant>& models, std::chrono::steady_clock::time_point deadline) {
+  auto& i = *impl_;
+  migration out;
+  auto claims = i.read_claims();
+  if (!claims) {
+    if (i.o.log) i.o.log("drain: cannot read the claims, nothing is loaded elsewhere: " + claims.error().to_string());
+    out.unplaced = models.size();
+    return out;
+  }
+  auto membership = i.o.membership->status();
+  node::placement_inputs in;
+  in.members = i.members_now(membership);
+  in.claims = std::move(*claims);
+  in.claim_life_ms = i.o.claim_life.count();
+
+  struct waiting {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::size_t outstanding = 0, loaded = 0;
+  };
+  auto w = std::make_shared<waiting>();
+  for (const auto& m : models) {
+    auto held = std::any_of(in.members.begin(), in.members.end(), [&](const node::member& x) {
+      return !x.self && !x.record.draining && std::binary_search(x.record.residents.begin(), x.record.residents.end(), m.model);
+    });
+    if (held) {
+      ++out.elsewhere;
+      continue;
+    }
+    in.model = m.model;
+    in.request = {m.bytes, 1.0};
+    in.now_unix_ms = now_unix_ms();
+    auto d = node::decide_placement(in);
+    using action = node::placement_decision::action;
+    if (d.what == action::follow) {
+      ++out.elsewhere;
+      continue;
+    }
+    if (d.what != action::claim || d.self) {
+      ++out.unplaced;
+      continue;
+    }
+    node::placement_claim claim{d.instance, i.o.instance, m.bytes, in.now_unix_ms};
+    auto cas = i.o.etcd->put_if(node::claim_key(i.o.root, m.model), node::encode(claim), d.expected_revision);
+    if (!cas || !cas->succeeded) {
+      ++(cas ? out.elsewhere : out.unplaced);  // lost: another instance placed it meanwhile
+      continue;
+    }
+    ++i.placements;
+    // Later choices count this one's bytes as reserved there.
+    in.claims.erase(std::remove_if(in.claims.begin(), in.claims.end(), [&](const auto& c) { return c.model == m.model; }),
+                    in.claims.end());
+    in.claims.push_back({m.model, claim, cas->revision});
+    {
+      std::lock_guard<std::mutex> lock(w->mutex);
+      ++w->outstanding;
+    }
+    i.o.peers->ensure(d.address, m.model, [w](expected<void> r) {
+      std::lock_guard<std::mutex> lock(w->mutex);
+      --w->outstanding;
+      if (r) ++w->loaded;
+      w->done.notify_all();
+    });
+  }
+  std::unique_lock<std::mutex> lock(w->mutex);
+  w->done.wait_until(lock, deadline, [&] { return w->outstanding == 0; });
+  out.loaded = w->loaded;
+  out.failed = models.size() - out.loaded - out.elsewhere - out.unplaced;
+  return out;
+}
+
+void placer::set_draining() { impl_->draining = true; }
 
 expected<std::unique_ptr<placer>> placer::start(options o) {
   if (!o.etcd || !o.rt || !o.membership || !o.peers)

@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "warm/error.hpp"
 #include "warm/runtime_types.hpp"
@@ -55,6 +56,28 @@ class placer {
 
   // Serves `request` for `model` (no instance holds it) where placement says.
   void place(const std::string& model, infer_request request, callback<infer_result> done);
+
+  // From now on this instance counts itself out of placement (it is draining): its misses are
+  // placed on other instances. Its record says so too once republished; this takes effect at once.
+  void set_draining();
+
+  // A model to load elsewhere before this instance leaves.
+  struct migrant {
+    std::string model;
+    std::uint64_t bytes = 0;
+  };
+  struct migration {
+    std::size_t loaded = 0;     // loaded on another instance by the deadline
+    std::size_t elsewhere = 0;  // another instance already held it or was loading it
+    std::size_t failed = 0;     // the load there failed, or did not finish by the deadline
+    std::size_t unplaced = 0;   // no other instance could take it
+  };
+  // Drain: places each of `models` (most valuable first) as a miss would be, with this instance
+  // counted out, claims it, and asks the chosen instance to load it (peer_client::ensure); all at
+  // once, waiting at most until `deadline`. A model another live instance holds is left alone.
+  // Migration claims are on no lease: they outlive this instance, which is about to leave. Blocks
+  // the caller (warmd's main thread at shutdown), never the placement thread.
+  migration migrate(const std::vector<migrant>& models, std::chrono::steady_clock::time_point deadline);
 
   std::uint64_t placements() const;   // claims this instance won
   std::uint64_t claims_lost() const;  // claims another instance won first
