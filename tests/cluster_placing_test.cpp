@@ -55,8 +55,11 @@ TEST_CASE("a placement claim's JSON both ways, refusals naming key and field") {
   CHECK(back->by == "node-1");
   CHECK(back->bytes == 123456789012);
   CHECK(back->claimed_unix_ms == now);
-  CHECK(claim_key("/warm/w/", "m") == "/warm/w/claims/m");
-  CHECK(claims_prefix("/warm/w/") == "/warm/w/claims/");
+  CHECK(claim_key("/warm/w/", "m") == "/warm/w/placement/claims/m");
+  CHECK(claims_prefix("/warm/w/") == "/warm/w/placement/claims/");
+  CHECK(placed_key("/warm/w/", "i1") == "/warm/w/placement/instances/i1");
+  CHECK(placement_prefix("/warm/w/") == "/warm/w/placement/");
+  CHECK(encode_placed("m") == R"({"model":"m"})");
 
   auto refused = [](const char* text) {
     auto r = decode_claim("/warm/w/claims/m", text);
@@ -110,6 +113,14 @@ TEST_CASE("a claim that is stale, or whose instance is gone or draining, is repl
     CHECK(d.instance == "b");
     CHECK_FALSE(d.self);
     CHECK(d.expected_revision == 0);
+    CHECK(d.placed_revision == 0);  // nothing placed on b yet
+  }
+  SECTION("the chosen instance's placement key is compared too") {
+    auto in = inputs(members);
+    in.placed_revisions = {{"a", 7}, {"b", 12}};
+    auto d = decide_placement(in);
+    CHECK(d.instance == "b");
+    CHECK(d.placed_revision == 12);
   }
 }
 

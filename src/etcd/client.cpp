@@ -552,6 +552,7 @@ expected<txn_result> client::transact(const std::vector<txn_condition>& conditio
     if (w.value) {
       op->mutable_request_put()->set_key(w.key);
       op->mutable_request_put()->set_value(*w.value);
+      op->mutable_request_put()->set_lease(w.lease);
     } else {
       op->mutable_request_delete_range()->set_key(w.key);
     }

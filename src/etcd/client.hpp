@@ -112,10 +112,12 @@ struct txn_condition {
   std::int64_t mod_revision = 0;
 };
 
-// One write of a transaction: put `value` under `key`, or delete `key` when value is nullopt.
+// One write of a transaction: put `value` under `key` (on `lease` when not 0), or delete `key`
+// when value is nullopt.
 struct txn_write {
   std::string key;
   std::optional<std::string> value;
+  std::int64_t lease = 0;
 };
 
 // The outcome of a transaction.

@@ -57,6 +57,8 @@ placement_decision decide_placement(const placement_inputs& in) {
   out.address = chosen.record.address;
   out.self = chosen.self;
   out.expected_revision = existing ? existing->mod_revision : 0;
+  auto placed = in.placed_revisions.find(chosen.record.name);
+  out.placed_revision = placed == in.placed_revisions.end() ? 0 : placed->second;
   return out;
 }
 

@@ -7,9 +7,11 @@
 //     every request that arrives anywhere meanwhile waits on that load). A claim is live for
 //     claim_life after it was made while its instance is a live member and not draining.
 //  2. Otherwise the model is placed with cluster::rank_instances (the warm rule) over every
-//     member's record, and the first is claimed: a compare-and-set on the claim's key against the
-//     revision seen here, so that when instances place the same model at once one claim wins and
-//     the others follow it.
+//     member's record, and the first is claimed: one transaction comparing the claim's key and
+//     the chosen instance's placement key with the revisions seen here. When instances place the
+//     same model at once one claim wins and the others follow it; when they place different
+//     models on the same instance from the same view, one wins and the others read again and
+//     decide with its reservation (rule 3), so concurrent placements cannot herd.
 //  3. Reservations: a live claim for another model counts its bytes as reserved on its instance
 //     until that instance publishes a record written after the claim (a record that already
 //     counts the load), or lists the model as resident. So 50 cold models placed at once spread
@@ -18,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +39,8 @@ struct known_claim {
 struct placement_inputs {
   std::vector<member> members;      // live instances, this one among them (self) once joined
   std::vector<known_claim> claims;  // every claim in etcd
+  // Each instance's placement key revision (placed_key; absent: the key does not exist).
+  std::map<std::string, std::int64_t> placed_revisions;
   std::string model;
   cluster::placement_request request;
   std::int64_t now_unix_ms = 0;
@@ -52,8 +57,10 @@ struct placement_decision {
   std::string instance;  // follow, claim: the instance that loads the model
   std::string address;   // follow, claim: where it is reached
   bool self = false;     // claim: the instance is this one
-  // claim: the claim key's mod_revision to compare against (0: it must not exist).
+  // claim: the claim key's mod_revision to compare against (0: it must not exist), and the
+  // chosen instance's placement key's.
   std::int64_t expected_revision = 0;
+  std::int64_t placed_revision = 0;
 };
 
 placement_decision decide_placement(const placement_inputs& in);

@@ -268,12 +268,17 @@ cluster::instance_view view_of(const instance_record& r) {
   return v;
 }
 
-std::string claims_prefix(const std::string& root) { return root + "claims/"; }
+std::string placement_prefix(const std::string& root) { return root + "placement/"; }
+std::string claims_prefix(const std::string& root) { return placement_prefix(root) + "claims/"; }
 std::string claim_key(const std::string& root, const std::string& model) { return claims_prefix(root) + model; }
+std::string placed_prefix(const std::string& root) { return placement_prefix(root) + "instances/"; }
+std::string placed_key(const std::string& root, const std::string& instance) { return placed_prefix(root) + instance; }
 
 std::string encode(const placement_claim& c) {
   return json{{"instance", c.instance}, {"by", c.by}, {"bytes", c.bytes}, {"claimed_unix_ms", c.claimed_unix_ms}}.dump();
 }
+
+std::string encode_placed(const std::string& model) { return json{{"model", model}}.dump(); }
 
 expected<placement_claim> decode_claim(const std::string& key, std::string_view text) {
   json j = json::parse(text.begin(), text.end(), nullptr, false);

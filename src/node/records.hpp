@@ -5,8 +5,11 @@
 // Keys, under root = "/warm/<cluster name>/":
 //   instances/<instance name>   an instance_record, on the instance's lease: it disappears when
 //                               the instance stops or its lease expires
-//   claims/<model id>           a placement_claim: the instance that loads a model no instance
+//   placement/claims/<model id> a placement_claim: the instance that loads a model no instance
 //                               held, on the lease of the instance that placed it
+//   placement/instances/<name>  the model last placed on that instance: written with every claim
+//                               and compared by the next one, so that two placements made from the
+//                               same view cannot both choose the instance (node/placing.hpp)
 //
 // Records are JSON objects. Decoding checks every field's type and range and names the key and
 // field of the first problem; unknown fields are ignored (a newer instance may add some).
@@ -87,8 +90,11 @@ struct member {
   bool self = false;              // the viewer itself
 };
 
+std::string placement_prefix(const std::string& root);  // both kinds of key below
 std::string claims_prefix(const std::string& root);
 std::string claim_key(const std::string& root, const std::string& model);
+std::string placed_prefix(const std::string& root);
+std::string placed_key(const std::string& root, const std::string& instance);
 
 // Which instance loads a model that no instance held when a request for it arrived
 // (node/placing.hpp).
@@ -100,6 +106,8 @@ struct placement_claim {
 };
 
 std::string encode(const placement_claim& c);
+// A placement key's value: {"model": the model last placed on the instance}.
+std::string encode_placed(const std::string& model);
 // invalid_argument "placement claim at KEY: FIELD ..." for anything but a valid claim.
 expected<placement_claim> decode_claim(const std::string& key, std::string_view json);
 

@@ -89,20 +89,56 @@ struct placer::impl {
     return answer.get();
   }
 
-  expected<std::vector<node::known_claim>> read_claims() {
-    auto prefix = node::claims_prefix(o.root);
-    auto listed = o.etcd->get_prefix(prefix);
+  // Reads every claim and placement key into `in` (one etcd read).
+  expected<void> read_placement(node::placement_inputs& in) {
+    auto listed = o.etcd->get_prefix(node::placement_prefix(o.root));
     if (!listed) return std::move(listed).error();
-    std::vector<node::known_claim> out;
+    const auto claims = node::claims_prefix(o.root), placed = node::placed_prefix(o.root);
+    in.claims.clear();
+    in.placed_revisions.clear();
     for (const auto& kv : listed->kvs) {
+      if (kv.key.rfind(placed, 0) == 0) {
+        in.placed_revisions[kv.key.substr(placed.size())] = kv.mod_revision;
+        continue;
+      }
+      if (kv.key.rfind(claims, 0) != 0) continue;
       auto claim = node::decode_claim(kv.key, kv.value);
       if (!claim) {
         warn(claim.error().message);
         continue;
       }
-      out.push_back({kv.key.substr(prefix.size()), std::move(*claim), kv.mod_revision});
+      in.claims.push_back({kv.key.substr(claims.size()), std::move(*claim), kv.mod_revision});
     }
-    return out;
+    return {};
+  }
+
+  // Decides where in.model goes and claims it when that is the decision: one transaction on the
+  // claim's key and the chosen instance's placement key, tried again on a fresh read when another
+  // placement changed either (up to 5 times; then serve_here). What it returns is final:
+  // serve_here, follow, or a claim made. Claims and placement keys go on `lease` (0: none).
+  expected<node::placement_decision> place(node::placement_inputs& in, std::int64_t lease) {
+    using action = node::placement_decision::action;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      if (auto r = read_placement(in); !r) return std::move(r).error();
+      in.now_unix_ms = now_unix_ms();
+      auto d = node::decide_placement(in);
+      if (d.what != action::claim) return d;
+      node::placement_claim claim{d.instance, o.instance, in.request.bytes, in.now_unix_ms};
+      std::vector<etcd::txn_condition> conditions{{node::claim_key(o.root, in.model), d.expected_revision},
+                                                  {node::placed_key(o.root, d.instance), d.placed_revision}};
+      std::vector<etcd::txn_write> writes{{conditions[0].key, node::encode(claim), lease},
+                                          {conditions[1].key, node::encode_placed(in.model), lease}};
+      auto t = o.etcd->transact(conditions, writes);
+      if (!t) return std::move(t).error();
+      if (t->succeeded) {
+        ++placements;
+        return d;
+      }
+      // The model itself was claimed meanwhile (usually followed after the next read), or only
+      // the instance took another placement (decided again with its reservation).
+      if (!t->current.empty() && t->current[0] && t->current[0]->mod_revision != d.expected_revision) ++lost;
+    }
+    return node::placement_decision{};
   }
 
   // The members, this instance marked draining once it is (its record may not say so yet).
@@ -118,62 +154,30 @@ struct placer::impl {
     auto status = status_of(model);
     // Not registered, failed, or already loading here: this instance answers as it would alone.
     if (!status || status->state != model_state::not_loaded) return serve_here(std::move(jobs));
-    auto claims = read_claims();
-    if (!claims) {
-      warn("placement: cannot read the claims, serving misses here: " + claims.error().to_string());
-      return serve_here(std::move(jobs));
-    }
     node::placement_inputs in;
     auto membership = o.membership->status();
     in.members = members_now(membership);
-    in.claims = std::move(*claims);
     in.model = model;
     in.request.bytes = status->bytes;
     in.request.load_seconds = status->loads.count > 0 ? status->loads.mean_ms / 1000 : 1.0;
     in.claim_life_ms = o.claim_life.count();
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      in.now_unix_ms = now_unix_ms();
-      auto d = node::decide_placement(in);
-      using action = node::placement_decision::action;
-      if (d.what == action::serve_here) return serve_here(std::move(jobs));
-      if (d.what == action::follow) return forward(d.address, std::move(jobs));
-      node::placement_claim claim{d.instance, o.instance, in.request.bytes, in.now_unix_ms};
-      auto key = node::claim_key(o.root, model);
-      auto cas = o.etcd->put_if(key, node::encode(claim), d.expected_revision, membership.lease);
-      if (!cas) {
-        warn("placement: cannot claim " + model + ", serving it here: " + cas.error().to_string());
-        return serve_here(std::move(jobs));
-      }
-      if (cas->succeeded) {
-        ++placements;
-        return d.self ? serve_here(std::move(jobs)) : forward(d.address, std::move(jobs));
-      }
-      // Another instance claimed it first: decide again with its claim, which is usually followed.
-      ++lost;
-      in.claims.erase(std::remove_if(in.claims.begin(), in.claims.end(), [&](const auto& c) { return c.model == model; }),
-                      in.claims.end());
-      if (cas->current) {
-        auto current = node::decode_claim(key, cas->current->value);
-        if (current) in.claims.push_back({model, std::move(*current), cas->current->mod_revision});
-      }
+    auto d = place(in, membership.lease);
+    if (!d) {
+      warn("placement: cannot place " + model + " through etcd, serving it here: " + d.error().to_string());
+      return serve_here(std::move(jobs));
     }
-    serve_here(std::move(jobs));
+    using action = node::placement_decision::action;
+    if (d->what == action::serve_here || (d->what == action::claim && d->self)) return serve_here(std::move(jobs));
+    forward(d->address, std::move(jobs));
   }
 };
 
 placer::migration placer::migrate(const std::vector<migrant>& models, std::chrono::steady_clock::time_point deadline) {
   auto& i = *impl_;
   migration out;
-  auto claims = i.read_claims();
-  if (!claims) {
-    if (i.o.log) i.o.log("drain: cannot read the claims, nothing is loaded elsewhere: " + claims.error().to_string());
-    out.unplaced = models.size();
-    return out;
-  }
   auto membership = i.o.membership->status();
   node::placement_inputs in;
   in.members = i.members_now(membership);
-  in.claims = std::move(*claims);
   in.claim_life_ms = i.o.claim_life.count();
 
   struct waiting {
@@ -182,6 +186,7 @@ placer::migration placer::migrate(const std::vector<migrant>& models, std::chron
     std::size_t outstanding = 0, loaded = 0;
   };
   auto w = std::make_shared<waiting>();
+  using action = node::placement_decision::action;
   for (const auto& m : models) {
     auto held = std::any_of(in.members.begin(), in.members.end(), [&](const node::member& x) {
       return !x.self && !x.record.draining && std::binary_search(x.record.residents.begin(), x.record.residents.end(), m.model);
@@ -192,33 +197,25 @@ placer::migration placer::migrate(const std::vector<migrant>& models, std::chron
     }
     in.model = m.model;
     in.request = {m.bytes, 1.0};
-    in.now_unix_ms = now_unix_ms();
-    auto d = node::decide_placement(in);
-    using action = node::placement_decision::action;
-    if (d.what == action::follow) {
-      ++out.elsewhere;
-      continue;
-    }
-    if (d.what != action::claim || d.self) {
+    auto d = i.place(in, 0);  // on no lease: this instance is about to leave
+    if (!d) {
+      if (i.o.log) i.o.log("drain: cannot place " + m.model + " through etcd: " + d.error().to_string());
       ++out.unplaced;
       continue;
     }
-    node::placement_claim claim{d.instance, i.o.instance, m.bytes, in.now_unix_ms};
-    auto cas = i.o.etcd->put_if(node::claim_key(i.o.root, m.model), node::encode(claim), d.expected_revision);
-    if (!cas || !cas->succeeded) {
-      ++(cas ? out.elsewhere : out.unplaced);  // lost: another instance placed it meanwhile
+    if (d->what == action::follow) {  // another instance placed it meanwhile
+      ++out.elsewhere;
       continue;
     }
-    ++i.placements;
-    // Later choices count this one's bytes as reserved there.
-    in.claims.erase(std::remove_if(in.claims.begin(), in.claims.end(), [&](const auto& c) { return c.model == m.model; }),
-                    in.claims.end());
-    in.claims.push_back({m.model, claim, cas->revision});
+    if (d->what != action::claim || d->self) {
+      ++out.unplaced;
+      continue;
+    }
     {
       std::lock_guard<std::mutex> lock(w->mutex);
       ++w->outstanding;
     }
-    i.o.peers->ensure(d.address, m.model, [w](expected<void> r) {
+    i.o.peers->ensure(d->address, m.model, [w](expected<void> r) {
       std::lock_guard<std::mutex> lock(w->mutex);
       --w->outstanding;
       if (r) ++w->loaded;
