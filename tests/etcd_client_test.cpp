@@ -367,6 +367,14 @@ TEST_CASE("leases: expiry deletes the key, keep_alive_once keeps it, revoke dele
   auto kv = ok(c->get("/lease/kept"));
   REQUIRE(kv);
   CHECK(kv->lease == kept.id);
+  // A transaction's writes carry their own leases.
+  auto txn = ok(c->transact({{"/lease/txn-kept", 0}}, {{"/lease/txn-kept", std::string("t"), kept.id},
+                                                        {"/lease/txn-none", std::string("u"), 0}}));
+  REQUIRE(txn.succeeded);
+  auto in_txn = ok(c->get("/lease/txn-kept"));
+  REQUIRE(in_txn);
+  CHECK(in_txn->lease == kept.id);
+  CHECK(ok(c->get("/lease/txn-none"))->lease == 0);
   CHECK(ok(c->time_to_live(kept.id)) > 0);
 
   // Renew one lease every 300 ms for well past both TTLs; the other is left to expire.
@@ -388,6 +396,8 @@ TEST_CASE("leases: expiry deletes the key, keep_alive_once keeps it, revoke dele
   // Revoking deletes the key at once: the very next read misses it.
   ok(c->revoke_lease(kept.id));
   CHECK_FALSE(ok(c->get("/lease/kept")).has_value());
+  CHECK_FALSE(ok(c->get("/lease/txn-kept")).has_value());
+  CHECK(ok(c->get("/lease/txn-none")).has_value());
   CHECK(ok(c->keep_alive_once(kept.id)) == 0);
   CHECK(code_of(c->revoke_lease(kept.id)) == "not_found");
   CHECK(code_of(c->put("/lease/none", "z", kept.id)) == "not_found");
