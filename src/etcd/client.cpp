@@ -298,35 +298,6 @@ struct client::impl {
   steady::time_point deadline() const { return steady::now() + opts.timeout; }
 
   // One Txn: put or delete `key` if its `target` revision equals `revision`, else read it.
-  expected<cas_result> compare_and(const std::string& what, const std::string& key,
-                                   pb::Compare::CompareTarget target, std::int64_t revision,
-                                   pb::RequestOp success) {
-    pb::TxnRequest req;
-    auto* cmp = req.add_compare();
-    cmp->set_key(key);
-    cmp->set_result(pb::Compare::EQUAL);
-    cmp->set_target(target);
-    if (target == pb::Compare::CREATE)
-      cmp->set_create_revision(revision);
-    else
-      cmp->set_mod_revision(revision);
-    *req.add_success() = std::move(success);
-    req.add_failure()->mutable_request_range()->set_key(key);
-    pb::TxnResponse resp;
-    auto r = invoke(what, repeatable::no, deadline(), [&](endpoint& e, grpc::ClientContext& ctx) {
-      resp.Clear();
-      return e.kv->Txn(&ctx, req, &resp);
-    });
-    if (!r) return std::move(r).error();
-    cas_result out;
-    out.succeeded = resp.succeeded();
-    out.revision = resp.header().revision();
-    if (!out.succeeded && resp.responses_size() > 0) {
-      const auto& range = resp.responses(0).response_range();
-      if (range.kvs_size() > 0) out.current = from_pb(range.kvs(0));
-    }
-    return out;
-  }
 };
 
 client::client(std::unique_ptr<impl> impl) : impl_(std::move(impl)) {}
@@ -487,41 +458,14 @@ expected<erase_result> client::erase_prefix(const std::string& prefix) {
   return delete_range(*impl_, "erase prefix " + quoted(prefix), prefix, prefix_end(prefix));
 }
 
-// ---- compare-and-set ----------------------------------------------------------------------------
+namespace {
 
-expected<cas_result> client::put_if(const std::string& key, const std::string& value,
-                                    std::int64_t expected_mod_revision, lease_id lease) {
-  if (auto ok = check_key("put_if", key); !ok) return std::move(ok).error();
-  if (expected_mod_revision < 0)
+// One transaction (client::transact's contract); `what` names it in errors.
+expected<txn_result> run_txn(client::impl& self, const std::string& what, const std::vector<txn_condition>& conditions,
+                             const std::vector<txn_write>& writes) {
+  if (conditions.size() > client::max_txn_operations || writes.size() > client::max_txn_operations)
     return make_error(errc::invalid_argument,
-                      "etcd put_if " + quoted(key) + ": the expected revision is negative");
-  pb::RequestOp op;
-  auto* put = op.mutable_request_put();
-  put->set_key(key);
-  put->set_value(value);
-  put->set_lease(lease);
-  // Create-only compares the creation revision: 0 exactly when the key does not exist.
-  const auto target = expected_mod_revision == 0 ? pb::Compare::CREATE : pb::Compare::MOD;
-  return impl_->compare_and("put_if " + quoted(key), key, target, expected_mod_revision,
-                            std::move(op));
-}
-
-expected<cas_result> client::erase_if(const std::string& key, std::int64_t expected_mod_revision) {
-  if (auto ok = check_key("erase_if", key); !ok) return std::move(ok).error();
-  if (expected_mod_revision <= 0)
-    return make_error(errc::invalid_argument,
-                      "etcd erase_if " + quoted(key) + ": the expected revision must be positive");
-  pb::RequestOp op;
-  op.mutable_request_delete_range()->set_key(key);
-  return impl_->compare_and("erase_if " + quoted(key), key, pb::Compare::MOD, expected_mod_revision,
-                            std::move(op));
-}
-
-expected<txn_result> client::transact(const std::vector<txn_condition>& conditions,
-                                      const std::vector<txn_write>& writes) {
-  if (conditions.size() > max_txn_operations || writes.size() > max_txn_operations)
-    return make_error(errc::invalid_argument,
-                      "etcd transaction: more than " + std::to_string(max_txn_operations) +
+                      "etcd transaction: more than " + std::to_string(client::max_txn_operations) +
                           " conditions or writes");
   pb::TxnRequest req;
   for (const auto& c : conditions) {
@@ -558,7 +502,7 @@ expected<txn_result> client::transact(const std::vector<txn_condition>& conditio
     }
   }
   pb::TxnResponse resp;
-  auto r = impl_->invoke("transaction", repeatable::no, impl_->deadline(),
+  auto r = self.invoke(what, repeatable::no, self.deadline(),
                          [&](endpoint& e, grpc::ClientContext& ctx) {
                            resp.Clear();
                            return e.kv->Txn(&ctx, req, &resp);
@@ -574,6 +518,42 @@ expected<txn_result> client::transact(const std::vector<txn_condition>& conditio
                                                  : std::nullopt);
     }
   return out;
+}
+
+// A one-key transaction's outcome as a compare-and-set's.
+expected<cas_result> one_key(expected<txn_result> t) {
+  if (!t) return std::move(t).error();
+  cas_result out;
+  out.succeeded = t->succeeded;
+  out.revision = t->revision;
+  if (!t->succeeded && !t->current.empty()) out.current = std::move(t->current.front());
+  return out;
+}
+
+}  // namespace
+
+expected<txn_result> client::transact(const std::vector<txn_condition>& conditions,
+                                      const std::vector<txn_write>& writes) {
+  return run_txn(*impl_, "transaction", conditions, writes);
+}
+
+// ---- compare-and-set ----------------------------------------------------------------------------
+
+expected<cas_result> client::put_if(const std::string& key, const std::string& value,
+                                    std::int64_t expected_mod_revision, lease_id lease) {
+  if (auto ok = check_key("put_if", key); !ok) return std::move(ok).error();
+  if (expected_mod_revision < 0)
+    return make_error(errc::invalid_argument,
+                      "etcd put_if " + quoted(key) + ": the expected revision is negative");
+  return one_key(run_txn(*impl_, "put_if " + quoted(key), {{key, expected_mod_revision}}, {{key, value, lease}}));
+}
+
+expected<cas_result> client::erase_if(const std::string& key, std::int64_t expected_mod_revision) {
+  if (auto ok = check_key("erase_if", key); !ok) return std::move(ok).error();
+  if (expected_mod_revision <= 0)
+    return make_error(errc::invalid_argument,
+                      "etcd erase_if " + quoted(key) + ": the expected revision must be positive");
+  return one_key(run_txn(*impl_, "erase_if " + quoted(key), {{key, expected_mod_revision}}, {{key, std::nullopt}}));
 }
 
 // ---- leases -------------------------------------------------------------------------------------
