@@ -26,10 +26,19 @@ expected<std::string> advertised_address(const config& c) {
   return address;
 }
 
+namespace {
+
+// A client of the cluster's etcd (--cluster), with the client's default deadlines.
+expected<std::unique_ptr<etcd::client>> connect_etcd(const config& c) {
+  etcd::options o;
+  o.endpoints = c.cluster;
+  return etcd::client::connect(std::move(o));
+}
+
+}  // namespace
+
 expected<std::unique_ptr<registry_storage>> cluster_registry(const config& c) {
-  etcd::options eo;
-  eo.endpoints = c.cluster;
-  auto client = etcd::client::connect(std::move(eo));
+  auto client = connect_etcd(c);
   if (!client) return std::move(client).error();
   node::etcd_registry_options o;
   o.etcd = std::move(*client);
@@ -70,9 +79,7 @@ expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, run
   if (!root) return std::move(root).error();
   auto m = node::membership::start(std::move(o));
   if (!m) return std::move(m).error();
-  etcd::options eo;
-  eo.endpoints = c.cluster;
-  auto placing_etcd = etcd::client::connect(std::move(eo));
+  auto placing_etcd = connect_etcd(c);
   if (!placing_etcd) return std::move(placing_etcd).error();
   placer::options pl;
   pl.etcd = std::move(*placing_etcd);
