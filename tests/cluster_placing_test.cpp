@@ -124,6 +124,45 @@ TEST_CASE("a claim that is stale, or whose instance is gone or draining, is repl
   }
 }
 
+TEST_CASE("a failed load keeps placement away from its instance for failure_life") {
+  auto members = std::vector<member>{instance("a", 1000, 500, 5, true), instance("b", 1000, 0, 5),
+                                     instance("c", 1000, 100, 5)};
+  auto in = inputs(members);
+  CHECK(decide_placement(in).instance == "b");
+  in.failures = {{"m", "b", now - 1000}, {"other", "c", now}};
+  auto d = decide_placement(in);
+  CHECK(d.what == action::claim);
+  CHECK(d.instance == "c");  // b failed m; c's failure is another model's
+  in.failures = {{"m", "b", now - in.failure_life_ms}};
+  CHECK(decide_placement(in).instance == "b");  // expired
+  in.failures = {{"m", "b", now - in.failure_life_ms + 1}};
+  CHECK(decide_placement(in).instance == "c");
+
+  // A live claim naming the failed instance is not followed: placed again against its revision.
+  in = inputs(members, {claim("m", "b", 100, 9)});
+  CHECK(decide_placement(in).what == action::follow);
+  in.failures = {{"m", "b", now}};
+  d = decide_placement(in);
+  CHECK(d.what == action::claim);
+  CHECK(d.instance == "c");
+  CHECK(d.expected_revision == 9);
+
+  // Failed everywhere: served here.
+  in.failures = {{"m", "a", now}, {"m", "b", now}, {"m", "c", now}};
+  CHECK(decide_placement(in).what == action::serve_here);
+}
+
+TEST_CASE("a placement failure's JSON both ways") {
+  auto back = decode_failure("k", encode(placement_failure{"load_failed: bad header", now}));
+  REQUIRE(back);
+  CHECK(back->error == "load_failed: bad header");
+  CHECK(back->failed_unix_ms == now);
+  CHECK(failure_key("/warm/w/", "m@2", "i1") == "/warm/w/placement/failures/m@2/i1");
+  auto bad = decode_failure("k", R"({"error":1,"failed_unix_ms":1})");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message == "placement failure at k: error must be a string");
+}
+
 TEST_CASE("nowhere to place: served here") {
   CHECK(decide_placement(inputs({})).what == action::serve_here);
   auto draining = instance("b", 1000, 0, 5);

@@ -2,17 +2,19 @@
 """Black-box: warmd instances in a cluster, with a real etcd, over warmctl.
 
 Three warmd join one cluster (--cluster) and each sees all three in `warmctl inspect cluster`
-(text and --json); they share one registry in etcd: a model registered on one is served by all,
+(text and --json). They share one registry in etcd: a model registered on one is served by all,
 a vmodel flip reaches every instance within 1 s, the same id registered on two at once ends the
-same everywhere, and registrations fail with unavailable while etcd is down; a request for a model
-that another instance holds is forwarded there (and served locally when that instance is gone);
-a storm of requests for a cold model through every instance is one load, and cold models placed
-at once spread over the instances; `status` shows where a model's copies are, `inspect cluster`
-and /metrics what each instance forwarded and placed; an instance killed with SIGKILL leaves
-everyone's view within its lease TTL; one stopped with SIGTERM under load loads its recent models
-on the others first, fails no request, and then leaves at once; etcd killed and restarted is
-survived, the instances joining again by themselves; a warmd without --cluster answers that it runs alone; bad cluster
-flags are refused with exit status 2. Skipped (77) without an etcd executable.
+same everywhere, and registrations fail with unavailable while etcd is down. A request for a
+model that another instance holds is forwarded there (and served locally when that instance is
+gone). A storm of requests for a cold model through every instance is one load, and cold models
+placed at once spread over the instances. A load that fails on the instance placement chose is
+retried on another, and its failure, recorded in etcd, keeps placement away. `status` shows
+where a model's copies are, `inspect cluster` and /metrics what each instance forwarded and
+placed. An instance killed with SIGKILL leaves everyone's view within its lease TTL; one stopped
+with SIGTERM under load loads its recent models on the others first, fails no request, and then
+leaves at once. etcd killed and restarted is survived, the instances joining again by
+themselves. A warmd without --cluster answers that it runs alone; bad cluster flags are refused
+with exit status 2. Skipped (77) without an etcd executable.
 
 Usage: cluster_service_test.py WARMD WARMCTL
 """
@@ -112,10 +114,10 @@ def names(sock):
     return sorted(i["name"] for i in c["instances"]) if c else None
 
 
-def start(tmp, name, *extra):
+def start(tmp, name, *extra, repo="repo"):
     log = open(os.path.join(tmp, name + ".log"), "w+")
     sock = os.path.join(tmp, name + ".sock")
-    proc = subprocess.Popen([warmd, "--repo", os.path.join(tmp, "repo"), "--state", os.path.join(tmp, name + "-state"),
+    proc = subprocess.Popen([warmd, "--repo", os.path.join(tmp, repo), "--state", os.path.join(tmp, name + "-state"),
                              "--device", "host:64MiB", "--listen", "unix:" + sock, *extra],
                             stdout=log, stderr=subprocess.STDOUT)
     for _ in range(200):
@@ -125,9 +127,9 @@ def start(tmp, name, *extra):
     return proc, sock, log
 
 
-def member(tmp, etcd, name, *extra):
+def member(tmp, etcd, name, *extra, repo="repo"):
     return start(tmp, name, "--cluster", etcd.url, "--instance", name, "--cluster-name", "t", "--lease-ttl", str(TTL),
-                 *extra)
+                 *extra, repo=repo)
 
 
 def vmodel_active(sock, vid):
@@ -287,6 +289,53 @@ def placement_checks(tmp, etcd, socks):
           f"a's /metrics has the cluster's families: {[l for l in metrics.splitlines() if 'cluster' in l]}")
 
 
+def failure_checks(tmp, etcd, socks):
+    """A load that fails on the instance placement chose is retried on another; the failure is
+    recorded in etcd and keeps placement away from that instance."""
+    make_model(tmp, "x1", 51)
+    os.makedirs(os.path.join(tmp, "repo-e", "x1", "1"))
+    with open(os.path.join(tmp, "repo-e", "x1", "1", "model.safetensors"), "wb") as f:
+        f.write(b"not a model")  # e's copy of x1 is broken; the others' is fine
+    e = member(tmp, etcd, "e", repo="repo-e")
+    try:
+        check(wait_for(lambda: names(socks["a"]) == ["a", "b", "c", "e"], 10), "e joins")
+        check(ctl(socks["a"], "register", "x1", "x1")[0] == 0, "register x1")
+        check(wait_for(lambda: registered(e[1], "x1"), 5), "e has x1")
+        # e is empty, so placement picks it first; its load fails and a places x1 again.
+        rc, out, err = ctl(socks["a"], "infer", "x1", "--random")
+        check(rc == 0, f"x1 is served although its load failed on e: {out} {err}")
+        where = [n for n in socks if status(socks[n], "x1").get("state") == "LOADED"]
+        check(len(where) == 1 and status(e[1], "x1").get("state") != "LOADED",
+              f"x1 loaded on one of a, b, c, not on e: {where}, e: {status(e[1], 'x1').get('state')}")
+        key = "/warm/t/placement/failures/x1/e"
+        check(wait_for(lambda: key in subprocess.run(["etcdctl", "--endpoints", etcd.url, "get", key, "--keys-only"],
+                                                     capture_output=True, text=True).stdout, 5),
+              "e's failed load is recorded in etcd")
+        # A request for x1 that reaches e is forwarded to the instance that loaded it.
+        rc, out, err = ctl(e[1], "infer", "x1", "--random", "--width", "4")
+        check(rc == 0, f"e forwards x1: {out} {err}")
+
+        # Placed again (unregistered and registered anew: no copy left), x1 does not go to e,
+        # though e is still the emptiest: e's placement key is not written again.
+        def e_placed_revision():
+            r = subprocess.run(["etcdctl", "--endpoints", etcd.url, "get", "/warm/t/placement/instances/e", "-w", "json"],
+                               capture_output=True, text=True)
+            return json.loads(r.stdout).get("kvs", [{}])[0].get("mod_revision")
+        before = e_placed_revision()
+        check(ctl(socks["a"], "unregister", "x1")[0] == 0, "unregister x1")
+        check(wait_for(lambda: all(not registered(s, "x1") for s in socks.values()), 5), "x1 gone everywhere")
+        check(ctl(socks["a"], "register", "x1", "x1")[0] == 0, "register x1 again")
+        check(wait_for(lambda: all(registered(s, "x1") for s in socks.values()) and
+                       status(socks["c"], "x1").get("copies") == [], 5), "x1 back, no copy loaded")
+        rc, out, err = ctl(socks["c"], "infer", "x1", "--random")
+        check(rc == 0 and e_placed_revision() == before,
+              f"x1 placed again, not on e: {out} {err}, e's key {before} -> {e_placed_revision()}")
+    finally:
+        e[0].send_signal(signal.SIGINT)
+        e[0].wait(10)
+    check(wait_for(lambda: names(socks["a"]) == ["a", "b", "c"], 5), "e leaves")
+
+
 def drain_checks(tmp, socks, c):
     hold_only_on(tmp, socks, "c", "d1", 41)
     hold_only_on(tmp, socks, "c", "d2", 42)
@@ -351,6 +400,7 @@ def main():
         registry_checks(tmp, socks)
         forwarding_checks(tmp, socks)
         placement_checks(tmp, etcd, socks)
+        failure_checks(tmp, etcd, socks)
         hold_only_on(tmp, socks, "c", "f2", 12)
 
         # SIGKILL: the record outlives the process by at most its TTL.

@@ -15,6 +15,12 @@ bool holds(const instance_record& r, const std::string& model) {
   return std::binary_search(r.residents.begin(), r.residents.end(), model);
 }
 
+bool failed_on(const placement_inputs& in, const std::string& instance) {
+  return std::any_of(in.failures.begin(), in.failures.end(), [&](const known_failure& f) {
+    return f.model == in.model && f.instance == instance && in.now_unix_ms - f.failed_unix_ms < in.failure_life_ms;
+  });
+}
+
 }  // namespace
 
 bool claim_is_live(const known_claim& c, const std::vector<member>& members, std::int64_t now_unix_ms,
@@ -29,7 +35,8 @@ placement_decision decide_placement(const placement_inputs& in) {
   const known_claim* existing = nullptr;
   for (const auto& c : in.claims)
     if (c.model == in.model) existing = &c;
-  if (existing && claim_is_live(*existing, in.members, in.now_unix_ms, in.claim_life_ms)) {
+  if (existing && claim_is_live(*existing, in.members, in.now_unix_ms, in.claim_life_ms) &&
+      !failed_on(in, existing->claim.instance)) {
     const member* m = find_member(in.members, existing->claim.instance);
     if (m->self) return out;  // serve_here: this instance is loading it
     out.what = placement_decision::action::follow;
@@ -42,6 +49,7 @@ placement_decision decide_placement(const placement_inputs& in) {
   views.reserve(in.members.size());
   for (const auto& m : in.members) {
     auto v = view_of(m.record);
+    if (failed_on(in, m.record.name)) v.draining = true;  // no candidate for this model
     for (const auto& c : in.claims) {
       if (c.claim.instance != m.record.name || c.mod_revision <= m.mod_revision || c.model == in.model) continue;
       if (holds(m.record, c.model) || !claim_is_live(c, in.members, in.now_unix_ms, in.claim_life_ms)) continue;

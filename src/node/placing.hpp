@@ -16,6 +16,8 @@
 //     until that instance publishes a record written after the claim (a record that already
 //     counts the load), or lists the model as resident. So 50 cold models placed at once spread
 //     over the instances instead of herding onto the one that looked emptiest.
+//  4. Failures: an instance where the model's load failed within failure_life is no candidate
+//     for it, and a claim naming it is not live (the model is placed again elsewhere).
 // With no member to place on (not joined yet, or every member draining) the request is served here.
 #pragma once
 
@@ -28,6 +30,13 @@
 #include "node/records.hpp"
 
 namespace warm::node {
+
+// A failed load of `model` on `instance`, as read from etcd (or just seen by this instance).
+struct known_failure {
+  std::string model;
+  std::string instance;
+  std::int64_t failed_unix_ms = 0;
+};
 
 // A claim as read from etcd.
 struct known_claim {
@@ -45,6 +54,8 @@ struct placement_inputs {
   cluster::placement_request request;
   std::int64_t now_unix_ms = 0;
   std::int64_t claim_life_ms = 60000;
+  std::vector<known_failure> failures;
+  std::int64_t failure_life_ms = 15 * 60 * 1000;
 };
 
 struct placement_decision {

@@ -280,6 +280,26 @@ std::string encode(const placement_claim& c) {
 
 std::string encode_placed(const std::string& model) { return json{{"model", model}}.dump(); }
 
+std::string failures_prefix(const std::string& root) { return placement_prefix(root) + "failures/"; }
+std::string failure_key(const std::string& root, const std::string& model, const std::string& instance) {
+  return failures_prefix(root) + model + "/" + instance;
+}
+
+std::string encode(const placement_failure& f) {
+  return json{{"error", f.error}, {"failed_unix_ms", f.failed_unix_ms}}.dump();
+}
+
+expected<placement_failure> decode_failure(const std::string& key, std::string_view text) {
+  json j = json::parse(text.begin(), text.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return make_error(errc::invalid_argument, "placement failure at " + key + ": not a JSON object");
+  reader r("placement failure", key, j);
+  placement_failure out;
+  WARM_TRY_SET(out.error, r.text("error"));
+  WARM_TRY_SET(out.failed_unix_ms, r.integer<std::int64_t>("failed_unix_ms"));
+  return out;
+}
+
 expected<placement_claim> decode_claim(const std::string& key, std::string_view text) {
   json j = json::parse(text.begin(), text.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object())

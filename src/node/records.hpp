@@ -10,6 +10,9 @@
 //   placement/instances/<name>  the model last placed on that instance: written with every claim
 //                               and compared by the next one, so that two placements made from the
 //                               same view cannot both choose the instance (node/placing.hpp)
+//   placement/failures/<model id>/<name>
+//                               a placement_failure: the model's load failed on that instance, on
+//                               that instance's lease; placement passes it over for a while
 //
 // Records are JSON objects. Decoding checks every field's type and range and names the key and
 // field of the first problem; unknown fields are ignored (a newer instance may add some).
@@ -108,6 +111,18 @@ struct placement_claim {
 std::string encode(const placement_claim& c);
 // A placement key's value: {"model": the model last placed on the instance}.
 std::string encode_placed(const std::string& model);
+
+std::string failures_prefix(const std::string& root);
+std::string failure_key(const std::string& root, const std::string& model, const std::string& instance);
+
+// A load of a model that failed on an instance (the instance is in the key).
+struct placement_failure {
+  std::string error;                 // "code: message"
+  std::int64_t failed_unix_ms = 0;   // when
+};
+std::string encode(const placement_failure& f);
+// invalid_argument "placement failure at KEY: FIELD ..." for anything but a valid record.
+expected<placement_failure> decode_failure(const std::string& key, std::string_view json);
 // invalid_argument "placement claim at KEY: FIELD ..." for anything but a valid claim.
 expected<placement_claim> decode_claim(const std::string& key, std::string_view json);
 

@@ -23,7 +23,16 @@ namespace {
 struct job {
   infer_request request;
   callback<infer_result> done;
+  bool retried = false;  // already sent back once by an instance whose load failed
 };
+
+// Errors of a load that another instance may not have: its device, its copy of the file.
+bool instance_failure(errc code) {
+  return code == errc::load_failed || code == errc::capacity_exhausted || code == errc::model_too_large;
+}
+
+// How long a failed load keeps placement away from its instance (ModelMesh's failure expiry).
+constexpr std::int64_t failure_life_ms = 15 * 60 * 1000;
 
 std::int64_t now_unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -32,14 +41,30 @@ std::int64_t now_unix_ms() {
 
 }  // namespace
 
+struct placer::impl;
+
+// How a forward's answer reaches the placer to be tried elsewhere: answers can arrive (on the
+// peer client's thread) after the placer is gone, which clears `owner`.
+struct retry_hook {
+  std::mutex mutex;
+  placer::impl* owner = nullptr;
+};
+
 struct placer::impl {
   options o;
   std::atomic<std::uint64_t> placements{0}, lost{0};
   std::atomic<bool> draining{false};
+  std::shared_ptr<retry_hook> hook = std::make_shared<retry_hook>();
 
   std::mutex mutex;
   std::condition_variable wake;
   std::map<std::string, std::vector<job>> queued;  // by model
+  struct failed_load {
+    std::string model, instance;
+    error why;
+  };
+  std::vector<failed_load> failed_loads;  // to record in etcd: here, or answered by a peer
+  std::vector<node::known_failure> seen_failures;  // answers from peers whose load failed
   bool stopping = false;
   std::thread thread;  // last: started once the rest is ready
 
@@ -48,11 +73,14 @@ struct placer::impl {
   void run() {
     std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
-      wake.wait(lock, [&] { return stopping || !queued.empty(); });
+      wake.wait(lock, [&] { return stopping || !queued.empty() || !failed_loads.empty(); });
       if (stopping) break;
       auto batch = std::move(queued);
       queued.clear();
+      auto failures = std::move(failed_loads);
+      failed_loads.clear();
       lock.unlock();
+      for (const auto& f : failures) record_failure(f);
       for (auto& [model, jobs] : batch) decide(model, std::move(jobs));
       lock.lock();
     }
@@ -68,8 +96,44 @@ struct placer::impl {
     }
   }
 
-  void forward(const std::string& address, std::vector<job> jobs) {
-    for (auto& j : jobs) o.peers->infer(address, std::move(j.request), std::move(j.done));
+  // Sends the jobs to `instance`, which placement chose to load the model. When its load fails
+  // there, each job comes back (once) to be placed again without that instance.
+  void forward(const std::string& model, const std::string& instance, const std::string& address,
+               std::vector<job> jobs) {
+    for (auto& j : jobs) {
+      if (j.retried) {
+        o.peers->infer(address, std::move(j.request), std::move(j.done));
+        continue;
+      }
+      auto again = std::make_shared<job>(job{j.request, nullptr, true});  // a copy, for the retry
+      o.peers->infer(address, std::move(j.request),
+                     [hook = hook, model, instance, again, done = std::move(j.done)](expected<infer_result> r) mutable {
+                       if (r || !instance_failure(r.error().code)) return done(std::move(r));
+                       std::lock_guard<std::mutex> lock(hook->mutex);
+                       if (!hook->owner) return done(std::move(r));
+                       again->done = std::move(done);
+                       hook->owner->retry(model, instance, r.error(), std::move(*again));
+                     });
+    }
+  }
+
+  // A job whose load failed on `instance` (answered `why`): placed again, that instance passed
+  // over, and the failure recorded for the other instances.
+  void retry(const std::string& model, const std::string& instance, const error& why, job j) {
+    std::lock_guard<std::mutex> lock(mutex);
+    seen_failures.push_back({model, instance, now_unix_ms()});
+    failed_loads.push_back({model, instance, why});
+    queued[model].push_back(std::move(j));
+    wake.notify_one();
+  }
+
+  // Records a failed load in etcd, on this instance's lease: every instance's placement passes
+  // that instance over for the model while the record lives.
+  void record_failure(const failed_load& f) {
+    node::placement_failure record{f.why.to_string(), now_unix_ms()};
+    auto lease = o.membership->status().lease;
+    if (auto r = o.etcd->put(node::failure_key(o.root, f.model, f.instance), node::encode(record), lease); !r)
+      warn("placement: cannot record the failed load of " + f.model + " on " + f.instance + ": " + r.error().to_string());
   }
 
   void warn(const std::string& line) {
@@ -93,12 +157,22 @@ struct placer::impl {
   expected<void> read_placement(node::placement_inputs& in) {
     auto listed = o.etcd->get_prefix(node::placement_prefix(o.root));
     if (!listed) return std::move(listed).error();
-    const auto claims = node::claims_prefix(o.root), placed = node::placed_prefix(o.root);
+    const auto claims = node::claims_prefix(o.root), placed = node::placed_prefix(o.root),
+               failures = node::failures_prefix(o.root);
     in.claims.clear();
     in.placed_revisions.clear();
+    in.failures = local_failures;  // seen here, perhaps not in etcd yet
     for (const auto& kv : listed->kvs) {
       if (kv.key.rfind(placed, 0) == 0) {
         in.placed_revisions[kv.key.substr(placed.size())] = kv.mod_revision;
+        continue;
+      }
+      if (kv.key.rfind(failures, 0) == 0) {
+        auto rest = kv.key.substr(failures.size());
+        auto slash = rest.rfind('/');
+        auto f = node::decode_failure(kv.key, kv.value);
+        if (slash == std::string::npos || !f) continue;
+        in.failures.push_back({rest.substr(0, slash), rest.substr(slash + 1), f->failed_unix_ms});
         continue;
       }
       if (kv.key.rfind(claims, 0) != 0) continue;
@@ -150,10 +224,25 @@ struct placer::impl {
     return members;
   }
 
+  // Failures seen by this instance (its own, and peers' answers), the placement thread's copy.
+  std::vector<node::known_failure> local_failures;
+
   void decide(const std::string& model, std::vector<job> jobs) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (auto& f : seen_failures) local_failures.push_back(std::move(f));
+      seen_failures.clear();
+    }
+    const auto now = now_unix_ms();
+    local_failures.erase(std::remove_if(local_failures.begin(), local_failures.end(),
+                                        [&](const auto& f) { return now - f.failed_unix_ms >= failure_life_ms; }),
+                         local_failures.end());
     auto status = status_of(model);
-    // Not registered, failed, or already loading here: this instance answers as it would alone.
-    if (!status || status->state != model_state::not_loaded) return serve_here(std::move(jobs));
+    if (status && status->state == model_state::loading_failed)  // placed elsewhere, if anywhere
+      local_failures.push_back({model, o.instance, now});
+    // Not registered, or already loading here: this instance answers as it would alone.
+    if (!status || (status->state != model_state::not_loaded && status->state != model_state::loading_failed))
+      return serve_here(std::move(jobs));
     node::placement_inputs in;
     auto membership = o.membership->status();
     in.members = members_now(membership);
@@ -168,7 +257,7 @@ struct placer::impl {
     }
     using action = node::placement_decision::action;
     if (d->what == action::serve_here || (d->what == action::claim && d->self)) return serve_here(std::move(jobs));
-    forward(d->address, std::move(jobs));
+    forward(model, d->instance, d->address, std::move(jobs));
   }
 };
 
@@ -231,12 +320,19 @@ placer::migration placer::migrate(const std::vector<migrant>& models, std::chron
 
 void placer::set_draining() { impl_->draining = true; }
 
+void placer::load_failed(const std::string& model, const error& e) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->failed_loads.push_back({model, impl_->o.instance, e});
+  impl_->wake.notify_one();
+}
+
 expected<std::unique_ptr<placer>> placer::start(options o) {
   if (!o.etcd || !o.rt || !o.membership || !o.peers)
     return make_error(errc::invalid_argument, "placement needs etcd, the runtime, the membership and the peers");
   auto i = std::make_unique<impl>();
   i->o = std::move(o);
   auto* raw = i.get();
+  i->hook->owner = raw;
   i->thread = std::thread([raw] { raw->run(); });
   return std::unique_ptr<placer>(new placer(std::move(i)));
 }
@@ -244,6 +340,10 @@ expected<std::unique_ptr<placer>> placer::start(options o) {
 placer::placer(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
 
 placer::~placer() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->hook->mutex);
+    impl_->hook->owner = nullptr;  // answers from now on go back to their callers as they are
+  }
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->stopping = true;
