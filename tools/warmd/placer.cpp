@@ -41,8 +41,6 @@ std::int64_t now_unix_ms() {
 
 }  // namespace
 
-struct placer::impl;
-
 // How a forward's answer reaches the placer to be tried elsewhere: answers can arrive (on the
 // peer client's thread) after the placer is gone, which clears `owner`.
 struct retry_hook {
@@ -68,7 +66,8 @@ struct placer::impl {
   bool stopping = false;
   std::thread thread;  // last: started once the rest is ready
 
-  std::chrono::steady_clock::time_point last_warning{};
+  std::mutex warning_mutex;
+  std::chrono::steady_clock::time_point last_warning{};  // under warning_mutex
 
   void run() {
     std::unique_lock<std::mutex> lock(mutex);
@@ -138,8 +137,11 @@ struct placer::impl {
 
   void warn(const std::string& line) {
     auto now = std::chrono::steady_clock::now();
-    if (!o.log || now - last_warning < std::chrono::seconds(30)) return;
-    last_warning = now;
+    {
+      std::lock_guard<std::mutex> lock(warning_mutex);
+      if (!o.log || now - last_warning < std::chrono::seconds(30)) return;
+      last_warning = now;
+    }
     o.log(line);
   }
 
@@ -153,15 +155,16 @@ struct placer::impl {
     return answer.get();
   }
 
-  // Reads every claim and placement key into `in` (one etcd read).
-  expected<void> read_placement(node::placement_inputs& in) {
+  // Reads every claim, placement key and failure into `in` (one etcd read), with the failures
+  // this instance knows of besides (`known`: perhaps not in etcd yet).
+  expected<void> read_placement(node::placement_inputs& in, const std::vector<node::known_failure>& known) {
     auto listed = o.etcd->get_prefix(node::placement_prefix(o.root));
     if (!listed) return std::move(listed).error();
     const auto claims = node::claims_prefix(o.root), placed = node::placed_prefix(o.root),
                failures = node::failures_prefix(o.root);
     in.claims.clear();
     in.placed_revisions.clear();
-    in.failures = local_failures;  // seen here, perhaps not in etcd yet
+    in.failures = known;
     for (const auto& kv : listed->kvs) {
       if (kv.key.rfind(placed, 0) == 0) {
         in.placed_revisions[kv.key.substr(placed.size())] = kv.mod_revision;
@@ -190,10 +193,13 @@ struct placer::impl {
   // claim's key and the chosen instance's placement key, tried again on a fresh read when another
   // placement changed either (up to 5 times; then serve_here). What it returns is final:
   // serve_here, follow, or a claim made. Claims and placement keys go on `lease` (0: none).
-  expected<node::placement_decision> place(node::placement_inputs& in, std::int64_t lease) {
+  // Called on the placement thread, and by migrate() on the draining thread: it touches no state
+  // of the placement thread's but the counters.
+  expected<node::placement_decision> place(node::placement_inputs& in, std::int64_t lease,
+                                           const std::vector<node::known_failure>& known) {
     using action = node::placement_decision::action;
     for (int attempt = 0; attempt < 5; ++attempt) {
-      if (auto r = read_placement(in); !r) return std::move(r).error();
+      if (auto r = read_placement(in, known); !r) return std::move(r).error();
       in.now_unix_ms = now_unix_ms();
       auto d = node::decide_placement(in);
       if (d.what != action::claim) return d;
@@ -250,7 +256,7 @@ struct placer::impl {
     in.request.bytes = status->bytes;
     in.request.load_seconds = status->loads.count > 0 ? status->loads.mean_ms / 1000 : 1.0;
     in.claim_life_ms = o.claim_life.count();
-    auto d = place(in, membership.lease);
+    auto d = place(in, membership.lease, local_failures);
     if (!d) {
       warn("placement: cannot place " + model + " through etcd, serving it here: " + d.error().to_string());
       return serve_here(std::move(jobs));
@@ -286,7 +292,7 @@ placer::migration placer::migrate(const std::vector<migrant>& models, std::chron
     }
     in.model = m.model;
     in.request = {m.bytes, 1.0};
-    auto d = i.place(in, 0);  // on no lease: this instance is about to leave
+    auto d = i.place(in, 0, {});  // on no lease: this instance is about to leave
     if (!d) {
       if (i.o.log) i.o.log("drain: cannot place " + m.model + " through etcd: " + d.error().to_string());
       ++out.unplaced;
