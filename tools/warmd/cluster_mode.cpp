@@ -15,11 +15,6 @@
 
 namespace warm::warmd {
 
-struct cluster_mode::failure_sink {
-  std::mutex mutex;
-  placer* to = nullptr;
-};
-
 expected<std::string> advertised_address(const config& c) {
   if (!c.advertise.empty()) return c.advertise;
   if (c.listen.empty()) return make_error(errc::invalid_argument, "--cluster needs --advertise or a --listen address");
@@ -107,15 +102,7 @@ cluster_mode::cluster_mode(std::string name, runtime& rt, std::unique_ptr<node::
       rt_(rt),
       membership_(std::move(m)),
       peers_(std::move(peers)),
-      placer_(std::move(placing)) {
-  failures_ = std::make_shared<failure_sink>();
-  failures_->to = placer_.get();
-  watch_ = rt_.watch([sink = failures_](const model_event& e) {
-    if (e.state != model_state::loading_failed || !e.error) return;
-    std::lock_guard<std::mutex> lock(sink->mutex);
-    if (sink->to) sink->to->load_failed(e.model, *e.error);
-  });
-}
+      placer_(std::move(placing)) {}
 
 namespace {
 
@@ -159,9 +146,7 @@ void cluster_mode::drain(std::chrono::seconds budget) {
   membership->set_draining(true);
   placing->set_draining();
   if (budget.count() == 0) return;
-  auto promise = std::make_shared<std::promise<expected<inspection>>>();
-  auto answer = promise->get_future();
-  rt_.inspect([promise](expected<inspection> s) { promise->set_value(std::move(s)); });
+  auto answer = rt_.inspect();
   if (answer.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
     spdlog::warn("drain: the runtime did not answer an inspection within 2 s; leaving without loading models elsewhere");
     return;
@@ -199,11 +184,6 @@ void cluster_mode::leave() {
   std::unique_ptr<node::membership> leaving;
   std::unique_ptr<peer_client> peers;
   std::unique_ptr<placer> placing;
-  if (auto w = std::exchange(watch_, 0)) rt_.unwatch(w);
-  if (failures_) {
-    std::lock_guard<std::mutex> lock(failures_->mutex);
-    failures_->to = nullptr;
-  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     leaving = std::move(membership_);

@@ -69,11 +69,6 @@ class cluster_mode {
   std::unique_ptr<node::membership> membership_;
   std::unique_ptr<peer_client> peers_;
   std::unique_ptr<placer> placer_;  // borrows membership_ and peers_: destroyed first
-  // The runtime's events: failed loads go to the placer while it lives (the holder is cleared,
-  // under its lock, before the placer goes).
-  struct failure_sink;
-  std::shared_ptr<failure_sink> failures_;
-  std::uint64_t watch_ = 0;
 };
 
 // The registry of the cluster the flags name, kept in etcd and shared by its instances

@@ -41,8 +41,8 @@ std::int64_t now_unix_ms() {
 
 }  // namespace
 
-// How a forward's answer reaches the placer to be tried elsewhere: answers can arrive (on the
-// peer client's thread) after the placer is gone, which clears `owner`.
+// How a forward's answer (on the peer client's thread) and the runtime's events reach the placer:
+// they can arrive after the placer is gone, which clears `owner`.
 struct retry_hook {
   std::mutex mutex;
   placer::impl* owner = nullptr;
@@ -53,6 +53,7 @@ struct placer::impl {
   std::atomic<std::uint64_t> placements{0}, lost{0};
   std::atomic<bool> draining{false};
   std::shared_ptr<retry_hook> hook = std::make_shared<retry_hook>();
+  std::uint64_t watch = 0;  // the runtime's events
 
   std::mutex mutex;
   std::condition_variable wake;
@@ -116,6 +117,14 @@ struct placer::impl {
     }
   }
 
+  // A load of `model` failed here (the runtime's event): recorded in etcd, on this instance's
+  // lease, so that placement passes this instance over for the model while it lives.
+  void load_failed(const std::string& model, const error& e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    failed_loads.push_back({model, o.instance, e});
+    wake.notify_one();
+  }
+
   // A job whose load failed on `instance` (answered `why`): placed again, that instance passed
   // over, and the failure recorded for the other instances.
   void retry(const std::string& model, const std::string& instance, const error& why, job j) {
@@ -147,9 +156,7 @@ struct placer::impl {
 
   // The model's status here, within 2 s (the placement thread may wait; it is not the runtime's).
   expected<model_status> status_of(const std::string& model) {
-    auto promise = std::make_shared<std::promise<expected<model_status>>>();
-    auto answer = promise->get_future();
-    o.rt->status(model, [promise](expected<model_status> s) { promise->set_value(std::move(s)); });
+    auto answer = o.rt->status(model);
     if (answer.wait_for(std::chrono::seconds(2)) != std::future_status::ready)
       return make_error(errc::timeout, "the runtime did not answer a status request within 2 s");
     return answer.get();
@@ -326,11 +333,6 @@ placer::migration placer::migrate(const std::vector<migrant>& models, std::chron
 
 void placer::set_draining() { impl_->draining = true; }
 
-void placer::load_failed(const std::string& model, const error& e) {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->failed_loads.push_back({model, impl_->o.instance, e});
-  impl_->wake.notify_one();
-}
 
 expected<std::unique_ptr<placer>> placer::start(options o) {
   if (!o.etcd || !o.rt || !o.membership || !o.peers)
@@ -339,6 +341,13 @@ expected<std::unique_ptr<placer>> placer::start(options o) {
   i->o = std::move(o);
   auto* raw = i.get();
   i->hook->owner = raw;
+  // Loads that fail here are recorded for the other instances (through the hook: events may
+  // still arrive while the placer goes).
+  i->watch = raw->o.rt->watch([hook = i->hook](const model_event& e) {
+    if (e.state != model_state::loading_failed || !e.error) return;
+    std::lock_guard<std::mutex> lock(hook->mutex);
+    if (hook->owner) hook->owner->load_failed(e.model, *e.error);
+  });
   i->thread = std::thread([raw] { raw->run(); });
   return std::unique_ptr<placer>(new placer(std::move(i)));
 }
@@ -346,9 +355,10 @@ expected<std::unique_ptr<placer>> placer::start(options o) {
 placer::placer(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
 
 placer::~placer() {
+  impl_->o.rt->unwatch(impl_->watch);
   {
     std::lock_guard<std::mutex> lock(impl_->hook->mutex);
-    impl_->hook->owner = nullptr;  // answers from now on go back to their callers as they are
+    impl_->hook->owner = nullptr;  // answers and events from now on are not taken
   }
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);

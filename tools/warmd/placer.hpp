@@ -10,7 +10,8 @@
 //    is served here, as a warmd running alone would.
 //  - A request sent to the instance placement chose comes back when the model's load fails there
 //    (load_failed, capacity_exhausted, model_too_large): it is placed again, once, without that
-//    instance. A model whose load failed here is placed elsewhere too.
+//    instance. A model whose load failed here is placed elsewhere too. Failed loads, here (the
+//    runtime's LOADING_FAILED events) or answered by a peer, are recorded in etcd for 15 minutes.
 //  - The destructor serves what is still queued here and joins the thread; the runtime, the
 //    membership and the peer client it borrows must outlive it.
 #pragma once
@@ -59,11 +60,6 @@ class placer {
 
   // Serves `request` for `model` (no instance holds it) where placement says.
   void place(const std::string& model, infer_request request, callback<infer_result> done);
-
-  // A load of `model` failed here (the runtime's event): recorded in etcd, on this instance's
-  // lease, so that placement passes this instance over for the model for 15 minutes. Returns at
-  // once.
-  void load_failed(const std::string& model, const error& e);
 
   // From now on this instance counts itself out of placement (it is draining): its misses are
   // placed on other instances. Its record says so too once republished; this takes effect at once.
