@@ -297,7 +297,7 @@ std::vector<membership::holder> membership::holders(const std::string& model) co
   std::vector<holder> out;
   for (const auto& [name, seen] : state_->members) {
     const auto& r = seen.record;
-    if (std::binary_search(r.residents.begin(), r.residents.end(), model))
+    if (r.holds(model))
       out.push_back({name, r.address, r.loads_in_flight, r.draining, name == state_->options.instance});
   }
   return out;

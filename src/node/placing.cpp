@@ -11,10 +11,6 @@ const member* find_member(const std::vector<member>& members, const std::string&
   return nullptr;
 }
 
-bool holds(const instance_record& r, const std::string& model) {
-  return std::binary_search(r.residents.begin(), r.residents.end(), model);
-}
-
 bool failed_on(const placement_inputs& in, const std::string& instance) {
   return std::any_of(in.failures.begin(), in.failures.end(), [&](const known_failure& f) {
     return f.model == in.model && f.instance == instance && in.now_unix_ms - f.failed_unix_ms < in.failure_life_ms;
@@ -52,7 +48,7 @@ placement_decision decide_placement(const placement_inputs& in) {
     if (failed_on(in, m.record.name)) v.draining = true;  // no candidate for this model
     for (const auto& c : in.claims) {
       if (c.claim.instance != m.record.name || c.mod_revision <= m.mod_revision || c.model == in.model) continue;
-      if (holds(m.record, c.model) || !claim_is_live(c, in.members, in.now_unix_ms, in.claim_life_ms)) continue;
+      if (m.record.holds(c.model) || !claim_is_live(c, in.members, in.now_unix_ms, in.claim_life_ms)) continue;
       v.reserved += c.claim.bytes;
     }
     views.push_back(std::move(v));

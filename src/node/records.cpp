@@ -140,6 +140,10 @@ expected<void> check_instance_name(std::string_view name) {
 std::string instances_prefix(const std::string& root) { return root + "instances/"; }
 std::string instance_key(const std::string& root, const std::string& name) { return instances_prefix(root) + name; }
 
+bool instance_record::holds(const std::string& model) const {
+  return std::binary_search(residents.begin(), residents.end(), model);
+}
+
 bool instance_record::same_state(const instance_record& o) const {
   auto same_devices = [&] {
     if (devices.size() != o.devices.size()) return false;

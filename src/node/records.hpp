@@ -69,6 +69,9 @@ struct instance_record {
   // The models queued or loading on it, sorted, each once. Absent in a record: none.
   std::vector<std::string> loading;
 
+  // Whether `model` is among residents.
+  bool holds(const std::string& model) const;
+
   // Equal but for updated_unix: whether publishing this record again would tell anyone anything.
   bool same_state(const instance_record& other) const;
 };

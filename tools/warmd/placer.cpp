@@ -291,7 +291,7 @@ placer::migration placer::migrate(const std::vector<migrant>& models, std::chron
   using action = node::placement_decision::action;
   for (const auto& m : models) {
     auto held = std::any_of(in.members.begin(), in.members.end(), [&](const node::member& x) {
-      return !x.self && !x.record.draining && std::binary_search(x.record.residents.begin(), x.record.residents.end(), m.model);
+      return !x.self && !x.record.draining && x.record.holds(m.model);
     });
     if (held) {
       ++out.elsewhere;
