@@ -17,6 +17,10 @@ bool failed_on(const placement_inputs& in, const std::string& instance) {
   });
 }
 
+bool excluded(const placement_inputs& in, const std::string& instance) {
+  return std::find(in.excluded.begin(), in.excluded.end(), instance) != in.excluded.end();
+}
+
 }  // namespace
 
 bool claim_is_live(const known_claim& c, const std::vector<member>& members, std::int64_t now_unix_ms,
@@ -32,7 +36,7 @@ placement_decision decide_placement(const placement_inputs& in) {
   for (const auto& c : in.claims)
     if (c.model == in.model) existing = &c;
   if (existing && claim_is_live(*existing, in.members, in.now_unix_ms, in.claim_life_ms) &&
-      !failed_on(in, existing->claim.instance)) {
+      !failed_on(in, existing->claim.instance) && !excluded(in, existing->claim.instance)) {
     const member* m = find_member(in.members, existing->claim.instance);
     if (m->self) return out;  // serve_here: this instance is loading it
     out.what = placement_decision::action::follow;
@@ -45,7 +49,7 @@ placement_decision decide_placement(const placement_inputs& in) {
   views.reserve(in.members.size());
   for (const auto& m : in.members) {
     auto v = view_of(m.record);
-    if (failed_on(in, m.record.name)) v.draining = true;  // no candidate for this model
+    if (failed_on(in, m.record.name) || excluded(in, m.record.name)) v.draining = true;  // no candidate
     for (const auto& c : in.claims) {
       if (c.claim.instance != m.record.name || c.mod_revision <= m.mod_revision || c.model == in.model) continue;
       if (m.record.holds(c.model) || !claim_is_live(c, in.members, in.now_unix_ms, in.claim_life_ms)) continue;

@@ -18,6 +18,8 @@
 //     over the instances instead of herding onto the one that looked emptiest.
 //  4. Failures: an instance where the model's load failed within failure_life is no candidate
 //     for it, and a claim naming it is not live (the model is placed again elsewhere).
+//  5. Excluded instances (those that hold the model already, when a copy is placed) are no
+//     candidates either, and a claim naming one is not followed.
 // With no member to place on (not joined yet, or every member draining) the request is served here.
 #pragma once
 
@@ -56,6 +58,7 @@ struct placement_inputs {
   std::int64_t claim_life_ms = 60000;
   std::vector<known_failure> failures;
   std::int64_t failure_life_ms = 15 * 60 * 1000;
+  std::vector<std::string> excluded;  // instances that are no candidates (rule 5)
 };
 
 struct placement_decision {

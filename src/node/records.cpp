@@ -284,6 +284,26 @@ std::string encode(const placement_claim& c) {
 
 std::string encode_placed(const std::string& model) { return json{{"model", model}}.dump(); }
 
+std::string copies_prefix(const std::string& root) { return placement_prefix(root) + "copies/"; }
+std::string copies_key(const std::string& root, const std::string& model) { return copies_prefix(root) + model; }
+
+std::string encode(const copies_change& c) {
+  return json{{"copies", c.copies}, {"by", c.by}, {"changed_unix_ms", c.changed_unix_ms}}.dump();
+}
+
+expected<copies_change> decode_copies(const std::string& key, std::string_view text) {
+  json j = json::parse(text.begin(), text.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return make_error(errc::invalid_argument, "copies change at " + key + ": not a JSON object");
+  reader r("copies change", key, j);
+  copies_change out;
+  WARM_TRY_SET(out.copies, r.integer<std::uint32_t>("copies"));
+  WARM_TRY_SET(out.by, r.text("by"));
+  if (auto ok = check_instance_name(out.by); !ok) return r.bad("by", "a valid instance name");
+  WARM_TRY_SET(out.changed_unix_ms, r.integer<std::int64_t>("changed_unix_ms"));
+  return out;
+}
+
 std::string failures_prefix(const std::string& root) { return placement_prefix(root) + "failures/"; }
 std::string failure_key(const std::string& root, const std::string& model, const std::string& instance) {
   return failures_prefix(root) + model + "/" + instance;

@@ -10,6 +10,8 @@
 //   placement/instances/<name>  the model last placed on that instance: written with every claim
 //                               and compared by the next one, so that two placements made from the
 //                               same view cannot both choose the instance (node/placing.hpp)
+//   placement/copies/<model id> a copies_change: the last change of the model's copies (added or
+//                               dropped), on the lease of the instance that made it
 //   placement/failures/<model id>/<name>
 //                               a placement_failure: the model's load failed on that instance, on
 //                               that instance's lease; placement passes it over for a while
@@ -114,6 +116,20 @@ struct placement_claim {
 std::string encode(const placement_claim& c);
 // A placement key's value: {"model": the model last placed on the instance}.
 std::string encode_placed(const std::string& model);
+
+// The last change of a model's copies (node/copies.hpp): compared and written by the holder that
+// adds or drops copies, so that holders deciding at once make one change, and none within the
+// settle time of the last.
+std::string copies_prefix(const std::string& root);
+std::string copies_key(const std::string& root, const std::string& model);
+struct copies_change {
+  std::uint32_t copies = 0;  // the copies it aimed at
+  std::string by;            // the instance that made it
+  std::int64_t changed_unix_ms = 0;
+};
+std::string encode(const copies_change& c);
+// invalid_argument "copies change at KEY: FIELD ..." for anything but a valid record.
+expected<copies_change> decode_copies(const std::string& key, std::string_view json);
 
 std::string failures_prefix(const std::string& root);
 std::string failure_key(const std::string& root, const std::string& model, const std::string& instance);
