@@ -1,6 +1,7 @@
 // Placement of cluster misses (node/placing.hpp) and the placement claim's JSON (node/records.hpp):
 // a live claim is followed, a dead or stale one is replaced against its revision, claims reserve
-// bytes until their instance's next record, and cold models placed one after another spread.
+// bytes and queue their loads until their instance's next record, and cold models placed one after
+// another spread.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -208,4 +209,25 @@ TEST_CASE("cold models placed one after another spread over equal instances") {
     CHECK(count >= 9);
     CHECK(count <= 11);
   }
+}
+
+TEST_CASE("small cold models spread by their queued loads even onto fuller instances") {
+  // Every instance has room for all of them, one much more than the others: without counting
+  // the loads claimed on it, every placement would queue behind the same instance's loads.
+  std::vector<member> members{instance("a", 10'000, 0, 100), instance("b", 10'000, 6'000, 100),
+                              instance("c", 10'000, 6'000, 100)};
+  std::vector<known_claim> claims;
+  std::map<std::string, int> placed;
+  for (int i = 0; i < 12; ++i) {
+    auto in = inputs(members, claims);
+    in.model = "small-" + std::to_string(i);
+    in.request = {10, 1.0};
+    auto d = decide_placement(in);
+    REQUIRE(d.what == action::claim);
+    ++placed[d.instance];
+    claims.push_back({in.model, {d.instance, "a", in.request.bytes, now}, 101 + i});
+  }
+  CHECK(placed["a"] == 4);
+  CHECK(placed["b"] == 4);
+  CHECK(placed["c"] == 4);
 }

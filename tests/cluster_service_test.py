@@ -129,7 +129,7 @@ def start(tmp, name, *extra, repo="repo"):
 
 def member(tmp, etcd, name, *extra, repo="repo"):
     return start(tmp, name, "--cluster", etcd.url, "--instance", name, "--cluster-name", "t", "--lease-ttl", str(TTL),
-                 *extra, repo=repo)
+                 "--copy-queue", "1", *extra, repo=repo)
 
 
 def vmodel_active(sock, vid):
@@ -205,6 +205,11 @@ def hold_only_on(tmp, socks, owner, mid, seed):
     owner's record show it."""
     make_model(tmp, mid, seed)
     check(ctl(socks[owner], "register", mid, mid)[0] == 0, f"register {mid}")
+    hold_only_on_loaded(socks, owner, mid)
+
+
+def hold_only_on_loaded(socks, owner, mid):
+    """Loads the registered model `mid` on `owner` and waits until the others see it there."""
     before = {n: loaded_on(socks[n], owner) for n in socks if n != owner}
     check(ctl(socks[owner], "ensure", mid)[0] == 0, f"load {mid} on {owner}")
     check(wait_for(lambda: all((loaded_on(socks[n], owner) or 0) > (before[n] or 0) for n in before), 5),
@@ -221,9 +226,57 @@ def forwarding_checks(tmp, socks):
     check(status(socks["b"], "f1").get("requests", 0) >= 6, f"b served a's requests: {status(socks['b'], 'f1')}")
 
 
-def make_model(tmp, mid, seed):
-    subprocess.run([warmctl, "make-model", "--out", os.path.join(tmp, "repo", mid, "1"), "--layers", "4,8,2",
+def make_model(tmp, mid, seed, layers="4,8,2"):
+    subprocess.run([warmctl, "make-model", "--out", os.path.join(tmp, "repo", mid, "1"), "--layers", layers,
                     "--seed", str(seed)], check=True, capture_output=True)
+
+
+def copies_checks(tmp, socks, logs):
+    """A model whose copy queues gets a second copy on another instance within seconds of the
+    queueing crossing --copy-queue, the forwards spread over both, and a steady load adds no
+    oscillation."""
+    make_model(tmp, "h1", 61, layers="256,1024,1024,256")  # ~10 ms per request of 32 rows here
+    check(ctl(socks["b"], "register", "h1", "h1")[0] == 0, "register h1")
+    check(wait_for(lambda: all(registered(s, "h1") for s in socks.values()), 5), "every instance has h1")
+    hold_only_on_loaded(socks, "b", "h1")
+    request = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [32, 256],
+                                      "data": [0.25] * (32 * 256)}]}).encode()
+    stop = threading.Event()
+    errors = []
+
+    def client():
+        while not stop.is_set():
+            req = urllib.request.Request(f"http://127.0.0.1:{HTTP_PORT}/v2/models/h1/infer", data=request, method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    r.read()
+            except Exception as e:  # noqa: BLE001 - any failure is a failed request
+                errors.append(str(e))
+    threads = [threading.Thread(target=client) for _ in range(8)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    try:
+        def copies():
+            return [n for n, s in socks.items() if status(s, "h1").get("state") == "LOADED"]
+        check(wait_for(lambda: len(copies()) >= 2, 8), f"h1 gets a second copy under load: {copies()}")
+        took = time.monotonic() - started
+        check(took < 6, f"the second copy is loaded {took:.1f} s after the load began")
+        asked = [n for n in socks if "copies: h1 queues" in open(logs[n].name).read()]
+        check(asked == ["b"], f"b, the copy that queued, asked for it: {asked}")
+        other = [n for n in copies() if n != "b"]
+        if other and other[0] != "a":  # a serves its own copy; otherwise a spreads its forwards
+            before = status(socks[other[0]], "h1").get("requests", 0)
+            time.sleep(1.5)
+            check(status(socks[other[0]], "h1").get("requests", 0) > before + 5,
+                  f"a's forwards reach the new copy on {other[0]}")
+        time.sleep(2)
+        check(len(copies()) >= 2, f"the copies stay under a steady load: {copies()}")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    check(not errors, f"no request failed while copies were added: {errors[:3]}")
 
 
 def loads(sock, mid):
@@ -399,6 +452,7 @@ def main():
 
         registry_checks(tmp, socks)
         forwarding_checks(tmp, socks)
+        copies_checks(tmp, socks, {n: p[2] for n, p in procs.items()})
         placement_checks(tmp, etcd, socks)
         failure_checks(tmp, etcd, socks)
         hold_only_on(tmp, socks, "c", "f2", 12)

@@ -34,7 +34,7 @@ double value_to_free(const std::vector<eviction_candidate>& candidates, std::uin
 
 // The expected wait behind the loads already queued on the instance, in seconds.
 double queue_wait(const instance_view& v, const placement_request& r) {
-  return static_cast<double>(v.loads_in_flight) / std::max<std::uint32_t>(v.loading_threads, 1) * r.load_seconds;
+  return static_cast<double>(v.loads_in_flight + v.reserved_loads) / std::max<std::uint32_t>(v.loading_threads, 1) * r.load_seconds;
 }
 
 // An empty instance has no least recent model: for ModelMesh's order it is the oldest of all.

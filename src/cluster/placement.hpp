@@ -7,7 +7,8 @@
 //    the bytes already reserved by claims in flight) costs nothing to fill; otherwise the cost is
 //    the value its own policy would give up to make room (from the eviction candidates it
 //    publishes, in load seconds), or, for policies that publish no value, how recently its least
-//    recent model was used. Loads queued ahead of this one on the instance add their expected wait. Ties go to the
+//    recent model was used. Loads queued ahead of this one on the instance (its own and those claimed
+//    on it since) add their expected wait. Ties go to the
 //    instance with the most room left, then the fewest loads in flight, then the lowest index.
 //  - modelmesh: ModelMesh's placement, for comparison. Its order: instances with room for the
 //    model first; among full ones the oldest cache timestamp (least recent use of the least recent
@@ -49,6 +50,7 @@ struct instance_view {
   std::uint64_t reserved = 0;          // bytes claimed by loads placed here since, not yet in used
   std::uint32_t models = 0;            // resident models
   std::uint32_t loads_in_flight = 0;   // loads queued or running
+  std::uint32_t reserved_loads = 0;    // loads claimed on it since (the claims behind `reserved`)
   std::uint32_t loading_threads = 1;   // loads it runs at once (≥ 1)
   double idle_seconds = 0;             // since its least recent model was used (0: empty)
   std::vector<eviction_candidate> candidates;  // in eviction order; empty: no value published

@@ -54,6 +54,7 @@ placement_decision decide_placement(const placement_inputs& in) {
       if (c.claim.instance != m.record.name || c.mod_revision <= m.mod_revision || c.model == in.model) continue;
       if (m.record.holds(c.model) || !claim_is_live(c, in.members, in.now_unix_ms, in.claim_life_ms)) continue;
       v.reserved += c.claim.bytes;
+      ++v.reserved_loads;
     }
     views.push_back(std::move(v));
   }

@@ -12,9 +12,9 @@
 //     same model at once one claim wins and the others follow it; when they place different
 //     models on the same instance from the same view, one wins and the others read again and
 //     decide with its reservation (rule 3), so concurrent placements cannot herd.
-//  3. Reservations: a live claim for another model counts its bytes as reserved on its instance
-//     until that instance publishes a record written after the claim (a record that already
-//     counts the load), or lists the model as resident. So 50 cold models placed at once spread
+//  3. Reservations: a live claim for another model counts its bytes as reserved on its instance,
+//     and its load as queued there, until that instance publishes a record written after the
+//     claim (a record that already counts the load), or lists the model as resident. So 50 cold models placed at once spread
 //     over the instances instead of herding onto the one that looked emptiest.
 //  4. Failures: an instance where the model's load failed within failure_life is no candidate
 //     for it, and a claim naming it is not live (the model is placed again elsewhere).

@@ -91,18 +91,31 @@ expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, run
   pl.log = [](const std::string& line) { spdlog::warn("{}", line); };
   auto placing = placer::start(std::move(pl));
   if (!placing) return std::move(placing).error();
+  copy_scaler::options co;
+  co.rule.add_queue = c.copy_queue;
+  co.rule.drop_queue = std::min(co.rule.drop_queue, c.copy_queue / 4);
+  co.rule.cool_ms = std::int64_t{c.copy_cool_seconds} * 1000;
+  co.rt = &rt;
+  co.membership = m->get();
+  co.placing = placing->get();
+  co.log = [](const std::string& line) { spdlog::warn("{}", line); };
+  co.note = [](const std::string& line) { spdlog::info("{}", line); };
+  auto copies = copy_scaler::start(std::move(co));
+  if (!copies) return std::move(copies).error();
   spdlog::info("cluster {}: instance {} at {}, etcd {}", name, instance, advertised, fmt::join(c.cluster, ","));
-  return std::unique_ptr<cluster_mode>(
-      new cluster_mode(std::move(name), rt, std::move(*m), std::move(*peers), std::move(*placing)));
+  return std::unique_ptr<cluster_mode>(new cluster_mode(std::move(name), rt, std::move(*m), std::move(*peers),
+                                                        std::move(*placing), std::move(*copies)));
 }
 
 cluster_mode::cluster_mode(std::string name, runtime& rt, std::unique_ptr<node::membership> m,
-                           std::unique_ptr<peer_client> peers, std::unique_ptr<placer> placing)
+                           std::unique_ptr<peer_client> peers, std::unique_ptr<placer> placing,
+                           std::unique_ptr<copy_scaler> copies)
     : name_(std::move(name)),
       rt_(rt),
       membership_(std::move(m)),
       peers_(std::move(peers)),
-      placer_(std::move(placing)) {}
+      placer_(std::move(placing)),
+      copies_(std::move(copies)) {}
 
 namespace {
 
@@ -143,6 +156,12 @@ void cluster_mode::drain(std::chrono::seconds budget) {
     placing = placer_.get();
   }
   if (!membership || !placing) return;
+  std::unique_ptr<copy_scaler> copies;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    copies = std::move(copies_);  // a leaving instance adds and drops no copies
+  }
+  copies.reset();
   membership->set_draining(true);
   placing->set_draining();
   if (budget.count() == 0) return;
@@ -167,9 +186,18 @@ bool cluster_mode::forward(const std::string& model, infer_request& request, cal
     std::lock_guard<std::mutex> lock(mutex_);
     if (!membership_ || !peers_) return false;  // left the cluster: serve everything here
     const auto holders = membership_->holders(model);  // by name
+    // The copy with the fewest of this instance's forwards in flight, then the fewest loads.
     const node::membership::holder* best = nullptr;
-    for (const auto& h : holders)
-      if (!h.self && !h.draining && (!best || h.loads_in_flight < best->loads_in_flight)) best = &h;
+    std::uint32_t best_requests = 0;
+    for (const auto& h : holders) {
+      if (h.self || h.draining) continue;
+      const auto requests = holders.size() > 1 ? peers_->in_flight(h.address) : 0;
+      if (!best || requests < best_requests ||
+          (requests == best_requests && h.loads_in_flight < best->loads_in_flight)) {
+        best = &h;
+        best_requests = requests;
+      }
+    }
     if (best)
       peers_->infer(best->address, std::move(request), std::move(done));  // returns at once
     else
@@ -184,12 +212,15 @@ void cluster_mode::leave() {
   std::unique_ptr<node::membership> leaving;
   std::unique_ptr<peer_client> peers;
   std::unique_ptr<placer> placing;
+  std::unique_ptr<copy_scaler> copies;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     leaving = std::move(membership_);
     peers = std::move(peers_);
     placing = std::move(placer_);
+    copies = std::move(copies_);
   }
+  copies.reset();
   placing.reset();  // what waits for placement is served here
   peers.reset();    // forwards still in flight are answered unavailable
   leaving.reset();  // revokes the lease, outside the lock (it waits on etcd)
@@ -242,12 +273,13 @@ void cluster_mode::info(callback<cluster_info> done) const {
 
 std::string cluster_mode::metrics_text() const {
   using prometheus::kind;
-  std::uint64_t forwarded = 0, fell_back = 0, placed = 0, lost = 0, copies = 0;
+  std::uint64_t forwarded = 0, fell_back = 0, placed = 0, lost = 0, copies = 0, added = 0, dropped = 0;
   std::size_t instances = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (peers_) forwarded = peers_->forwarded(), fell_back = peers_->fell_back();
     if (placer_) placed = placer_->placements(), lost = placer_->claims_lost();
+    if (copies_) added = copies_->added(), dropped = copies_->dropped();
     if (membership_) {
       for (const auto& m : membership_->members()) {
         ++instances;
@@ -263,6 +295,10 @@ std::string cluster_mode::metrics_text() const {
   w.sample({}, static_cast<double>(placed));
   w.family("warm_cluster_claims_lost_total", kind::counter, "Placements another instance claimed first (then followed).");
   w.sample({}, static_cast<double>(lost));
+  w.family("warm_cluster_copies_added_total", kind::counter, "Copies of models held here that this instance asked other instances to load (their queueing called for more).");
+  w.sample({}, static_cast<double>(added));
+  w.family("warm_cluster_copies_dropped_total", kind::counter, "Copies this instance dropped (the cluster was full and the model cooled).");
+  w.sample({}, static_cast<double>(dropped));
   w.family("warm_cluster_instances", kind::gauge, "Live instances of the cluster, this one included once its record is seen.");
   w.sample({}, static_cast<double>(instances));
   w.family("warm_cluster_copies", kind::gauge, "Models resident across the live instances, one per copy, as their records say.");

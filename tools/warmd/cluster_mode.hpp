@@ -9,6 +9,7 @@
 #include <string>
 
 #include "config.hpp"
+#include "copies.hpp"
 #include "peers.hpp"
 #include "placer.hpp"
 #include "warm/error.hpp"
@@ -52,7 +53,8 @@ class cluster_mode {
   void leave();
 
   // runtime_options::miss_handler: a miss for `model` goes to a live peer that holds it (not
-  // draining; the one with the fewest loads in flight, then by name), answered from there. When no
+  // draining; the one with the fewest of this instance's forwards in flight, then the fewest
+  // loads in flight, then by name), answered from there. When no
   // instance holds it, placement decides which instance loads it (placer.hpp): one load
   // cluster-wide however many instances the requests arrive at. false (serve it here) only once
   // the cluster is left. Never blocks: forwards run on the peer client's thread, placement on its
@@ -62,13 +64,14 @@ class cluster_mode {
 
  private:
   cluster_mode(std::string name, runtime& rt, std::unique_ptr<node::membership> m, std::unique_ptr<peer_client> peers,
-               std::unique_ptr<placer> placing);
+               std::unique_ptr<placer> placing, std::unique_ptr<copy_scaler> copies);
   std::string name_;
   runtime& rt_;
   mutable std::mutex mutex_;
   std::unique_ptr<node::membership> membership_;
   std::unique_ptr<peer_client> peers_;
-  std::unique_ptr<placer> placer_;  // borrows membership_ and peers_: destroyed first
+  std::unique_ptr<placer> placer_;  // borrows membership_ and peers_: destroyed before them
+  std::unique_ptr<copy_scaler> copies_;  // borrows placer_ and membership_: destroyed first
 };
 
 // The registry of the cluster the flags name, kept in etcd and shared by its instances

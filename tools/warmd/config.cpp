@@ -166,6 +166,14 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
                  "On SIGTERM in a cluster: at most this long loading this instance's recent models on peers before it leaves (0: leave at once)")
       ->capture_default_str()
       ->check(CLI::Range(0, 3600));
+  app.add_option("--copy-queue", c.copy_queue,
+                 "In a cluster: requests in flight per copy of a model, sustained for a second, that add copies on other instances (0: never)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--copy-cool-seconds", c.copy_cool_seconds,
+                 "In a full cluster: how long a copy must stay nearly idle before it is dropped")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
   app.add_option("--model-config", c.model_config,
                  "Served-models file (TOML [[model]] tables: versions, labels, load policy); re-read on SIGHUP");
   app.add_flag("--serve-repo", c.serve_repo,
@@ -482,6 +490,14 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       auto v = integer();
       if (!v || *v < 0 || *v > 3600) return bad(key, "an integer from 0 to 3600 (seconds)");
       if (!given(key)) c.drain_seconds = static_cast<std::uint32_t>(*v);
+    } else if (key == "copy-queue") {
+      auto v = number();
+      if (!v || !std::isfinite(*v) || *v < 0 || *v > 1e6) return bad(key, "a number from 0 to 1e6 (requests)");
+      if (!given(key)) c.copy_queue = *v;
+    } else if (key == "copy-cool-seconds") {
+      auto v = integer();
+      if (!v || *v < 1 || *v > 86400) return bad(key, "an integer from 1 to 86400 (seconds)");
+      if (!given(key)) c.copy_cool_seconds = static_cast<std::uint32_t>(*v);
     } else if (key == "http-threads") {
       auto v = integer();
       if (!v || *v < 1 || *v > 1024) return bad(key, "an integer from 1 to 1024");

@@ -79,6 +79,8 @@ struct config {
   std::string cluster_name = "warm";
   std::uint32_t lease_ttl = 10;      // seconds its record outlives it
   std::uint32_t drain_seconds = 30;  // SIGTERM: at most this long loading recent models on peers
+  double copy_queue = 2;             // requests in flight per copy that add copies; 0: never
+  std::uint32_t copy_cool_seconds = 60;  // how long a copy stays quiet before it may go (cluster full)
   std::string model_config;
   bool serve_repo = false;
   std::string poll_seconds = "1";

@@ -56,6 +56,8 @@ struct failure_log : kj::TaskSet::ErrorHandler {
 struct peer_client::impl {
   options opts;
   std::atomic<std::uint64_t> forwarded{0}, fell_back{0};
+  mutable std::mutex counts_mutex;
+  std::map<std::string, std::uint32_t> in_flight;  // forwards not answered yet, by address
 
   std::mutex mutex;
   std::condition_variable started;
@@ -257,8 +259,19 @@ peer_client::~peer_client() {
 void peer_client::infer(const std::string& address, infer_request request, callback<infer_result> done) {
   request.forwarded = true;
   auto req = std::make_shared<infer_request>(std::move(request));
-  auto answer = std::make_shared<answer_once<infer_result>>(std::move(done));
   auto* i = impl_.get();
+  {
+    std::lock_guard<std::mutex> lock(i->counts_mutex);
+    ++i->in_flight[address];
+  }
+  auto answer = std::make_shared<answer_once<infer_result>>(
+      [i, address, done = std::move(done)](expected<infer_result> r) mutable {
+        {
+          std::lock_guard<std::mutex> lock(i->counts_mutex);
+          if (auto it = i->in_flight.find(address); it != i->in_flight.end() && --it->second == 0) i->in_flight.erase(it);
+        }
+        done(std::move(r));
+      });
   i->post([i, address, req, answer] { i->forward(address, req, answer); });
 }
 
@@ -266,6 +279,12 @@ void peer_client::ensure(const std::string& address, const std::string& model, c
   auto answer = std::make_shared<answer_once<void>>(std::move(done));
   auto* i = impl_.get();
   i->post([i, address, model, answer] { i->ensure(address, model, answer); });
+}
+
+std::uint32_t peer_client::in_flight(const std::string& address) const {
+  std::lock_guard<std::mutex> lock(impl_->counts_mutex);
+  auto it = impl_->in_flight.find(address);
+  return it == impl_->in_flight.end() ? 0 : it->second;
 }
 
 std::uint64_t peer_client::forwarded() const { return impl_->forwarded; }

@@ -48,6 +48,10 @@ class peer_client {
   // cannot be reached or does not answer within call_timeout. Nothing falls back.
   void ensure(const std::string& address, const std::string& model, callback<void> done);
 
+  // Forwards to `address` not answered yet: forwarding spreads a model's requests over its copies
+  // by it (the copy with the fewest of this instance's requests in flight).
+  std::uint32_t in_flight(const std::string& address) const;
+
   // Forwards answered by a peer, and forwards that fell back.
   std::uint64_t forwarded() const;
   std::uint64_t fell_back() const;

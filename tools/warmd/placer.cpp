@@ -50,7 +50,7 @@ struct retry_hook {
 
 struct placer::impl {
   options o;
-  std::atomic<std::uint64_t> placements{0}, lost{0};
+  std::atomic<std::uint64_t> placements{0}, lost{0}, drops{0};
   std::atomic<bool> draining{false};
   std::shared_ptr<retry_hook> hook = std::make_shared<retry_hook>();
   std::uint64_t watch = 0;  // the runtime's events
@@ -202,8 +202,17 @@ struct placer::impl {
   // serve_here, follow, or a claim made. Claims and placement keys go on `lease` (0: none).
   // Called on the placement thread, and by migrate() on the draining thread: it touches no state
   // of the placement thread's but the counters.
+  // With a guard, the claim's transaction also compares the guard's key with its revision and
+  // writes its value; when another writer changed that key meanwhile, the answer is
+  // invalid_argument "changed" and nothing is claimed.
+  struct guard {
+    std::string key;
+    std::int64_t revision = 0;
+    std::string value;
+  };
   expected<node::placement_decision> place(node::placement_inputs& in, std::int64_t lease,
-                                           const std::vector<node::known_failure>& known) {
+                                           const std::vector<node::known_failure>& known,
+                                           const guard* g = nullptr) {
     using action = node::placement_decision::action;
     for (int attempt = 0; attempt < 5; ++attempt) {
       if (auto r = read_placement(in, known); !r) return std::move(r).error();
@@ -215,12 +224,18 @@ struct placer::impl {
                                                   {node::placed_key(o.root, d.instance), d.placed_revision}};
       std::vector<etcd::txn_write> writes{{conditions[0].key, node::encode(claim), lease},
                                           {conditions[1].key, node::encode_placed(in.model), lease}};
+      if (g) {
+        conditions.push_back({g->key, g->revision});
+        writes.push_back({g->key, g->value, lease});
+      }
       auto t = o.etcd->transact(conditions, writes);
       if (!t) return std::move(t).error();
       if (t->succeeded) {
         ++placements;
         return d;
       }
+      if (g && t->current.size() == 3 && (t->current[2] ? t->current[2]->mod_revision : 0) != g->revision)
+        return make_error(errc::invalid_argument, "changed");
       // The model itself was claimed meanwhile (usually followed after the next read), or only
       // the instance took another placement (decided again with its reservation).
       if (!t->current.empty() && t->current[0] && t->current[0]->mod_revision != d.expected_revision) ++lost;
@@ -331,6 +346,82 @@ placer::migration placer::migrate(const std::vector<migrant>& models, std::chron
   return out;
 }
 
+expected<placer::copies_read> placer::copies_of(const std::string& model) {
+  auto key = node::copies_key(impl_->o.root, model);
+  auto kv = impl_->o.etcd->get(key);
+  if (!kv) return std::move(kv).error();
+  copies_read out;
+  if (!*kv) return out;
+  out.revision = (*kv)->mod_revision;
+  if (auto change = node::decode_copies(key, (*kv)->value))
+    out.last = std::move(*change);
+  else
+    impl_->warn(change.error().message + " (overwritten by the next change)");
+  return out;
+}
+
+std::size_t placer::add_copies(const std::string& model, std::uint64_t bytes, std::size_t count,
+                              const copies_basis& basis) {
+  auto& i = *impl_;
+  auto membership = i.o.membership->status();
+  node::placement_inputs in;
+  in.members = i.members_now(membership);
+  in.claim_life_ms = i.o.claim_life.count();
+  in.model = model;
+  in.request = {bytes, 1.0};
+  in.excluded.push_back(i.o.instance);
+  for (const auto& m : in.members)
+    if (m.record.holds(model) || std::binary_search(m.record.loading.begin(), m.record.loading.end(), model))
+      in.excluded.push_back(m.record.name);
+  std::vector<node::known_failure> known;
+  {
+    std::lock_guard<std::mutex> lock(i.mutex);
+    known = i.seen_failures;  // not yet in etcd, perhaps
+  }
+  const auto now = now_unix_ms();
+  impl::guard g{node::copies_key(i.o.root, model), basis.revision,
+                node::encode(node::copies_change{basis.copies + static_cast<std::uint32_t>(count), i.o.instance, now})};
+  std::size_t asked = 0;
+  bool guarded = false;  // the first claim made writes the copies change
+  using action = node::placement_decision::action;
+  for (std::size_t n = 0; n < count; ++n) {
+    auto d = i.place(in, membership.lease, known, guarded ? nullptr : &g);
+    if (!d) {
+      if (d.error().message != "changed")
+        i.warn("copies: cannot place a copy of " + model + " through etcd: " + d.error().to_string());
+      break;  // another holder changed the copies first: its change stands
+    }
+    if (d->what == action::follow) {  // a copy loading there already (another placement's)
+      in.excluded.push_back(d->instance);
+      ++asked;
+      continue;
+    }
+    if (d->what != action::claim || d->self) break;  // nowhere else to go
+    guarded = true;
+    in.excluded.push_back(d->instance);
+    ++asked;
+    i.o.peers->ensure(d->address, model, [log = i.o.log, model, to = d->instance](expected<void> r) {
+      if (!r && log) log("copies: a copy of " + model + " on " + to + " failed: " + r.error().to_string());
+    });
+  }
+  return asked;
+}
+
+bool placer::drop_copy(const std::string& model, const copies_basis& basis) {
+  auto& i = *impl_;
+  const auto lease = i.o.membership->status().lease;
+  node::copies_change change{basis.copies > 0 ? basis.copies - 1 : 0, i.o.instance, now_unix_ms()};
+  auto key = node::copies_key(i.o.root, model);
+  auto t = i.o.etcd->transact({{key, basis.revision}}, {{key, node::encode(change), lease}});
+  if (!t) {
+    i.warn("copies: cannot record dropping the copy of " + model + " here: " + t.error().to_string());
+    return false;
+  }
+  if (!t->succeeded) return false;
+  ++i.drops;
+  return true;
+}
+
 void placer::set_draining() { impl_->draining = true; }
 
 
@@ -383,5 +474,6 @@ void placer::place(const std::string& model, infer_request request, callback<inf
 
 std::uint64_t placer::placements() const { return impl_->placements; }
 std::uint64_t placer::claims_lost() const { return impl_->lost; }
+std::uint64_t placer::copies_dropped() const { return impl_->drops; }
 
 }  // namespace warm::warmd

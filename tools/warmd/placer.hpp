@@ -19,9 +19,11 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "node/records.hpp"
 #include "warm/error.hpp"
 #include "warm/runtime_types.hpp"
 
@@ -83,7 +85,32 @@ class placer {
   // the caller (warmd's main thread at shutdown), never the placement thread.
   migration migrate(const std::vector<migrant>& models, std::chrono::steady_clock::time_point deadline);
 
-  std::uint64_t placements() const;   // claims this instance won
+  // Copies (node/copies.hpp). `basis`: the model's copies change as read from etcd (its key's
+  // mod_revision, 0 when absent) and the copies counted then. Both block the caller (the copy
+  // scaler's thread), never the placement thread.
+  struct copies_basis {
+    std::int64_t revision = 0;
+    std::uint32_t copies = 1;
+  };
+  // The model's last change of copies in etcd (nullopt: none) and its key's mod_revision.
+  struct copies_read {
+    std::optional<node::copies_change> last;
+    std::int64_t revision = 0;
+  };
+  expected<copies_read> copies_of(const std::string& model);
+  // Places `count` more copies of `model` (held here), each as a miss would be placed with the
+  // instances that hold or load it passed over, and asks each chosen instance to load it
+  // (peer_client::ensure; a failure there is logged and recorded by that instance). The first
+  // claim also writes the model's copies change, compared against basis.revision: when another
+  // holder changed the copies since, nothing is placed. Returns the copies asked for (a copy
+  // already loading on another instance counts).
+  std::size_t add_copies(const std::string& model, std::uint64_t bytes, std::size_t count, const copies_basis& basis);
+  // Records that this instance drops its copy of `model` (compared against basis.revision).
+  // true: the caller unloads it; false: another holder changed the copies first, or etcd failed.
+  bool drop_copy(const std::string& model, const copies_basis& basis);
+
+  std::uint64_t placements() const;   // claims this instance won (copies' among them)
+  std::uint64_t copies_dropped() const;
   std::uint64_t claims_lost() const;  // claims another instance won first
 
   struct impl;
