@@ -25,6 +25,7 @@ instance_record sample() {
   r.devices.push_back({"cuda:0", "lru", 2000, 100, 1, 3, {}});
   r.residents = {"a", "b"};
   r.loading = {"c", "d"};
+  r.hot = {"a"};
   return r;
 }
 
@@ -78,6 +79,10 @@ TEST_CASE("an instance record reads back as written") {
   moved = r;
   moved.loading = {"c"};
   CHECK_FALSE(moved.same_state(r));  // a load finished is news for `status` copies
+  CHECK(back->hot == std::vector<std::string>{"a"});
+  moved = r;
+  moved.hot = {};
+  CHECK_FALSE(moved.same_state(r));  // what the others load when this instance dies
 }
 
 TEST_CASE("a malformed instance record is refused, naming its key and field") {
@@ -154,6 +159,43 @@ TEST_CASE("the record of an inspection: kdf devices publish their candidates, lo
   CHECK(r.devices[1].candidates.empty());  // lru's scores are ages
   CHECK(r.residents == std::vector<std::string>{"m0", "m1", "m2", "m3", "m4"});  // sorted, each once
   CHECK(r.loading == std::vector<std::string>{"m1", "q"});                      // queued and running
+  // Hot: used within the minute (m3 was 40 s ago); sorted, each once.
+  CHECK(r.hot == std::vector<std::string>{"m0", "m1", "m2", "m3", "m4"});
+}
+
+TEST_CASE("recent models: used within the limit or in use, most valuable first, each once") {
+  inspection s;
+  device_info kdf;
+  kdf.policy = "kdf";
+  device_info lru;
+  lru.policy = "lru";
+  auto add = [](device_info& d, const std::string& model, double score, double idle, std::uint32_t in_flight = 0) {
+    resident_info m;
+    m.model = model;
+    m.bytes = 10;
+    m.score = score;
+    m.idle_seconds = idle;
+    m.in_flight = in_flight;
+    d.resident.push_back(m);
+  };
+  add(kdf, "low", 1, 5);
+  add(kdf, "high", 9, 50);
+  add(kdf, "old", 20, 61);
+  add(kdf, "busy", 0.5, 600, 1);  // in use: recent however long ago it started
+  add(lru, "recent", 100, 2);
+  add(lru, "earlier", 100, 30);
+  add(lru, "high", 100, 1);  // on both devices: listed once
+  s.devices = {kdf, lru};
+  auto names = [](const std::vector<recent_model>& v) {
+    std::vector<std::string> out;
+    for (const auto& m : v) out.push_back(m.model);
+    return out;
+  };
+  CHECK(names(recent_models(s, 60)) == std::vector<std::string>{"high", "low", "busy", "recent", "earlier"});
+  CHECK(names(recent_models(s, 60, 2)) == std::vector<std::string>{"high", "low"});
+  CHECK(names(recent_models(s, 61)).size() == 6);
+  auto r = record_from(s, "n", "unix:/tmp/s", "0.1.0", 5, false);
+  CHECK(r.hot == std::vector<std::string>{"busy", "earlier", "high", "low", "recent"});
 }
 
 TEST_CASE("a record's placement view is its roomiest device; same_state ignores what drifts") {

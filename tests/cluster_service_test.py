@@ -456,6 +456,9 @@ def main():
         placement_checks(tmp, etcd, socks)
         failure_checks(tmp, etcd, socks)
         hold_only_on(tmp, socks, "c", "f2", 12)
+        hold_only_on(tmp, socks, "c", "k1", 13)
+        check(ctl(socks["c"], "infer", "k1", "--random")[0] == 0, "c serves k1")
+        time.sleep(1.5)  # c's record, republished at most every second, lists k1 as hot
 
         # SIGKILL: the record outlives the process by at most its TTL.
         procs["c"][0].kill()
@@ -468,6 +471,14 @@ def main():
         # A forward to c while its record lingered fell back to a (f2 was asked for at once).
         rc, out, err = f2_after_kill
         check(rc == 0, f"a serves f2 itself when c, which held it, is gone: {out} {err}")
+        # c's hot model k1, not asked for since, is loaded again before its next request: once.
+        def adopted():
+            return [n for n in ("a", "b") if status(socks[n], "k1").get("state") == "LOADED"]
+        check(wait_for(lambda: len(adopted()) == 1, 5), f"k1, hot on c, is loaded on a or b: {adopted()}")
+        check(time.monotonic() - killed < TTL + 2 + 3, f"k1 loaded again {time.monotonic() - killed:.1f} s after SIGKILL")
+        time.sleep(0.5)
+        check(sum(loads(socks[n], "k1") for n in ("a", "b")) == 1,
+              f"one load of k1: {[status(socks[n], 'k1') for n in ('a', 'b')]}")
 
         # SIGTERM under load: c loads its recent models on a and b, then leaves at once; no
         # request fails.

@@ -190,13 +190,22 @@ struct membership::state {
         wake.notify_all();
         return;
       }
-      std::lock_guard<std::mutex> lock(mutex);
-      for (const auto& e : u.events) {
-        if (e.type == etcd::watch_event::kind::put)
-          apply_put(e.kv);
-        else
-          members.erase(e.kv.key.substr(instances_prefix(root).size()));
+      std::vector<instance_record> went;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        for (const auto& e : u.events) {
+          if (e.type == etcd::watch_event::kind::put) {
+            apply_put(e.kv);
+            continue;
+          }
+          auto found = members.find(e.kv.key.substr(instances_prefix(root).size()));
+          if (found == members.end()) continue;
+          if (found->first != options.instance) went.push_back(std::move(found->second.record));
+          members.erase(found);
+        }
       }
+      if (options.gone)
+        for (const auto& r : went) options.gone(r);
     });
     if (!w) {
       watch_ended = true;

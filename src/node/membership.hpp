@@ -52,6 +52,10 @@ struct membership_options {
   std::function<void(const std::string&)> log;
   // Where news goes (joined); may be empty.
   std::function<void(const std::string&)> note;
+  // Told of each other instance whose record went (its lease expired, or it left), with its last
+  // record, on the watch's thread, after the live instances no longer list it; may be empty. It
+  // may call the membership's methods; it must not wait on etcd.
+  std::function<void(const instance_record&)> gone;
 };
 
 // What the membership knows now.

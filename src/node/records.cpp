@@ -161,7 +161,8 @@ bool instance_record::same_state(const instance_record& o) const {
   // membership's refresh interval, not as a change.
   return name == o.name && address == o.address && version == o.version && started_unix == o.started_unix &&
          draining == o.draining && loading_threads == o.loading_threads && loads_in_flight == o.loads_in_flight &&
-         models_loaded == o.models_loaded && residents == o.residents && loading == o.loading && same_devices();
+         models_loaded == o.models_loaded && residents == o.residents && loading == o.loading && hot == o.hot &&
+         same_devices();
 }
 
 std::string encode(const instance_record& r) {
@@ -188,7 +189,8 @@ std::string encode(const instance_record& r) {
          {"models_loaded", r.models_loaded},
          {"devices", std::move(devices)},
          {"residents", r.residents},
-         {"loading", r.loading}};
+         {"loading", r.loading},
+         {"hot", r.hot}};
   return j.dump();
 }
 
@@ -217,6 +219,7 @@ expected<instance_record> decode_instance(const std::string& key, std::string_vi
   }
   WARM_TRY_SET(out.residents, model_ids(r, j, "residents"));
   WARM_TRY_SET(out.loading, model_ids(r, j, "loading"));
+  WARM_TRY_SET(out.hot, model_ids(r, j, "hot"));
   return out;
 }
 
@@ -250,7 +253,36 @@ instance_record record_from(const inspection& state, std::string name, std::stri
   for (const auto& q : state.queue) r.loading.push_back(q.model);
   for (const auto& l : state.running) r.loading.push_back(l.model);
   sort_unique(r.loading);
+  for (auto& m : recent_models(state, 60, 32)) r.hot.push_back(std::move(m.model));
+  sort_unique(r.hot);
   return r;
+}
+
+std::vector<recent_model> recent_models(const inspection& state, double idle_limit_seconds, std::size_t limit) {
+  struct entry {
+    recent_model m;
+    bool valued = false;
+    double value = 0, idle = 0;
+  };
+  std::vector<entry> found;
+  for (const auto& d : state.devices) {
+    const bool valued = cluster::scores_are_values(d.policy);
+    for (const auto& r : d.resident)
+      if (r.in_flight > 0 || r.idle_seconds <= idle_limit_seconds)
+        found.push_back({{r.model, r.bytes}, valued, r.score, r.idle_seconds});
+  }
+  std::sort(found.begin(), found.end(), [](const entry& a, const entry& b) {
+    if (a.valued != b.valued) return a.valued;
+    if (a.valued && a.value != b.value) return a.value > b.value;
+    return a.idle < b.idle;
+  });
+  std::vector<recent_model> out;
+  for (auto& e : found) {
+    if (limit != 0 && out.size() == limit) break;
+    if (std::none_of(out.begin(), out.end(), [&](const recent_model& m) { return m.model == e.m.model; }))
+      out.push_back(std::move(e.m));
+  }
+  return out;
 }
 
 cluster::instance_view view_of(const instance_record& r) {

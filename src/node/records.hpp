@@ -70,6 +70,10 @@ struct instance_record {
   std::vector<std::string> residents;
   // The models queued or loading on it, sorted, each once. Absent in a record: none.
   std::vector<std::string> loading;
+  // Its hot models: used within the last minute or in use, at most 32 (the most valuable, as
+  // recent_models orders them), sorted, each once. When the instance dies, the others load them
+  // before their next request. Absent in a record: none.
+  std::vector<std::string> hot;
 
   // Whether `model` is among residents.
   bool holds(const std::string& model) const;
@@ -86,6 +90,16 @@ expected<instance_record> decode_instance(const std::string& key, std::string_vi
 // candidates (the first `candidates` residents of a kdf device), loads queued and running.
 instance_record record_from(const inspection& state, std::string name, std::string address, std::string version,
                             std::int64_t started_unix, bool draining, std::size_t candidates = 16);
+
+// A resident model worth keeping in the cluster: recent_models' answer.
+struct recent_model {
+  std::string model;
+  std::uint64_t bytes = 0;
+};
+// The models resident in `state` used within the last `idle_limit_seconds` or in use now, each
+// once, most valuable first (the policy's value where it publishes one, cluster::scores_are_values;
+// then the most recently used), at most `limit` (0: all).
+std::vector<recent_model> recent_models(const inspection& state, double idle_limit_seconds, std::size_t limit = 0);
 
 // Placement's view of an instance: its device with the most room, and the instance's loads.
 cluster::instance_view view_of(const instance_record& r);

@@ -66,6 +66,14 @@ expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, run
   o.inspect = [&rt](callback<inspection> done) { rt.inspect(std::move(done)); };
   o.log = [](const std::string& line) { spdlog::warn("{}", line); };
   o.note = [](const std::string& line) { spdlog::info("{}", line); };
+  // The hot models of an instance that went are adopted by the placer, once it exists (and not
+  // after it is gone: leave() clears the hook first).
+  auto adopter = std::make_shared<adoption_hook>();
+  o.gone = [adopter](const node::instance_record& r) {
+    if (r.hot.empty()) return;
+    std::lock_guard<std::mutex> lock(adopter->mutex);
+    if (adopter->placing) adopter->placing->adopt(r.hot);
+  };
   auto name = o.cluster;
   auto instance = o.instance;
   auto advertised = o.address;
@@ -102,9 +110,15 @@ expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, run
   co.note = [](const std::string& line) { spdlog::info("{}", line); };
   auto copies = copy_scaler::start(std::move(co));
   if (!copies) return std::move(copies).error();
+  {
+    std::lock_guard<std::mutex> lock(adopter->mutex);
+    adopter->placing = placing->get();
+  }
   spdlog::info("cluster {}: instance {} at {}, etcd {}", name, instance, advertised, fmt::join(c.cluster, ","));
-  return std::unique_ptr<cluster_mode>(new cluster_mode(std::move(name), rt, std::move(*m), std::move(*peers),
-                                                        std::move(*placing), std::move(*copies)));
+  auto mode = std::unique_ptr<cluster_mode>(new cluster_mode(std::move(name), rt, std::move(*m), std::move(*peers),
+                                                             std::move(*placing), std::move(*copies)));
+  mode->adopter_ = std::move(adopter);
+  return mode;
 }
 
 cluster_mode::cluster_mode(std::string name, runtime& rt, std::unique_ptr<node::membership> m,
@@ -116,35 +130,6 @@ cluster_mode::cluster_mode(std::string name, runtime& rt, std::unique_ptr<node::
       peers_(std::move(peers)),
       placer_(std::move(placing)),
       copies_(std::move(copies)) {}
-
-namespace {
-
-// The models a draining instance loads elsewhere, most valuable first (cluster_mode::drain).
-std::vector<placer::migrant> recent_models(const inspection& state) {
-  struct entry {
-    placer::migrant m;
-    bool valued = false;
-    double value = 0, idle = 0;
-  };
-  std::vector<entry> found;
-  for (const auto& d : state.devices) {
-    const bool valued = cluster::scores_are_values(d.policy);
-    for (const auto& r : d.resident)
-      if (r.in_flight > 0 || r.idle_seconds <= 15 * 60) found.push_back({{r.model, r.bytes}, valued, r.score, r.idle_seconds});
-  }
-  std::sort(found.begin(), found.end(), [](const entry& a, const entry& b) {
-    if (a.valued != b.valued) return a.valued;
-    if (a.valued && a.value != b.value) return a.value > b.value;
-    return a.idle < b.idle;
-  });
-  std::vector<placer::migrant> out;
-  for (auto& e : found)
-    if (std::none_of(out.begin(), out.end(), [&](const placer::migrant& m) { return m.model == e.m.model; }))
-      out.push_back(std::move(e.m));
-  return out;
-}
-
-}  // namespace
 
 void cluster_mode::drain(std::chrono::seconds budget) {
   const auto started = std::chrono::steady_clock::now();
@@ -172,7 +157,8 @@ void cluster_mode::drain(std::chrono::seconds budget) {
   }
   auto state = answer.get();
   if (!state) return spdlog::warn("drain: cannot inspect the runtime: {}", state.error().to_string());
-  auto models = recent_models(*state);
+  std::vector<placer::migrant> models;
+  for (auto& m : node::recent_models(*state, 15 * 60)) models.push_back({std::move(m.model), m.bytes});
   if (models.empty()) return spdlog::info("drain: no recent model to load elsewhere");
   auto moved = placing->migrate(models, started + budget);
   spdlog::info("drain: {} recent model(s): {} loaded on other instances, {} already there, {} failed or unfinished, "
@@ -219,6 +205,10 @@ void cluster_mode::leave() {
     peers = std::move(peers_);
     placing = std::move(placer_);
     copies = std::move(copies_);
+  }
+  if (adopter_) {
+    std::lock_guard<std::mutex> lock(adopter_->mutex);
+    adopter_->placing = nullptr;
   }
   copies.reset();
   placing.reset();  // what waits for placement is served here
@@ -273,12 +263,12 @@ void cluster_mode::info(callback<cluster_info> done) const {
 
 std::string cluster_mode::metrics_text() const {
   using prometheus::kind;
-  std::uint64_t forwarded = 0, fell_back = 0, placed = 0, lost = 0, copies = 0, added = 0, dropped = 0;
+  std::uint64_t forwarded = 0, fell_back = 0, placed = 0, lost = 0, copies = 0, added = 0, dropped = 0, adopted = 0;
   std::size_t instances = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (peers_) forwarded = peers_->forwarded(), fell_back = peers_->fell_back();
-    if (placer_) placed = placer_->placements(), lost = placer_->claims_lost();
+    if (placer_) placed = placer_->placements(), lost = placer_->claims_lost(), adopted = placer_->adopted();
     if (copies_) added = copies_->added(), dropped = copies_->dropped();
     if (membership_) {
       for (const auto& m : membership_->members()) {
@@ -295,6 +285,8 @@ std::string cluster_mode::metrics_text() const {
   w.sample({}, static_cast<double>(placed));
   w.family("warm_cluster_claims_lost_total", kind::counter, "Placements another instance claimed first (then followed).");
   w.sample({}, static_cast<double>(lost));
+  w.family("warm_cluster_adopted_total", kind::counter, "Hot models of instances that went, loaded again by this instance's placement before their next request.");
+  w.sample({}, static_cast<double>(adopted));
   w.family("warm_cluster_copies_added_total", kind::counter, "Copies of models held here that this instance asked other instances to load (their queueing called for more).");
   w.sample({}, static_cast<double>(added));
   w.family("warm_cluster_copies_dropped_total", kind::counter, "Copies this instance dropped (the cluster was full and the model cooled).");

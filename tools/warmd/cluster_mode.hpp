@@ -72,6 +72,12 @@ class cluster_mode {
   std::unique_ptr<peer_client> peers_;
   std::unique_ptr<placer> placer_;  // borrows membership_ and peers_: destroyed before them
   std::unique_ptr<copy_scaler> copies_;  // borrows placer_ and membership_: destroyed first
+  // How the membership's watch reaches the placer when an instance goes.
+  struct adoption_hook {
+    std::mutex mutex;
+    placer* placing = nullptr;
+  };
+  std::shared_ptr<adoption_hook> adopter_;
 };
 
 // The registry of the cluster the flags name, kept in etcd and shared by its instances

@@ -50,7 +50,7 @@ struct retry_hook {
 
 struct placer::impl {
   options o;
-  std::atomic<std::uint64_t> placements{0}, lost{0}, drops{0};
+  std::atomic<std::uint64_t> placements{0}, lost{0}, drops{0}, adoptions{0};
   std::atomic<bool> draining{false};
   std::shared_ptr<retry_hook> hook = std::make_shared<retry_hook>();
   std::uint64_t watch = 0;  // the runtime's events
@@ -63,6 +63,7 @@ struct placer::impl {
     error why;
   };
   std::vector<failed_load> failed_loads;  // to record in etcd: here, or answered by a peer
+  std::vector<std::string> orphans;  // hot models of an instance that went (adopt)
   std::vector<node::known_failure> seen_failures;  // answers from peers whose load failed
   bool stopping = false;
   std::thread thread;  // last: started once the rest is ready
@@ -73,15 +74,18 @@ struct placer::impl {
   void run() {
     std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
-      wake.wait(lock, [&] { return stopping || !queued.empty() || !failed_loads.empty(); });
+      wake.wait(lock, [&] { return stopping || !queued.empty() || !failed_loads.empty() || !orphans.empty(); });
       if (stopping) break;
       auto batch = std::move(queued);
       queued.clear();
       auto failures = std::move(failed_loads);
       failed_loads.clear();
+      auto adopting = std::move(orphans);
+      orphans.clear();
       lock.unlock();
       for (const auto& f : failures) record_failure(f);
       for (auto& [model, jobs] : batch) decide(model, std::move(jobs));
+      for (const auto& model : adopting) adopt(model);
       lock.lock();
     }
     auto rest = std::move(queued);
@@ -255,7 +259,8 @@ struct placer::impl {
   // Failures seen by this instance (its own, and peers' answers), the placement thread's copy.
   std::vector<node::known_failure> local_failures;
 
-  void decide(const std::string& model, std::vector<job> jobs) {
+  // Takes the failures answered by peers since, and forgets those past their life.
+  void refresh_failures() {
     {
       std::lock_guard<std::mutex> lock(mutex);
       for (auto& f : seen_failures) local_failures.push_back(std::move(f));
@@ -265,6 +270,49 @@ struct placer::impl {
     local_failures.erase(std::remove_if(local_failures.begin(), local_failures.end(),
                                         [&](const auto& f) { return now - f.failed_unix_ms >= failure_life_ms; }),
                          local_failures.end());
+  }
+
+  // A hot model of an instance that went, loaded where placement says unless a live instance
+  // holds or loads it already.
+  void adopt(const std::string& model) {
+    auto membership = o.membership->status();
+    // One adopter: the live instance with the lowest name that is not draining (claims would keep
+    // it one load anyway; this keeps it one placement).
+    for (const auto& m : membership.members)
+      if (!m.record.draining) {
+        if (!m.self || draining) return;
+        break;
+      }
+    for (const auto& m : membership.members)
+      if (!m.record.draining && (m.record.holds(model) || std::binary_search(m.record.loading.begin(),
+                                                                            m.record.loading.end(), model)))
+        return;
+    auto status = status_of(model);
+    if (!status || (status->state != model_state::not_loaded && status->state != model_state::loading_failed)) return;
+    refresh_failures();
+    node::placement_inputs in;
+    in.members = members_now(membership);
+    in.model = model;
+    in.request.bytes = status->bytes;
+    in.request.load_seconds = status->loads.count > 0 ? status->loads.mean_ms / 1000 : 1.0;
+    in.claim_life_ms = o.claim_life.count();
+    auto d = place(in, membership.lease, local_failures);
+    using action = node::placement_decision::action;
+    if (!d) return warn("placement: cannot place " + model + " (its instance went) through etcd: " + d.error().to_string());
+    if (d->what != action::claim) return;  // followed: another instance adopted it first
+    ++adoptions;
+    auto logged = [log = o.log, model, to = d->instance](expected<void> r) {
+      if (!r && log) log("placement: loading " + model + " (its instance went) on " + to + " failed: " + r.error().to_string());
+    };
+    if (d->self)
+      o.rt->ensure_loaded(model, false, std::move(logged));
+    else
+      o.peers->ensure(d->address, model, std::move(logged));
+  }
+
+  void decide(const std::string& model, std::vector<job> jobs) {
+    refresh_failures();
+    const auto now = now_unix_ms();
     auto status = status_of(model);
     if (status && status->state == model_state::loading_failed)  // placed elsewhere, if anywhere
       local_failures.push_back({model, o.instance, now});
@@ -421,6 +469,15 @@ bool placer::drop_copy(const std::string& model, const copies_basis& basis) {
   ++i.drops;
   return true;
 }
+
+void placer::adopt(std::vector<std::string> models) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (impl_->stopping || models.empty()) return;
+  for (auto& m : models) impl_->orphans.push_back(std::move(m));
+  impl_->wake.notify_one();
+}
+
+std::uint64_t placer::adopted() const { return impl_->adoptions; }
 
 void placer::set_draining() { impl_->draining = true; }
 

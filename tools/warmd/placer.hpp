@@ -63,6 +63,14 @@ class placer {
   // Serves `request` for `model` (no instance holds it) where placement says.
   void place(const std::string& model, infer_request request, callback<infer_result> done);
 
+  // Another instance went (its lease expired) holding these hot models: each one that no live
+  // instance holds or loads is placed as a miss would be, and loaded there at once, before its
+  // next request (here: runtime::ensure_loaded; elsewhere: peer_client::ensure). Only the live
+  // instance with the lowest name that is not draining adopts them (every instance is told), and
+  // claims keep it one load besides. Returns at once; the placement thread does it.
+  void adopt(std::vector<std::string> models);
+  std::uint64_t adopted() const;  // loads asked for by adopt(), here or on other instances
+
   // From now on this instance counts itself out of placement (it is draining): its misses are
   // placed on other instances. Its record says so too once republished; this takes effect at once.
   void set_draining();
