@@ -231,3 +231,24 @@ TEST_CASE("small cold models spread by their queued loads even onto fuller insta
   CHECK(placed["b"] == 4);
   CHECK(placed["c"] == 4);
 }
+
+TEST_CASE("a miss goes to the copy with the fewest of this instance's requests in flight") {
+  std::vector<holder> holders{{"a", "unix:/a", 0, false, true},  // this instance: never
+                              {"b", "unix:/b", 0, false, false},
+                              {"c", "unix:/c", 0, false, false},
+                              {"d", "unix:/d", 0, true, false}};  // draining: never
+  std::map<std::string, std::uint32_t> requests{{"unix:/b", 3}, {"unix:/c", 2}, {"unix:/d", 0}};
+  auto asked = [&](const std::string& address) { return requests[address]; };
+  REQUIRE(choose_holder(holders, asked));
+  CHECK(choose_holder(holders, asked)->name == "c");
+  requests["unix:/c"] = 3;  // a tie: the fewest loads, then by name
+  CHECK(choose_holder(holders, asked)->name == "b");
+  holders[1].loads_in_flight = 1;
+  CHECK(choose_holder(holders, asked)->name == "c");
+  // One copy to choose from: its requests are not asked for.
+  int calls = 0;
+  std::vector<holder> one{{"b", "unix:/b", 0, false, false}};
+  CHECK(choose_holder(one, [&](const std::string&) { ++calls; return 0u; })->name == "b");
+  CHECK(calls == 0);
+  CHECK(choose_holder({holders[0], holders[3]}, asked) == nullptr);
+}

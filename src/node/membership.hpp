@@ -86,13 +86,7 @@ class membership {
 
   // The live instances whose records list `model` as resident, by name: what a forward needs,
   // without copying every record (the inference path asks on every miss).
-  struct holder {
-    std::string name;
-    std::string address;
-    std::uint32_t loads_in_flight = 0;
-    bool draining = false;
-    bool self = false;
-  };
+  using holder = node::holder;
   std::vector<holder> holders(const std::string& model) const;
 
   struct state;  // shared with the threads

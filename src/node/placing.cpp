@@ -71,4 +71,21 @@ placement_decision decide_placement(const placement_inputs& in) {
   return out;
 }
 
+const holder* choose_holder(const std::vector<holder>& holders,
+                            const std::function<std::uint32_t(const std::string& address)>& requests) {
+  std::size_t eligible = 0;
+  for (const auto& h : holders) eligible += !h.self && !h.draining;
+  const holder* best = nullptr;
+  std::uint32_t best_requests = 0;
+  for (const auto& h : holders) {
+    if (h.self || h.draining) continue;
+    const auto in_flight = eligible > 1 ? requests(h.address) : 0;
+    if (!best || in_flight < best_requests || (in_flight == best_requests && h.loads_in_flight < best->loads_in_flight)) {
+      best = &h;
+      best_requests = in_flight;
+    }
+  }
+  return best;
+}
+
 }  // namespace warm::node

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -78,6 +79,12 @@ struct placement_decision {
 };
 
 placement_decision decide_placement(const placement_inputs& in);
+
+// The copy a miss is forwarded to, among `holders` (by name): not this instance, not draining;
+// the fewest requests in flight to it from this instance (`requests`, asked only when there is a
+// choice), then the fewest loads in flight, then the first by name. nullptr when none is left.
+const holder* choose_holder(const std::vector<holder>& holders,
+                            const std::function<std::uint32_t(const std::string& address)>& requests);
 
 // Whether `c` still decides where its model loads (rule 1), among `members`.
 bool claim_is_live(const known_claim& c, const std::vector<member>& members, std::int64_t now_unix_ms,

@@ -101,6 +101,15 @@ struct recent_model {
 // then the most recently used), at most `limit` (0: all).
 std::vector<recent_model> recent_models(const inspection& state, double idle_limit_seconds, std::size_t limit = 0);
 
+// An instance holding a model, as a forward needs it (membership::holders).
+struct holder {
+  std::string name;
+  std::string address;
+  std::uint32_t loads_in_flight = 0;
+  bool draining = false;
+  bool self = false;
+};
+
 // Placement's view of an instance: its device with the most room, and the instance's loads.
 cluster::instance_view view_of(const instance_record& r);
 

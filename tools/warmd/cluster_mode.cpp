@@ -12,6 +12,7 @@
 #include "metrics/text_format.hpp"
 #include "node/etcd_registry.hpp"
 #include "node/membership.hpp"
+#include "node/placing.hpp"
 
 namespace warm::warmd {
 
@@ -172,18 +173,8 @@ bool cluster_mode::forward(const std::string& model, infer_request& request, cal
     std::lock_guard<std::mutex> lock(mutex_);
     if (!membership_ || !peers_) return false;  // left the cluster: serve everything here
     const auto holders = membership_->holders(model);  // by name
-    // The copy with the fewest of this instance's forwards in flight, then the fewest loads.
-    const node::membership::holder* best = nullptr;
-    std::uint32_t best_requests = 0;
-    for (const auto& h : holders) {
-      if (h.self || h.draining) continue;
-      const auto requests = holders.size() > 1 ? peers_->in_flight(h.address) : 0;
-      if (!best || requests < best_requests ||
-          (requests == best_requests && h.loads_in_flight < best->loads_in_flight)) {
-        best = &h;
-        best_requests = requests;
-      }
-    }
+    const auto* best =
+        node::choose_holder(holders, [this](const std::string& address) { return peers_->in_flight(address); });
     if (best)
       peers_->infer(best->address, std::move(request), std::move(done));  // returns at once
     else
