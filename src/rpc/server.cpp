@@ -351,6 +351,8 @@ kj::Promise<void> warm_server::listModels(ListModelsContext context) {
       .attach(track());
 }
 
+static kj::Promise<void> serve_inference(warm::runtime& rt, infer_context context, bool forwarded);
+
 kj::Promise<void> warm_server::infer(InferContext context) {
   auto params = context.getParams();
   auto status = context.getResults().getStatus();
@@ -371,13 +373,26 @@ kj::Promise<void> warm_server::infer(InferContext context) {
       return kj::READY_NOW;
     }
   }
-  auto converted = from_capnp(request);
+  if (options_.relay) {
+    auto& rt = rt_;
+    KJ_IF_MAYBE (relayed, options_.relay(context, [&rt, context]() { return serve_inference(rt, context, true); })) {
+      return kj::mv(*relayed).attach(track());
+    }
+  }
+  return serve_inference(rt_, context, false).attach(track());
+}
+
+// The runtime serves the inference (`forwarded`: it is not passed on to another instance).
+static kj::Promise<void> serve_inference(warm::runtime& rt, infer_context context, bool forwarded) {
+  auto status = context.getResults().getStatus();
+  auto converted = from_capnp(context.getParams().getRequest());
   context.releaseParams();  // the request is copied; free the message before the inference
   if (!converted) {
     to_capnp(converted.error(), status);
     return kj::READY_NOW;
   }
-  auto fill = [](InferContext& context, expected<infer_result>& r) {
+  if (forwarded) converted->forwarded = true;
+  auto fill = [](infer_context& context, expected<infer_result>& r) {
     auto results = context.getResults();
     if (!r) return to_capnp(r.error(), results.getStatus());
     set_ok(results.getStatus());
@@ -395,7 +410,7 @@ kj::Promise<void> warm_server::infer(InferContext context) {
   };
   auto answer = std::make_shared<inline_answer>();
   auto b = make_bridge<infer_result>();
-  rt_.infer(std::move(*converted), [answer, done = std::move(b.done)](expected<infer_result> r) {
+  rt.infer(std::move(*converted), [answer, done = std::move(b.done)](expected<infer_result> r) {
     if (answer->in_call.load() && std::this_thread::get_id() == answer->caller) {
       answer->value = std::move(r);
       return;
@@ -407,7 +422,7 @@ kj::Promise<void> warm_server::infer(InferContext context) {
     fill(context, *answer->value);
     return kj::READY_NOW;
   }
-  return b.promise.then([context, fill](boxed<infer_result> box) mutable { fill(context, *box); }).attach(track());
+  return b.promise.then([context, fill](boxed<infer_result> box) mutable { fill(context, *box); });
 }
 
 kj::Promise<void> warm_server::inspect(InspectContext context) {

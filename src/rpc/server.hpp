@@ -33,6 +33,9 @@ class login_limiter;
 
 namespace warm::rpc {
 
+// A Warm.infer call as its server sees it.
+using infer_context = capnp::CallContext<Warm::InferParams, Warm::InferResults>;
+
 // Limits on what one request may carry; over a limit is TOO_LARGE. Defaults in brackets.
 struct server_options {
   std::uint64_t max_request_bytes = 64ull << 20;  // the whole request message [64 MiB]
@@ -51,6 +54,13 @@ struct server_options {
   // This instance's view of its cluster (Warm.clusterInfo); called on the RPC thread, it must not
   // block. Empty: the server runs alone (enabled false).
   std::function<void(callback<warm::cluster_info>)> cluster;
+  // Serves inferences elsewhere: warmd's cluster mode relays a request for a model that a peer
+  // holds straight from the RPC thread. Called there for each Warm.infer that passed the size
+  // checks, before the runtime sees it. A promise when it takes the call: it fills the results,
+  // and calls `serve_here` (the runtime serving it, marked forwarded) when the peer cannot.
+  // kj::none: the runtime serves it. Empty: every inference goes to the runtime.
+  std::function<kj::Maybe<kj::Promise<void>>(infer_context context, std::function<kj::Promise<void>()> serve_here)>
+      relay;
 };
 
 // Watchers open now: one count per connection and one shared by every connection. Lives on the

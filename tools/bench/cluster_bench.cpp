@@ -186,7 +186,8 @@ int run_cluster(const cluster_options& options) {
         std::vector<std::string>{warmd, "--repo", repo.string(), "--state", (dir.path() / ("state-" + names.back())).string(),
                                  "--device", "host:1GiB", "--listen", "unix:" + sockets.back(), "--cluster",
                                  etcd.endpoint(), "--instance", names.back(), "--cluster-name", "bench", "--lease-ttl",
-                                 std::to_string(options.lease_ttl), "--drain-seconds", "0"},
+                                 std::to_string(options.lease_ttl), "--drain-seconds", "0",
+                                 "--copy-queue", "0"},  // the hot model stays one copy: forwards measure the hop
         (dir.path() / (names.back() + ".log")).string()));
     if (!procs.back()->started()) return fail("cannot start " + warmd);
   }

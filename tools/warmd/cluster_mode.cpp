@@ -13,6 +13,7 @@
 #include "node/etcd_registry.hpp"
 #include "node/membership.hpp"
 #include "node/placing.hpp"
+#include "relay.hpp"
 
 namespace warm::warmd {
 
@@ -183,6 +184,30 @@ bool cluster_mode::forward(const std::string& model, infer_request& request, cal
   return true;
 }
 
+std::string cluster_mode::relay_address(const std::string& model,
+                                        const std::function<std::uint32_t(const std::string&)>& requests) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!membership_ || !peers_) return {};
+  const auto holders = membership_->holders(model);
+  for (const auto& h : holders)
+    if (h.self) return {};
+  const auto* best = node::choose_holder(
+      holders, [&](const std::string& address) { return requests(address) + peers_->in_flight(address); });
+  return best ? best->address : std::string();
+}
+
+void cluster_mode::relayed(bool answered) { ++(answered ? relay_answered_ : relay_fell_back_); }
+
+std::function<decltype(rpc::server_options::relay)(kj::AsyncIoProvider&)> cluster_mode::relay_factory(std::string token) {
+  return [this, token](kj::AsyncIoProvider& io) -> decltype(rpc::server_options::relay) {
+    auto relay = std::make_shared<rpc_relay>(io, *this, token, std::chrono::seconds(60),
+                                             [](const std::string& line) { spdlog::warn("{}", line); });
+    return [relay](rpc::infer_context context, std::function<kj::Promise<void>()> serve_here) {
+      return relay->infer(context, std::move(serve_here));
+    };
+  };
+}
+
 cluster_mode::~cluster_mode() { leave(); }
 
 void cluster_mode::leave() {
@@ -241,8 +266,8 @@ void cluster_mode::info(callback<cluster_info> done) const {
       }
     }
     if (peers_) {
-      out.forwarded = peers_->forwarded();
-      out.fell_back = peers_->fell_back();
+      out.forwarded = peers_->forwarded() + relay_answered_;
+      out.fell_back = peers_->fell_back() + relay_fell_back_;
     }
     if (placer_) {
       out.placed = placer_->placements();
@@ -258,7 +283,7 @@ std::string cluster_mode::metrics_text() const {
   std::size_t instances = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (peers_) forwarded = peers_->forwarded(), fell_back = peers_->fell_back();
+    if (peers_) forwarded = peers_->forwarded() + relay_answered_, fell_back = peers_->fell_back() + relay_fell_back_;
     if (placer_) placed = placer_->placements(), lost = placer_->claims_lost(), adopted = placer_->adopted();
     if (copies_) added = copies_->added(), dropped = copies_->dropped();
     if (membership_) {

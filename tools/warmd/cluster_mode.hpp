@@ -3,15 +3,20 @@
 // --cluster is a usage error.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+
+#include <kj/async-io.h>
 
 #include "config.hpp"
 #include "copies.hpp"
 #include "peers.hpp"
 #include "placer.hpp"
+#include "rpc/server.hpp"
 #include "warm/error.hpp"
 #include "warm/runtime.hpp"
 #include "warm/runtime_types.hpp"
@@ -61,6 +66,17 @@ class cluster_mode {
   // own, and a peer that cannot serve a request sends it back here.
   bool forward(const std::string& model, infer_request& request, callback<infer_result>& done);
 
+  // For the RPC thread's relay (relay.hpp): the address of the peer a request for `model` goes
+  // to when this instance does not hold it and a live peer does (node::choose_holder by
+  // `requests`, the relay's requests in flight to each, plus the peer client's); "" otherwise
+  // (the runtime serves it: held here, a cold miss for placement, or the cluster left).
+  std::string relay_address(const std::string& model,
+                            const std::function<std::uint32_t(const std::string& address)>& requests) const;
+  // Counts a request the relay sent: answered by the peer, or served here instead.
+  void relayed(bool answered);
+  // service_options::relay_factory: the relay on the RPC thread, reaching peers with `token`.
+  std::function<decltype(rpc::server_options::relay)(kj::AsyncIoProvider&)> relay_factory(std::string token);
+
 
  private:
   cluster_mode(std::string name, runtime& rt, std::unique_ptr<node::membership> m, std::unique_ptr<peer_client> peers,
@@ -78,6 +94,7 @@ class cluster_mode {
     placer* placing = nullptr;
   };
   std::shared_ptr<adoption_hook> adopter_;
+  std::atomic<std::uint64_t> relay_answered_{0}, relay_fell_back_{0};
 };
 
 // The registry of the cluster the flags name, kept in etcd and shared by its instances

@@ -434,6 +434,7 @@ int main(int argc, char** argv) {
     cluster = std::move(*joined);
     forwarding->store(cluster.get());  // never cleared: the runtime, and every miss, ends before the cluster
     service_options.server.cluster = [&cluster](warm::callback<warm::cluster_info> done) { cluster->info(std::move(done)); };
+    service_options.relay_factory = cluster->relay_factory(service_options.token);
   }
 #endif
   auto service = warm::warmd::service::start(**rt, std::move(service_options));

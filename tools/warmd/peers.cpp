@@ -1,8 +1,5 @@
 #include "peers.hpp"
 
-#include <capnp/rpc-twoparty.h>
-#include <capnp/rpc.h>
-#include <kj/async-io.h>
 #include <kj/thread.h>
 
 #include <atomic>
@@ -10,8 +7,8 @@
 #include <map>
 #include <mutex>
 
+#include "peer_links.hpp"
 #include "rpc/convert.hpp"
-#include "warm.capnp.h"
 
 namespace warm::warmd {
 
@@ -33,18 +30,6 @@ class answer_once {
 
  private:
   callback<T> done_;
-};
-
-// One peer's connection. The members are destroyed in reverse order: the bootstrap's promise
-// first, the stream last.
-struct peer {
-  std::string address;
-  kj::Own<kj::AsyncIoStream> stream;
-  kj::Own<capnp::TwoPartyVatNetwork> network;
-  kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
-  kj::Promise<void> watch = nullptr;
-  bool lost = false;
-  kj::ForkedPromise<rpc::Warm::Client> warm = nullptr;
 };
 
 struct failure_log : kj::TaskSet::ErrorHandler {
@@ -74,7 +59,7 @@ struct peer_client::impl {
   // The client's thread only.
   kj::AsyncIoContext* io = nullptr;
   kj::TaskSet* tasks = nullptr;
-  std::map<std::string, std::shared_ptr<peer>> peers;
+  std::unique_ptr<peer_links> peers;
 
   void run() {
     auto context = kj::setupAsyncIo();
@@ -83,6 +68,7 @@ struct peer_client::impl {
     kj::TaskSet forwards(errors);
     io = &context;
     tasks = &forwards;
+    peers = std::make_unique<peer_links>(*context.provider, opts.token, opts.connect_timeout);
     {
       std::lock_guard<std::mutex> lock(mutex);
       executor = kj::getCurrentThreadExecutor().addRef();
@@ -100,7 +86,7 @@ struct peer_client::impl {
     // Forwards in flight, and those never started, are dropped here: their answer_once tells
     // their callers.
     unrun.clear();
-    peers.clear();
+    peers.reset();
     tasks = nullptr;
   }
 
@@ -134,56 +120,8 @@ struct peer_client::impl {
     });
   }
 
-  // The connection to `address`: the open one, or a new one when there is none or it broke.
-  std::shared_ptr<peer> peer_for(const std::string& address) {
-    auto& slot = peers[address];
-    if (slot && !slot->lost) return slot;
-    slot = std::make_shared<peer>();
-    slot->address = address;
-    auto* p = slot.get();  // the chain below is owned by the peer: a raw pointer cannot dangle
-    auto connected =
-        io->provider->getNetwork()
-            .parseAddress(address)
-            .then([](kj::Own<kj::NetworkAddress> a) {
-              auto c = a->connect();
-              return c.attach(kj::mv(a));
-            })
-            .then([this, p](kj::Own<kj::AsyncIoStream> s) -> kj::Promise<rpc::Warm::Client> {
-              p->stream = kj::mv(s);
-              capnp::ReaderOptions limits;
-              limits.traversalLimitInWords = std::uint64_t{1} << 31;  // peers are trusted: large results
-              p->network = kj::heap<capnp::TwoPartyVatNetwork>(*p->stream, capnp::rpc::twoparty::Side::CLIENT, limits);
-              p->rpc = kj::heap(capnp::makeRpcClient(*p->network));
-              p->watch = p->network->onDisconnect().then([p] { p->lost = true; }).eagerlyEvaluate(nullptr);
-              capnp::MallocMessageBuilder vat;
-              auto id = vat.initRoot<capnp::rpc::twoparty::VatId>();
-              id.setSide(capnp::rpc::twoparty::Side::SERVER);
-              auto bootstrap = p->rpc->bootstrap(id);
-              if (opts.token.empty()) {
-                auto resolved = bootstrap.whenResolved();
-                return resolved.then([bootstrap]() mutable { return bootstrap.castAs<rpc::Warm>(); });
-              }
-              auto login = bootstrap.castAs<rpc::Authenticator>().authenticateRequest();
-              login.setToken(opts.token);
-              return login.send().then([](capnp::Response<rpc::Authenticator::AuthenticateResults>&& reply) {
-                if (reply.getStatus().getCode() != rpc::Status::Code::OK)
-                  KJ_FAIL_REQUIRE("the peer refused the cluster's token", reply.getStatus().getMessage());
-                return reply.getWarm();
-              });
-            });
-    p->warm = io->provider->getTimer()
-                  .timeoutAfter(opts.connect_timeout.count() * kj::MILLISECONDS, kj::mv(connected))
-                  .then([](rpc::Warm::Client w) { return w; },
-                        [p](kj::Exception&& e) -> rpc::Warm::Client {
-                          p->lost = true;
-                          kj::throwFatalException(kj::mv(e));
-                        })
-                  .fork();
-    return slot;
-  }
-
   void forward(const std::string& address, std::shared_ptr<infer_request> request, std::shared_ptr<answer_once<infer_result>> answer) {
-    auto p = peer_for(address);
+    auto p = peers->get(address);
     auto call = p->warm.addBranch().then([request](rpc::Warm::Client w) {
       auto r = w.inferRequest();
       rpc::to_capnp(*request, r.initRequest());
@@ -208,7 +146,7 @@ struct peer_client::impl {
   }
 
   void ensure(const std::string& address, const std::string& model, std::shared_ptr<answer_once<void>> done) {
-    auto p = peer_for(address);
+    auto p = peers->get(address);
     auto call = p->warm.addBranch().then([model](rpc::Warm::Client w) {
       auto r = w.ensureLoadedRequest();
       r.setId(model);

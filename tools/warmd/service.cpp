@@ -108,6 +108,8 @@ struct service::impl {
       auto in_flight = std::make_shared<std::atomic<std::uint64_t>>(0);
       auto all_watchers = std::make_shared<std::uint32_t>(0);
       connection_counts counts;
+      auto server = options.server;  // every connection's, the relay made on this thread
+      if (options.relay_factory) server.relay = options.relay_factory(*io.provider);
 
       struct listener {
         kj::Own<kj::ConnectionReceiver> receiver;
@@ -119,7 +121,7 @@ struct service::impl {
       for (const auto& a : addresses) {
         listener l;
         acceptor_options accepting;
-        accepting.server = options.server;
+        accepting.server = server;
         accepting.receive = receive_options(options.server);
         accepting.login_timeout = options.login_timeout;
         accepting.max_connections = options.max_connections;

@@ -5,11 +5,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <capnp/message.h>
+#include <kj/async-io.h>
 
 #include "rpc/server.hpp"
 #include "warm/error.hpp"
@@ -61,6 +63,9 @@ struct service_options {
   std::uint32_t max_pending_logins = 64;
   std::chrono::nanoseconds login_timeout = std::chrono::seconds(10);
   std::shared_ptr<net::login_limiter> limiter;  // failed logins per peer (null: not limited)
+  // Makes server.relay on the RPC thread once its event loop runs (warmd's cluster relay connects
+  // to peers on that loop); destroyed there before the loop. Empty: server.relay as given.
+  std::function<decltype(rpc::server_options::relay)(kj::AsyncIoProvider&)> relay_factory;
 };
 
 // Owns the RPC thread. Thread-safe to stop() from any other thread, once.

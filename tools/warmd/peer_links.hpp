@@ -1,0 +1,52 @@
+// Cap'n Proto connections to the cluster's other instances, on one kj event loop: the thread that
+// made the peer_links uses them, and only it (the peer client's own thread, and warmd's RPC
+// thread for the relay). A connection is opened at an address's first use and again after it
+// broke; peers reached over TCP with remote access log in with the cluster's token.
+#pragma once
+
+#include <capnp/rpc-twoparty.h>
+#include <capnp/rpc.h>
+#include <kj/async-io.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "warm.capnp.h"
+
+namespace warm::warmd {
+
+// One peer's connection. The members are destroyed in reverse order: the bootstrap's promise
+// first, the stream last.
+struct peer_link {
+  std::string address;
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<capnp::TwoPartyVatNetwork> network;
+  kj::Own<capnp::RpcSystem<capnp::rpc::twoparty::VatId>> rpc;
+  kj::Promise<void> watch = nullptr;
+  bool lost = false;  // broken, or never connected: the next use connects again
+  kj::ForkedPromise<rpc::Warm::Client> warm = nullptr;  // the peer's Warm, once connected
+};
+
+class peer_links {
+ public:
+  // `token`: empty when peers are reached without one (Unix sockets, loopback).
+  peer_links(kj::AsyncIoProvider& io, std::string token, std::chrono::milliseconds connect_timeout);
+
+  // The connection to `address` ("unix:PATH" or "HOST:PORT"): the open one, or a new one when
+  // there is none or it broke. Its `warm` fails when the peer cannot be reached within the
+  // connect timeout or refuses the token. A caller whose call on it fails marks it lost.
+  std::shared_ptr<peer_link> get(const std::string& address);
+
+  kj::Timer& timer() { return io_.getTimer(); }
+  void clear() { links_.clear(); }
+
+ private:
+  kj::AsyncIoProvider& io_;
+  std::string token_;
+  std::chrono::milliseconds connect_timeout_;
+  std::map<std::string, std::shared_ptr<peer_link>> links_;
+};
+
+}  // namespace warm::warmd
