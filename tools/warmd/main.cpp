@@ -286,7 +286,7 @@ int main(int argc, char** argv) {
   raise_open_file_limit(c.max_connections + front_connections);
 
 #if !WARM_HAVE_CLUSTER
-  if (!c.cluster.empty()) return usage("--cluster: this warmd was built without the etcd client (libgrpc++-dev)");
+  if (!c.cluster.empty()) return usage("--cluster: this warmd was built without cluster mode (-Dcluster=disabled, or no libgrpc++-dev)");
 #endif
 
   auto state_warnings = warm::warmd::check_state_dir(c.state);
