@@ -144,6 +144,10 @@ bool instance_record::holds(const std::string& model) const {
   return std::binary_search(residents.begin(), residents.end(), model);
 }
 
+bool instance_record::is_loading(const std::string& model) const {
+  return std::binary_search(loading.begin(), loading.end(), model);
+}
+
 bool instance_record::same_state(const instance_record& o) const {
   auto same_devices = [&] {
     if (devices.size() != o.devices.size()) return false;

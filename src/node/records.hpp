@@ -75,8 +75,9 @@ struct instance_record {
   // before their next request. Absent in a record: none.
   std::vector<std::string> hot;
 
-  // Whether `model` is among residents.
+  // Whether `model` is among residents; among loading.
   bool holds(const std::string& model) const;
+  bool is_loading(const std::string& model) const;
 
   // Equal but for updated_unix: whether publishing this record again would tell anyone anything.
   bool same_state(const instance_record& other) const;

@@ -112,8 +112,7 @@ struct copy_scaler::impl {
     node::copy_view v;
     v.copies = copies_of(members, model);
     for (const auto& m : members)
-      if (!m.self && !m.record.draining && !m.record.holds(model) &&
-          !std::binary_search(m.record.loading.begin(), m.record.loading.end(), model))
+      if (!m.self && !m.record.draining && !m.record.holds(model) && !m.record.is_loading(model))
         ++v.room;
     v.recent = meter.mean(model, o.rule.sustain_ms);
     v.slow = meter.mean(model, o.rule.cool_ms);

@@ -256,6 +256,18 @@ struct placer::impl {
     return members;
   }
 
+  // What placing `model` (of this status here) starts from; place() reads the rest from etcd.
+  node::placement_inputs inputs_for(const std::string& model, const model_status& status,
+                                    node::membership_status& membership) const {
+    node::placement_inputs in;
+    in.members = members_now(membership);
+    in.model = model;
+    in.request.bytes = status.bytes;
+    in.request.load_seconds = status.loads.count > 0 ? status.loads.mean_ms / 1000 : 1.0;
+    in.claim_life_ms = o.claim_life.count();
+    return in;
+  }
+
   // Failures seen by this instance (its own, and peers' answers), the placement thread's copy.
   std::vector<node::known_failure> local_failures;
 
@@ -284,18 +296,11 @@ struct placer::impl {
         break;
       }
     for (const auto& m : membership.members)
-      if (!m.record.draining && (m.record.holds(model) || std::binary_search(m.record.loading.begin(),
-                                                                            m.record.loading.end(), model)))
-        return;
+      if (!m.record.draining && (m.record.holds(model) || m.record.is_loading(model))) return;
     auto status = status_of(model);
     if (!status || (status->state != model_state::not_loaded && status->state != model_state::loading_failed)) return;
     refresh_failures();
-    node::placement_inputs in;
-    in.members = members_now(membership);
-    in.model = model;
-    in.request.bytes = status->bytes;
-    in.request.load_seconds = status->loads.count > 0 ? status->loads.mean_ms / 1000 : 1.0;
-    in.claim_life_ms = o.claim_life.count();
+    auto in = inputs_for(model, *status, membership);
     auto d = place(in, membership.lease, local_failures);
     using action = node::placement_decision::action;
     if (!d) return warn("placement: cannot place " + model + " (its instance went) through etcd: " + d.error().to_string());
@@ -319,13 +324,8 @@ struct placer::impl {
     // Not registered, or already loading here: this instance answers as it would alone.
     if (!status || (status->state != model_state::not_loaded && status->state != model_state::loading_failed))
       return serve_here(std::move(jobs));
-    node::placement_inputs in;
     auto membership = o.membership->status();
-    in.members = members_now(membership);
-    in.model = model;
-    in.request.bytes = status->bytes;
-    in.request.load_seconds = status->loads.count > 0 ? status->loads.mean_ms / 1000 : 1.0;
-    in.claim_life_ms = o.claim_life.count();
+    auto in = inputs_for(model, *status, membership);
     auto d = place(in, membership.lease, local_failures);
     if (!d) {
       warn("placement: cannot place " + model + " through etcd, serving it here: " + d.error().to_string());
@@ -419,7 +419,7 @@ std::size_t placer::add_copies(const std::string& model, std::uint64_t bytes, st
   in.request = {bytes, 1.0};
   in.excluded.push_back(i.o.instance);
   for (const auto& m : in.members)
-    if (m.record.holds(model) || std::binary_search(m.record.loading.begin(), m.record.loading.end(), model))
+    if (m.record.holds(model) || m.record.is_loading(model))
       in.excluded.push_back(m.record.name);
   std::vector<node::known_failure> known;
   {
