@@ -26,6 +26,7 @@ instance_record sample() {
   r.residents = {"a", "b"};
   r.loading = {"c", "d"};
   r.hot = {"a"};
+  r.requests_per_second = 12.5;
   return r;
 }
 
@@ -80,6 +81,10 @@ TEST_CASE("an instance record reads back as written") {
   moved.loading = {"c"};
   CHECK_FALSE(moved.same_state(r));  // a load finished is news for `status` copies
   CHECK(back->hot == std::vector<std::string>{"a"});
+  CHECK(back->requests_per_second == 12.5);
+  moved = r;
+  moved.requests_per_second = 13;
+  CHECK(moved.same_state(r));  // a rate drifts: republished at the refresh interval, not at once
   moved = r;
   moved.hot = {};
   CHECK_FALSE(moved.same_state(r));  // what the others load when this instance dies
@@ -118,6 +123,11 @@ TEST_CASE("a malformed instance record is refused, naming its key and field") {
   auto without_loading = decode_instance("k", with(",\"loading\":[\"c\",\"d\"]", ""));
   REQUIRE(without_loading);
   CHECK(without_loading->loading.empty());
+  CHECK(refused(with("\"requests_per_second\":12.5", "\"requests_per_second\":-1")).find("requests_per_second") !=
+        std::string::npos);
+  auto without_rate = decode_instance("k", with(",\"requests_per_second\":12.5", ""));
+  REQUIRE(without_rate);  // an older instance's record
+  CHECK(without_rate->requests_per_second == 0);
   // Unknown fields are a newer instance's: ignored.
   CHECK(decode_instance("k", with("\"draining\":true", "\"draining\":true,\"zone\":\"eu\"")));
 }
@@ -147,7 +157,11 @@ TEST_CASE("the record of an inspection: kdf devices publish their candidates, lo
   lru.name = "cuda:0";
   lru.policy = "lru";
   s.devices = {kdf, lru};
+  s.models.resize(2);
+  s.models[0].requests_per_second = 1.5;
+  s.models[1].requests_per_second = 2.5;
   auto r = record_from(s, "n", "unix:/tmp/s", "0.1.0", 5, false, 3);
+  CHECK(r.requests_per_second == 4);  // every model's rate
   CHECK(r.loading_threads == 2);
   CHECK(r.loads_in_flight == 3);
   CHECK(r.models_loaded == 10);

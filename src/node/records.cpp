@@ -191,6 +191,7 @@ std::string encode(const instance_record& r) {
          {"loading_threads", r.loading_threads},
          {"loads_in_flight", r.loads_in_flight},
          {"models_loaded", r.models_loaded},
+         {"requests_per_second", r.requests_per_second},
          {"devices", std::move(devices)},
          {"residents", r.residents},
          {"loading", r.loading},
@@ -224,6 +225,10 @@ expected<instance_record> decode_instance(const std::string& key, std::string_vi
   WARM_TRY_SET(out.residents, model_ids(r, j, "residents"));
   WARM_TRY_SET(out.loading, model_ids(r, j, "loading"));
   WARM_TRY_SET(out.hot, model_ids(r, j, "hot"));
+  if (auto rate = j.find("requests_per_second"); rate != j.end()) {
+    if (!rate->is_number() || !(rate->get<double>() >= 0)) return r.bad("requests_per_second", "a number, 0 or more");
+    out.requests_per_second = rate->get<double>();
+  }
   return out;
 }
 
@@ -254,6 +259,7 @@ instance_record record_from(const inspection& state, std::string name, std::stri
     r.devices.push_back(std::move(d));
   }
   sort_unique(r.residents);
+  for (const auto& m : state.models) r.requests_per_second += m.requests_per_second;
   for (const auto& q : state.queue) r.loading.push_back(q.model);
   for (const auto& l : state.running) r.loading.push_back(l.model);
   sort_unique(r.loading);

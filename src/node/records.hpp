@@ -64,6 +64,8 @@ struct instance_record {
   std::uint32_t loading_threads = 0;  // loads it runs at once
   std::uint32_t loads_in_flight = 0;  // loads queued or running
   std::uint64_t models_loaded = 0;    // resident models, all devices
+  double requests_per_second = 0;     // its models' request rates together (60 s moving averages);
+                                      // drifts: not a change of state. Absent in a record: 0
   std::vector<device_record> devices;
   // The models resident on it (all devices), sorted, each once: where a request for one of them
   // can be forwarded. Absent in a record: none.
