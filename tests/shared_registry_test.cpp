@@ -226,3 +226,28 @@ TEST_CASE("a change staged before another instance changed the same record fails
   CHECK(again.error().code == errc::invalid_argument);
   CHECK(f.rt->register_model("y", {"a"}).get());
 }
+
+TEST_CASE("a transition another instance set and never finished is finished here when its target is set again") {
+  auto shared = std::make_shared<shared_records>();
+  test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2, keep_registry_in(shared));
+  REQUIRE(f.rt->register_model("a", {"a"}).get());
+  REQUIRE(f.rt->register_model("b", {"b"}).get());
+  // Set elsewhere, a → b, and not flipped: that instance drives it (and may be gone).
+  shared->write_from_elsewhere(put_vmodel{{"v", "a", "b"}});
+  REQUIRE(eventually([&] {
+    auto v = f.rt->vmodel_status("v").get();
+    return v && v->state == vmodel_state::transitioning && v->active == "a";
+  }));
+  CHECK(f.loader->loads_of("b") == 0);  // not driven here
+  // The same target set here: this instance loads it and flips.
+  auto again = f.rt->set_vmodel("v", "b").get();
+  REQUIRE(again);
+  REQUIRE(eventually([&] {
+    auto v = f.rt->vmodel_status("v").get();
+    return v && v->state == vmodel_state::defined && v->active == "b";
+  }));
+  CHECK(f.loader->loads_of("b") == 1);
+  // Settled: setting it again changes nothing and loads nothing.
+  REQUIRE(f.rt->set_vmodel("v", "b").get());
+  CHECK(f.loader->loads_of("b") == 1);
+}

@@ -60,6 +60,10 @@ struct vmodel_entry {
   vmodel_record record;
   vmodel_state state = vmodel_state::defined;
   std::optional<warm::error> error;
+  // This registry loads the target and flips (its own setVModel, or a restart). A transition
+  // taken in from a shared registry is driven by the instance that set it; setting the same
+  // target here drives it here too (that instance may be gone).
+  bool driving = false;
 };
 
 using resolved_fn = std::function<void(const expected<std::shared_ptr<const model_resolution>>&)>;
@@ -593,6 +597,7 @@ void on_target_ready(self_ptr self, const std::string& vmodel, const std::string
 // flip happens when it is answered (on_target_ready).
 void load_target(self_ptr self, const std::string& vmodel, const std::string& target) {
   auto& s = self->state;
+  if (auto v = s.vmodels.find(vmodel); v != s.vmodels.end()) v->second.driving = true;
   auto it = s.models.find(target);
   if (it == s.models.end()) return on_target_ready(self, vmodel, target, unknown(target));
   with_actor(self, it->second, [=](expected<model_actor> actor) {
@@ -753,7 +758,8 @@ void on_set_vmodel(self_ptr self, msg::set_vmodel& m) {
       return reply(make_error(errc::invalid_argument, "vmodel '" + m.id + "' targets '" + v.record.target +
                                                           "', not the expected '" + *m.expected_target + "'"));
     mark_target();
-    if (v.record.target != m.target || v.state == vmodel_state::transition_failed) {
+    if (v.record.target != m.target || v.state == vmodel_state::transition_failed ||
+        (v.state == vmodel_state::transitioning && !v.driving)) {
       auto previous_target = v.record.target;
       v.record.target = m.target;
       v.error.reset();

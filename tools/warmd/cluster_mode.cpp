@@ -72,7 +72,6 @@ expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, run
   // after it is gone: leave() clears the hook first).
   auto adopter = std::make_shared<adoption_hook>();
   o.gone = [adopter](const node::instance_record& r) {
-    if (r.hot.empty()) return;
     std::lock_guard<std::mutex> lock(adopter->mutex);
     if (adopter->placing) adopter->placing->adopt(r.hot);
   };
@@ -279,12 +278,15 @@ void cluster_mode::info(callback<cluster_info> done) const {
 
 std::string cluster_mode::metrics_text() const {
   using prometheus::kind;
-  std::uint64_t forwarded = 0, fell_back = 0, placed = 0, lost = 0, copies = 0, added = 0, dropped = 0, adopted = 0;
+  std::uint64_t forwarded = 0, fell_back = 0, placed = 0, lost = 0, copies = 0, added = 0, dropped = 0, adopted = 0,
+                resumed = 0;
   std::size_t instances = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (peers_) forwarded = peers_->forwarded() + relay_answered_, fell_back = peers_->fell_back() + relay_fell_back_;
-    if (placer_) placed = placer_->placements(), lost = placer_->claims_lost(), adopted = placer_->adopted();
+    if (placer_)
+      placed = placer_->placements(), lost = placer_->claims_lost(), adopted = placer_->adopted(),
+      resumed = placer_->transitions_resumed();
     if (copies_) added = copies_->added(), dropped = copies_->dropped();
     if (membership_) {
       for (const auto& m : membership_->members()) {
@@ -303,6 +305,8 @@ std::string cluster_mode::metrics_text() const {
   w.sample({}, static_cast<double>(lost));
   w.family("warm_cluster_adopted_total", kind::counter, "Hot models of instances that went, loaded again by this instance's placement before their next request.");
   w.sample({}, static_cast<double>(adopted));
+  w.family("warm_cluster_transitions_resumed_total", kind::counter, "Pending vmodel transitions this instance set again after an instance went, to load their targets and flip them.");
+  w.sample({}, static_cast<double>(resumed));
   w.family("warm_cluster_copies_added_total", kind::counter, "Copies of models held here that this instance asked other instances to load (their queueing called for more).");
   w.sample({}, static_cast<double>(added));
   w.family("warm_cluster_copies_dropped_total", kind::counter, "Copies this instance dropped (the cluster was full and the model cooled).");

@@ -8,9 +8,11 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "etcd/client.hpp"
+#include "node/etcd_registry.hpp"
 #include "node/membership.hpp"
 #include "node/placing.hpp"
 #include "peers.hpp"
@@ -50,7 +52,7 @@ struct retry_hook {
 
 struct placer::impl {
   options o;
-  std::atomic<std::uint64_t> placements{0}, lost{0}, drops{0}, adoptions{0};
+  std::atomic<std::uint64_t> placements{0}, lost{0}, drops{0}, adoptions{0}, transitions{0};
   std::atomic<bool> draining{false};
   std::shared_ptr<retry_hook> hook = std::make_shared<retry_hook>();
   std::uint64_t watch = 0;  // the runtime's events
@@ -64,6 +66,7 @@ struct placer::impl {
   };
   std::vector<failed_load> failed_loads;  // to record in etcd: here, or answered by a peer
   std::vector<std::string> orphans;  // hot models of an instance that went (adopt)
+  bool went = false;                 // an instance went since the placement thread last looked
   std::vector<node::known_failure> seen_failures;  // answers from peers whose load failed
   bool stopping = false;
   std::thread thread;  // last: started once the rest is ready
@@ -74,7 +77,7 @@ struct placer::impl {
   void run() {
     std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
-      wake.wait(lock, [&] { return stopping || !queued.empty() || !failed_loads.empty() || !orphans.empty(); });
+      wake.wait(lock, [&] { return stopping || !queued.empty() || !failed_loads.empty() || went; });
       if (stopping) break;
       auto batch = std::move(queued);
       queued.clear();
@@ -82,10 +85,14 @@ struct placer::impl {
       failed_loads.clear();
       auto adopting = std::move(orphans);
       orphans.clear();
+      const bool someone_went = std::exchange(went, false);
       lock.unlock();
       for (const auto& f : failures) record_failure(f);
       for (auto& [model, jobs] : batch) decide(model, std::move(jobs));
-      for (const auto& model : adopting) adopt(model);
+      if (someone_went && adopter()) {
+        for (const auto& model : adopting) adopt(model);
+        resume_transitions();
+      }
       lock.lock();
     }
     auto rest = std::move(queued);
@@ -286,15 +293,38 @@ struct placer::impl {
 
   // A hot model of an instance that went, loaded where placement says unless a live instance
   // holds or loads it already.
+  // Whether this instance takes over what an instance that went left: the live instance with the
+  // lowest name that is not draining (claims would keep a model one load anyway; this keeps it
+  // one placement).
+  bool adopter() const {
+    if (draining) return false;
+    for (const auto& m : o.membership->members())
+      if (!m.record.draining) return m.self;
+    return false;
+  }
+
+  // vmodels whose transition is pending in the cluster's registry (active ≠ target): the
+  // instance that set one may be the one that went. Set here again (compared against the same
+  // target), so that this instance loads the target and flips; when the setter is alive, both
+  // flip to the same target.
+  void resume_transitions() {
+    const auto prefix = node::registry_prefix(o.root);
+    auto listed = o.etcd->get_prefix(prefix + "vmodels/");
+    if (!listed) return warn("placement: cannot read the vmodels to resume their transitions: " + listed.error().to_string());
+    for (const auto& kv : listed->kvs) {
+      auto change = node::decode_change(prefix, kv.key, kv.value);
+      const auto* v = change ? std::get_if<put_vmodel>(&*change) : nullptr;
+      if (!v || v->record.active == v->record.target) continue;
+      ++transitions;
+      o.rt->set_vmodel(v->record.id, v->record.target, false, v->record.target,
+                       [log = o.log, id = v->record.id](expected<vmodel_status> r) {
+                         if (!r && log) log("placement: cannot resume the transition of vmodel " + id + ": " + r.error().to_string());
+                       });
+    }
+  }
+
   void adopt(const std::string& model) {
     auto membership = o.membership->status();
-    // One adopter: the live instance with the lowest name that is not draining (claims would keep
-    // it one load anyway; this keeps it one placement).
-    for (const auto& m : membership.members)
-      if (!m.record.draining) {
-        if (!m.self || draining) return;
-        break;
-      }
     for (const auto& m : membership.members)
       if (!m.record.draining && (m.record.holds(model) || m.record.is_loading(model))) return;
     auto status = status_of(model);
@@ -472,12 +502,14 @@ bool placer::drop_copy(const std::string& model, const copies_basis& basis) {
 
 void placer::adopt(std::vector<std::string> models) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  if (impl_->stopping || models.empty()) return;
+  if (impl_->stopping) return;
   for (auto& m : models) impl_->orphans.push_back(std::move(m));
+  impl_->went = true;
   impl_->wake.notify_one();
 }
 
 std::uint64_t placer::adopted() const { return impl_->adoptions; }
+std::uint64_t placer::transitions_resumed() const { return impl_->transitions; }
 
 void placer::set_draining() { impl_->draining = true; }
 

@@ -65,11 +65,14 @@ class placer {
 
   // Another instance went (its lease expired) holding these hot models: each one that no live
   // instance holds or loads is placed as a miss would be, and loaded there at once, before its
-  // next request (here: runtime::ensure_loaded; elsewhere: peer_client::ensure). Only the live
-  // instance with the lowest name that is not draining adopts them (every instance is told), and
-  // claims keep it one load besides. Returns at once; the placement thread does it.
+  // next request (here: runtime::ensure_loaded; elsewhere: peer_client::ensure). Pending vmodel
+  // transitions in the cluster's registry (the instance that went may have set them) are set
+  // again here, so that this instance loads their targets and flips them. Only the live instance
+  // with the lowest name that is not draining adopts (every instance is told), and claims keep a
+  // model one load besides. Returns at once; the placement thread does it.
   void adopt(std::vector<std::string> models);
-  std::uint64_t adopted() const;  // loads asked for by adopt(), here or on other instances
+  std::uint64_t adopted() const;              // loads asked for by adopt(), here or elsewhere
+  std::uint64_t transitions_resumed() const;  // vmodel transitions adopt() set again here
 
   // From now on this instance counts itself out of placement (it is draining): its misses are
   // placed on other instances. Its record says so too once republished; this takes effect at once.
