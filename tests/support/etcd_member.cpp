@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -171,8 +172,31 @@ void etcd_member::stop() {
   pid_ = -1;
 }
 
+namespace {
+
+// Whether every thread of `pid` is stopped (state T or t in /proc/PID/task/*/stat).
+bool all_stopped(pid_t pid) {
+  std::error_code ec;
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 >= stat.size()) return false;
+    const char state = stat[close + 2];
+    if (state != 'T' && state != 't') return false;
+  }
+  return !ec;
+}
+
+}  // namespace
+
 void etcd_member::pause() {
-  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGSTOP);
+  // A signal stops a thread when it is next scheduled: wait until every thread has stopped, so
+  // that nothing sent after pause() returns is answered (at most 2 s).
+  for (int i = 0; i < 2000 && !all_stopped(pid_); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void etcd_member::resume() {

@@ -41,7 +41,8 @@ class etcd_member {
   void kill();
   // SIGTERM and reap (SIGKILL after 10 s): a clean shutdown.
   void stop();
-  // SIGSTOP / SIGCONT: the member keeps its connections but answers nothing while paused.
+  // SIGSTOP / SIGCONT: the member keeps its connections but answers nothing while paused. pause()
+  // returns once every thread of the member has stopped.
   void pause();
   void resume();
 
