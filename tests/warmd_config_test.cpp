@@ -251,13 +251,19 @@ kdf-memory = 20
   refused([](auto& c) { c.iam_rate_period = "0s"; }, "--iam-rate-period");
   refused([](auto& c) { c.iam_bias = 0; }, "--iam-bias");
   refused([](auto& c) { c.kdf_horizon = -1; }, "--kdf-horizon");
-  refused([](auto& c) { c.kdf_memory = 0; }, "--kdf-memory");
+  refused([](auto& c) { c.kdf_memory = "0"; }, "--kdf-memory");
+  refused([](auto& c) { c.kdf_memory = "20x"; }, "--kdf-memory");
+  refused([](auto& c) { c.kdf_memory = "often"; }, "--kdf-memory");
   warm::warmd::config defaults;  // kdf-tau = "auto": no fixed time constant
   warm::policy_options automatic;
   REQUIRE(warm::warmd::apply_policy_tuning(defaults, automatic, period));
   CHECK_FALSE(automatic.kdf_tau.has_value());
-  CHECK(automatic.kdf_memory == 100);
+  CHECK_FALSE(automatic.kdf_memory.has_value());  // chosen online
   CHECK_FALSE(p.apply("iam-bias = \"two\"\n"));
+  CHECK_FALSE(parsed().apply("kdf-memory = true\n"));
+  parsed named;
+  REQUIRE(named.apply("kdf-memory = \"auto\"\n"));
+  CHECK(named.c.kdf_memory == "auto");
 }
 
 TEST_CASE("config: the connection, login and watch bounds from the file, with their ranges") {

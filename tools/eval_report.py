@@ -518,7 +518,8 @@ def write_readme(args, res, replay_text):
     w("## 4. Every policy, many time scales\n")
     if res.broad:
         w(eval_broad.section(res.broad, f"held-out seeds {', '.join(str(x) for x in sorted({r['seed'] for r in res.broad}))}",
-                             "kdf's automatic memory (`kdf-memory` 100) was chosen on seed 1 of these workloads, "
+                             "kdf's constants (the memories its tuner tries, the burst guard, linear value, "
+                             "the tuner's sample and half-life) were chosen on seed 1 of these workloads, "
                              "which this section does not use."))
         w("![ratio to belady-size against trace density](plots/broad-density.png)\n")
     else:

@@ -21,11 +21,12 @@ struct policy_options {
   // 0 = never by itself. The daemon's importance scorer rebuilds every scorer period instead.
   std::chrono::duration<double> rescore_period = std::chrono::seconds(1);
   // kdf: time constant of the decayed request counts (0 = no decay; empty = automatic: kdf_memory
-  // × the cache's characteristic time) and the saturation h of a model's value (0 = linear).
+  // × the cache's characteristic time; an empty kdf_memory is chosen online, kdf_tuner.hpp) and
+  // the saturation h of a model's value (0 = linear).
   // kdf-adaptive: time constant of its experts' decayed costs.
   std::optional<std::chrono::duration<double>> kdf_tau;
-  double kdf_memory = 100;
-  double kdf_horizon = 0.2;
+  std::optional<double> kdf_memory;
+  double kdf_horizon = 0;
   std::chrono::duration<double> kdf_window = std::chrono::seconds(600);
 };
 

@@ -42,7 +42,7 @@ expected<std::unique_ptr<cache_policy>> make_policy(std::string_view name, const
   }
   if (name == "kdf" || name == "kdf-adaptive") {
     if ((options.kdf_tau && options.kdf_tau->count() < 0) || options.kdf_horizon < 0 ||
-        options.kdf_window.count() <= 0 || !(options.kdf_memory > 0))
+        options.kdf_window.count() <= 0 || (options.kdf_memory && !(*options.kdf_memory > 0)))
       return make_error(errc::invalid_argument,
                         "kdf needs tau >= 0, horizon >= 0, a positive memory and a positive window");
     if (name == "kdf")

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "policy/kdf_tuner.hpp"
+
 namespace warm {
 
 namespace {
@@ -16,9 +18,19 @@ double seconds_since_epoch(timestamp t) { return std::chrono::duration<double>(t
 kdf_policy::kdf_policy(const policy_options& options)
     : auto_tau_(!options.kdf_tau.has_value()),
       fixed_tau_(options.kdf_tau ? options.kdf_tau->count() : 0),
-      memory_(options.kdf_memory),
+      memory_(options.kdf_memory.value_or(0)),
       horizon_(options.kdf_horizon),
-      index_tau_(auto_tau_ ? initial_tau : fixed_tau_) {}
+      index_tau_(auto_tau_ ? initial_tau : fixed_tau_) {
+  if (auto_tau_ && !options.kdf_memory) tuner_ = std::make_unique<kdf_tuner>(options);
+}
+
+kdf_policy::~kdf_policy() = default;
+
+double kdf_policy::memory() const { return tuner_ ? tuner_->memory() : memory_; }
+
+void kdf_policy::set_capacity(std::uint64_t bytes) {
+  if (tuner_) tuner_->set_capacity(bytes);
+}
 
 double kdf_policy::characteristic_time() const {
   return victims_seen_ > 0 ? std::exp(log_characteristic_) : 0;
@@ -26,8 +38,8 @@ double kdf_policy::characteristic_time() const {
 
 double kdf_policy::tau() const {
   if (!auto_tau_) return fixed_tau_;
-  if (shared_characteristic_ > 0) return memory_ * shared_characteristic_;
-  return victims_seen_ > 0 ? memory_ * std::exp(log_characteristic_) : initial_tau;
+  if (shared_characteristic_ > 0) return memory() * shared_characteristic_;
+  return victims_seen_ > 0 ? memory() * std::exp(log_characteristic_) : initial_tau;
 }
 
 double kdf_policy::decayed_count(const decayed& d, timestamp now) const {
@@ -59,7 +71,19 @@ void kdf_policy::rebuild_index_if_drifted() {
   if (decisions_since_rebuild_ * rebuild_spacing < residents_.size()) return;
   decisions_since_rebuild_ = 0;
   index_tau_ = t;
-  for (auto& entry : residents_) reindex(entry);
+  // Every key anew, sorted, then the set built from the sorted run (linear): several times
+  // cheaper than re-placing the entries one by one.
+  std::vector<index_entry> entries;
+  entries.reserve(residents_.size());
+  for (auto& entry : residents_) {
+    auto& r = entry.second;
+    r.key = key_of(r);
+    r.keyed = *r.count;
+    r.sequence = ++sequence_;
+    entries.emplace_back(r.key, r.sequence, &entry);
+  }
+  std::sort(entries.begin(), entries.end());
+  index_ = std::set<index_entry>(entries.begin(), entries.end());
 }
 
 void kdf_policy::reindex(resident_entry& entry) {
@@ -146,6 +170,7 @@ void kdf_policy::on_access(const std::string& model, timestamp now, std::uint64_
   c.at = std::max(c.at, now);
   if (r == residents_.end()) return;
   r->second.last_use = std::max(r->second.last_use, now);
+  if (tuner_) tuner_->on_request(model, r->second.bytes, r->second.penalty, now, count);
   // A use only raises the key: the index is corrected when a scan reaches the entry.
 }
 
@@ -175,8 +200,14 @@ void kdf_policy::on_insert(const std::string& model, std::uint64_t bytes, double
   r.penalty = std::max(load_seconds, 1e-9);
   r.count = &counts_[model];
   r.last_use = now;
-  on_access(model, now, 1);  // the request that loaded it
+  latest_ = std::max(latest_, now);
+  r.count->value = decayed_count(*r.count, now) + 1;  // the request that loaded it
+  r.count->at = std::max(r.count->at, now);
   reindex(entry);
+  if (tuner_) {
+    tuner_->on_residents(residents_.size());
+    tuner_->on_request(model, r.bytes, r.penalty, now, 1);
+  }
 }
 
 void kdf_policy::on_remove(const std::string& model, bool evicted) {
@@ -203,11 +234,17 @@ std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uin
   latest_ = std::max(latest_, now);
   if (bytes == 0) return {};
   if (auto_tau_) rebuild_index_if_drifted();
-  std::vector<candidate> cands;
-  std::uint64_t gathered = 0;
+  // Residents used within guard_share × T are in a burst of requests: passed over (kept aside)
+  // while the others can free the bytes. The scan looks at most max_scanned entries once the
+  // bytes are there, so a cache where most residents are busy costs no more than that.
+  const double guard = guard_share * (shared_characteristic_ > 0 ? shared_characteristic_ : characteristic_time());
+  std::vector<candidate> cands, guarded;
+  std::uint64_t gathered = 0, guarded_bytes = 0;
+  std::size_t scanned = 0;
   for (auto it = index_.begin(); it != index_.end();) {
     bool enough = gathered >= 2 * bytes && cands.size() >= min_candidates;
     if (enough || (cands.size() >= max_candidates && gathered >= bytes)) break;
+    if (++scanned > max_scanned && gathered + guarded_bytes >= bytes) break;
     auto& entry = *std::get<2>(*it);
     const auto& model = entry.first;
     const auto& r = entry.second;
@@ -219,8 +256,18 @@ std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uin
       if (it != index_.end() && index_entry{r.key, r.sequence, &entry} > *it) continue;
     }
     if (pinned(model)) continue;
+    if (guard > 0 && seconds_between(r.last_use, latest_) < guard) {
+      guarded.push_back({&model, r.bytes, value_of(r, now)});
+      guarded_bytes += r.bytes;
+      continue;
+    }
     cands.push_back({&model, r.bytes, value_of(r, now)});
     gathered += r.bytes;
+  }
+  // Not enough without the busy ones: they join, least value per byte first, until enough.
+  for (std::size_t i = 0; gathered < bytes && i < guarded.size(); ++i) {
+    cands.push_back(guarded[i]);
+    gathered += guarded[i].bytes;
   }
   return knapsack(std::move(cands), bytes);
 }

@@ -11,23 +11,32 @@
 // time the policy was told), a running geometric mean over the victims (the plain mean of the
 // first ones, then weight 1/16 each, less in caches of more than 128 models: 8/n). Dense
 // traffic evicts models idle for seconds and kdf remembers minutes; traffic with requests hours
-// apart evicts models idle for hours and kdf remembers days. memory = 100 and h = 0.2 were chosen
-// on tuning seeds of the broad evaluation (docs/policies.md); a fixed τ (policy_options::kdf_tau)
-// turns the adaptation off. Before the first eviction τ is initial_tau.
+// apart evicts models idle for hours and kdf remembers days. The memory itself is chosen online
+// among 10, 30, 100 and 300 by miniature simulations of the cache (kdf_tuner.hpp) unless
+// policy_options::kdf_memory fixes it; a fixed τ (policy_options::kdf_tau) turns both off. Before
+// the first eviction τ is initial_tau. The value is linear by default (h = 0), chosen with the
+// other constants on tuning seeds of the broad evaluation (docs/policies.md).
+//
+// Bursts. A resident used within guard_share × T (3 % of the characteristic time) is in a burst
+// of requests, which a count over τ cannot see yet: it is passed over while the other residents
+// can free the bytes. Without the guard a large model loaded for a burst was the cheapest victim
+// until its count caught up, and was evicted and reloaded within the burst.
 //
 // Victims. To free B bytes kdf evicts the set of unpinned residents with the least total value
 // whose bytes reach B — a knapsack. Candidates come from an index of the residents by linear
 // value per byte, P_i·c_i/S_i, whose order decay does not change (keys are logs of the counts
 // referred to a fixed time; a use only raises a key, so an entry is re-keyed when a search reaches
-// it; the index is rebuilt when the automatic τ has doubled or halved, at most once per n/4
-// decisions, and between rebuilds keeps the older τ's order):
-// the lowest ones until they hold 2·B and number 8, at most 64 (more only when B needs them).
+// it; the index is rebuilt — keys sorted, the set built from the sorted run — when the automatic
+// τ has doubled or halved, at most once per n/4 decisions, and between rebuilds keeps the older
+// τ's order): the lowest ones until they hold 2·B and number 8, at most 64 (more only when B
+// needs them), looking at no more than 256 entries once B is there.
 // The knapsack over them is exact up to 12 candidates, else greedy by value per byte, improved by
 // any single candidate that frees B alone for less. A decision costs O(k log n) for k candidates
 // among n residents. Greedy-by-density policies (GDSF, IAM) evict more value than needed when
 // sizes differ a lot.
 #pragma once
 
+#include <memory>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -37,9 +46,12 @@
 
 namespace warm {
 
+class kdf_tuner;
+
 class kdf_policy final : public cache_policy {
  public:
   explicit kdf_policy(const policy_options& options);
+  ~kdf_policy() override;
 
   std::string_view name() const override { return "kdf"; }
   void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) override;
@@ -51,6 +63,7 @@ class kdf_policy final : public cache_policy {
   // Residents in the index's order (least linear value per byte first), scored by their value.
   std::vector<ranked> eviction_order(timestamp now) const override;
 
+  void set_capacity(std::uint64_t bytes) override;
   double time_scale() const override { return characteristic_time(); }
   void share_time_scale(double seconds) override;
   history remembered(const std::string& model) const override;
@@ -58,6 +71,10 @@ class kdf_policy final : public cache_policy {
 
   // The decay time constant in use, seconds (0: no decay).
   double tau() const;
+  // The memory in use (automatic τ = memory × T): fixed, or the tuner's current choice.
+  double memory() const;
+  // The automatic memory's miniature simulations; null when the memory or τ is fixed.
+  const kdf_tuner* tuner() const { return tuner_.get(); }
   // The characteristic time T measured here, seconds; 0 before the first eviction. The automatic
   // τ follows it, or the shared time scale when one is set.
   double characteristic_time() const;
@@ -67,6 +84,8 @@ class kdf_policy final : public cache_policy {
   static constexpr std::size_t exact_limit = 12;        // candidates solved exactly (2^n subsets)
   static constexpr std::size_t min_candidates = 8;
   static constexpr std::size_t max_candidates = 64;
+  static constexpr std::size_t max_scanned = 4 * max_candidates;
+  static constexpr double guard_share = 0.03;           // a use within 0.03 T guards a resident
   static constexpr double rebuild_factor = 2;           // τ drift (either way) that rebuilds the index…
   static constexpr std::size_t rebuild_spacing = 4;     // …after at least residents decisions
 
@@ -105,7 +124,8 @@ class kdf_policy final : public cache_policy {
 
   bool auto_tau_;
   double fixed_tau_;  // seconds; 0 = no decay (when not automatic)
-  double memory_;     // automatic τ = memory × T
+  double memory_;     // automatic τ = memory × T (when no tuner)
+  std::unique_ptr<kdf_tuner> tuner_;
   double horizon_;    // 0 = linear value
   double log_characteristic_ = 0;
   double shared_characteristic_ = 0;  // seconds; 0 = follow the own

@@ -162,6 +162,7 @@ int run_evict(const evict_options& options);
 struct policy_bench_options {
   std::uint64_t resident = 10000;  // models on the device
   double seconds = 1.0;            // per policy
+  std::vector<std::string> policies;  // empty: every policy
 };
 // `policy`: eviction decisions per second of every policy with `resident` models.
 int run_policy(const policy_bench_options& options);

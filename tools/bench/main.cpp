@@ -209,6 +209,8 @@ int main(int argc, char** argv) {
   auto* policy_cmd = app.add_subcommand("policy", "Eviction decisions per second of every policy");
   policy_cmd->add_option("--resident", policy.resident, "Resident models")->capture_default_str();
   policy_cmd->add_option("--seconds", policy.seconds, "Duration per policy")->capture_default_str()->check(CLI::Range(0.05, 600.0));
+  policy_cmd->add_option("--policy", policy.policies, "Only these policies (repeatable; default: every policy)")
+      ->delimiter(',');
   policy_cmd->callback([&] { rc = warm::bench::run_policy(policy); });
 
   warm::bench::rollout_options rollout;

@@ -4,6 +4,7 @@
 // incoming model (the bytes it needs beyond the capacity), evict them, insert the newcomer, plus
 // the accesses of ten hits; so the device stays full and holds about `resident` models throughout.
 // Simulated time advances 1 ms per decision, so iam rebuilds its heap (all residents) every 1000.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -21,8 +22,16 @@ int run_policy(const policy_bench_options& options) {
     std::fprintf(stderr, "warm-bench policy: --resident must be at least 2\n");
     return 1;
   }
+  for (auto& name : options.policies)
+    if (std::find(policy_names().begin(), policy_names().end(), name) == policy_names().end()) {
+      std::fprintf(stderr, "warm-bench policy: unknown policy '%s'\n", name.c_str());
+      return 1;
+    }
   nlohmann::ordered_json results = nlohmann::json::array();
   for (auto& name : policy_names()) {
+    if (!options.policies.empty() &&
+        std::find(options.policies.begin(), options.policies.end(), name) == options.policies.end())
+      continue;
     std::mt19937_64 rng(1);
     std::uniform_int_distribution<std::uint64_t> size(1, 100);
     policy_options tuning;
@@ -30,28 +39,31 @@ int run_policy(const policy_bench_options& options) {
     auto made = make_policy(name, tuning);
     if (!made) return 1;
     auto& policy = **made;
-    std::vector<std::string> ids;                       // resident models, for picking hits
-    std::unordered_map<std::string, std::size_t> where;  // id → index in ids
+    // The bench's own bookkeeping: one map lookup per insert and three per removal.
+    struct slot {
+      std::size_t index;  // in ids
+      std::uint64_t bytes;
+    };
+    std::vector<std::string> ids;                  // resident models, for picking hits
+    std::unordered_map<std::string, slot> where;  // id → its place and bytes
     timestamp now{};
     std::uint64_t next = 0;
-    std::unordered_map<std::string, std::uint64_t> bytes_of;
     std::uint64_t used = 0;
     auto insert = [&](std::uint64_t b) {
       auto id = "m" + std::to_string(next++);
       policy.on_insert(id, b, static_cast<double>(b) / 1000, now);  // load time ∝ size
-      where[id] = ids.size();
-      ids.push_back(id);
-      bytes_of[id] = b;
+      where[id] = {ids.size(), b};
+      ids.push_back(std::move(id));
       used += b;
     };
     auto remove = [&](const std::string& id) {
-      auto i = where.at(id);
-      where[ids.back()] = i;
+      auto it = where.find(id);
+      auto i = it->second.index;
+      used -= it->second.bytes;
+      where[ids.back()].index = i;
       std::swap(ids[i], ids.back());
       ids.pop_back();
-      where.erase(id);
-      used -= bytes_of[id];
-      bytes_of.erase(id);
+      where.erase(it);
     };
     for (std::uint64_t i = 0; i < options.resident; ++i) insert(size(rng));
     const std::uint64_t capacity = used;

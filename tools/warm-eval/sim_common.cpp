@@ -22,9 +22,19 @@ void add_tuning_flags(CLI::App& cmd, tuning_flags& flags) {
         }
         return "--kdf-tau must be auto or seconds >= 0";
       });
-  cmd.add_option("--kdf-memory", flags.kdf_memory, "kdf: automatic tau = memory x characteristic time")
+  cmd.add_option("--kdf-memory", flags.kdf_memory,
+                 "kdf: automatic tau = memory x characteristic time; auto: memory chosen online")
       ->capture_default_str()
-      ->check(CLI::Range(0.001, 1e6));
+      ->check([](const std::string& v) -> std::string {
+        if (v == "auto") return "";
+        try {
+          std::size_t used = 0;
+          double m = std::stod(v, &used);
+          if (used == v.size() && m >= 0.001 && m <= 1e6) return "";
+        } catch (const std::exception&) {
+        }
+        return "--kdf-memory must be auto or a number in [0.001, 1e6]";
+      });
   cmd.add_option("--kdf-window", flags.kdf_window_s,
                  "kdf: time constant of the experts' costs, seconds")
       ->capture_default_str();
@@ -39,7 +49,7 @@ policy_options to_policy_options(const tuning_flags& flags) {
   policy_options tuning;
   tuning.rescore_period = std::chrono::duration<double>(flags.rescore_s);
   if (flags.kdf_tau != "auto") tuning.kdf_tau = std::chrono::duration<double>(std::stod(flags.kdf_tau));
-  tuning.kdf_memory = flags.kdf_memory;
+  if (flags.kdf_memory != "auto") tuning.kdf_memory = std::stod(flags.kdf_memory);
   tuning.kdf_horizon = flags.kdf_horizon;
   tuning.kdf_window = std::chrono::duration<double>(flags.kdf_window_s);
   return tuning;

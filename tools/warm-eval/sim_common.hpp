@@ -20,9 +20,9 @@ namespace warm::eval_cli {
 struct tuning_flags {
   double rescore_s = 1.0;
   std::string kdf_tau = "auto";  // or seconds
-  double kdf_memory = 100;
+  std::string kdf_memory = "auto";  // or a number
   double kdf_window_s = 600;
-  double kdf_horizon = 0.2;
+  double kdf_horizon = 0;
 };
 
 // Registers the tuning flags on `cmd`, bound to `flags` (which must outlive parsing).

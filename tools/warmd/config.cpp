@@ -54,9 +54,20 @@ expected<void> apply_policy_tuning(const config& c, policy_options& tuning, std:
   if (!(c.kdf_horizon >= 0) || c.kdf_horizon > 1e6)
     return make_error(errc::invalid_argument, "--kdf-horizon must be between 0 and 1e6");
   tuning.kdf_horizon = c.kdf_horizon;
-  if (!(c.kdf_memory > 0) || c.kdf_memory > 1e6)
-    return make_error(errc::invalid_argument, "--kdf-memory must be greater than 0 (and at most 1e6)");
-  tuning.kdf_memory = c.kdf_memory;
+  if (c.kdf_memory != "auto") {
+    double memory = 0;
+    std::size_t used = 0;
+    try {
+      memory = std::stod(c.kdf_memory, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != c.kdf_memory.size() || !(memory > 0) || memory > 1e6)
+      return make_error(errc::invalid_argument,
+                        "--kdf-memory must be auto or a number greater than 0 (and at most 1e6), not \"" +
+                            c.kdf_memory + "\"");
+    tuning.kdf_memory = memory;
+  }
   return {};
 }
 
@@ -86,7 +97,8 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
   app.add_option("--iam-bias", c.iam_bias, "iam's b0 in rank = log(count + b0)")->capture_default_str();
   app.add_option("--kdf-tau", c.kdf_tau, "kdf's decay time constant of request counts: auto (follows the traffic) or a duration (0 = no decay)")
       ->capture_default_str();
-  app.add_option("--kdf-memory", c.kdf_memory, "kdf's automatic tau in characteristic times of the cache")
+  app.add_option("--kdf-memory", c.kdf_memory,
+                 "kdf's automatic tau in characteristic times of the cache: auto (chosen online) or a number")
       ->capture_default_str();
   app.add_option("--kdf-horizon", c.kdf_horizon, "kdf's saturation h of a model's value (0 = linear)")
       ->capture_default_str();
@@ -439,10 +451,22 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       if (!v || !(*v > 0) || *v > 86400) return bad(key, "a number of seconds above 0 (at most 86400)");
       if (!given(key)) c.poll_seconds = std::to_string(*v);
     }
-    else if (key == "iam-bias" || key == "kdf-horizon" || key == "kdf-memory") {
+    else if (key == "iam-bias" || key == "kdf-horizon") {
       auto v = number();
       if (!v || !std::isfinite(*v)) return bad(key, "a number");
-      if (!given(key)) (key == "iam-bias" ? c.iam_bias : key == "kdf-horizon" ? c.kdf_horizon : c.kdf_memory) = *v;
+      if (!given(key)) (key == "iam-bias" ? c.iam_bias : c.kdf_horizon) = *v;
+    }
+    else if (key == "kdf-memory") {
+      if (auto v = number()) {
+        if (!std::isfinite(*v)) return bad(key, "\"auto\" or a number");
+        char text[32];
+        std::snprintf(text, sizeof text, "%.17g", *v);
+        if (!given(key)) c.kdf_memory = text;
+      } else if (auto s = node.value<std::string>()) {
+        if (!given(key)) c.kdf_memory = *s;
+      } else {
+        return bad(key, "\"auto\" or a number");
+      }
     }
     else if (key == "max-models") {
       auto v = integer();

@@ -68,8 +68,8 @@ struct config {
   std::string iam_rate_period = "60s";  // its time constant (ewma) or window length
   double iam_bias = 1.0;               // iam's b0 in rank = log(count + b0)
   std::string kdf_tau = "auto";        // kdf's decay time constant of request counts
-  double kdf_horizon = 0.2;            // kdf's saturation h of a model's value
-  double kdf_memory = 100;             // kdf's automatic tau, in characteristic times
+  double kdf_horizon = 0;              // kdf's saturation h of a model's value
+  std::string kdf_memory = "auto";     // kdf's automatic tau, in characteristic times (auto: chosen online)
   // Served models (docs/versions.md): a served-models file, every model directory of the
   // repositories, how often their directories are looked at, and how long a new version's model
   // file must stay unchanged before it is taken.

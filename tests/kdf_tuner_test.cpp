@@ -1,0 +1,215 @@
+// kdf's burst guard and its automatic memory (kdf_tuner): the miniature simulations are the
+// fixed-memory kdf run on the same requests, the choice is the one that paid least, the sample
+// shrinks as the device grows, costs halve with use.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include "policy/kdf_policy.hpp"
+#include "policy/kdf_tuner.hpp"
+
+using namespace warm;
+using strings = std::vector<std::string>;
+
+namespace {
+
+timestamp at(double seconds) {
+  return timestamp{} + std::chrono::duration_cast<timestamp::duration>(std::chrono::duration<double>(seconds));
+}
+bool none(const std::string&) { return false; }
+
+// A kdf with fixed memory 10 and linear value, and (after one victim, idle 100 s when chosen) a
+// characteristic time of 100 s: its guard is then 0.03 × 100 s = 3 s.
+policy_options memory_10() {
+  policy_options o;
+  o.kdf_memory = 10;
+  return o;
+}
+void make_characteristic_100s(kdf_policy& p) {
+  p.on_insert("first", 100, 1, at(0));
+  REQUIRE(p.choose_victims("x", 100, none, at(100)) == strings{"first"});
+  p.on_remove("first", true);
+  REQUIRE(p.characteristic_time() == Approx(100));
+}
+
+struct request {
+  std::string model;
+  double at;
+};
+
+// The tuner's contract for one shadow, written out: a miss pays the load and inserts (evicting
+// the policy's victims), a hit is a use. Returns the load seconds paid.
+double simulate(kdf_policy& p, std::uint64_t capacity, const std::vector<request>& trace,
+                const std::map<std::string, std::uint64_t>& bytes) {
+  std::map<std::string, std::uint64_t> resident;
+  std::uint64_t used = 0;
+  double cost = 0;
+  for (auto& r : trace) {
+    auto size = bytes.at(r.model);
+    if (resident.count(r.model)) {
+      p.on_access(r.model, at(r.at), 1);
+      continue;
+    }
+    cost += static_cast<double>(size) / 100;
+    if (used + size > capacity) {
+      for (auto& v : p.choose_victims(r.model, used + size - capacity, none, at(r.at))) {
+        p.on_remove(v, true);
+        used -= resident.at(v);
+        resident.erase(v);
+      }
+    }
+    p.on_insert(r.model, size, static_cast<double>(size) / 100, at(r.at));
+    resident[r.model] = size;
+    used += size;
+  }
+  return cost;
+}
+
+}  // namespace
+
+TEST_CASE("kdf passes over a resident in a burst of requests while others can free the bytes") {
+  kdf_policy p(memory_10());
+  make_characteristic_100s(p);
+  p.on_insert("steady", 100, 1, at(900));
+  p.on_access("steady", at(950), 4);  // 5 requests: worth more than burst's 1
+  p.on_insert("burst", 100, 1, at(1000));
+  // burst was used 2.9 s ago (< 3 s): passed over, though it is worth the least.
+  CHECK(p.choose_victims("x", 100, none, at(1002.9)) == strings{"steady"});
+  // 3.1 s ago: no longer guarded, the least value goes.
+  CHECK(p.choose_victims("x", 100, none, at(1003.1)) == strings{"burst"});
+  // When the others cannot free the bytes, the busy ones join, least value per byte first.
+  p.on_access("burst", at(1010), 1);
+  CHECK(p.choose_victims("x", 200, none, at(1011)) == strings{"burst", "steady"});
+  p.on_access("steady", at(1011), 1);
+  CHECK(p.choose_victims("x", 100, [](const std::string& m) { return m == "steady"; }, at(1011)) ==
+        strings{"burst"});
+}
+
+TEST_CASE("kdf_tuner: each shadow is the fixed-memory kdf on the same requests; the choice paid least") {
+  // Phases of popularity over 60 models of 100-300 bytes: a model hot in one phase goes quiet in
+  // the next, so how long requests count decides what the cache keeps.
+  const unsigned seed = GENERATE(1u, 2u, 3u);
+  std::printf("kdf_tuner_test: seed %u\n", seed);
+  std::mt19937 rng(seed);
+  std::map<std::string, std::uint64_t> bytes;
+  for (int i = 0; i < 60; ++i) bytes["m" + std::to_string(i)] = 100 + 100 * static_cast<std::uint64_t>(rng() % 3);
+  std::vector<request> trace;
+  double t = 0;
+  for (int phase = 0; phase < 12; ++phase) {
+    int base = static_cast<int>(rng() % 50);
+    std::exponential_distribution<double> gap(1.0);
+    for (int k = 0; k < 400; ++k) {
+      t += gap(rng);
+      int m = rng() % 4 != 0 ? base + static_cast<int>(rng() % 10) : static_cast<int>(rng() % 60);
+      trace.push_back({"m" + std::to_string(m), t});
+    }
+  }
+  const std::uint64_t capacity = 2000;  // about 10 of the 60
+  policy_options o;
+  o.capacity = capacity;
+  kdf_tuner tuner(o);
+  for (auto& r : trace) {
+    auto size = bytes.at(r.model);
+    tuner.on_request(r.model, size, static_cast<double>(size) / 100, at(r.at), 1);
+  }
+  auto shadows = tuner.shadows();
+  REQUIRE(shadows.size() == std::size(kdf_tuner::memories));
+  double least = 1e300;
+  for (std::size_t i = 0; i < shadows.size(); ++i) {
+    policy_options fixed = o;
+    fixed.kdf_memory = kdf_tuner::memories[i];
+    kdf_policy reference(fixed);
+    CHECK(shadows[i].memory == kdf_tuner::memories[i]);
+    CHECK(shadows[i].cost == Approx(simulate(reference, capacity, trace, bytes)));
+    least = std::min(least, shadows[i].cost);
+  }
+  double chosen = 0;
+  for (auto& s : shadows)
+    if (s.memory == tuner.memory()) chosen = s.cost;
+  CHECK(chosen * (1 - kdf_tuner::switch_margin) <= least);
+}
+
+TEST_CASE("kdf_tuner: the choice changes only for a shadow that paid switch_margin less") {
+  // Two models that never fit together: every request after the first is a miss for all shadows
+  // alike, so costs tie and the first memory stays.
+  policy_options o;
+  o.capacity = 100;
+  kdf_tuner tuner(o);
+  for (int k = 0; k < 50; ++k) tuner.on_request(k % 2 ? "a" : "b", 100, 1, at(k), 1);
+  CHECK(tuner.memory() == kdf_tuner::memories[0]);
+  for (auto& s : tuner.shadows()) CHECK(s.cost == 50);
+}
+
+TEST_CASE("kdf_tuner: costs halve every half_life sampled requests") {
+  policy_options o;
+  o.capacity = 1000;
+  kdf_tuner tuner(o);
+  tuner.on_request("a", 100, 2.0, at(0), 1);  // the one miss
+  for (std::uint64_t k = 1; k + 1 < kdf_tuner::half_life; ++k) tuner.on_request("a", 100, 2.0, at(0.001 * k), 1);
+  for (auto& s : tuner.shadows()) CHECK(s.cost == 2.0);
+  tuner.on_request("a", 100, 2.0, at(100), 1);  // the half_life-th
+  for (auto& s : tuner.shadows()) CHECK(s.cost == 1.0);
+}
+
+TEST_CASE("kdf_tuner: the sample halves as the device grows past sampled_residents per share") {
+  policy_options o;
+  o.capacity = 600 * 100;  // exactly the 600 models below
+  kdf_tuner tuner(o);
+  for (int i = 0; i < 600; ++i) tuner.on_request("m" + std::to_string(i), 100, 1, at(i), 1);
+  for (auto& s : tuner.shadows()) CHECK(s.residents == 600);
+  tuner.on_residents(kdf_tuner::sampled_residents);  // at the bound: unchanged
+  CHECK(tuner.sampled_share() == 1.0);
+  tuner.on_residents(kdf_tuner::sampled_residents + 1);
+  CHECK(tuner.sampled_share() == 0.5);
+  // Exactly the models whose hash is in the lower half stay.
+  std::size_t kept = 0;
+  for (int i = 0; i < 600; ++i) kept += kdf_tuner::hash("m" + std::to_string(i)) >> 63 == 0;
+  CHECK(kept > 200);
+  CHECK(kept < 400);
+  for (auto& s : tuner.shadows()) CHECK(s.residents == kept);
+  // Each shadow now has half the device's bytes: 400 more sampled models of 100 bytes push it
+  // to that bound, not past it.
+  int added = 0;
+  for (int i = 0; added < 400; ++i)
+    if (kdf_tuner::hash("n" + std::to_string(i)) >> 63 == 0) {
+      tuner.on_request("n" + std::to_string(i), 100, 1, at(700 + added), 1);
+      ++added;
+    }
+  for (auto& s : tuner.shadows()) CHECK(s.residents == 300);
+  tuner.on_residents(4 * kdf_tuner::sampled_residents + 1);  // one halving per call
+  CHECK(tuner.sampled_share() == 0.25);
+  // An unsampled model costs the shadows nothing.
+  std::string outside;
+  for (int i = 0; outside.empty(); ++i)
+    if (kdf_tuner::hash("u" + std::to_string(i)) >> 62 != 0) outside = "u" + std::to_string(i);
+  auto before = tuner.shadows();
+  tuner.on_request(outside, 100, 1, at(1000), 1);
+  for (std::size_t i = 0; i < before.size(); ++i) CHECK(tuner.shadows()[i].cost == before[i].cost);
+}
+
+TEST_CASE("kdf_tuner's hash is fixed (FNV-1a, mixed), so a sample is the same on every build") {
+  CHECK(kdf_tuner::hash("") == 0x4f43b61ebe0f3fa7ull);
+  CHECK(kdf_tuner::hash("m0") == 0x713089d53ab513c8ull);
+  CHECK(kdf_tuner::hash("resnet50") == 0x402c8342cea5d118ull);
+}
+
+TEST_CASE("kdf's memory is the tuner's choice unless the memory or tau is fixed") {
+  policy_options o;
+  o.capacity = 1000;
+  kdf_policy automatic(o);
+  REQUIRE(automatic.tuner() != nullptr);
+  CHECK(automatic.memory() == kdf_tuner::memories[0]);
+  automatic.on_insert("a", 100, 1, at(0));
+  REQUIRE(automatic.choose_victims("x", 100, none, at(50)) == strings{"a"});
+  automatic.on_remove("a", true);
+  CHECK(automatic.tau() == Approx(automatic.tuner()->memory() * 50));
+  policy_options fixed_memory = o;
+  fixed_memory.kdf_memory = 30;
+  CHECK(kdf_policy(fixed_memory).tuner() == nullptr);
+  CHECK(kdf_policy(fixed_memory).memory() == 30);
+  policy_options fixed_tau = o;
+  fixed_tau.kdf_tau = std::chrono::seconds(600);
+  CHECK(kdf_policy(fixed_tau).tuner() == nullptr);
+}
