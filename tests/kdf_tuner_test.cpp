@@ -1,6 +1,6 @@
-// kdf's burst guard and its automatic memory (kdf_tuner): the miniature simulations are the
-// fixed-memory kdf run on the same requests, the choice is the one that paid least, the sample
-// shrinks as the device grows, costs halve with use.
+// kdf's burst guard, its forgetting of faded counts, and its automatic memory (kdf_tuner): the
+// miniature simulations are the fixed-memory kdf run on the same requests, the choice is the one
+// that paid least, the sample shrinks as the device grows, costs halve with use.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -212,4 +212,27 @@ TEST_CASE("kdf's memory is the tuner's choice unless the memory or tau is fixed"
   policy_options fixed_tau = o;
   fixed_tau.kdf_tau = std::chrono::seconds(600);
   CHECK(kdf_policy(fixed_tau).tuner() == nullptr);
+}
+
+TEST_CASE("kdf forgets the counts of models gone long enough to have faded, not of residents") {
+  policy_options o;
+  o.kdf_tau = std::chrono::seconds(100);  // a count of 1 fades below 0.01 after 461 s
+  kdf_policy p(o);
+  p.on_insert("old", 100, 1, at(0));
+  p.on_remove("old", true);
+  p.on_insert("recent", 100, 1, at(400));
+  p.on_remove("recent", true);
+  p.on_insert("resident", 100, 1, at(0));  // resident throughout, never used again
+  CHECK(p.remembered("old").count == Approx(1));
+  // Many models come and go at t = 500: the counts outgrow 1,024 and a pass forgets what faded.
+  for (int i = 0; i < 1100; ++i) {
+    auto m = "m" + std::to_string(i);
+    p.on_insert(m, 1, 1, at(500));
+    p.on_remove(m, true);
+  }
+  CHECK(p.remembered("old").count == 0);  // e^-5 < 0.01: forgotten
+  CHECK(p.remembered("recent").count == Approx(1));  // e^-1 at t = 500: kept
+  CHECK(p.remembered("resident").count == Approx(1));  // a resident's count stays, faded or not
+  CHECK(p.size() == 1);
+  CHECK(p.choose_victims("x", 100, none, at(600)) == strings{"resident"});
 }

@@ -56,7 +56,7 @@ double kdf_policy::value_of(const resident& r, timestamp now) const {
 }
 
 double kdf_policy::key_of(const resident& r) const {
-  double key = std::log(r.penalty) - std::log(static_cast<double>(r.bytes)) + std::log(r.count->value);
+  double key = r.log_density + std::log(r.count->value);
   if (index_tau_ > 0) key += seconds_since_epoch(r.count->at) / index_tau_;
   return key;
 }
@@ -71,19 +71,21 @@ void kdf_policy::rebuild_index_if_drifted() {
   if (decisions_since_rebuild_ * rebuild_spacing < residents_.size()) return;
   decisions_since_rebuild_ = 0;
   index_tau_ = t;
-  // Every key anew, sorted, then the set built from the sorted run (linear): several times
-  // cheaper than re-placing the entries one by one.
-  std::vector<index_entry> entries;
-  entries.reserve(residents_.size());
-  for (auto& entry : residents_) {
+  // Every key anew on the index's own nodes, sorted, then put back at the end one after another
+  // (amortized constant each, no allocation): several times cheaper than re-placing each entry.
+  std::vector<decltype(index_)::node_type> nodes;
+  nodes.reserve(index_.size());
+  while (!index_.empty()) nodes.push_back(index_.extract(index_.begin()));
+  for (auto& node : nodes) {
+    auto& entry = *std::get<2>(node.value());
     auto& r = entry.second;
     r.key = key_of(r);
     r.keyed = *r.count;
     r.sequence = ++sequence_;
-    entries.emplace_back(r.key, r.sequence, &entry);
+    node.value() = {r.key, r.sequence, &entry};
   }
-  std::sort(entries.begin(), entries.end());
-  index_ = std::set<index_entry>(entries.begin(), entries.end());
+  std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a.value() < b.value(); });
+  for (auto& node : nodes) index_.insert(index_.end(), std::move(node));
 }
 
 void kdf_policy::reindex(resident_entry& entry) {
@@ -163,15 +165,36 @@ std::vector<std::string> kdf_policy::knapsack(std::vector<candidate> cands, std:
 }
 
 void kdf_policy::on_access(const std::string& model, timestamp now, std::uint64_t count) {
+  if (use_if_resident(model, now, count)) return;
   latest_ = std::max(latest_, now);
-  auto r = residents_.find(model);
-  auto& c = r == residents_.end() ? counts_[model] : *r->second.count;
+  auto& c = counts_[model];
   c.value = decayed_count(c, now) + static_cast<double>(count);
   c.at = std::max(c.at, now);
-  if (r == residents_.end()) return;
+}
+
+bool kdf_policy::use_if_resident(const std::string& model, timestamp now, std::uint64_t count) {
+  auto r = residents_.find(model);
+  if (r == residents_.end()) return false;
+  latest_ = std::max(latest_, now);
+  auto& c = *r->second.count;
+  c.value = decayed_count(c, now) + static_cast<double>(count);
+  c.at = std::max(c.at, now);
   r->second.last_use = std::max(r->second.last_use, now);
   if (tuner_) tuner_->on_request(model, r->second.bytes, r->second.penalty, now, count);
   // A use only raises the key: the index is corrected when a scan reaches the entry.
+  return true;
+}
+
+std::uint64_t kdf_policy::bytes_of(const std::string& model) const {
+  auto r = residents_.find(model);
+  return r == residents_.end() ? 0 : r->second.bytes;
+}
+
+std::vector<std::string> kdf_policy::resident_models() const {
+  std::vector<std::string> out;
+  out.reserve(residents_.size());
+  for (auto& entry : residents_) out.push_back(entry.first);
+  return out;
 }
 
 void kdf_policy::share_time_scale(double seconds) {
@@ -192,12 +215,25 @@ void kdf_policy::remember(const std::string& model, const history& h) {
   c.at = at;
 }
 
+void kdf_policy::forget_faded() {
+  if (counts_.size() < forget_at_) return;
+  for (auto it = counts_.begin(); it != counts_.end();) {
+    if (decayed_count(it->second, latest_) < faded_count && !residents_.count(it->first))
+      it = counts_.erase(it);
+    else
+      ++it;
+  }
+  forget_at_ = std::max(2 * counts_.size(), 2 * residents_.size() + 1024);
+}
+
 void kdf_policy::on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) {
   on_remove(model, false);
+  forget_faded();
   auto& entry = *residents_.emplace(model, resident{}).first;
   auto& r = entry.second;
   r.bytes = std::max<std::uint64_t>(bytes, 1);
   r.penalty = std::max(load_seconds, 1e-9);
+  r.log_density = std::log(r.penalty) - std::log(static_cast<double>(r.bytes));
   r.count = &counts_[model];
   r.last_use = now;
   latest_ = std::max(latest_, now);

@@ -73,6 +73,11 @@ class kdf_policy final : public cache_policy {
   double tau() const;
   // The memory in use (automatic τ = memory × T): fixed, or the tuner's current choice.
   double memory() const;
+  // For kdf_tuner's shadow caches: on_access when `model` is resident (true), else nothing
+  // (false); a resident's bytes (0 when not resident); every resident.
+  bool use_if_resident(const std::string& model, timestamp now, std::uint64_t count);
+  std::uint64_t bytes_of(const std::string& model) const;
+  std::vector<std::string> resident_models() const;
   // The automatic memory's miniature simulations; null when the memory or τ is fixed.
   const kdf_tuner* tuner() const { return tuner_.get(); }
   // The characteristic time T measured here, seconds; 0 before the first eviction. The automatic
@@ -85,6 +90,7 @@ class kdf_policy final : public cache_policy {
   static constexpr std::size_t min_candidates = 8;
   static constexpr std::size_t max_candidates = 64;
   static constexpr std::size_t max_scanned = 4 * max_candidates;
+  static constexpr double faded_count = 0.01;           // a memory below this is forgotten
   static constexpr double guard_share = 0.03;           // a use within 0.03 T guards a resident
   static constexpr double rebuild_factor = 2;           // τ drift (either way) that rebuilds the index…
   static constexpr std::size_t rebuild_spacing = 4;     // …after at least residents decisions
@@ -97,6 +103,7 @@ class kdf_policy final : public cache_policy {
   struct resident {
     std::uint64_t bytes = 0;
     double penalty = 0;
+    double log_density = 0;  // log(penalty / bytes), part of every key
     decayed* count = nullptr;  // into counts_ (unordered_map keeps addresses stable)
     timestamp last_use{};
     double key = 0;             // its place in index_…
@@ -114,6 +121,10 @@ class kdf_policy final : public cache_policy {
 
   double decayed_count(const decayed& d, timestamp now) const;
   double value_of(const resident& r, timestamp now) const;
+  // Forgets the counts of models not resident that decayed below faded_count, once the counts
+  // outnumber twice the residents (and 1,024) and twice what the last pass left: amortized O(1)
+  // per insert, and the memory of models that come and go (or are unregistered) stays bounded.
+  void forget_faded();
   // The index key of a resident: log of its linear value per byte referred to time 0 under τ.
   double key_of(const resident& r) const;
   void rebuild_index_if_drifted();
@@ -133,7 +144,8 @@ class kdf_policy final : public cache_policy {
   double index_tau_;  // the τ the index keys use
   std::size_t decisions_since_rebuild_ = 0;
   timestamp latest_{};  // the latest time any call told: a victim's idle time is measured to it
-  std::unordered_map<std::string, decayed> counts_;  // every model seen, kept across evictions
+  std::unordered_map<std::string, decayed> counts_;  // models seen, kept across evictions until faded
+  std::size_t forget_at_ = 1024;
   std::unordered_map<std::string, resident> residents_;
   std::set<index_entry> index_;
   std::uint64_t sequence_ = 0;

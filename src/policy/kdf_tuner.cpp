@@ -41,15 +41,11 @@ void kdf_tuner::on_residents(std::size_t residents) {
   // Models outside the smaller sample leave every shadow; the shadows' capacity halves with it,
   // and their next misses evict down to it.
   for (auto& s : shadows_)
-    for (auto it = s.residents.begin(); it != s.residents.end();) {
-      if (sampled(it->first)) {
-        ++it;
-        continue;
+    for (auto& model : s.policy->resident_models())
+      if (!sampled(model)) {
+        s.bytes -= s.policy->bytes_of(model);
+        s.policy->on_remove(model, false);
       }
-      s.policy->on_remove(it->first, false);
-      s.bytes -= it->second;
-      it = s.residents.erase(it);
-    }
 }
 
 void kdf_tuner::on_request(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now,
@@ -65,26 +61,20 @@ void kdf_tuner::on_request(const std::string& model, std::uint64_t bytes, double
 
 void kdf_tuner::request(shadow& s, const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now,
                         std::uint64_t count) {
-  if (s.residents.count(model)) {
-    s.policy->on_access(model, now, count);
-    return;
-  }
+  if (s.policy->use_if_resident(model, now, count)) return;
   s.cost += load_seconds;
   const std::uint64_t capacity = capacity_ >> share_shift_;
   if (bytes > capacity) return;  // never fits this shadow: a miss each time
   if (s.bytes + bytes > capacity) {
     auto none = [](const std::string&) { return false; };
     for (auto& victim : s.policy->choose_victims(model, s.bytes + bytes - capacity, none, now)) {
+      s.bytes -= s.policy->bytes_of(victim);
       s.policy->on_remove(victim, true);
-      auto it = s.residents.find(victim);
-      s.bytes -= it->second;
-      s.residents.erase(it);
     }
     if (s.bytes + bytes > capacity) return;
   }
   s.policy->on_insert(model, bytes, load_seconds, now);
   if (count > 1) s.policy->on_access(model, now, count - 1);
-  s.residents.emplace(model, bytes);
   s.bytes += bytes;
 }
 
@@ -97,7 +87,7 @@ void kdf_tuner::choose_leader() {
 
 std::vector<kdf_tuner::shadow_view> kdf_tuner::shadows() const {
   std::vector<shadow_view> out;
-  for (auto& s : shadows_) out.push_back({s.memory, s.cost, s.residents.size()});
+  for (auto& s : shadows_) out.push_back({s.memory, s.cost, s.policy->size()});
   return out;
 }
 

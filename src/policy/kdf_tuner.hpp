@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "warm/clock.hpp"
@@ -36,8 +35,8 @@ class kdf_policy;
 class kdf_tuner {
  public:
   // The memories tried; the first is the choice until another shadow has paid less.
-  static constexpr double memories[] = {100, 300, 30, 10};
-  static constexpr std::size_t sampled_residents = 256;
+  static constexpr double memories[] = {100, 300, 10};
+  static constexpr std::size_t sampled_residents = 128;
   static constexpr std::uint64_t half_life = 1 << 16;  // sampled requests
   static constexpr double switch_margin = 0.02;        // a new choice must have paid this much less
 
@@ -71,8 +70,7 @@ class kdf_tuner {
  private:
   struct shadow {
     double memory = 0;
-    std::unique_ptr<kdf_policy> policy;
-    std::unordered_map<std::string, std::uint64_t> residents;  // model → bytes
+    std::unique_ptr<kdf_policy> policy;  // its residents are the shadow cache's
     std::uint64_t bytes = 0;
     double cost = 0;
   };
