@@ -33,13 +33,13 @@ void kdf_policy::set_capacity(std::uint64_t bytes) {
 }
 
 double kdf_policy::characteristic_time() const {
-  return victims_seen_ > 0 ? std::exp(log_characteristic_) : 0;
+  return victims_seen_ > 0 ? characteristic_ : 0;
 }
 
 double kdf_policy::tau() const {
   if (!auto_tau_) return fixed_tau_;
   if (shared_characteristic_ > 0) return memory() * shared_characteristic_;
-  return victims_seen_ > 0 ? memory() * std::exp(log_characteristic_) : initial_tau;
+  return victims_seen_ > 0 ? memory() * characteristic_ : initial_tau;
 }
 
 double kdf_policy::decayed_count(const decayed& d, timestamp now) const {
@@ -261,6 +261,7 @@ void kdf_policy::on_remove(const std::string& model, bool evicted) {
     double weight = std::max(1.0 / static_cast<double>(victims_seen_),
                              std::min(characteristic_weight, 8.0 / static_cast<double>(residents_.size() + 1)));
     log_characteristic_ += weight * (std::log(idle) - log_characteristic_);
+    characteristic_ = std::exp(log_characteristic_);
   }
   residents_.erase(it);
 }

@@ -139,6 +139,7 @@ class kdf_policy final : public cache_policy {
   std::unique_ptr<kdf_tuner> tuner_;
   double horizon_;    // 0 = linear value
   double log_characteristic_ = 0;
+  double characteristic_ = 0;  // exp(log_characteristic_): T in seconds, for every τ
   double shared_characteristic_ = 0;  // seconds; 0 = follow the own
   std::uint64_t victims_seen_ = 0;
   double index_tau_;  // the τ the index keys use
