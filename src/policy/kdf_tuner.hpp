@@ -34,7 +34,7 @@ class kdf_policy;
 
 class kdf_tuner {
  public:
-  // The memories tried; the first is the choice until another shadow has paid less.
+  // The memories tried; the first is the choice until another shadow has paid switch_margin less.
   static constexpr double memories[] = {100, 300, 10};
   static constexpr std::size_t sampled_residents = 128;
   static constexpr std::uint64_t half_life = 1 << 16;  // sampled requests
