@@ -12,7 +12,7 @@
 // first ones, then weight 1/16 each, less in caches of more than 128 models: 8/n). Dense
 // traffic evicts models idle for seconds and kdf remembers minutes; traffic with requests hours
 // apart evicts models idle for hours and kdf remembers days. The memory itself is chosen online
-// among 10, 30, 100 and 300 by miniature simulations of the cache (kdf_tuner.hpp) unless
+// among 10, 100 and 300 by miniature simulations of the cache (kdf_tuner.hpp) unless
 // policy_options::kdf_memory fixes it; a fixed τ (policy_options::kdf_tau) turns both off. Before
 // the first eviction τ is initial_tau. The value is linear by default (h = 0), chosen with the
 // other constants on tuning seeds of the broad evaluation (docs/policies.md).
@@ -26,7 +26,7 @@
 // whose bytes reach B — a knapsack. Candidates come from an index of the residents by linear
 // value per byte, P_i·c_i/S_i, whose order decay does not change (keys are logs of the counts
 // referred to a fixed time; a use only raises a key, so an entry is re-keyed when a search reaches
-// it; the index is rebuilt — keys sorted, the set built from the sorted run — when the automatic
+// it; the index is rebuilt — keys computed anew on its own nodes, sorted, relinked — when the automatic
 // τ has doubled or halved, at most once per n/4 decisions, and between rebuilds keeps the older
 // τ's order): the lowest ones until they hold 2·B and number 8, at most 64 (more only when B
 // needs them), looking at no more than 256 entries once B is there.
