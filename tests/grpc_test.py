@@ -252,6 +252,56 @@ with tempfile.TemporaryDirectory() as tmp:
     finally:
         stop(proc)
 
+    # A token given without --allow-remote guards the loopback port too; nothing is parsed before
+    # the token is checked, and what a request costs to parse is bounded. A 60 MiB ModelInfer of
+    # empty inputs (2 bytes each on the wire, a message object each once parsed) took warmd from
+    # 0.3 to 7 GB when it was parsed before the token was looked at.
+    proc, sock, port = start(tmp, "hostile", "--token-file", token_file)
+    try:
+        auth = [("authorization", "Bearer " + token)]
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        raw_call = lambda method: channel.unary_unary("/inference.GRPCInferenceService/" + method)  # bytes in, out
+        stub = rpc.GRPCInferenceServiceStub(channel)
+        expect_code(lambda: stub.ServerMetadata(pb.ServerMetadataRequest()), grpc.StatusCode.UNAUTHENTICATED,
+                    "a loopback call without the token", "authorization")
+        check(stub.ServerMetadata(pb.ServerMetadataRequest(), metadata=auth).name == "warm", "the token on loopback")
+
+        def peak_growth(call):
+            """What the call adds to warmd's peak resident memory, in MiB."""
+            with open(f"/proc/{proc.pid}/clear_refs", "w") as f:
+                f.write("5")  # the peak (VmHWM) starts again from what is resident now
+            def read(field):
+                with open(f"/proc/{proc.pid}/status") as f:
+                    return next(int(l.split()[1]) for l in f if l.startswith(field + ":")) / 1024
+            before = read("VmRSS")
+            call()
+            return read("VmHWM") - before
+
+        bomb = pb.ModelInferRequest(model_name="small").SerializeToString() + b"\x2a\x00" * (30 << 20)
+        grew = peak_growth(lambda: expect_code(lambda: raw_call("ModelInfer")(bomb), grpc.StatusCode.UNAUTHENTICATED,
+                                               "60 MiB of empty inputs without the token", "authorization"))
+        check(grew < 48, f"an unauthenticated request is not read: warmd grew by {grew:.0f} MiB")
+        grew = peak_growth(lambda: expect_code(lambda: raw_call("ModelInfer")(bomb, metadata=auth),
+                                               grpc.StatusCode.INVALID_ARGUMENT, "60 MiB of empty inputs with the token",
+                                               "field 'inputs' has more than 256 entries"))
+        check(grew < 200, f"a request over the bounds is not parsed: warmd grew by {grew:.0f} MiB")
+        many = pb.ModelInferRequest(model_name="small")
+        for i in range(257):
+            many.inputs.add(name=f"in{i}", datatype="FP32", shape=[1])
+        expect_code(lambda: stub.ModelInfer(many, metadata=auth), grpc.StatusCode.INVALID_ARGUMENT,
+                    "257 inputs", "more than 256 entries")
+        # Methods that carry no tensor take 64 KiB; ServerLive reads nothing at all.
+        padded = pb.ServerMetadataRequest().SerializeToString() + b"\xf8\x01\x01" * 30000  # unknown fields, 90 kB
+        expect_code(lambda: raw_call("ServerMetadata")(padded, metadata=auth), grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    "a 90 kB ServerMetadata request", "at most 65536")
+        check(raw_call("ServerLive")(bomb) == pb.ServerLiveResponse(live=True).SerializeToString(),
+              "ServerLive answers a 60 MiB request without reading it")
+        expect_code(lambda: raw_call("Nope")(b""), grpc.StatusCode.UNIMPLEMENTED, "an unknown method")
+        check(stub.ServerLive(pb.ServerLiveRequest()).live, "live after the hostile requests")
+    finally:
+        stop(proc)
+    check("gRPC on 127.0.0.1:0 has no token" in log_of(tmp, "plain"), "a front without a token is warned about")
+
     # Connections: at most --max-connections open (one more is closed at once), and one that
     # makes no call is closed after the idle timeout (5 s), so a client that never presents a
     # token cannot hold one.

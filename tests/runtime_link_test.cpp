@@ -49,10 +49,16 @@ void write_model(const temp_dir& dir, const std::string& name, std::uint64_t see
   REQUIRE(warm::write_dense_model(dir / ("repo/" + name + "/1/model.safetensors"), o));
 }
 
-warm::runtime_link_options supervised(const std::string& name, const std::string& args = "--capacity 64KiB") {
+// The repository of `dir` as the runtime is told it (canonical, as warm sends its roots).
+std::string repo_of(const temp_dir& dir) { return std::filesystem::canonical(dir / "repo").string(); }
+
+// A runtime warm starts and supervises, which may load from `dir`'s repository (when given).
+warm::runtime_link_options supervised(const std::string& name, const std::string& args = "--capacity 64KiB",
+                                      const temp_dir* dir = nullptr) {
   warm::runtime_link_options o;
   o.name = name;
   o.command = runtime_exe() + " " + args;
+  if (dir) o.repositories = {repo_of(*dir)};
   o.restart_min = 50ms;
   o.restart_max = 200ms;
   o.status_period = 100ms;
@@ -108,7 +114,7 @@ TEST_CASE("a supervised runtime is a device with the runtime's capacity and kind
 TEST_CASE("a model in a runtime answers exactly as the same model on warm's host device") {
   temp_dir dir;
   write_model(dir, "m", 7);
-  auto remote = warm::remote_device::start(supervised("r1"));
+  auto remote = warm::remote_device::start(supervised("r1", "--capacity 64KiB", &dir));
   auto rt = make_runtime(dir, {}, {remote});
   REQUIRE(rt->register_model("m", {"m"}).get());
   auto out = rt->infer(request("m")).get();
@@ -142,7 +148,7 @@ TEST_CASE("a model in a runtime answers exactly as the same model on warm's host
 TEST_CASE("an inference in a runtime holds none of warm's inference threads while it waits") {
   temp_dir dir;
   for (const char* m : {"h", "x", "r"}) write_model(dir, m);
-  auto options = supervised("r1", "--capacity 1KiB");
+  auto options = supervised("r1", "--capacity 1KiB", &dir);
   options.status_period = 30s;  // no status while it is stopped: it is not taken for hung
   auto remote = warm::remote_device::start(options);
   // One inference thread, and every hit leaves the caller's thread for it.
@@ -169,45 +175,71 @@ TEST_CASE("an inference in a runtime holds none of warm's inference threads whil
   CHECK(other.get());
 }
 
-TEST_CASE("a runtime killed mid-inference: the request fails clearly, the runtime restarts, the model reloads") {
+TEST_CASE("a runtime killed mid-inference: the request fails clearly, the runtime restarts, the model it ran is failed") {
   temp_dir dir;
   write_model(dir, "m");
-  auto remote = warm::remote_device::start(supervised("r1"));
+  write_model(dir, "n", 2);
+  auto remote = warm::remote_device::start(supervised("r1", "--capacity 64KiB", &dir));
   auto rt = make_runtime(dir, {}, {remote});
   REQUIRE(rt->register_model("m", {"m"}).get());
+  REQUIRE(rt->register_model("n", {"n"}).get());
   REQUIRE(rt->infer(request("m")).get());
+  REQUIRE(rt->infer(request("n")).get());
   auto first = remote->pid();
 
   ::kill(first, SIGSTOP);  // the inference below is in the runtime's hands when it dies
   auto pending = rt->infer(request("m"));
   std::this_thread::sleep_for(50ms);
-  ::kill(first, SIGKILL);
+  ::kill(first, SIGKILL);  // as a model whose code brings the runtime down
   auto failed = pending.get();
   REQUIRE_FALSE(failed);
   CHECK(failed.error().code == warm::errc::unavailable);
   INFO(failed.error().message);
 
-  // The link reaped it, reported the model lost, and started a new process.
+  // The link reaped it, reported both models lost, and started a new process.
   REQUIRE(eventually([&] { return remote->ready() && remote->pid() != first && remote->pid() > 0; }));
   CHECK(remote->restarts() == 1);
   auto lost = rt->inspect().get();
   REQUIRE(lost);
   CHECK(device_named(*lost, "r1").resident.empty());
-  CHECK(rt->metrics().devices.back().evictions[static_cast<int>(warm::eviction_reason::lost)].value() == 1);
+  CHECK(rt->metrics().devices.back().evictions[static_cast<int>(warm::eviction_reason::lost)].value() == 2);
 
-  // The lost model's failure record lasts until the runtime is back: it loads again there.
-  REQUIRE(eventually([&] { return static_cast<bool>(rt->infer(request("m")).get()); }, 5s));
-  auto status = rt->status("m").get();
+  // n was only resident: its failure record lasts until the runtime is back, then it loads again.
+  REQUIRE(eventually([&] { return static_cast<bool>(rt->infer(request("n")).get()); }, 5s));
+  auto status = rt->status("n").get();
   REQUIRE(status);
   CHECK(status->device == "r1");
   CHECK(status->state == warm::model_state::loaded);
+
+  // m was the one running: it is not loaded into the new process to crash it again, but fails
+  // fast, saying why, until its failure expires (10 minutes here) or an operator retries.
+  auto again = rt->infer(request("m")).get();
+  REQUIRE_FALSE(again);
+  CHECK(again.error().code == warm::errc::load_failed);
+  CHECK_THAT(again.error().message, Catch::Contains("signal 9") && Catch::Contains("running when it died"));
+  CHECK(remote->pid() != first);
+  CHECK(remote->restarts() == 1);
+  REQUIRE(rt->retry("m").get());
+  CHECK(rt->infer(request("m")).get());
+}
+
+TEST_CASE("a runtime loads only from the repositories it was given") {
+  temp_dir dir;
+  write_model(dir, "m");
+  auto remote = warm::remote_device::start(supervised("r1"));  // no repository
+  auto rt = make_runtime(dir, {}, {remote}, 1);
+  REQUIRE(rt->register_model("m", {"m"}).get());
+  auto refused = rt->infer(request("m")).get();
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message, Catch::Contains("not in a repository this runtime serves"));
+  CHECK(remote->restarts() == 0);  // a refusal, not a crash
 }
 
 TEST_CASE("a runtime killed mid-load: the load is retried on a healthy device and the request succeeds") {
   temp_dir dir;
   write_model(dir, "m");
   // The runtime has the most free room, so placement picks it first.
-  auto remote = warm::remote_device::start(supervised("r1", "--capacity 1MiB"));
+  auto remote = warm::remote_device::start(supervised("r1", "--capacity 1MiB", &dir));
   auto rt = make_runtime(dir, {"host:64KiB"}, {remote});
   REQUIRE(rt->register_model("m", {"m"}).get());
   auto first = remote->pid();
@@ -234,7 +266,7 @@ TEST_CASE("a runtime killed mid-load: the load is retried on a healthy device an
 TEST_CASE("a runtime that hangs on a load: the load times out with a failure record, and the runtime drops it") {
   temp_dir dir;
   write_model(dir, "m");
-  auto options = supervised("r1", "--capacity " + std::to_string(model_bytes));
+  auto options = supervised("r1", "--capacity " + std::to_string(model_bytes), &dir);
   options.load_timeout = 300ms;
   options.status_period = 10s;  // no status while it is stopped: the load timeout alone acts
   auto remote = warm::remote_device::start(options);
@@ -270,7 +302,7 @@ TEST_CASE("a runtime that reports less capacity than its models take: warm evict
   for (int i = 0; i < 4; ++i) write_model(dir, "m" + std::to_string(i), i + 1);
   auto capacity_file = dir / "capacity";
   warm::test::write_file(capacity_file, "64KiB\n");
-  auto remote = warm::remote_device::start(supervised("r1", "--capacity 64KiB --capacity-file " + capacity_file));
+  auto remote = warm::remote_device::start(supervised("r1", "--capacity 64KiB --capacity-file " + capacity_file, &dir));
   auto rt = make_runtime(dir, {}, {remote});
   for (int i = 0; i < 4; ++i) {
     auto id = "m" + std::to_string(i);
@@ -307,7 +339,7 @@ TEST_CASE("a runtime on a socket outlives its client: the next client unloads wh
     std::string exe = runtime_exe();
     // Room for one model only: a model left behind would leave none for the next client's.
     ::execl(exe.c_str(), exe.c_str(), "--capacity", std::to_string(model_bytes).c_str(), "--listen",
-            ("unix:" + socket).c_str(), nullptr);
+            ("unix:" + socket).c_str(), "--repo", repo_of(dir).c_str(), nullptr);
     ::_exit(127);
   }
   struct reap {

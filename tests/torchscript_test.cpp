@@ -39,6 +39,15 @@ namespace {
 
 fs::path models_dir;  // repo/ and cases/, made once by main()
 
+// The embedding API's tests run TorchScript in this process: a test's own models, so its code is
+// trusted here (warmd leaves it to a runtime unless --in-process-code).
+const bool in_process_code = [] {
+  code_policy policy;
+  policy.in_process = true;
+  set_code_policy(policy);
+  return true;
+}();
+
 struct torch_case {
   std::vector<tensor> inputs;
   std::map<std::string, tensor> outputs;  // PyTorch's
@@ -367,7 +376,7 @@ TEST_CASE("warmd serves TorchScript models over Cap'n Proto and KServe V2 HTTP")
   fs::copy(models_dir / "repo", d.repo(), fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   d.device = "host:256MiB";
   d.log_level = "info";
-  d.start({"--http", "127.0.0.1:0"});
+  d.start({"--http", "127.0.0.1:0", "--in-process-code"});
   auto port = d.announced_port("serving HTTP on 127.0.0.1:");
   capnp::EzRpcClient ez(d.address());
   auto warm = ez.getMain<r::Warm>();

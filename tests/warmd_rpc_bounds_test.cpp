@@ -113,6 +113,7 @@ std::uint64_t proc_kib(pid_t pid, const std::string& field) {
 
 std::string write_token(const fs::path& path) {
   std::ofstream(path) << token << "\n";
+  fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);  // warmd refuses a looser one
   return path.string();
 }
 
@@ -291,11 +292,14 @@ TEST_CASE("failed logins are logged without the token and limited per address on
   CHECK(login(wrong) == std::make_pair(Code::UNAUTHENTICATED, std::string("wrong token")));
   CHECK(login(wrong) == std::make_pair(Code::UNAUTHENTICATED, std::string("wrong token")));
   CHECK(http_status(http_port, "/metrics", wrong) == 401);  // the third failure, on HTTP
-  // The budget is spent: even the right token is refused, on both fronts, with when to retry.
-  auto refused = login(token);
+  // The budget is spent: wrong tokens are refused with when to retry, on both fronts...
+  auto refused = login(wrong);
   CHECK(refused.first == Code::UNAUTHENTICATED);
   CHECK(refused.second.find("too many failed logins") != std::string::npos);
-  CHECK(http_status(http_port, "/metrics", token) == 429);
+  CHECK(http_status(http_port, "/metrics", wrong) == 429);
+  // ...but the right token is not: a shared address (a NAT, a proxy) keeps its good clients.
+  CHECK(login(token).first == Code::OK);
+  CHECK(http_status(http_port, "/metrics", token) == 200);
   CHECK(http_status(http_port, "/v2/health/live", "") == 200);  // health needs no login
 
   auto log = rd.d.log();
@@ -598,23 +602,44 @@ TEST_CASE("SIGTERM while inferences are in flight: they finish and warmd exits 0
   CHECK(d.log().find("closing anyway") == std::string::npos);
 }
 
-TEST_CASE("files warmd trusts: a world-writable state directory exits 2; loose token file or symlinks warn") {
+TEST_CASE("files warmd trusts: loose state directories, token files and repositories exit 2; symlinks warn") {
   warmd_process d;
   SECTION("a state directory every user may write") {
     fs::create_directories(d.dir() / "state");
     fs::permissions(d.dir() / "state", fs::perms::all);  // 0777, no sticky bit
     CHECK(d.run_to_exit({"--listen", d.address()}) == 2);
-    CHECK(d.log().find("is writable by every user") != std::string::npos);
+    CHECK(d.log().find("is writable by other users (mode 0777)") != std::string::npos);
   }
-  SECTION("a symlinked state directory and a token file others may read: warned, served") {
-    fs::create_directories(d.dir() / "real-state");
-    fs::create_directory_symlink(d.dir() / "real-state", d.dir() / "state");
+  SECTION("a state directory with the sticky bit, or writable by its group") {
+    for (auto mode : {fs::perms::all | fs::perms::sticky_bit, fs::perms::owner_all | fs::perms::group_all}) {
+      fs::create_directories(d.dir() / "state");
+      fs::permissions(d.dir() / "state", mode);
+      CHECK(d.run_to_exit({"--listen", d.address()}) == 2);
+      CHECK(d.log().find("is writable by other users") != std::string::npos);
+    }
+  }
+  SECTION("a token file others may read") {
     auto token_file = write_token(d.dir() / "token");
     fs::permissions(token_file, fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_read);
+    CHECK(d.run_to_exit({"--listen", d.address(), "--token-file", token_file}) == 2);
+    CHECK(d.log().find("may be read or written by other users (mode 0604)") != std::string::npos);
+  }
+  SECTION("a repository every user may write") {
+    fs::permissions(d.repo(), fs::perms::all);
+    CHECK(d.run_to_exit({"--listen", d.address()}) == 2);
+    CHECK(d.log().find("is writable by every user (mode 0777): anyone could publish a model") != std::string::npos);
+  }
+  SECTION("a symlinked state directory and a group-writable repository: warned, served; registry.db is 0600") {
+    fs::create_directories(d.dir() / "real-state");
+    fs::create_directory_symlink(d.dir() / "real-state", d.dir() / "state");
+    fs::permissions(d.repo(), fs::perms::owner_all | fs::perms::group_all);
+    auto token_file = write_token(d.dir() / "token");
     d.start({"--listen", "127.0.0.1:0", "--allow-remote", "--token-file", token_file});
     auto log = d.log();
     CHECK(log.find("state directory " + (d.dir() / "state").string() + " is a symlink") != std::string::npos);
-    CHECK(log.find("is readable by other users (mode 0604)") != std::string::npos);
+    CHECK(log.find("is writable by its group") != std::string::npos);
+    CHECK((fs::status(d.dir() / "real-state" / "registry.db").permissions() & fs::perms::mask) ==
+          (fs::perms::owner_read | fs::perms::owner_write));
     CHECK(d.stop() == 0);
   }
 }

@@ -96,6 +96,7 @@ class ignore_errors final : public kj::TaskSet::ErrorHandler {
 
 std::string write_token(const fs::path& path, const std::string& token) {
   std::ofstream(path) << token << "\n";
+  fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);  // warmd refuses a looser one
   return path.string();
 }
 

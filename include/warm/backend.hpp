@@ -5,6 +5,7 @@
 // model_io.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -61,6 +62,37 @@ expected<model_description> describe_model(const model_location& where);
 // How many threads one inference may use on the host, for every backend (set_host_blas_threads
 // for dense models; libtorch's intra-op threads for TorchScript ones). Process-wide; 1 by default.
 void set_backend_threads(int threads);
+
+// Where model code may run. A TorchScript archive is a program: loading it runs its code (its
+// classes' __setstate__), and its forward() can read and write whatever the process can, open
+// sockets and start programs. warm therefore never loads one in a process that serves anything
+// else unless told to: TorchScript models run in a model runtime (warm-runtime, which sandboxes
+// itself), and are described (their inputs, outputs and size, read at registration) by a
+// short-lived, sandboxed helper process. Process-wide.
+struct code_policy {
+  // Load, run and describe TorchScript models in this process (its host devices). Off by
+  // default: anyone who can write a model file into a repository then runs code as this process.
+  bool in_process = false;
+  // The executable that describes a TorchScript file when in_process is off: run as
+  // `HELPER --describe` with the file open on descriptor 3 and nothing else it can reach, it
+  // prints the description as JSON on its standard output (warm-runtime does). Empty: such
+  // describes fail with an error that says why.
+  std::string describe_helper;
+  // A describe that has not answered within the deadline is killed, and the model refused.
+  std::chrono::milliseconds describe_deadline{30'000};
+  // The helper's address space and CPU time: a hostile archive runs out of them, not the host.
+  std::uint64_t describe_memory = std::uint64_t{8} << 30;
+  std::uint32_t describe_cpu_seconds = 20;
+};
+
+// Sets the process's code policy (before models are registered: a describe reads it once).
+void set_code_policy(code_policy policy);
+code_policy current_code_policy();
+
+// Describes the model of `kind` in the file already open on `fd` (which stays open and owned by
+// the caller), named `path` in messages. What a describe helper runs inside its sandbox, and the
+// in-process path of describe(). Checks an archive's entries before anything is inflated.
+expected<model_description> describe_open_file(std::string_view kind, int fd, const std::string& path);
 
 // Whether a model at `where` can run on `dev`: for a device that hosts models itself (a model
 // runtime), whether it serves the kind; otherwise whether this build's backend for the kind runs

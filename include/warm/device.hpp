@@ -142,6 +142,9 @@ class resident_model {
   virtual void run_then(const std::vector<tensor>& inputs, std::uint64_t batch, run_done done) const {
     done(run(inputs, batch));
   }
+  // The model's name in the process that holds it (a model runtime's id for this load); empty
+  // for a model held in this process. device_event::in_flight names models by it.
+  virtual std::string host_id() const { return {}; }
 
   // What the load measured the model takes on its device, for backends that measure it
   // (TorchScript: the peak of libtorch's allocations while loading and warming up); 0 for those
@@ -195,6 +198,9 @@ struct device_event {
   // models_lost: how long until the device may take models again (its restart is due); the
   // lost models' failure records on it expire then.
   std::chrono::nanoseconds back_in{};
+  // models_lost: the models whose inferences were running when the process died, by their
+  // resident_model::host_id() (once per inference), the suspects of a crash.
+  std::vector<std::string> in_flight;
 };
 
 // A device that loads and runs models itself, in place of warm's backends (a model runtime in

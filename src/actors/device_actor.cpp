@@ -139,12 +139,16 @@ void make_room(self_ptr self, const std::string& incoming, std::uint64_t bytes, 
 
 // The device's process died (a model runtime): every resident model went with it. Withdraws them
 // (their slots give the bytes back once leases end; the runtime has nothing left to unload), tells
-// their owners, and has the pool record a failure for each that lasts until the device is back.
+// their owners, and has the pool record a failure for each that lasts until the device is back
+// (longer for a model it blames for the crash, among those whose inferences were running).
 void lose_models(self_ptr self, const device_event& e) {
   auto& s = self->state;
-  msg::models_lost lost{s.config.index, {}, e.reason, e.back_in};
+  msg::models_lost lost{s.config.index, {}, e.reason, e.back_in, {}};
   std::vector<std::pair<std::string, resident>> gone(s.residents.begin(), s.residents.end());
   for (auto& [model, r] : gone) {
+    const auto& host_id = r.slot->host_id();
+    if (!host_id.empty() && std::find(e.in_flight.begin(), e.in_flight.end(), host_id) != e.in_flight.end())
+      lost.in_flight.push_back(model);  // its inference was running when the process died
     withdraw(self, model, eviction_reason::lost);
     self->send(r.owner, msg::unload{model, r.slot, eviction_reason::lost});
     lost.models.push_back(model);

@@ -2,9 +2,11 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <unordered_map>
 #include <variant>
 
+#include "core/crash_suspects.hpp"
 #include "core/failure_table.hpp"
 #include "core/load_queue.hpp"
 #include "storage/located_file.hpp"
@@ -78,6 +80,7 @@ struct pool_state {
   std::vector<loader_worker_actor> idle_workers;
   load_queue queue;
   failure_table failures{std::chrono::minutes(10)};
+  crash_suspects suspects;  // models running when a model runtime died
   std::unordered_map<std::string, load_record> loads;           // by model id
   std::unordered_map<std::string, msg::enqueue_load> deferred;  // a new registration behind a cancelled load
   std::uint32_t running = 0;  // reserving + loading
@@ -415,6 +418,7 @@ loader_pool_actor::behavior_type loader_pool(self_ptr self, std::shared_ptr<load
   auto& s = self->state;
   s.config = std::move(*config);
   s.failures = failure_table(s.config.failure_expiry);
+  s.suspects = crash_suspects(2, s.config.failure_expiry);
   for (auto& d : s.config.devices) s.device_names.push_back(d->name());
   s.blocked.assign(s.config.devices.size(), false);
   if (!s.config.metrics) s.config.metrics = std::make_shared<runtime_metrics>(s.config.devices.size());
@@ -469,8 +473,20 @@ loader_pool_actor::behavior_type loader_pool(self_ptr self, std::shared_ptr<load
       [=](msg::models_lost& m) {
         auto& s = self->state;
         if (m.device >= s.device_names.size()) return;
-        for (auto& model : m.models)
-          s.failures.record(model, s.device_names[m.device], now(self), m.reason, m.back_in);
+        // A model blamed for the crash is failed there for the failure expiry, not loaded into
+        // the restarted process to crash it again; the others come back with the device.
+        auto t = now(self);
+        auto blamed = s.suspects.crashed(m.in_flight, t);
+        for (auto& model : m.models) {
+          if (std::binary_search(blamed.begin(), blamed.end(), model)) {
+            s.failures.record(model, s.device_names[m.device], t,
+                              make_error(errc::load_failed, m.reason.message + "; " + model +
+                                                                "'s inference was running when it died, so it is "
+                                                                "not loaded there again until the failure expires"));
+          } else {
+            s.failures.record(model, s.device_names[m.device], t, m.reason, m.back_in);
+          }
+        }
         dispatch(self);
       },
       [=](msg::inspect_loads& m) {

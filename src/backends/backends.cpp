@@ -1,3 +1,5 @@
+#include <mutex>
+
 #include "backends/builtin.hpp"
 
 namespace warm {
@@ -7,6 +9,17 @@ std::vector<const backend*> built_in() {
   std::vector<const backend*> all{dense_backend_instance()};
   if (auto* torch = torchscript_backend_instance()) all.push_back(torch);
   return all;
+}
+
+// The process's code policy, behind its lock (function statics: set_code_policy may be called
+// during another file's static initialization).
+struct policy_holder {
+  std::mutex mutex;
+  code_policy policy;  // guarded by mutex
+};
+policy_holder& code_policy_holder() {
+  static policy_holder holder;
+  return holder;
 }
 
 const std::vector<const backend*>& all_backends() {
@@ -35,6 +48,24 @@ expected<model_description> describe_model(const model_location& where) {
   auto b = find_backend(where.kind);
   if (!b) return make_error(errc::invalid_argument, where.path + ": " + b.error().message);
   return (*b)->describe(where);
+}
+
+void set_code_policy(code_policy p) {
+  auto& h = code_policy_holder();
+  std::lock_guard lock(h.mutex);
+  h.policy = std::move(p);
+}
+
+code_policy current_code_policy() {
+  auto& h = code_policy_holder();
+  std::lock_guard lock(h.mutex);
+  return h.policy;
+}
+
+expected<model_description> describe_open_file(std::string_view kind, int fd, const std::string& path) {
+  if (kind == "torchscript") return describe_torchscript_fd(fd, path);
+  return make_error(errc::invalid_argument, path + ": describe_open_file serves model kinds that are code "
+                                                   "(torchscript), not '" + std::string(kind) + "'");
 }
 
 void set_backend_threads(int threads) {

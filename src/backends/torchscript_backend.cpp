@@ -11,12 +11,22 @@
 #include <ATen/Parallel.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 
+#include <ext/stdio_filebuf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <atomic>
 #include <cassert>
 #include <chrono>
+#include <istream>
 #include <nlohmann/json.hpp>
 
 #include "backends/builtin.hpp"
+#include "backends/code_helper.hpp"
+#include "storage/zip_check.hpp"
 #include "backends/torch_types.hpp"
 #include "storage/located_file.hpp"
 #include "warm/units.hpp"
@@ -90,39 +100,56 @@ expected<void> apply_declaration(const std::string& text, const std::string& pat
   return {};
 }
 
-// Loads the archive from the file opened beneath its root (through /proc/self/fd: libtorch reads
-// the very file that was confined, not whatever the path names by now).
-expected<opened_module> open_module(const model_location& where) {
-  auto file = open_located(where);
-  if (!file) return std::move(file).error();
+// Loads the archive from the open file `fd` (named `path` in messages), after checking what its
+// entries declare: libtorch inflates a compressed entry whole, so a small deflated archive could
+// otherwise take gigabytes. Read through a stream on a duplicate of the descriptor, never by a
+// path: libtorch reads the very file that was confined, and a sandboxed helper opens nothing.
+expected<opened_module> open_module_fd(int fd, const std::string& path) {
+  zip_limits limits;
+  limits.max_total_bytes = std::uint64_t{64} << 30;
+  limits.max_entry_bytes = std::uint64_t{64} << 30;
+  if (auto archive = check_zip_fd(fd, limits); !archive)
+    return make_error(errc::invalid_argument, path + ": not a TorchScript archive warm loads: " + archive.error().message);
+  const int own = ::dup(fd);
+  if (own < 0) return make_error(errc::load_failed, path + ": dup: " + std::strerror(errno));
+  __gnu_cxx::stdio_filebuf<char> buffer(own, std::ios::in);  // closes `own`
+  std::istream in(&buffer);
   opened_module out;
   torch::jit::ExtraFilesMap extra{{"warm.json", ""}};
   try {
-    out.module = torch::jit::load("/proc/self/fd/" + std::to_string(file->descriptor()), torch::kCPU, extra);
+    out.module = torch::jit::load(in, torch::kCPU, extra);
   } catch (const std::exception& e) {
     std::string what = e.what();
     if (auto line = what.find('\n'); line != std::string::npos) what.resize(line);
-    return make_error(errc::invalid_argument, where.path + ": not a TorchScript archive: " + what);
+    return make_error(errc::invalid_argument, path + ": not a TorchScript archive: " + what);
   }
   out.module.eval();
   auto forward = out.module.find_method("forward");
-  if (!forward) return make_error(errc::invalid_argument, where.path + ": the module has no forward() method");
+  if (!forward) return make_error(errc::invalid_argument, path + ": the module has no forward() method");
   const auto& schema = forward->function().getSchema();
   const auto& arguments = schema.arguments();
   for (std::size_t i = 1; i < arguments.size(); ++i) {  // 0 is self
     const auto& a = arguments[i];
     if (a.type()->kind() != c10::TypeKind::TensorType)
-      return make_error(errc::invalid_argument, where.path + ": forward()'s parameter '" + a.name() + "' is " +
+      return make_error(errc::invalid_argument, path + ": forward()'s parameter '" + a.name() + "' is " +
                                                     a.type()->str() + "; warm passes tensors only");
     out.io.inputs.push_back({a.name(), dtype::f32, {}, false});
   }
   if (schema.returns().size() != 1)
-    return make_error(errc::invalid_argument, where.path + ": forward() must return one value");
+    return make_error(errc::invalid_argument, path + ": forward() must return one value");
   for (auto& name : output_names(schema.returns().front().type())) out.io.outputs.push_back({name, dtype::f32, {}, false});
   if (auto& declared = extra["warm.json"]; !declared.empty())
-    if (auto r = apply_declaration(declared, where.path, out.io); !r) return std::move(r).error();
+    if (auto r = apply_declaration(declared, path, out.io); !r) return std::move(r).error();
   return out;
 }
+
+// Loads the archive at `where`, opened beneath its root.
+expected<opened_module> open_module(const model_location& where) {
+  auto file = open_located(where);
+  if (!file) return std::move(file).error();
+  return open_module_fd(file->descriptor(), where.path);
+}
+
 
 // Measures what a load takes: the bytes libtorch's CPU allocator hands out on this thread (and the
 // intra-op threads it propagates to) while the meter is installed, live and at their peak.
@@ -269,24 +296,32 @@ std::optional<std::vector<tensor>> warm_up_inputs(const model_io& io) {
   return inputs;
 }
 
+// What describe() says of an archive already open, in this process.
+expected<model_description> describe_fd(int fd, const std::string& path, std::uint64_t file_size) {
+  auto opened = open_module_fd(fd, path);
+  if (!opened) return std::move(opened).error();
+  model_description d;
+  d.kind = "torchscript";
+  d.io = std::move(opened->io);
+  // The archive stores its tensors uncompressed: its size bounds the parameters and buffers
+  // from above (plus code and pickles), the charge a load starts from.
+  d.predicted_bytes = std::max(file_size, state_bytes(opened->module));
+  return d;
+}
+
 class torchscript_backend final : public backend {
  public:
   std::string_view name() const override { return "torchscript"; }
 
-  bool runs_on(const device& dev) const override { return dev.host(); }
+  // Host devices of a process that allows in-process code only.
+  bool runs_on(const device& dev) const override { return dev.host() && current_code_policy().in_process; }
 
   expected<model_description> describe(const model_location& where) const override {
-    auto opened = open_module(where);
-    if (!opened) return std::move(opened).error();
+    auto policy = current_code_policy();
+    if (!policy.in_process) return describe_in_helper(where, policy);
     auto file = open_located(where);
     if (!file) return std::move(file).error();
-    model_description d;
-    d.kind = "torchscript";
-    d.io = std::move(opened->io);
-    // The archive stores its tensors uncompressed: its size bounds the parameters and buffers
-    // from above (plus code and pickles), the charge a load starts from.
-    d.predicted_bytes = std::max(file->size(), state_bytes(opened->module));
-    return d;
+    return describe_fd(file->descriptor(), where.path, file->size());
   }
 
   expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
@@ -295,6 +330,9 @@ class torchscript_backend final : public backend {
     // Everything libtorch allocates from here to the end of the warm-up is the model's: its
     // measured size is the peak, and replaces the reservation once the loader settles it (it
     // gives back the excess, or reserves the rest through the device actor, which may evict).
+    if (!current_code_policy().in_process)
+      return make_error(errc::load_failed, where.path + ": TorchScript models run in a model runtime here, not in this "
+                                                        "process (in-process code is off)");
     auto meter = std::make_shared<allocation_meter>();
     c10::DebugInfoGuard metering(c10::DebugInfoKind::PROFILER_STATE, meter);
     auto opened = open_module(where);
@@ -329,5 +367,11 @@ const backend* torchscript_backend_instance() {
 }
 
 void set_torchscript_threads(int threads) { intra_op_threads.store(threads < 1 ? 1 : threads); }
+
+expected<model_description> describe_torchscript_fd(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return make_error(errc::load_failed, path + ": fstat: " + std::strerror(errno));
+  return describe_fd(fd, path, static_cast<std::uint64_t>(st.st_size));
+}
 
 }  // namespace warm

@@ -7,6 +7,7 @@ namespace warm {
 serving_slot::serving_slot(std::string model, device& owner, std::unique_ptr<resident_model> weights,
                            release_fn on_release)
     : model_(std::move(model)),
+      host_id_(weights->host_id()),
       owner_(&owner),
       bytes_(weights->bytes()),
       weights_(std::move(weights)),

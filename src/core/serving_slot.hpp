@@ -95,6 +95,8 @@ class serving_slot : public std::enable_shared_from_this<serving_slot> {
   bool notify_when_idle();
 
   const std::string& model() const { return model_; }
+  // The weights' resident_model::host_id(), read once when the slot was made.
+  const std::string& host_id() const { return host_id_; }
   const device& owner() const { return *owner_; }
   std::uint64_t bytes() const { return bytes_; }
   std::uint32_t in_flight() const { return static_cast<std::uint32_t>(counts_.load() & in_flight_mask); }
@@ -113,6 +115,7 @@ class serving_slot : public std::enable_shared_from_this<serving_slot> {
   bool quiesce();  // true for the one call that quiesced
 
   const std::string model_;
+  const std::string host_id_;
   device* const owner_;
   const std::uint64_t bytes_;
   std::unique_ptr<resident_model> weights_;

@@ -1,15 +1,22 @@
 #include "grpc/grpc_front.hpp"
 
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/proto_buffer_reader.h>
 #include <grpcpp/server_posix.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstring>
+#include <functional>
 #include <future>
+#include <map>
 #include <optional>
 
 #include "grpc/fd_acceptor.hpp"
+#include "grpc/wire_bounds.hpp"
+#include "runtime/executor.hpp"
 #include "kserve_v2.grpc.pb.h"
 #include "net/front_access.hpp"
 #include "net/login_limiter.hpp"
@@ -21,7 +28,7 @@ namespace warm::grpc_front {
 namespace {
 
 namespace pb = ::inference;
-using ::grpc::ServerContext;
+using ServerContext = ::grpc::ServerContextBase;
 using ::grpc::Status;
 using ::grpc::StatusCode;
 
@@ -173,41 +180,43 @@ int grpc_code(errc code) noexcept {
   return StatusCode::INTERNAL;
 }
 
-// The service: each method runs on one of gRPC's threads and waits there for the runtime.
-class service final : public pb::GRPCInferenceService::Service {
+namespace {
+
+// The service: each method runs on one of the front's threads and waits there for the runtime.
+class service final {
  public:
   service(runtime& rt, const front_options& options, fd_acceptor& acceptor)
       : rt_(rt), options_(options), acceptor_(acceptor) {}
 
-  Status ServerLive(ServerContext*, const pb::ServerLiveRequest*,
-                    pb::ServerLiveResponse* out) override {
+  Status ServerLive(const ServerContext&, const pb::ServerLiveRequest*,
+                    pb::ServerLiveResponse* out) {
     out->set_live(true);
     return Status::OK;
   }
 
-  Status ServerReady(ServerContext* ctx, const pb::ServerReadyRequest*,
-                     pb::ServerReadyResponse* out) override {
+  Status ServerReady(const ServerContext& ctx, const pb::ServerReadyRequest*,
+                     pb::ServerReadyResponse* out) {
     out->set_ready(bool(wait(rt_.list_models("", 1), std::min<std::chrono::milliseconds>(
-                                                         budget(*ctx, options_.request_timeout),
+                                                         budget(ctx, options_.request_timeout),
                                                          std::chrono::seconds(2)))));
     return Status::OK;
   }
 
-  Status ServerMetadata(ServerContext* ctx, const pb::ServerMetadataRequest*,
-                        pb::ServerMetadataResponse* out) override {
-    if (auto denied = authorize(*ctx)) return *denied;
+  Status ServerMetadata(const ServerContext& ctx, const pb::ServerMetadataRequest*,
+                        pb::ServerMetadataResponse* out) {
+    if (auto denied = authorize(ctx)) return *denied;
     out->set_name("warm");
     out->set_version("0.1.0");
     out->add_extensions("model_repository");
     return Status::OK;
   }
 
-  Status ModelMetadata(ServerContext* ctx, const pb::ModelMetadataRequest* req,
-                       pb::ModelMetadataResponse* out) override {
-    if (auto denied = authorize(*ctx)) return *denied;
-    auto target = served(*ctx, req->name(), req->version());
+  Status ModelMetadata(const ServerContext& ctx, const pb::ModelMetadataRequest* req,
+                       pb::ModelMetadataResponse* out) {
+    if (auto denied = authorize(ctx)) return *denied;
+    auto target = served(ctx, req->name(), req->version());
     if (!target) return to_status(target.error());
-    auto meta = wait(rt_.describe(*target), budget(*ctx, options_.request_timeout));
+    auto meta = wait(rt_.describe(*target), budget(ctx, options_.request_timeout));
     if (!meta) return to_status(meta.error());
     out->set_name(req->name());
     if (meta->version) out->add_versions(std::to_string(*meta->version));
@@ -223,26 +232,26 @@ class service final : public pb::GRPCInferenceService::Service {
     return Status::OK;
   }
 
-  Status ModelReady(ServerContext* ctx, const pb::ModelReadyRequest* req,
-                    pb::ModelReadyResponse* out) override {
-    if (auto denied = authorize(*ctx)) return *denied;
-    auto target = served(*ctx, req->name(), req->version());
+  Status ModelReady(const ServerContext& ctx, const pb::ModelReadyRequest* req,
+                    pb::ModelReadyResponse* out) {
+    if (auto denied = authorize(ctx)) return *denied;
+    auto target = served(ctx, req->name(), req->version());
     if (!target) return to_status(target.error());
-    auto state = v2::state_of(rt_, *target, budget(*ctx, options_.request_timeout));
+    auto state = v2::state_of(rt_, *target, budget(ctx, options_.request_timeout));
     if (!state) return to_status(state.error());
     out->set_ready(*state == model_state::loaded);
     return Status::OK;
   }
 
-  Status ModelInfer(ServerContext* ctx, const pb::ModelInferRequest* req,
-                    pb::ModelInferResponse* out) override {
-    if (auto denied = authorize(*ctx)) return *denied;
+  Status ModelInfer(const ServerContext& ctx, const pb::ModelInferRequest* req,
+                    pb::ModelInferResponse* out) {
+    if (auto denied = authorize(ctx)) return *denied;
     if (req->inputs_size() == 0) return invalid("\"inputs\" must not be empty");
     const bool raw = req->raw_input_contents_size() > 0;
     if (raw && req->raw_input_contents_size() != req->inputs_size())
       return invalid("raw_input_contents holds " + std::to_string(req->raw_input_contents_size()) +
                      " entries for " + std::to_string(req->inputs_size()) + " inputs");
-    auto target = served(*ctx, req->model_name(), req->model_version());
+    auto target = served(ctx, req->model_name(), req->model_version());
     if (!target) return to_status(target.error());
     infer_request request;
     request.target = std::move(*target);
@@ -252,7 +261,7 @@ class service final : public pb::GRPCInferenceService::Service {
       if (!t) return to_status(t.error());
       request.inputs.push_back(std::move(*t));
     }
-    auto result = wait(rt_.infer(std::move(request)), budget(*ctx, options_.request_timeout));
+    auto result = wait(rt_.infer(std::move(request)), budget(ctx, options_.request_timeout));
     if (!result) return to_status(result.error());
     std::vector<std::string> asked;
     for (const auto& o : req->outputs()) asked.push_back(o.name());
@@ -275,10 +284,10 @@ class service final : public pb::GRPCInferenceService::Service {
     return Status::OK;
   }
 
-  Status RepositoryIndex(ServerContext* ctx, const pb::RepositoryIndexRequest* req,
-                         pb::RepositoryIndexResponse* out) override {
-    if (auto denied = authorize(*ctx)) return *denied;
-    auto models = wait(rt_.list_models(), budget(*ctx, options_.request_timeout));
+  Status RepositoryIndex(const ServerContext& ctx, const pb::RepositoryIndexRequest* req,
+                         pb::RepositoryIndexResponse* out) {
+    if (auto denied = authorize(ctx)) return *denied;
+    auto models = wait(rt_.list_models(), budget(ctx, options_.request_timeout));
     if (!models) return to_status(models.error());
     for (const auto& m : *models) {
       if (req->ready() && m.state != model_state::loaded) continue;
@@ -290,48 +299,47 @@ class service final : public pb::GRPCInferenceService::Service {
     return Status::OK;
   }
 
-  Status RepositoryModelLoad(ServerContext* ctx, const pb::RepositoryModelLoadRequest* req,
-                             pb::RepositoryModelLoadResponse*) override {
-    if (auto denied = authorize(*ctx)) return *denied;
-    auto done = v2::load(rt_, req->model_name(), budget(*ctx, options_.request_timeout));
+  Status RepositoryModelLoad(const ServerContext& ctx, const pb::RepositoryModelLoadRequest* req,
+                             pb::RepositoryModelLoadResponse*) {
+    if (auto denied = authorize(ctx)) return *denied;
+    auto done = v2::load(rt_, req->model_name(), budget(ctx, options_.request_timeout));
     return done ? Status::OK : to_status(done.error());
   }
 
-  Status RepositoryModelUnload(ServerContext* ctx, const pb::RepositoryModelUnloadRequest* req,
-                               pb::RepositoryModelUnloadResponse*) override {
-    if (auto denied = authorize(*ctx)) return *denied;
-    auto done = wait(rt_.unload(req->model_name()), budget(*ctx, options_.request_timeout));
+  Status RepositoryModelUnload(const ServerContext& ctx, const pb::RepositoryModelUnloadRequest* req,
+                               pb::RepositoryModelUnloadResponse*) {
+    if (auto denied = authorize(ctx)) return *denied;
+    auto done = wait(rt_.unload(req->model_name()), budget(ctx, options_.request_timeout));
     return done ? Status::OK : to_status(done.error());
   }
 
- private:
+ public:
   // An error status when the call does not carry the token (or its address has spent its
   // budget of wrong tokens); nothing when it may go on.
   std::optional<Status> authorize(const ServerContext& ctx) const {
     if (options_.token.empty()) return std::nullopt;
-    const auto address = client_address(ctx);
-    auto now = net::login_limiter::clock::now();
-    std::chrono::seconds retry_after{0};
-    if (options_.login_limiter &&
-        !options_.login_limiter->allow(address, "grpc", now, &retry_after))
-      return Status(StatusCode::UNAUTHENTICATED,
-                    "too many wrong tokens from this address; retry in " +
-                        std::to_string(retry_after.count()) + " s");
+    // The token first: the right one is never refused, whatever its address's budget (a shared
+    // NAT or a proxy speaks for many clients); only wrong ones are counted and limited.
     const auto& metadata = ctx.client_metadata();
     auto found = metadata.find("authorization");
     const std::string prefix = "Bearer ";
-    bool ok = false;
     if (found != metadata.end()) {
       std::string_view header(found->second.data(), found->second.size());
-      ok = header.substr(0, prefix.size()) == prefix &&
-           net::constant_time_equal(header.substr(prefix.size()), options_.token);
+      if (header.substr(0, prefix.size()) == prefix &&
+          net::constant_time_equal(header.substr(prefix.size()), options_.token))
+        return std::nullopt;
     }
-    if (ok) return std::nullopt;
+    const auto address = client_address(ctx);
+    auto now = net::login_limiter::clock::now();
+    std::chrono::seconds retry_after{0};
+    if (options_.login_limiter && !options_.login_limiter->allow(address, "grpc", now, &retry_after))
+      return Status(StatusCode::UNAUTHENTICATED,
+                    "too many wrong tokens from this address; retry in " + std::to_string(retry_after.count()) + " s");
     if (options_.login_limiter) options_.login_limiter->failed(address, "grpc", now);
-    return Status(StatusCode::UNAUTHENTICATED,
-                  "this server needs \"authorization: Bearer TOKEN\" metadata");
+    return Status(StatusCode::UNAUTHENTICATED, "this server needs \"authorization: Bearer TOKEN\" metadata");
   }
 
+ private:
   // The model a request names: `model` when `version` is empty, else v2::version_target's
   // (a served model's version or label, or `model` when it serves that version).
   expected<std::string> served(const ServerContext& ctx, const std::string& model, const std::string& version) {
@@ -356,10 +364,169 @@ class service final : public pb::GRPCInferenceService::Service {
   fd_acceptor& acceptor_;
 };
 
+// One method of the service as the generic front serves it: whether it needs the token, whether
+// it reads a request message at all, the largest request it takes, and the typed call.
+struct method {
+  bool authenticated = true;
+  bool reads_request = true;
+  std::uint64_t max_bytes = 0;
+  // Decodes the request (bounded first), runs the call, encodes the answer into `out`.
+  std::function<Status(service&, const ServerContext&, ::grpc::ByteBuffer&, ::grpc::ByteBuffer&)> run;
+};
+
+// The typed call `call` of `service` as a method: the request is checked against `bounds` before
+// protobuf parses it, and the response serialized into the reply buffer.
+template <class Request, class Response>
+method typed(Status (service::*call)(const ServerContext&, const Request*, Response*), std::uint64_t max_bytes,
+             wire_limits bounds, bool authenticated = true) {
+  method m;
+  m.authenticated = authenticated;
+  m.max_bytes = max_bytes;
+  m.run = [call, bounds](service& s, const ServerContext& ctx, ::grpc::ByteBuffer& in, ::grpc::ByteBuffer& out) {
+    const auto wire_bytes = in.Length();
+    {
+      ::grpc::ProtoBufferReader reader(&in);
+      if (auto fits = check_wire(reader, wire_bytes, *Request::descriptor(), bounds); !fits)
+        return invalid(fits.error().message);
+    }
+    Request request;
+    {
+      ::grpc::ProtoBufferReader reader(&in);
+      if (!request.ParseFromZeroCopyStream(&reader)) return invalid("the request is not a " + Request::descriptor()->name());
+    }
+    Response response;
+    auto status = (s.*call)(ctx, &request, &response);
+    if (!status.ok()) return status;
+    bool own = false;
+    return ::grpc::SerializationTraits<Response>::Serialize(response, &out, &own);
+  };
+  return m;
+}
+
+// The service's methods by their full gRPC name ("/inference.GRPCInferenceService/ModelInfer").
+// Only ModelInfer carries tensors: every other request is a few names and takes at most 64 KiB.
+std::map<std::string, method, std::less<>> methods(const front_options& options) {
+  constexpr std::uint64_t small = 64 << 10;
+  wire_limits names;  // a request that carries names only
+  names.max_repeated = 64;
+  names.max_objects = 256;
+  wire_limits tensors;
+  tensors.max_repeated = options.max_tensors;
+  tensors.max_objects = options.max_message_entries;
+  const std::string prefix = "/inference.GRPCInferenceService/";
+  std::map<std::string, method, std::less<>> all;
+  all[prefix + "ServerLive"] = typed(&service::ServerLive, small, names, false);
+  all[prefix + "ServerLive"].reads_request = false;  // answers at once, whatever was sent
+  all[prefix + "ServerReady"] = typed(&service::ServerReady, small, names, false);
+  all[prefix + "ServerReady"].reads_request = false;
+  all[prefix + "ServerMetadata"] = typed(&service::ServerMetadata, small, names);
+  all[prefix + "ModelMetadata"] = typed(&service::ModelMetadata, small, names);
+  all[prefix + "ModelReady"] = typed(&service::ModelReady, small, names);
+  all[prefix + "ModelInfer"] = typed(&service::ModelInfer, options.max_request_bytes, tensors);
+  all[prefix + "RepositoryIndex"] = typed(&service::RepositoryIndex, small, names);
+  all[prefix + "RepositoryModelLoad"] = typed(&service::RepositoryModelLoad, small, names);
+  all[prefix + "RepositoryModelUnload"] = typed(&service::RepositoryModelUnload, small, names);
+  return all;
+}
+
+// Serves every call of the front with gRPC's callback API, so that nothing of a call is read
+// before it is known to be allowed: the method and the token are checked on the call's initial
+// metadata, and a call refused there is finished without its message ever being read (HTTP/2's
+// flow control leaves the rest of it with the client). An allowed call's message is read, its
+// size checked, and the work handed to the front's own threads (the callback threads never
+// wait for the runtime).
+class dispatcher final : public ::grpc::CallbackGenericService {
+ public:
+  dispatcher(service& s, const front_options& options)
+      : service_(s), options_(options), methods_(methods(options)), workers_(options.threads) {}
+
+  ::grpc::ServerGenericBidiReactor* CreateReactor(::grpc::GenericCallbackServerContext* ctx) override {
+    return new call(*this, ctx);
+  }
+
+  // Calls admitted and not yet finished (running or waiting for a thread).
+  std::size_t in_flight() const { return in_flight_.load(); }
+
+ private:
+  // One call, from its initial metadata to its end. Deletes itself when gRPC is done with it.
+  class call final : public ::grpc::ServerGenericBidiReactor {
+   public:
+    call(dispatcher& d, ::grpc::GenericCallbackServerContext* ctx) : d_(d), ctx_(*ctx) {
+      auto found = d_.methods_.find(ctx->method());
+      if (found == d_.methods_.end()) {
+        Finish(Status(StatusCode::UNIMPLEMENTED, "no method " + ctx->method()));
+        return;
+      }
+      method_ = &found->second;
+      if (method_->authenticated)
+        if (auto denied = d_.service_.authorize(ctx_)) {
+          Finish(*denied);
+          return;
+        }
+      if (method_->reads_request) {
+        StartRead(&request_);
+        return;
+      }
+      run();
+    }
+
+    void OnReadDone(bool ok) override {
+      if (!ok) {
+        Finish(invalid("the call carried no request message"));
+        return;
+      }
+      if (request_.Length() > method_->max_bytes) {
+        Finish(Status(StatusCode::RESOURCE_EXHAUSTED, "the request takes " + std::to_string(request_.Length()) +
+                                                          " bytes; this method takes at most " +
+                                                          std::to_string(method_->max_bytes)));
+        return;
+      }
+      run();
+    }
+
+    void OnDone() override { delete this; }
+
+   private:
+    // Hands the call to a front thread, unless as many calls as the front takes are in flight.
+    void run() {
+      const auto limit = std::size_t{d_.options_.threads} + d_.options_.queued_calls;
+      if (d_.in_flight_.fetch_add(1) >= limit) {
+        d_.in_flight_.fetch_sub(1);
+        Finish(Status(StatusCode::RESOURCE_EXHAUSTED,
+                      "the server is busy: " + std::to_string(limit) + " calls are in progress"));
+        return;
+      }
+      d_.workers_.submit([this] {
+        auto status = method_->run(d_.service_, ctx_, request_, response_);
+        d_.in_flight_.fetch_sub(1);
+        if (status.ok())
+          StartWriteAndFinish(&response_, ::grpc::WriteOptions(), status);
+        else
+          Finish(status);
+      });
+    }
+
+    dispatcher& d_;
+    ::grpc::GenericCallbackServerContext& ctx_;
+    const method* method_ = nullptr;
+    ::grpc::ByteBuffer request_;
+    ::grpc::ByteBuffer response_;
+  };
+
+  service& service_;
+  const front_options& options_;
+  const std::map<std::string, method, std::less<>> methods_;
+  std::atomic<std::size_t> in_flight_{0};
+  executor workers_;  // last: joined first, while everything its tasks use is alive
+};
+
+}  // namespace
+
 struct front::impl {
   front_options options;
   std::unique_ptr<service> handler;
   std::unique_ptr<fd_acceptor> acceptor;
+  std::unique_ptr<dispatcher> calls;
   std::unique_ptr<::grpc::Server> server;
   bool stopped = false;
 };
@@ -404,16 +571,18 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
   if (!acceptor) return make_error(errc::unavailable, "gRPC: " + acceptor.error().message);
   i->acceptor = std::move(*acceptor);
   i->handler = std::make_unique<service>(rt, i->options, *i->acceptor);
+  i->calls = std::make_unique<dispatcher>(*i->handler, i->options);
   ::grpc::ServerBuilder builder;  // no listening port: warm's acceptor hands it the connections
-  builder.RegisterService(i->handler.get());
+  builder.RegisterCallbackGenericService(i->calls.get());
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(std::min<std::uint64_t>(i->options.max_request_bytes, INT32_MAX)));
   builder.AddChannelArgument(
       GRPC_ARG_MAX_CONNECTION_IDLE_MS,
       static_cast<int>(std::clamp<std::int64_t>(i->options.idle_timeout.count(), 1, INT32_MAX)));
-  ::grpc::ResourceQuota quota("warm-grpc");
-  quota.SetMaxThreads(static_cast<int>(std::min<std::uint32_t>(i->options.threads + 1, INT32_MAX)));
-  builder.SetResourceQuota(quota);
+  // Streams a connection may open at once: each may hold up to a flow-control window of data
+  // before it is read.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             static_cast<int>(std::clamp<std::uint32_t>(i->options.threads, 1, 1024)));
   i->server = builder.BuildAndStart();
   if (!i->server) return make_error(errc::unavailable, "cannot start the gRPC server");
   auto* server = i->server.get();

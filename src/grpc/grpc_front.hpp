@@ -14,8 +14,15 @@
 // NOT_FOUND. Errors map to gRPC codes as grpc_code() says. With a token every method but
 // ServerLive and ServerReady needs the metadata "authorization: Bearer TOKEN" (UNAUTHENTICATED
 // otherwise; wrong tokens count against the client's address in the shared login limiter).
-// Connections are accepted by warm (fd_acceptor.hpp: bounded, and never stopped by running out
-// of descriptors) and handed to gRPC.
+//
+// Nothing is parsed before it is allowed. Calls are served by gRPC's callback API as raw bytes:
+// the method and the token are checked on a call's initial metadata, and a refused call is
+// finished without its message being read. An allowed call's message is size-checked (64 KiB for
+// every method but ModelInfer) and walked once against its descriptor (wire_bounds.hpp: entries
+// per repeated field, entries in all, the memory parsing would take) before protobuf parses it.
+// The calls run on the front's own `threads`; past `threads + queued_calls` in flight a call gets
+// RESOURCE_EXHAUSTED at once. Connections are accepted by warm (fd_acceptor.hpp: bounded, and
+// never stopped by running out of descriptors) and handed to gRPC.
 #pragma once
 
 #include <chrono>
@@ -38,6 +45,9 @@ struct front_options : net::front_access {
   std::uint64_t max_request_bytes = 64ull << 20;       // a larger message gets RESOURCE_EXHAUSTED
   std::uint64_t max_tensor_bytes = 64ull << 20;        // per input tensor, as FP32 bytes
   std::uint32_t threads = 32;                          // calls served at once
+  std::uint32_t queued_calls = 128;                    // calls waiting for a thread, at most
+  std::uint32_t max_tensors = 256;                     // inputs, outputs, raw contents per request
+  std::uint64_t max_message_entries = 16384;           // sub-messages and strings in one request
   std::chrono::milliseconds request_timeout{300'000};  // the longest wait, whatever the deadline
   // Connections: at most max_connections open at once (a new one past it is closed at once), and
   // one with no call in progress for idle_timeout is closed (gRPC's GOAWAY; its client reconnects

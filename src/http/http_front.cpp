@@ -124,21 +124,24 @@ struct front::impl {
 
   impl(runtime& r, front_options o) : rt(r), options(std::move(o)) {}
 
-  // False, with `retry_after` set when the address's failed logins are over the limit, when the
-  // request does not carry the token. A wrong token presented counts as a failed login.
+  // False when the request does not carry the token, with `retry_after` set when the address's
+  // failed logins are over the limit. The token is compared first: the right one is never
+  // refused, whatever the address's budget (a shared NAT or a proxy speaks for many clients). A
+  // wrong token presented counts as a failed login; none at all does not.
   bool authorized(const httplib::Request& req, std::chrono::seconds& retry_after) const {
     if (options.token.empty()) return true;
-    auto now = net::login_limiter::clock::now();
-    if (options.login_limiter && !options.login_limiter->allow(req.remote_addr, "http", now, &retry_after))
-      return false;
-    if (!req.has_header("Authorization")) return false;
-    auto header = req.get_header_value("Authorization");
+    const bool presented = req.has_header("Authorization");
+    auto header = presented ? req.get_header_value("Authorization") : std::string();
     const std::string prefix = "Bearer ";
     // The prefix is public; the token itself is compared in constant time (net/token.hpp).
     bool ok = header.rfind(prefix, 0) == 0 &&
               net::constant_time_equal(std::string_view(header).substr(prefix.size()), options.token);
-    if (!ok && options.login_limiter) options.login_limiter->failed(req.remote_addr, "http", now);
-    return ok;
+    if (ok) return true;
+    auto now = net::login_limiter::clock::now();
+    if (options.login_limiter && !options.login_limiter->allow(req.remote_addr, "http", now, &retry_after))
+      return false;
+    if (presented && options.login_limiter) options.login_limiter->failed(req.remote_addr, "http", now);
+    return false;
   }
 
   void routes();

@@ -13,9 +13,10 @@
 namespace warm::net {
 
 // A token bucket per peer: a peer may fail `failures_per_minute` logins at once, then one more
-// each 60 / failures_per_minute seconds. While its bucket is empty every attempt from it is
-// refused before the token is even compared, the right one included (the refusal says when to
-// retry); successful logins cost nothing.
+// each 60 / failures_per_minute seconds. The fronts compare the token first and ask allow() only
+// for a wrong one: while its bucket is empty a peer's wrong tokens are refused as limited (the
+// refusal says when to retry), while the right token is always taken (a shared address, a NAT
+// or a proxy, keeps its good clients); successful logins cost nothing.
 //
 // Contract:
 //  1. Memory is bounded: at most `max_peers` peers are tracked. A new peer past that first

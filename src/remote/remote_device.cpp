@@ -22,6 +22,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <regex>
 #include <thread>
 
@@ -52,9 +53,9 @@ std::string exit_text(int status) {
 }
 
 // Starts `command` under /bin/sh with one end of a socket pair as fd 3 (WARM_RUNTIME_FD=3) and
-// returns the other end. The child dies with warmd (PR_SET_PDEATHSIG), so a warmd killed with
+// the repositories it may read in WARM_RUNTIME_REPOS, and returns the other end. The child dies with warmd (PR_SET_PDEATHSIG), so a warmd killed with
 // SIGKILL leaves no runtime behind.
-expected<std::pair<int, pid_t>> spawn_runtime(const std::string& command) {
+expected<std::pair<int, pid_t>> spawn_runtime(const std::string& command, const std::vector<std::string>& repositories) {
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
     return make_error(errc::unavailable, std::string("socketpair: ") + std::strerror(errno));
@@ -62,8 +63,12 @@ expected<std::pair<int, pid_t>> spawn_runtime(const std::string& command) {
   std::string shell_line = "exec " + command;
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "WARM_RUNTIME_FD=", 16) != 0) env_strings.emplace_back(*e);
+    if (std::strncmp(*e, "WARM_RUNTIME_FD=", 16) != 0 && std::strncmp(*e, "WARM_RUNTIME_REPOS=", 19) != 0)
+      env_strings.emplace_back(*e);
   env_strings.emplace_back("WARM_RUNTIME_FD=3");
+  std::string roots;
+  for (const auto& r : repositories) roots += (roots.empty() ? "" : ":") + r;
+  env_strings.emplace_back("WARM_RUNTIME_REPOS=" + roots);
   std::vector<char*> envp;
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -243,6 +248,8 @@ class remote_device::link {
     auto request = session_->cap.inferRequest();
     request.setModelId(id);
     request.setBatch(batch);
+    // In flight until the answer, the loss or the timeout: a crash's suspects (end_session).
+    auto running = running_.insert(id);
     auto list = request.initInputs(static_cast<unsigned>(inputs.size()));
     for (unsigned i = 0; i < inputs.size(); ++i) write_tensor(inputs[i], list[i]);
     auto answer = request.send().then(
@@ -251,10 +258,12 @@ class remote_device::link {
           return read_tensors(r.getOutputs());
         });
     return timed(answer.catch_([this](kj::Exception&& e) -> expected<std::vector<tensor>> { return lost(e); }),
-                 options_.infer_timeout, [this, id]() -> expected<std::vector<tensor>> {
+                 options_.infer_timeout,
+                 [this, id]() -> expected<std::vector<tensor>> {
                    return make_error(errc::timeout, options_.name + ": inference of " + id + " took longer than " +
                                                         millis(options_.infer_timeout));
-                 });
+                 })
+        .attach(kj::defer([this, running] { running_.erase(running); }));
   }
 
   // Waits for the answer (batched passes: resident_model::run).
@@ -421,7 +430,7 @@ class remote_device::link {
     if (!options_.socket.empty())
       return io_->provider->getNetwork().parseAddress(kj::str("unix:", options_.socket.c_str())).then(
           [](kj::Own<kj::NetworkAddress> address) { return address->connect(); });
-    auto spawned = spawn_runtime(options_.command);
+    auto spawned = spawn_runtime(options_.command, options_.repositories);
     if (!spawned) KJ_FAIL_REQUIRE("cannot start the runtime", spawned.error().message.c_str());
     pending_pid_ = spawned->second;
     pid_ = pending_pid_;
@@ -497,10 +506,10 @@ class remote_device::link {
         ready_.store(now_ready, std::memory_order_release);
       }
       became_ready_.notify_all();
-      if (resized) tell({device_event::kind::capacity_changed, {}, {}});
+      if (resized) tell({device_event::kind::capacity_changed, {}, {}, {}});
       if (now_ready && !was_ready) {
         if (options_.log && restarts_.load() > 0) options_.log(options_.name + ": the runtime is ready again");
-        tell({device_event::kind::ready, {}, {}});
+        tell({device_event::kind::ready, {}, {}, {}});
       }
     });
   }
@@ -509,6 +518,7 @@ class remote_device::link {
   // models lost. Returns the back-off before the next attempt.
   std::chrono::milliseconds end_session(const std::string& why, bool restart) {
     auto pid = connected() ? session_->pid : std::exchange(pending_pid_, 0);
+    std::vector<std::string> in_flight(running_.begin(), running_.end());  // before the calls fail
     bool long_up = connected() && steady::now() - session_->up_since >= std::chrono::minutes(1);
     bool had_session = connected();
     ready_.store(false, std::memory_order_release);
@@ -539,7 +549,7 @@ class remote_device::link {
     if (restart && (had_session || pid > 0)) {
       ++restarts_;
       tell({device_event::kind::models_lost, make_error(errc::unavailable, reason),
-            std::chrono::duration_cast<std::chrono::nanoseconds>(delay)});
+            std::chrono::duration_cast<std::chrono::nanoseconds>(delay), std::move(in_flight)});
     }
     return delay;
   }
@@ -572,6 +582,7 @@ class remote_device::link {
   kj::Own<session> session_;
   pid_t pending_pid_ = 0;
   std::chrono::milliseconds backoff_ = options_.restart_min;
+  std::multiset<std::string> running_;  // link thread only: the inferences sent and not yet answered
 
   kj::Thread thread_;  // last: starts once everything above is constructed
 };
@@ -594,6 +605,7 @@ class remote_resident final : public resident_model {
   ~remote_resident() override { dev_.link_->unload(id_, generation_); }
 
   const std::string& id() const { return id_; }
+  std::string host_id() const override { return id_; }
   std::uint64_t generation() const { return generation_; }
   std::uint64_t bytes() const override { return charge_.bytes(); }
   // Every inference is a round trip to another process: never run on a caller's thread that

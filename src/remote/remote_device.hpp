@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "warm/device.hpp"
 
@@ -28,6 +29,9 @@ struct runtime_link_options {
   std::string name;     // the device's name
   std::string command;  // a shell command started and supervised (WARM_RUNTIME_FD=3), or
   std::string socket;   // the Unix socket of a runtime someone else runs
+  // The repository roots a started runtime may load from, passed in WARM_RUNTIME_REPOS
+  // (colon-separated): warm-runtime confines itself to them.
+  std::vector<std::string> repositories;
   std::chrono::milliseconds start_timeout{15000};  // start() waits up to this for the first ready status
   std::chrono::milliseconds load_timeout{120000};  // a load not answered by then fails with timeout
   std::chrono::milliseconds infer_timeout{60000};  // an inference not answered by then fails with timeout

@@ -168,7 +168,7 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   auto threads = options.inference_threads ? options.inference_threads : std::max(1u, std::thread::hardware_concurrency());
   impl->executor = std::make_unique<warm::executor>(threads);
   impl->reclaimer = std::make_unique<warm::executor>(1);
-  impl->describer = std::make_unique<warm::executor>(1);
+  impl->describer = std::make_unique<warm::executor>(4);  // a slow describe (a helper at its deadline) holds one
 
   impl->metrics = std::make_shared<runtime_metrics>(impl->devices.size());
   impl->batcher = std::make_unique<warm::batcher>(options.batching, *impl->executor, *impl->metrics);

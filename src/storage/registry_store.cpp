@@ -1,8 +1,10 @@
 #include "storage/registry_store.hpp"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -375,6 +377,13 @@ expected<registry_store> registry_store::open(const std::string& state_dir) {
 
   auto c = std::make_unique<detail::registry_connection>();
   c->path = (fs::path(state_dir) / "registry.db").string();
+  // Born 0600 (SQLite gives its journal and WAL files the database's mode), and a database left
+  // readable by others by an older warmd is tightened.
+  if (int fd = ::open(c->path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600); fd >= 0) {
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && (st.st_mode & 077) != 0) ::fchmod(fd, st.st_mode & 0700);
+    ::close(fd);
+  }
   sqlite3* raw = nullptr;
   int rc =
       sqlite3_open_v2(c->path.c_str(), &raw,

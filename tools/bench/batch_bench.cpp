@@ -77,7 +77,8 @@ int run_batch(const batch_options& options) {
     if (auto r = write_dense_model((repo / id / "1" / model_file_name).string(), {options.layers, activation::relu, 1}); !r)
       return fail(r.error().to_string());
   runtime_options ro;
-  ro.devices = {"host:" + std::to_string(std::max<std::uint64_t>(std::uint64_t{1} << 30, 4 * dense_data_bytes(options.layers)))};
+  ro.devices = {options.device + ":" +
+                std::to_string(std::max<std::uint64_t>(std::uint64_t{1} << 30, 4 * dense_data_bytes(options.layers)))};
   ro.repositories = {repo.string()};
   ro.state_dir = (dir.path() / "state").string();
   ro.inline_inference_limit = (256 * 256 + 256) * 16;  // warmd's default: these hits run on the inference threads
@@ -112,6 +113,7 @@ int run_batch(const batch_options& options) {
   const double p99_on = percentile(lat_on, 99), p99_off = percentile(lat_off, 99);
   const auto pass_count = passes.count - passes_before.count;
   nlohmann::ordered_json out{{"scenario", "batch"},
+                             {"device", options.device},
                              {"rps_on", on},
                              {"rps_off", off},
                              {"ratio", off > 0 ? on / off : 0.0},

@@ -31,8 +31,9 @@ struct exec_options {
   std::vector<std::uint64_t> layers{256, 256};
   double seconds = 2.0;
   std::uint64_t batch = 1;
+  std::string device = "host";  // a device spec without capacity: "host", "cuda:0"
 };
-// `exec`: direct executor throughput and latency for a small model on the host device.
+// `exec`: direct executor throughput and latency for a small model on one device.
 int run_exec(const exec_options& options);
 
 struct coldstorm_options {
@@ -53,6 +54,7 @@ struct batch_options {
   int rounds = 4;                                // rotated batched / unbatched rounds
   std::uint64_t max_batch = 32;                  // the batched model's options
   std::chrono::microseconds max_queue_delay{0};
+  std::string device = "host";  // a device spec without capacity: "host", "cuda:0"
 };
 
 // Throughput and tail latency of concurrent batch-1 clients, with and without dynamic batching.

@@ -33,7 +33,10 @@ int run_exec(const exec_options& options) {
   if (auto r = write_dense_model(path, {options.layers, activation::relu, 1}); !r) return fail(r.error());
   auto model = open_model_file(path);
   if (!model) return fail(model.error());
-  auto dev = make_device(device_spec{device_spec::kind::host, 0, model->spec.data_bytes});
+  auto spec = parse_device_spec(options.device);
+  if (!spec) return fail(spec.error());
+  spec->capacity = model->spec.data_bytes + (std::uint64_t{64} << 20);
+  auto dev = make_device(*spec);
   if (!dev) return fail(dev.error());
   auto resident = (*dev)->load(*model);
   if (!resident) return fail(resident.error());
@@ -59,6 +62,7 @@ int run_exec(const exec_options& options) {
   double elapsed = std::chrono::duration<double>(clock::now() - start).count();
   double rps = static_cast<double>(latencies_us.size()) / elapsed;
   nlohmann::ordered_json out{{"scenario", "exec"},
+                             {"device", options.device},
                              {"layers", options.layers},
                              {"batch", options.batch},
                              {"requests", latencies_us.size()},

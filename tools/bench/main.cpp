@@ -4,12 +4,17 @@
 #include <iostream>
 
 #include "benches.hpp"
+#include "warm/backend.hpp"
 #include "warm/model_writer.hpp"
 #include "warm/units.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"warm-bench: warm's benchmarks (JSON on stdout)"};
   app.require_subcommand(1);
+  // The benchmarks' TorchScript models are their own: loaded and run in this process.
+  warm::code_policy code;
+  code.in_process = true;
+  warm::set_code_policy(code);
   int rc = 2;
 
   warm::bench::load_options load;
@@ -36,6 +41,7 @@ int main(int argc, char** argv) {
   exec_cmd->add_option("--layers", layers, "Layer widths")->capture_default_str();
   exec_cmd->add_option("--seconds", exec.seconds, "Duration")->capture_default_str()->check(CLI::Range(0.1, 600.0));
   exec_cmd->add_option("--batch", exec.batch, "Batch size")->capture_default_str()->check(CLI::Range(1, 4096));
+  exec_cmd->add_option("--device", exec.device, "host or cuda:N")->capture_default_str();
   exec_cmd->callback([&] {
     auto widths = warm::parse_widths(layers);
     if (!widths) {
@@ -76,6 +82,7 @@ int main(int argc, char** argv) {
   batch_cmd->add_option("--rounds", batch.rounds, "Rotated batched / unbatched rounds")->capture_default_str()->check(CLI::Range(1, 1000));
   batch_cmd->add_option("--max-batch", batch.max_batch, "Rows per batched pass")->capture_default_str()->check(CLI::Range(2, 65536));
   batch_cmd->add_option("--max-queue-delay", batch_delay, "How long a pass may wait for more, e.g. 200us")->capture_default_str();
+  batch_cmd->add_option("--device", batch.device, "host or cuda:N")->capture_default_str();
   batch_cmd->callback([&] {
     auto widths = warm::parse_widths(batch_layers);
     auto delay = warm::parse_duration(batch_delay);

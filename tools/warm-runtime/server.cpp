@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "remote/tensors.hpp"
@@ -47,6 +48,18 @@ class runtime_server final : public remote::ModelRuntime::Server {
     dev_ = std::move(*dev);
   }
 
+ private:
+  // Why a file may not be loaded here: its root is not one of the runtime's repositories (the
+  // file itself is then opened beneath that root, as warmd does). Nothing when it may.
+  std::optional<error> outside(const model_location& where) const {
+    for (const auto& root : options_.repositories)
+      if (!where.root.empty() && where.root == root) return std::nullopt;
+    return make_error(errc::invalid_argument, where.path + ": not in a repository this runtime serves (" +
+                                                  (options_.repositories.empty() ? std::string("it serves none: --repo")
+                                                                                 : "--repo") +
+                                                  ")");
+  }
+
  protected:
   kj::Promise<void> status(StatusContext context) override {
     auto s = context.getResults().initStatus();
@@ -67,6 +80,10 @@ class runtime_server final : public remote::ModelRuntime::Server {
 
   kj::Promise<void> predictSize(PredictSizeContext context) override {
     auto where = read_model_file(context.getParams().getFile());
+    if (auto refused = outside(where)) {
+      write_error(*refused, context.getResults().initError());
+      return kj::READY_NOW;
+    }
     return on_worker<expected<std::uint64_t>>(describing_, [where]() -> expected<std::uint64_t> {
              auto described = describe_model(where);
              if (!described) return std::move(described).error();
@@ -84,6 +101,10 @@ class runtime_server final : public remote::ModelRuntime::Server {
     auto params = context.getParams();
     std::string id = params.getModelId();
     auto where = read_model_file(params.getFile());
+    if (auto refused = outside(where)) {
+      write_error(*refused, context.getResults().initError());
+      return kj::READY_NOW;
+    }
     auto reserved = params.getReservedBytes();
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime.capnp.h"
 
@@ -19,6 +20,9 @@ struct runtime_server_options {
   // runs the runtime (an orchestrator) may resize it while it runs. The device keeps `capacity`
   // as its ceiling; warmd places models within the reported capacity and evicts down to it.
   std::string capacity_file;
+  // The canonical repository roots whose models it loads; a load or size prediction of a file
+  // whose root is not one of them (or has no root) is refused.
+  std::vector<std::string> repositories;
 };
 
 // The capability to serve; one object may serve several connections (they share its models).

@@ -41,7 +41,7 @@ std::unique_ptr<CLI::App> make_app(command_context& ctx) {
                   "warmd's address: unix:PATH or HOST:PORT")
       ->capture_default_str();
   app->add_option("--token-file", ctx.options.connect.token_file,
-                  "File holding the token for a TCP listener with remote access");
+                  "File holding the token a TCP listener wants (warmd --token-file)");
   app->add_option_function<std::string>(
       "--connect-timeout",
       [&ctx](const std::string& text) {

@@ -109,7 +109,16 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
       ->capture_default_str();
   app.add_option("--listen", c.listen, "unix:PATH or HOST:PORT (repeatable)")->capture_default_str();
   app.add_flag("--allow-remote", c.allow_remote, "Let TCP listeners bind non-loopback hosts (needs --token-file)");
-  app.add_option("--token-file", c.token_file, "File holding the token remote clients must present");
+  app.add_option("--token-file", c.token_file,
+                 "File holding the token every TCP client must present (Cap'n Proto, HTTP, gRPC)");
+  app.add_flag("--in-process-code", c.in_process_code,
+               "Load and run TorchScript models inside warmd: their code then runs with warmd's rights (by default "
+               "they run in a sandboxed model runtime, --runtime)");
+  app.add_option("--describe-helper", c.describe_helper,
+                 "The program that describes TorchScript files in a sandbox (default: warm-runtime beside warmd)");
+  app.add_option("--describe-timeout", c.describe_timeout,
+                 "How long describing a TorchScript file may take before its helper is stopped")
+      ->capture_default_str();
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off")
       ->capture_default_str();
   app.add_option("--max-request-bytes", c.max_request_bytes, "Largest request message")->capture_default_str();
@@ -426,6 +435,8 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
     else if (key == "policy") r = string_value(c.policy);
     else if (key == "failure-expiry") r = string_value(c.failure_expiry);
     else if (key == "token-file") r = string_value(c.token_file);
+    else if (key == "describe-helper") r = string_value(c.describe_helper);
+    else if (key == "describe-timeout") r = string_value(c.describe_timeout);
     else if (key == "log-level") r = string_value(c.log_level);
     else if (key == "max-request-bytes") r = string_value(c.max_request_bytes);
     else if (key == "max-tensor-bytes") r = string_value(c.max_tensor_bytes);
@@ -542,6 +553,10 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       auto v = boolean();
       if (!v) return bad(key, "true or false");
       if (!given(key)) c.allow_remote = *v;
+    } else if (key == "in-process-code") {
+      auto v = boolean();
+      if (!v) return bad(key, "true or false");
+      if (!given(key)) c.in_process_code = *v;
     } else {
       return make_error(errc::invalid_argument, name + ": unknown key \"" + key + "\"" + line_of(node));
     }

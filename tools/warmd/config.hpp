@@ -34,6 +34,10 @@ struct config {
   std::vector<std::string> listen{"unix:./warm.sock"};
   bool allow_remote = false;
   std::string token_file;
+  // TorchScript is code: run it inside warmd only when asked (docs/runtimes.md, "Trust").
+  bool in_process_code = false;
+  std::string describe_helper;  // empty: warm-runtime beside warmd's executable
+  std::string describe_timeout = "30s";
   std::string log_level = "info";
   std::string max_request_bytes = "64MiB";
   std::string max_tensor_bytes = "64MiB";

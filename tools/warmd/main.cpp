@@ -14,6 +14,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -35,6 +36,7 @@
 #include "remote/remote_device.hpp"
 #include "served_config.hpp"
 #include "service.hpp"
+#include "warm/backend.hpp"
 #include "warm/runtime.hpp"
 #include "warm/units.hpp"
 
@@ -267,9 +269,13 @@ int main(int argc, char** argv) {
   service_options.max_pending_logins = c.max_pending_logins;
   service_options.login_timeout = *login_timeout;
   service_options.limiter = limiter;
-  if (c.allow_remote) {
-    if (c.token_file.empty()) return usage("--allow-remote needs --token-file");
-    for (const auto& warning : warm::warmd::check_token_file(c.token_file)) spdlog::warn("{}", warning);
+  // A token, when given, guards every TCP front, loopback or not: a loopback port is open to every
+  // local user, where the unix socket (0600) is open to warmd's own user only.
+  if (c.allow_remote && c.token_file.empty()) return usage("--allow-remote needs --token-file");
+  if (!c.token_file.empty()) {
+    auto token_warnings = warm::warmd::check_token_file(c.token_file);
+    if (!token_warnings) return usage(token_warnings.error().message);
+    for (const auto& warning : *token_warnings) spdlog::warn("{}", warning);
     auto token = read_token(c.token_file);
     if (!token) return usage(token.error().message);
     service_options.token = *token;
@@ -277,6 +283,16 @@ int main(int argc, char** argv) {
     if (grpc_options) grpc_options->token = *token;
 #endif
     if (http_options) http_options->token = std::move(*token);
+  } else {
+    auto open_to_local_users = [](const std::string& front, const std::string& address) {
+      spdlog::warn("{} on {} has no token: every local user may use it (--token-file)", front, address);
+    };
+#if WARM_HAVE_GRPC
+    if (grpc_options) open_to_local_users("gRPC", c.grpc);
+#endif
+    if (http_options) open_to_local_users("HTTP", c.http);
+    for (const auto& address : c.listen)
+      if (address.rfind("unix:", 0) != 0) open_to_local_users("Cap'n Proto", address);
   }
 
   std::size_t front_connections = http_options ? http_options->max_connections : 0;
@@ -289,9 +305,35 @@ int main(int argc, char** argv) {
   if (!c.cluster.empty()) return usage("--cluster: this warmd was built without cluster mode (-Dcluster=disabled, or no libgrpc++-dev)");
 #endif
 
+  // Where TorchScript code runs: in a sandboxed runtime, described by a sandboxed helper.
+  warm::code_policy code;
+  code.in_process = c.in_process_code;
+  auto describe_timeout = warm::warmd::parse_duration(c.describe_timeout);
+  if (!describe_timeout) return usage("--describe-timeout: " + describe_timeout.error().message);
+  code.describe_deadline = std::chrono::duration_cast<std::chrono::milliseconds>(at_least_1ms(*describe_timeout));
+  code.describe_helper = c.describe_helper;
+  if (code.describe_helper.empty()) {
+    std::error_code ec;
+    auto beside = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "warm-runtime";
+    if (!ec && ::access(beside.c_str(), X_OK) == 0) code.describe_helper = beside.string();
+  }
+  if (code.in_process)
+    spdlog::warn("--in-process-code: TorchScript models load and run inside warmd; a model file can then read and "
+                 "write whatever warmd can. Serve them from a model runtime (--runtime) instead where others can "
+                 "publish models");
+  else if (code.describe_helper.empty())
+    spdlog::warn("no describe helper (warm-runtime beside warmd, or --describe-helper): TorchScript models cannot "
+                 "be registered");
+  warm::set_code_policy(std::move(code));
+
   auto state_warnings = warm::warmd::check_state_dir(c.state);
   if (!state_warnings) return usage(state_warnings.error().message);
   for (const auto& warning : *state_warnings) spdlog::warn("{}", warning);
+  for (const auto& root : c.repo) {
+    auto repo_warnings = warm::warmd::check_repository(root);
+    if (!repo_warnings) return usage(repo_warnings.error().message);
+    for (const auto& warning : *repo_warnings) spdlog::warn("{}", warning);
+  }
 
   warm::runtime_options options;
   options.repositories = c.repo;
@@ -349,6 +391,11 @@ int main(int argc, char** argv) {
     link->start_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(at_least_1ms(*start_timeout));
     auto name = link->name;
     link->log = [](const std::string& line) { spdlog::warn("{}", line); };
+    for (const auto& root : c.repo) {  // canonical, as the locations warmd sends name them
+      std::error_code ec;
+      auto canonical = std::filesystem::canonical(root, ec);
+      link->repositories.push_back(ec ? root : canonical.string());
+    }
     auto dev = warm::remote_device::start(std::move(*link));
     if (dev->ready())
       spdlog::info("runtime {} ready: {} capacity, {}", name, warm::format_bytes(dev->capacity()), dev->state());

@@ -149,7 +149,7 @@ struct service::impl {
           l.receiver = addr->listen();
           auto host = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
           bound.push_back(host + ":" + std::to_string(l.receiver->getPort()));
-          if (options.allow_remote) accepting.token = options.token;
+          accepting.token = options.token;  // empty: no login (loopback only)
         }
         l.server = kj::heap<rpc_acceptor>(*rt, io.provider->getTimer(), std::move(accepting), in_flight, all_watchers,
                                           counts);

@@ -487,6 +487,8 @@ struct models_lost {
   std::vector<std::string> models;
   warm::error reason;
   std::chrono::nanoseconds back_in{};
+  // The models whose inferences were running when the device's process died (crash suspects).
+  std::vector<std::string> in_flight;
 };
 // What a device reported on its own (device::watch): its models lost, its capacity changed, or
 // ready again.
