@@ -381,9 +381,33 @@ std::vector<std::string> system_read_exec_paths() {
 
 // ---- all at once ----
 
-expected<applied> sandbox_self(const self_policy& policy) {
+// A build with AddressSanitizer or ThreadSanitizer: its runtime reserves terabytes of address
+// space for shadow memory (an address-space limit would fail every allocation), ThreadSanitizer
+// runs a thread of its own, and LeakSanitizer's check at exit stops the threads with ptrace.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool sanitizer_build = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool sanitizer_build = true;
+#else
+constexpr bool sanitizer_build = false;
+#endif
+#else
+constexpr bool sanitizer_build = false;
+#endif
+
+expected<applied> sandbox_self(const self_policy& requested) {
   applied out;
-  if (auto n = thread_count(); n && *n > 1) {
+  self_policy policy = requested;
+  if (sanitizer_build) {
+    if (policy.rlimits.address_space) out.notes.push_back("a sanitizer build: address space not limited");
+    policy.rlimits.address_space = 0;
+    if (policy.syscalls.deny_debug) out.notes.push_back("a sanitizer build: ptrace not denied (leak checks use it)");
+    policy.syscalls.deny_debug = false;
+    policy.files.read.push_back("/proc/self");  // this process's: its maps and threads, for reports
+    out.notes.push_back("a sanitizer build: /proc/self readable");
+  }
+  if (auto n = thread_count(); n && *n > (sanitizer_build ? 2 : 1)) {
     return make_error(errc::invalid_argument,
                       "sandbox_self must run before the process starts threads (it has " +
                           std::to_string(*n) + ")");

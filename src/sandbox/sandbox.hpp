@@ -179,6 +179,9 @@ struct applied {
 //     files not confined"); a user given while not root is noted and ignored.
 //  3. Any other failure is an error; what was applied before it stays applied (irrevocable),
 //     so a caller must exit on error rather than run unconfined.
+//  4. In a build with AddressSanitizer or ThreadSanitizer (tests), the address space is not
+//     limited, ptrace is not denied, /proc/self is readable (the sanitizers' reports and leak
+//     check read it) and the sanitizer's own thread is allowed; notes say so.
 expected<applied> sandbox_self(const self_policy& policy);
 
 }  // namespace warm::sandbox
