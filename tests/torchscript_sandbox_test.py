@@ -162,7 +162,7 @@ with tempfile.TemporaryDirectory() as tmp:
     sock = os.path.join(tmp, "w.sock")
     proc = subprocess.Popen([warmd, "--repo", repo, "--state", os.path.join(tmp, "state"), "--device", "host:64MiB",
                              "--runtime", f"rt={warm_runtime} --capacity 256MiB", "--listen", "unix:" + sock,
-                             "--http", "127.0.0.1:0", "--describe-timeout", "8s", "--failure-expiry", "1s"],
+                             "--http", "127.0.0.1:0", "--describe-timeout", "15s", "--failure-expiry", "1s"],
                             stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(400):
@@ -221,15 +221,17 @@ with tempfile.TemporaryDirectory() as tmp:
         started = time.monotonic()
         spinning.start()
         time.sleep(0.3)
+        # (Describes run at once, not in turn: this one is answered while the endless one still
+        # runs, however slow a busy machine makes it.)
         rc, out = ctl(sock, "register", "good2", "good")
         took = time.monotonic() - started
-        check(rc == 0 and spinning.is_alive() and took < 7,
+        check(rc == 0 and spinning.is_alive(),
               f"a registration behind the endless describe waited for it ({took:.1f} s): {out}")
-        spinning.join(40)
+        spinning.join(60)
         rc, out = result.get("spin", (0, "no answer"))
         took = time.monotonic() - started
-        check(rc != 0 and "was not described within 8" in out, f"the endless describe: {out}")
-        check(7.5 < took < 25, f"the endless describe was stopped after {took:.1f} s, want about 8")
+        check(rc != 0 and "was not described within 15" in out, f"the endless describe: {out}")
+        check(14.5 < took < 45, f"the endless describe was stopped after {took:.1f} s, want about 15")
 
         check(proc.poll() is None, "warmd is still running")
         code, body = infer(port, "good", [2.0, 2.0, 2.0, 2.0])
