@@ -395,6 +395,18 @@ constexpr bool sanitizer_build = false;
 #else
 constexpr bool sanitizer_build = false;
 #endif
+// ThreadSanitizer's runtime starts a thread of its own before main.
+#if defined(__SANITIZE_THREAD__)
+constexpr int own_threads = 2;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr int own_threads = 2;
+#else
+constexpr int own_threads = 1;
+#endif
+#else
+constexpr int own_threads = 1;
+#endif
 
 expected<applied> sandbox_self(const self_policy& requested) {
   applied out;
@@ -407,7 +419,7 @@ expected<applied> sandbox_self(const self_policy& requested) {
     policy.files.read.push_back("/proc/self");  // this process's: its maps and threads, for reports
     out.notes.push_back("a sanitizer build: /proc/self readable");
   }
-  if (auto n = thread_count(); n && *n > (sanitizer_build ? 2 : 1)) {
+  if (auto n = thread_count(); n && *n > own_threads) {
     return make_error(errc::invalid_argument,
                       "sandbox_self must run before the process starts threads (it has " +
                           std::to_string(*n) + ")");

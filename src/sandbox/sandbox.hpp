@@ -181,7 +181,7 @@ struct applied {
 //     so a caller must exit on error rather than run unconfined.
 //  4. In a build with AddressSanitizer or ThreadSanitizer (tests), the address space is not
 //     limited, ptrace is not denied, /proc/self is readable (the sanitizers' reports and leak
-//     check read it) and the sanitizer's own thread is allowed; notes say so.
+//     check read it) and ThreadSanitizer's own thread is allowed; notes say so.
 expected<applied> sandbox_self(const self_policy& policy);
 
 }  // namespace warm::sandbox
