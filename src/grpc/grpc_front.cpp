@@ -204,7 +204,6 @@ class service final {
 
   Status ServerMetadata(const ServerContext& ctx, const pb::ServerMetadataRequest*,
                         pb::ServerMetadataResponse* out) {
-    if (auto denied = authorize(ctx)) return *denied;
     out->set_name("warm");
     out->set_version("0.1.0");
     out->add_extensions("model_repository");
@@ -213,7 +212,6 @@ class service final {
 
   Status ModelMetadata(const ServerContext& ctx, const pb::ModelMetadataRequest* req,
                        pb::ModelMetadataResponse* out) {
-    if (auto denied = authorize(ctx)) return *denied;
     auto target = served(ctx, req->name(), req->version());
     if (!target) return to_status(target.error());
     auto meta = wait(rt_.describe(*target), budget(ctx, options_.request_timeout));
@@ -234,7 +232,6 @@ class service final {
 
   Status ModelReady(const ServerContext& ctx, const pb::ModelReadyRequest* req,
                     pb::ModelReadyResponse* out) {
-    if (auto denied = authorize(ctx)) return *denied;
     auto target = served(ctx, req->name(), req->version());
     if (!target) return to_status(target.error());
     auto state = v2::state_of(rt_, *target, budget(ctx, options_.request_timeout));
@@ -245,7 +242,6 @@ class service final {
 
   Status ModelInfer(const ServerContext& ctx, const pb::ModelInferRequest* req,
                     pb::ModelInferResponse* out) {
-    if (auto denied = authorize(ctx)) return *denied;
     if (req->inputs_size() == 0) return invalid("\"inputs\" must not be empty");
     const bool raw = req->raw_input_contents_size() > 0;
     if (raw && req->raw_input_contents_size() != req->inputs_size())
@@ -286,7 +282,6 @@ class service final {
 
   Status RepositoryIndex(const ServerContext& ctx, const pb::RepositoryIndexRequest* req,
                          pb::RepositoryIndexResponse* out) {
-    if (auto denied = authorize(ctx)) return *denied;
     auto models = wait(rt_.list_models(), budget(ctx, options_.request_timeout));
     if (!models) return to_status(models.error());
     for (const auto& m : *models) {
@@ -301,14 +296,12 @@ class service final {
 
   Status RepositoryModelLoad(const ServerContext& ctx, const pb::RepositoryModelLoadRequest* req,
                              pb::RepositoryModelLoadResponse*) {
-    if (auto denied = authorize(ctx)) return *denied;
     auto done = v2::load(rt_, req->model_name(), budget(ctx, options_.request_timeout));
     return done ? Status::OK : to_status(done.error());
   }
 
   Status RepositoryModelUnload(const ServerContext& ctx, const pb::RepositoryModelUnloadRequest* req,
                                pb::RepositoryModelUnloadResponse*) {
-    if (auto denied = authorize(ctx)) return *denied;
     auto done = wait(rt_.unload(req->model_name()), budget(ctx, options_.request_timeout));
     return done ? Status::OK : to_status(done.error());
   }
