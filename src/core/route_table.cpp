@@ -72,7 +72,14 @@ std::uint64_t oldest_reader() {
 
 }  // namespace
 
-route_table::route_table() : instance_(next_instance.fetch_add(1)), published_(std::make_shared<snapshot>()) {}
+route_table::route_table() : instance_(next_instance.fetch_add(1)) {
+  auto empty = std::make_shared<snapshot>();
+  auto no_entries = std::make_shared<const entry_shard>();
+  auto no_aliases = std::make_shared<const alias_shard>();
+  empty->entries.fill(no_entries);
+  empty->aliases.fill(no_aliases);
+  published_ = std::move(empty);
+}
 
 route_table::~route_table() = default;  // no reader may be inside a table being destroyed
 
@@ -98,9 +105,11 @@ const route_table::snapshot& route_table::current() const {
 serving_slot::lease route_table::lease(const std::string& id, timestamp now) const {
   const auto& s = current();
   const std::string* model = &id;
-  if (auto a = s.aliases.find(id); a != s.aliases.end()) model = &a->second;
-  auto it = s.entries.find(*model);
-  if (it == s.entries.end()) return {};
+  const auto& aliases = *s.aliases[shard_of(id)];
+  if (auto a = aliases.find(id); a != aliases.end()) model = &a->second;
+  const auto& entries = *s.entries[shard_of(*model)];
+  auto it = entries.find(*model);
+  if (it == entries.end()) return {};
   assert(this_reader.depth > 0 && "route_table::lease needs a read_guard on this thread");
   auto* slot = it->second->slot.load();
   return slot ? slot->try_acquire(now) : serving_slot::lease{};
@@ -115,27 +124,36 @@ route_table::read_guard::~read_guard() {
 }
 
 std::string route_table::resolve(const std::string& id) const {
-  const auto& s = current();
-  auto a = s.aliases.find(id);
-  return a == s.aliases.end() ? id : a->second;
+  const auto& aliases = *current().aliases[shard_of(id)];
+  auto a = aliases.find(id);
+  return a == aliases.end() ? id : a->second;
 }
 
 std::vector<std::shared_ptr<serving_slot>> route_table::slots() const {
   std::lock_guard<std::mutex> guard(writers_);
   std::vector<std::shared_ptr<serving_slot>> out;
-  for (auto& [model, e] : std::atomic_load(&published_)->entries)
-    if (e->owner) out.push_back(e->owner);
+  for (const auto& shard : std::atomic_load(&published_)->entries)
+    for (auto& [model, e] : *shard)
+      if (e->owner) out.push_back(e->owner);
   return out;
+}
+
+std::size_t route_table::entry_count() const {
+  std::size_t n = 0;
+  for (const auto& shard : std::atomic_load(&published_)->entries) n += shard->size();
+  return n;
 }
 
 std::size_t route_table::entries() const {
   std::lock_guard<std::mutex> guard(writers_);
-  return std::atomic_load(&published_)->entries.size();
+  return entry_count();
 }
 
 std::size_t route_table::aliases() const {
   std::lock_guard<std::mutex> guard(writers_);
-  return std::atomic_load(&published_)->aliases.size();
+  std::size_t n = 0;
+  for (const auto& shard : std::atomic_load(&published_)->aliases) n += shard->size();
+  return n;
 }
 
 std::size_t route_table::retired() const {
@@ -149,6 +167,28 @@ void route_table::publish(Edit&& edit) {
   edit(*next);
   std::atomic_store(&published_, std::shared_ptr<const snapshot>(std::move(next)));
   version_.fetch_add(1, std::memory_order_release);
+}
+
+template <class Edit>
+void route_table::publish_entries(const std::string& model, Edit&& edit) {
+  publish([&](snapshot& s) {
+    auto& shard = s.entries[shard_of(model)];
+    auto copy = std::make_shared<entry_shard>(*shard);
+    copied_.fetch_add(copy->size(), std::memory_order_relaxed);
+    edit(*copy);
+    shard = std::move(copy);
+  });
+}
+
+template <class Edit>
+void route_table::publish_aliases(const std::string& vmodel, Edit&& edit) {
+  publish([&](snapshot& s) {
+    auto& shard = s.aliases[shard_of(vmodel)];
+    auto copy = std::make_shared<alias_shard>(*shard);
+    copied_.fetch_add(copy->size(), std::memory_order_relaxed);
+    edit(*copy);
+    shard = std::move(copy);
+  });
 }
 
 void route_table::retire(entry& e) {
@@ -167,11 +207,15 @@ void route_table::reclaim() {
 }
 
 void route_table::compact_if_sparse() {
-  auto total = std::atomic_load(&published_)->entries.size();
+  auto total = entry_count();
   if (empty_entries_ < 64 || empty_entries_ * 2 < total) return;
-  publish([](snapshot& s) {
-    for (auto it = s.entries.begin(); it != s.entries.end();)
-      it = it->second->owner ? std::next(it) : s.entries.erase(it);
+  publish([this](snapshot& s) {
+    for (auto& shard : s.entries) {
+      auto copy = std::make_shared<entry_shard>(*shard);
+      copied_.fetch_add(copy->size(), std::memory_order_relaxed);
+      for (auto it = copy->begin(); it != copy->end();) it = it->second->owner ? std::next(it) : copy->erase(it);
+      shard = std::move(copy);
+    }
   });
   empty_entries_ = 0;
 }
@@ -179,12 +223,13 @@ void route_table::compact_if_sparse() {
 void route_table::put_slot(const std::string& model, std::shared_ptr<serving_slot> slot) {
   std::lock_guard<std::mutex> guard(writers_);
   auto now = std::atomic_load(&published_);  // only writers publish, and this one holds writers_
+  const auto& shard = *now->entries[shard_of(model)];
   std::shared_ptr<entry> e;
-  if (auto it = now->entries.find(model); it != now->entries.end()) {
+  if (auto it = shard.find(model); it != shard.end()) {
     e = it->second;
   } else {
     e = std::make_shared<entry>();
-    publish([&](snapshot& s) { s.entries.emplace(model, e); });
+    publish_entries(model, [&](entry_shard& entries) { entries.emplace(model, e); });
     ++empty_entries_;  // counted as filled just below
   }
   retire(*e);
@@ -197,25 +242,31 @@ void route_table::put_slot(const std::string& model, std::shared_ptr<serving_slo
 void route_table::erase_slot(const std::string& model, const serving_slot* slot) {
   std::lock_guard<std::mutex> guard(writers_);
   auto now = std::atomic_load(&published_);
-  auto it = now->entries.find(model);
-  if (it != now->entries.end() && it->second->owner && it->second->owner.get() == slot) retire(*it->second);
+  const auto& shard = *now->entries[shard_of(model)];
+  auto it = shard.find(model);
+  if (it != shard.end() && it->second->owner && it->second->owner.get() == slot) retire(*it->second);
   reclaim();
   compact_if_sparse();
 }
 
 void route_table::put_alias(const std::string& vmodel, const std::string& model) {
   std::lock_guard<std::mutex> guard(writers_);
-  publish([&](snapshot& s) { s.aliases[vmodel] = model; });
+  publish_aliases(vmodel, [&](alias_shard& aliases) { aliases[vmodel] = model; });
 }
 
 void route_table::erase_alias(const std::string& vmodel) {
   std::lock_guard<std::mutex> guard(writers_);
-  publish([&](snapshot& s) { s.aliases.erase(vmodel); });
+  publish_aliases(vmodel, [&](alias_shard& aliases) { aliases.erase(vmodel); });
 }
 
 void route_table::replace_aliases(std::unordered_map<std::string, std::string> aliases) {
   std::lock_guard<std::mutex> guard(writers_);
-  publish([&](snapshot& s) { s.aliases = std::move(aliases); });
+  std::array<std::shared_ptr<alias_shard>, shard_count> shards;
+  for (auto& shard : shards) shard = std::make_shared<alias_shard>();
+  for (auto& [vmodel, model] : aliases) shards[shard_of(vmodel)]->emplace(vmodel, std::move(model));
+  publish([&](snapshot& s) {
+    for (std::size_t i = 0; i < shard_count; ++i) s.aliases[i] = std::move(shards[i]);
+  });
 }
 
 }  // namespace warm

@@ -4,8 +4,11 @@
 // eviction touches that one entry. The set of entries and the vmodel aliases form an immutable
 // snapshot published copy-on-write; it changes only when a model id gets its first entry, when
 // aliases change, and when empty entries are compacted away (amortized: at most once per as many
-// empty entries as remain). Each reader thread keeps the snapshot it last saw until the version
-// changes, so a lookup is one atomic load and a hash lookup.
+// empty entries as remain). A snapshot is shard_count shards of entries and as many of aliases,
+// by the id's hash: a change copies the one shard it touches (and the shards' pointers), so a
+// vmodel flip among 25,000 vmodels copies a few hundred aliases, not all of them. Each reader
+// thread keeps the snapshot it last saw until the version changes, so a lookup is one atomic
+// load and a hash lookup.
 //
 // A slot unlinked from its entry (eviction, replacement) is not released by the table at once: a
 // reader may have read the pointer just before, and a lease it took must be able to end on the
@@ -19,6 +22,7 @@
 // takes the slow path. The table never keeps weights alive (a withdrawn slot frees them).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -76,15 +80,22 @@ class route_table {
   std::size_t entries() const;
   std::size_t aliases() const;
   std::size_t retired() const;
+  // Ids (entries and aliases) copied into new shards by every publication so far.
+  std::uint64_t copied() const { return copied_.load(std::memory_order_relaxed); }
 
   struct entry {
     std::atomic<serving_slot*> slot{nullptr};  // read by the hit path
     std::shared_ptr<serving_slot> owner;       // keeps `slot` alive; guarded by writers_
   };
+  static constexpr std::size_t shard_count = 64;
+  using entry_shard = std::unordered_map<std::string, std::shared_ptr<entry>>;  // model id → its entry
+  using alias_shard = std::unordered_map<std::string, std::string>;             // vmodel id → model id
   struct snapshot {
-    std::unordered_map<std::string, std::shared_ptr<entry>> entries;  // model id → its entry
-    std::unordered_map<std::string, std::string> aliases;             // vmodel id → model id
+    std::array<std::shared_ptr<const entry_shard>, shard_count> entries;
+    std::array<std::shared_ptr<const alias_shard>, shard_count> aliases;
   };
+  // The shard of `id` (a model or vmodel id).
+  static std::size_t shard_of(const std::string& id) { return std::hash<std::string>{}(id) % shard_count; }
 
  private:
   struct retired_slot {
@@ -95,9 +106,17 @@ class route_table {
   // The current snapshot, cached per thread (one atomic load when nothing changed).
   const snapshot& current() const;
 
-  // Publishes a copy of the snapshot edited by `edit`; the caller holds writers_.
+  // Publishes a copy of the snapshot edited by `edit`; the caller holds writers_. `edit` replaces
+  // the shards it changes (copies of them: published shards are never changed).
   template <class Edit>
   void publish(Edit&& edit);
+  // The same, for one id's shard of entries or of aliases, edited in a copy.
+  template <class Edit>
+  void publish_entries(const std::string& model, Edit&& edit);
+  template <class Edit>
+  void publish_aliases(const std::string& vmodel, Edit&& edit);
+  // Entries, all shards (writers_ held).
+  std::size_t entry_count() const;
   // Unlinks the entry's slot (the caller holds writers_) and keeps it until it is safe to drop.
   void retire(entry& e);
   // Drops the retired slots no guard can still reach.
@@ -107,6 +126,7 @@ class route_table {
 
   const std::uint64_t instance_;  // distinguishes tables in one process for the thread caches
   std::atomic<std::uint64_t> version_{1};
+  std::atomic<std::uint64_t> copied_{0};
   std::shared_ptr<const snapshot> published_;
   mutable std::mutex writers_;
   std::vector<retired_slot> retired_;  // guarded by writers_
