@@ -364,4 +364,17 @@ interface Authenticator {
   # without the token.
   authenticate @0 (token :Text) -> (status :Status, warm :Warm);
   # unauthenticated (and no capability) for a wrong token.
+
+  challenge @1 () -> (nonce :Data);
+  # The first step of a login that does not send the token, for the cluster's instances
+  # (src/net/peer_proof.hpp): a fresh 32-byte nonce for the next prove on this connection. Each
+  # challenge replaces the last one.
+
+  prove @2 (address :Text, nonce :Data, proof :Data) -> (status :Status, warm :Warm, proof :Data);
+  # Logs in with a proof of the token instead of the token: `address` is the address the caller
+  # dialed, `nonce` the caller's own (32 bytes), `proof` HMAC-SHA256 of the token over them and
+  # the challenge's nonce. The answer's `proof` shows the caller that this server holds the token
+  # too; a caller must check it before using `warm`. unauthenticated, with no capability, when
+  # there was no challenge (each serves one prove), the proof is wrong, or `address` is not the
+  # one this server is reached at in its cluster (a server outside a cluster refuses every prove).
 }

@@ -10,7 +10,8 @@ using us = std::chrono::microseconds;
 
 namespace {
 
-batching_options opts(std::uint64_t max_batch, long delay_us, std::vector<std::uint64_t> preferred = {}) {
+batching_options opts(std::uint64_t max_batch, long delay_us,
+                      std::vector<std::uint64_t> preferred = {}) {
   batching_options o;
   o.max_batch = max_batch;
   o.max_queue_delay = us(delay_us);
@@ -47,15 +48,16 @@ TEST_CASE("a request of max_batch rows or more runs alone, at once") {
   CHECK(requests_to_run({1, 20}, us(0), opts(8, 100)) == 1);  // 1 is full: 20 never fits beside it
 }
 
-TEST_CASE("preferred sizes: the largest runs when formed; smaller ones cut the batch at the delay") {
+TEST_CASE(
+    "preferred sizes: the largest runs when formed; smaller ones cut the batch at the delay") {
   auto o = opts(8, 100, {4, 6});
-  CHECK(requests_to_run({3, 3}, us(0), o) == 2);         // 6, the largest preferred size: now
-  CHECK(requests_to_run({2, 2}, us(0), o) == 0);         // 4 is preferred but not the largest: wait
-  CHECK(requests_to_run({2, 2}, us(100), o) == 2);       // delay over: 4
-  CHECK(requests_to_run({2, 2, 1}, us(100), o) == 2);    // cut at 4; the 1 waits for the next pass
-  CHECK(requests_to_run({2, 2, 2, 1}, us(0), o) == 3);   // 6 formed: now, the 1 left queued
-  CHECK(requests_to_run({1, 1, 1}, us(100), o) == 3);    // no preferred prefix: all of it
-  CHECK(requests_to_run({3, 3, 2}, us(0), o) == 3);      // full (8) beats preferred (6)
+  CHECK(requests_to_run({3, 3}, us(0), o) == 2);        // 6, the largest preferred size: now
+  CHECK(requests_to_run({2, 2}, us(0), o) == 0);        // 4 is preferred but not the largest: wait
+  CHECK(requests_to_run({2, 2}, us(100), o) == 2);      // delay over: 4
+  CHECK(requests_to_run({2, 2, 1}, us(100), o) == 2);   // cut at 4; the 1 waits for the next pass
+  CHECK(requests_to_run({2, 2, 2, 1}, us(0), o) == 3);  // 6 formed: now, the 1 left queued
+  CHECK(requests_to_run({1, 1, 1}, us(100), o) == 3);   // no preferred prefix: all of it
+  CHECK(requests_to_run({3, 3, 2}, us(0), o) == 3);     // full (8) beats preferred (6)
 }
 
 TEST_CASE("batching options are checked") {
@@ -66,4 +68,16 @@ TEST_CASE("batching options are checked") {
   no_queue.max_queue = 0;
   CHECK(warm::check_batching(no_queue) == "max_queue must be positive");
   CHECK(warm::check_batching(opts(0, 0, {9})).empty());  // off: nothing to check
+}
+
+TEST_CASE("batching settings are bounded, each limit itself allowed") {
+  CHECK(warm::check_batching(opts(8, 10'000'000)).empty());
+  CHECK(warm::check_batching(opts(8, 10'000'001)) == "max_queue_delay is over 10000000 us");
+  CHECK(warm::check_batching(opts(1 << 16, 0)).empty());
+  CHECK(warm::check_batching(opts((1 << 16) + 1, 0)) == "max_batch is over 65536");
+  auto queue = opts(8, 0);
+  queue.max_queue = 1 << 20;
+  CHECK(warm::check_batching(queue).empty());
+  queue.max_queue += 1;
+  CHECK(warm::check_batching(queue) == "max_queue is over 1048576");
 }

@@ -32,8 +32,9 @@ import threading
 import time
 import urllib.request
 
+from etcd_process import ETCD as etcd_bin, Etcd, free_port, wait_for
+
 warmd, warmctl = sys.argv[1], sys.argv[2]
-etcd_bin = os.environ.get("ETCD", "/usr/bin/etcd")
 if not os.path.exists(etcd_bin):
     print("cluster_service_test: no etcd executable (/usr/bin/etcd or $ETCD)")
     sys.exit(77)
@@ -48,55 +49,7 @@ def check(ok, what):
         print("FAIL:", what)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 HTTP_PORT = free_port()  # instance a's /metrics
-
-
-def wait_for(predicate, seconds=20):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
-class Etcd:
-    def __init__(self, tmp):
-        self.dir = os.path.join(tmp, "etcd")
-        self.client, self.peer = free_port(), free_port()
-        self.proc = None
-        self.log = open(os.path.join(tmp, "etcd.log"), "a")
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.client}"
-
-    def start(self):
-        self.proc = subprocess.Popen(
-            [etcd_bin, "--data-dir", self.dir, "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
-             "--listen-peer-urls", f"http://127.0.0.1:{self.peer}", "--initial-advertise-peer-urls",
-             f"http://127.0.0.1:{self.peer}", "--initial-cluster", f"default=http://127.0.0.1:{self.peer}"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-
-        def healthy():
-            try:
-                import urllib.request
-                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
-                    return b'"true"' in r.read()
-            except OSError:
-                return False
-        if not wait_for(healthy, 20):
-            sys.exit("cluster_service_test: etcd did not start")
-
-    def kill(self):
-        self.proc.kill()
-        self.proc.wait()
 
 
 def ctl(sock, *args):

@@ -1,7 +1,10 @@
 // warm::etcd::client against a real etcd (tests/support/etcd_member.hpp): keys, compare-and-set
 // (and two threads racing it), leases expiring, kept alive and revoked, watches (live, replayed,
 // compacted, cancelled), etcd crashing, hanging and coming back under a running client, and
-// failover past dead and hung endpoints. Skipped (77) without an etcd executable.
+// failover past dead and hung endpoints; and a secured etcd (https with client certificates,
+// etcd's authentication): the right and wrong CA, no client certificate, users and passwords,
+// a wrong password, a user's limits, tokens expiring, and a certificate's CN as the user.
+// Skipped (77) without an etcd executable.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -27,6 +30,7 @@ using warm::etcd::key_value;
 using warm::etcd::watch_event;
 using warm::etcd::watch_update;
 using warm::test::etcd_member;
+using warm::test::etcd_member_options;
 using steady = std::chrono::steady_clock;
 
 // Without etcd there is nothing to test: exit 77 (skipped) before Catch2's main runs.
@@ -149,8 +153,8 @@ TEST_CASE("prefix_end is the first key after a prefix") {
 TEST_CASE("connect refuses bad options without touching the network") {
   warm::etcd::options o;
   CHECK(code_of(client::connect(o)) == "invalid_argument");  // no endpoints
-  for (std::string bad : {"https://127.0.0.1:2379", "127.0.0.1", "127.0.0.1:", "127.0.0.1:99999",
-                          "host:12x", "unix:///tmp/sock", "::1:2379"}) {
+  for (std::string bad : {"127.0.0.1", "127.0.0.1:", "127.0.0.1:99999", "host:12x",
+                          "unix:///tmp/sock", "::1:2379", "https://127.0.0.1", "grpc://h:1"}) {
     o.endpoints = {bad};
     auto c = client::connect(o);
     INFO(bad);
@@ -368,8 +372,9 @@ TEST_CASE("leases: expiry deletes the key, keep_alive_once keeps it, revoke dele
   REQUIRE(kv);
   CHECK(kv->lease == kept.id);
   // A transaction's writes carry their own leases.
-  auto txn = ok(c->transact({{"/lease/txn-kept", 0}}, {{"/lease/txn-kept", std::string("t"), kept.id},
-                                                        {"/lease/txn-none", std::string("u"), 0}}));
+  auto txn =
+      ok(c->transact({{"/lease/txn-kept", 0}}, {{"/lease/txn-kept", std::string("t"), kept.id},
+                                                {"/lease/txn-none", std::string("u"), 0}}));
   REQUIRE(txn.succeeded);
   auto in_txn = ok(c->get("/lease/txn-kept"));
   REQUIRE(in_txn);
@@ -671,4 +676,293 @@ TEST_CASE("failover: a dead endpoint and a hung one are passed over for a live o
     CHECK(ms_since(t) < 900);
     hung.resume();
   }
+}
+
+// ---- a secured etcd
+// ------------------------------------------------------------------------------
+
+namespace {
+
+const std::string root_password = "root-Pa55word";
+const std::string alice_password = "alice-Pa55word";
+
+// One secured member for the cases below (started on first use): https only, client
+// certificates required (--client-cert-auth), authentication on, and tokens that expire 1 s after
+// their last use (--auth-token-ttl 1), so that any pause of a second makes a client renew its
+// token. Users: root (every key; password root_password) and alice (keys under /a/ only;
+// alice_password), each with a client certificate whose CN is the name.
+etcd_member& secured_member() {
+  static etcd_member member(etcd_member_options{true, {"alice"}, {"--auth-token-ttl", "1"}});
+  static bool ready = false;
+  if (!ready) {
+    auto started = member.start();
+    INFO((started ? std::string() : started.error().to_string()));
+    REQUIRE(started);
+    auto on = member.enable_auth(root_password);
+    INFO((on ? std::string() : on.error().to_string()));
+    REQUIRE(on);
+    auto added = member.add_user("alice", alice_password, "/a/");
+    INFO((added ? std::string() : added.error().to_string()));
+    REQUIRE(added);
+    ready = true;
+  }
+  return member;
+}
+
+// Options for the secured member: its CA, `cert_user`'s client certificate (none when empty),
+// and `user` with `password` when given.
+warm::etcd::options secured_options(const etcd_member& m, const std::string& cert_user,
+                                    const std::string& user = "",
+                                    const std::string& password = "") {
+  warm::etcd::options o;
+  o.endpoints = {m.endpoint()};
+  o.ca_file = m.ca_file();
+  if (!cert_user.empty()) {
+    o.cert_file = m.cert_file(cert_user);
+    o.key_file = m.key_file(cert_user);
+  }
+  o.user = user;
+  o.password = password;
+  return o;
+}
+
+std::unique_ptr<client> connect(const warm::etcd::options& o) {
+  auto c = client::connect(o);
+  INFO((c ? std::string() : c.error().to_string()));
+  REQUIRE(c);
+  return std::move(*c);
+}
+
+// Puts, reads back, watches a put and keeps a lease alive under `prefix`: what a cluster
+// instance does with etcd.
+void use_keys_watch_and_lease(client& c, const std::string& prefix) {
+  const auto rev = ok(c.put(prefix + "k", "v1"));
+  auto kv = ok(c.get(prefix + "k"));
+  REQUIRE(kv);
+  CHECK(kv->value == "v1");
+  CHECK(kv->mod_revision == rev);
+  CHECK(ok(c.get_prefix(prefix)).kvs.size() >= 1);
+  recorder seen;
+  auto w = ok(c.watch(prefix, rev + 1, seen.callback()));
+  ok(c.put(prefix + "k", "v2"));
+  REQUIRE(seen.wait_events(1));
+  CHECK(seen.snapshot()[0].kv.value == "v2");
+  auto l = ok(c.grant_lease(5));
+  ok(c.put(prefix + "leased", "x", l.id));
+  CHECK(ok(c.keep_alive_once(l.id)) > 0);
+  CHECK(ok(c.time_to_live(l.id)) > 0);
+  auto cas = ok(c.put_if(prefix + "k", "v3", ok(c.get(prefix + "k"))->mod_revision));
+  CHECK(cas.succeeded);
+  ok(c.revoke_lease(l.id));
+  CHECK_FALSE(ok(c.get(prefix + "leased")));
+  CHECK(ok(c.erase(prefix + "k")).deleted == 1);
+}
+
+// Writes `text` to a new file under /tmp; removed by the destructor.
+struct temp_file {
+  std::string path;
+  explicit temp_file(const std::string& text) {
+    char name[] = "/tmp/warm-etcd-test-XXXXXX";
+    int fd = ::mkstemp(name);
+    REQUIRE(fd >= 0);
+    REQUIRE(::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+    ::close(fd);
+    path = name;
+  }
+  ~temp_file() { ::unlink(path.c_str()); }
+};
+
+}  // namespace
+
+TEST_CASE("connect checks TLS and authentication options without touching the network") {
+  const temp_file pem("-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n");
+  const temp_file not_pem("hello\n");
+  warm::etcd::options o;
+  o.endpoints = {"https://127.0.0.1:2379", "https://[::1]:2379/"};
+  CHECK(client::connect(o));  // https with the system's roots
+  o.ca_file = pem.path;
+  o.cert_file = pem.path;
+  o.key_file = pem.path;
+  CHECK(client::connect(o));
+  auto refused = [&](const std::vector<std::string>& parts) {
+    auto c = client::connect(o);
+    REQUIRE_FALSE(c);
+    CHECK(c.error().code == errc::invalid_argument);
+    for (const auto& part : parts) {
+      INFO(c.error().message << " should name " << part);
+      CHECK(c.error().message.find(part) != std::string::npos);
+    }
+  };
+  SECTION("http and https mixed") {
+    o.endpoints = {"https://127.0.0.1:2379", "http://127.0.0.1:2380"};
+    refused({"https://127.0.0.1:2379", "http://127.0.0.1:2380"});
+    o.endpoints = {"https://127.0.0.1:2379", "127.0.0.1:2380"};
+    refused({"127.0.0.1:2380"});
+  }
+  SECTION("a file that is missing or not PEM") {
+    o.ca_file = "/nonexistent/ca.pem";
+    refused({"ca_file", "/nonexistent/ca.pem"});
+    o.ca_file = pem.path;
+    o.key_file = not_pem.path;
+    refused({"key_file", not_pem.path});
+    o.key_file = pem.path;
+    o.cert_file = "/nonexistent/cert.pem";
+    refused({"cert_file", "/nonexistent/cert.pem"});
+  }
+  SECTION("a certificate without its key, or a key without its certificate") {
+    o.key_file.clear();
+    refused({"key_file"});
+    o.key_file = pem.path;
+    o.cert_file.clear();
+    refused({"cert_file"});
+  }
+  SECTION("TLS files with http endpoints") {
+    o.endpoints = {"http://127.0.0.1:2379"};
+    refused({"https"});
+  }
+  SECTION("a user without a password, or a password without a user") {
+    o.user = "root";
+    refused({"password"});
+    o.user.clear();
+    o.password = "secret-password";
+    auto c = client::connect(o);
+    REQUIRE_FALSE(c);
+    CHECK(c.error().message.find("secret-password") == std::string::npos);
+  }
+}
+
+TEST_CASE("TLS with a client certificate: keys, watch and leases over https") {
+  auto& m = secured_member();
+  // root's certificate and no user: etcd takes the certificate's CN, root, as the user.
+  auto c = connect(secured_options(m, "root"));
+  use_keys_watch_and_lease(*c, "/tls/");
+}
+
+TEST_CASE("TLS: a CA that did not sign etcd's certificate fails, saying so, within the deadline") {
+  auto& m = secured_member();
+  auto o = secured_options(m, "root");
+  o.ca_file = m.other_ca_file();
+  o.timeout = 2000ms;
+  auto c = connect(o);
+  const auto t = steady::now();
+  auto r = c->get("/tls/x");
+  const auto took = ms_since(t);
+  REQUIRE_FALSE(r);
+  INFO(r.error().message << " (" << took << " ms)");
+  CHECK(r.error().code == errc::unavailable);
+  CHECK(r.error().message.find("TLS ") != std::string::npos);
+  CHECK(took < 2000);
+  auto w = c->watch("/tls/", 0, [](const watch_update&) {});
+  REQUIRE_FALSE(w);
+  CHECK(w.error().message.find("TLS ") != std::string::npos);
+}
+
+TEST_CASE("TLS: etcd refuses a client without a certificate (--client-cert-auth)") {
+  auto& m = secured_member();
+  auto o = secured_options(m, "", "root", root_password);
+  o.timeout = 2000ms;
+  auto c = connect(o);
+  const auto t = steady::now();
+  auto r = within(
+      3500ms, [&] { return c->put("/tls/no-cert", "x"); }, [] {});
+  const auto took = ms_since(t);
+  REQUIRE_FALSE(r);
+  INFO(r.error().message << " (" << took << " ms)");
+  CHECK(r.error().code == errc::unavailable);
+  CHECK(r.error().message.find("TLS failed") != std::string::npos);
+  CHECK(r.error().message.find("client certificate") != std::string::npos);
+  CHECK(r.error().message.find(m.endpoint()) != std::string::npos);
+  CHECK(r.error().message.find(root_password) == std::string::npos);
+  CHECK(took < 2000);
+}
+
+TEST_CASE("authentication: a user and password for keys, watch and leases") {
+  auto& m = secured_member();
+  // alice's certificate, limited to /a/, but root's token: every key is root's to use, watches
+  // and keep-alives included, so the token rides on them.
+  auto c = connect(secured_options(m, "alice", "root", root_password));
+  use_keys_watch_and_lease(*c, "/b/");
+  auto listing = ok(c->get_prefix("/b/"));
+  CHECK(listing.revision > 0);
+}
+
+TEST_CASE("authentication: a wrong password is refused at once, without the password") {
+  auto& m = secured_member();
+  const std::string wrong = "wrong-Pa55word-123";
+  auto c = connect(secured_options(m, "root", "root", wrong));
+  const auto t = steady::now();
+  auto r = c->put("/b/x", "x");
+  REQUIRE_FALSE(r);
+  INFO(r.error().message);
+  CHECK(r.error().code == errc::invalid_argument);
+  CHECK(r.error().message.find("etcd refused user 'root'") != std::string::npos);
+  CHECK(r.error().message.find("authentication failed") != std::string::npos);
+  CHECK(r.error().message.find(wrong) == std::string::npos);
+  auto w = c->watch("/b/", 0, [](const watch_update&) {});
+  REQUIRE_FALSE(w);
+  CHECK(w.error().message.find("etcd refused user 'root'") != std::string::npos);
+  CHECK(w.error().message.find(wrong) == std::string::npos);
+  auto g = c->get("/b/x");
+  REQUIRE_FALSE(g);
+  CHECK(g.error().message.find(wrong) == std::string::npos);
+  CHECK(ms_since(t) < 2000);  // three refusals, none waiting for the deadline
+}
+
+TEST_CASE("authentication: a user limited to /a/ is denied /b/x, naming the operation and key") {
+  auto& m = secured_member();
+  auto c = connect(secured_options(m, "root", "alice", alice_password));
+  ok(c->put("/a/x", "mine"));
+  CHECK(ok(c->get("/a/x"))->value == "mine");
+  auto denied = [](const warm::error& e, const std::string& op) {
+    INFO(e.message);
+    CHECK(e.code == errc::invalid_argument);
+    CHECK(e.message.find("permission denied") != std::string::npos);
+    CHECK(e.message.find(op) != std::string::npos);
+    CHECK(e.message.find(alice_password) == std::string::npos);
+  };
+  auto put = c->put("/b/x", "not mine");
+  REQUIRE_FALSE(put);
+  denied(put.error(), "put '/b/x'");
+  auto get = c->get("/b/x");
+  REQUIRE_FALSE(get);
+  denied(get.error(), "get '/b/x'");
+  auto w = c->watch("/b/", 0, [](const watch_update&) {});
+  REQUIRE_FALSE(w);
+  denied(w.error(), "watch '/b/'");
+  ok(c->put("/a/y", "still mine"));  // the refusals cost nothing else
+}
+
+TEST_CASE("authentication: an expired token is renewed, for reads, writes, watches and leases") {
+  auto& m = secured_member();  // tokens expire 1 s after their last use
+  // A client per kind of call, each with a token that expires during the one pause.
+  std::vector<std::unique_ptr<client>> c;
+  for (int i = 0; i < 4; ++i) {
+    c.push_back(connect(secured_options(m, "alice", "root", root_password)));
+    ok(c.back()->put("/b/ttl", std::to_string(i)));
+  }
+  auto l = ok(c[0]->grant_lease(10));
+  std::this_thread::sleep_for(2200ms);  // past the TTL and etcd's sweep of tokens each second
+  ok(c[0]->put("/b/ttl", "4"));         // a write, sent again with a new token
+  CHECK(ok(c[1]->get("/b/ttl"))->value == "4");
+  CHECK(ok(c[2]->keep_alive_once(l.id)) > 0);
+  recorder seen;
+  auto w = ok(c[3]->watch("/b/ttl", 0, seen.callback()));
+  ok(c[0]->put("/b/ttl", "5"));
+  REQUIRE(seen.wait_events(1));
+  CHECK(seen.snapshot()[0].kv.value == "5");
+}
+
+TEST_CASE("authentication: a client certificate's CN is the user when none is given") {
+  auto& m = secured_member();
+  auto c = connect(secured_options(m, "alice"));
+  ok(c->put("/a/cn", "alice's"));
+  recorder seen;
+  auto w = ok(c->watch("/a/", 0, seen.callback()));
+  ok(c->put("/a/cn", "again"));
+  REQUIRE(seen.wait_events(1));
+  auto put = c->put("/b/cn", "x");
+  REQUIRE_FALSE(put);
+  INFO(put.error().message);
+  CHECK(put.error().code == errc::invalid_argument);
+  CHECK(put.error().message.find("permission denied") != std::string::npos);
 }

@@ -127,7 +127,8 @@ TEST_CASE("two stores share one registry and see each other's changes, never the
     CHECK(!u.reset);
     b->seen(u);
   }
-  REQUIRE(b->apply({put_vmodel{{"v", "x", "y"}}, erase_model{"gone"}}));  // erasing an absent id is fine
+  REQUIRE(b->apply(
+      {put_vmodel{{"v", "x", "y"}}, erase_model{"gone"}}));  // erasing an absent id is fine
   REQUIRE(a_in.wait_for(1));
   std::this_thread::sleep_for(300ms);
   CHECK(a_in.count() == 1);  // b's change only: a's own write was not delivered to a
@@ -175,7 +176,8 @@ TEST_CASE("a batch larger than one etcd transaction is written whole") {
   auto a = open_store(connect(m));
   REQUIRE(a->load());
   std::vector<registry_change> batch;
-  for (int i = 0; i < 300; ++i) batch.push_back(put_model{model("m" + std::to_string(1000 + i), "p")});
+  for (int i = 0; i < 300; ++i)
+    batch.push_back(put_model{model("m" + std::to_string(1000 + i), "p")});
   batch.push_back(erase_model{"m1000"});  // a later change of the same key wins
   REQUIRE(a->apply(batch));
   auto all = a->load();
@@ -209,6 +211,45 @@ TEST_CASE("malformed records are skipped and logged") {
   std::lock_guard<std::mutex> lock(in.mutex);
   REQUIRE(in.updates[0].changes.size() == 1);
   CHECK(std::get<put_vmodel>(in.updates[0].changes[0]).record.id == "w");
+}
+
+TEST_CASE("records are checked as registrations are: ids, paths and batching limits") {
+  etcd_member m;
+  REQUIRE(m.start());
+  auto c = connect(m);
+  // What someone who can write to etcd could put: a batch delay that would hold every request,
+  // queues and batches past their limits, ids no client could register, an empty path.
+  REQUIRE(c->put("/warm/t/registry/models/slow",
+                 R"({"path":"slow/1","batching":{"max_batch":8,"max_queue_delay_us":10000001}})"));
+  REQUIRE(c->put("/warm/t/registry/models/wide",
+                 R"({"path":"wide/1","batching":{"max_batch":65537}})"));
+  REQUIRE(c->put("/warm/t/registry/models/deep",
+                 R"({"path":"deep/1","batching":{"max_batch":8,"max_queue":1048577}})"));
+  REQUIRE(c->put("/warm/t/registry/models/has space", R"({"path":"x/1"})"));
+  REQUIRE(c->put("/warm/t/registry/models/nopath", R"({"path":""})"));
+  REQUIRE(c->put("/warm/t/registry/vmodels/v1", R"({"active":"ok","target":"a b"})"));
+  REQUIRE(c->put("/warm/t/registry/vmodels/v2", R"({"active":"a/b","target":"ok"})"));
+  // At the limits: taken.
+  REQUIRE(c->put(
+      "/warm/t/registry/models/edge",
+      R"({"path":"edge/1","batching":{"max_batch":65536,"max_queue_delay_us":10000000,"max_queue":1048576}})"));
+  REQUIRE(c->put("/warm/t/registry/vmodels/v3", R"({"active":"","target":"edge"})"));
+  inbox in;
+  auto a = open_store(c, &in);
+  auto loaded = a->load();
+  REQUIRE(loaded);
+  REQUIRE(loaded->models.size() == 1);
+  CHECK(loaded->models[0].id == "edge");
+  CHECK(loaded->models[0].batching->max_queue_delay == std::chrono::microseconds(10000000));
+  REQUIRE(loaded->vmodels.size() == 1);
+  CHECK(loaded->vmodels[0].id == "v3");
+  CHECK(in.logged("models/slow: batching: max_queue_delay is over 10000000 us"));
+  CHECK(in.logged("models/wide: batching: max_batch is over 65536"));
+  CHECK(in.logged("models/deep: batching: max_queue is over 1048576"));
+  CHECK(in.logged("models/has space: model id 'has space' may hold only printable ASCII"));
+  CHECK(in.logged("models/nopath: path is empty"));
+  CHECK(in.logged("vmodels/v1: target model id 'a b' may hold only"));
+  CHECK(in.logged("vmodels/v2: active model id 'a/b' may hold only"));
 }
 
 TEST_CASE("a follower whose history was compacted gets the registry whole") {

@@ -6,12 +6,15 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "http/decode_budget.hpp"
 #include "http/v2_codec.hpp"
 #include "v2/v2_common.hpp"
 #include "http/v2_fast.hpp"
+#include "http/v2_parse.hpp"
 
 using namespace warm;
 using namespace warm::http;
@@ -398,10 +401,9 @@ TEST_CASE("the fast path declines what it cannot tell apart, and the general par
   CHECK_FALSE(fast_path_takes(R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[18446744073709551616]}]})"));
   CHECK_FALSE(fast_path_takes(R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1e39]}]})"));
   CHECK_FALSE(fast_path_takes("\xEF\xBB\xBF" R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1]}]})"));
-  // Whatever the path, the answer is the same: the general parser's.
-  auto general = decode_infer_request(R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1],"data":[2]}]})");
-  REQUIRE(general);
-  CHECK(floats(general->request.inputs[0]) == std::vector<float>{2});
+  // Whatever the path, the answer is the same: the general parser's, which refuses a key given twice.
+  CHECK(error_of(R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1],"data":[2]}]})") ==
+        "inputs[0]: \"data\" appears more than once");
 }
 
 TEST_CASE("V2 JSON tensors of every datatype: exact values in, exact values out") {
@@ -504,4 +506,142 @@ TEST_CASE("half and bfloat16 conversions round to nearest even") {
   }
   CHECK(float_to_bfloat16(1.0f + std::ldexp(1.0f, -8)) == 0x3f80);  // halfway: even
   CHECK(float_to_bfloat16(1.0f + std::ldexp(3.0f, -8)) == 0x3f82);
+}
+
+namespace {
+
+// The request body of one input with its keys in either order: "datatype" and "shape" before
+// "data" (its numbers become the tensor's elements while they are read) or after (kept as
+// doubles, converted at the end).
+std::string one_input(const std::string& datatype, const std::string& shape, const std::string& data, bool data_first) {
+  std::string declared = R"("name":"x","datatype":")" + datatype + R"(","shape":)" + shape;
+  std::string values = R"("data":)" + data;
+  return R"({"inputs":[{)" + (data_first ? values + "," + declared : declared + "," + values) + "}]}";
+}
+
+}  // namespace
+
+TEST_CASE("data after its shape and datatype is written as tensor elements while it is read") {
+  // 1,000 UINT8 elements: 1,000 bytes held, not 1,000 doubles.
+  std::string data = "[";
+  for (int i = 0; i < 1000; ++i) data += std::to_string(i % 256) + (i < 999 ? "," : "]");
+  parse_bounds bounds;
+  auto typed = parse_request(one_input("UINT8", "[1000]", data, false), bounds);
+  REQUIRE(typed);
+  REQUIRE(typed->data.size() == 1);
+  CHECK(typed->data[0].type == dtype::u8);
+  CHECK(typed->data[0].bytes.size() == 1000);
+  CHECK(typed->data[0].values.empty());
+  CHECK(static_cast<int>(typed->data[0].bytes[300]) == 300 % 256);
+  auto untyped = parse_request(one_input("UINT8", "[1000]", data, true), bounds);
+  REQUIRE(untyped);
+  CHECK_FALSE(untyped->data[0].type);
+  CHECK(untyped->data[0].values.size() == 1000);
+  // A declared shape past the tensor limit keeps nothing of its data (and is refused).
+  bounds.max_tensor_bytes = 999;
+  auto over = parse_request(one_input("UINT8", "[1000]", data, false), bounds);
+  REQUIRE(over);
+  CHECK(over->data[0].bytes.empty());
+  CHECK(over->data[0].count == 1000);
+  decode_limits limits;
+  limits.max_tensor_bytes = 999;
+  CHECK_THAT(error_of(one_input("UINT8", "[1000]", data, false), limits), Catch::Contains("exceeds the tensor limit"));
+  // More elements than the shape holds are counted, not kept.
+  auto more = parse_request(one_input("UINT8", "[10]", data, false), parse_bounds{});
+  REQUIRE(more);
+  CHECK(more->data[0].bytes.size() == 10);
+  CHECK(more->data[0].count == 1000);
+}
+
+TEST_CASE("a tensor decodes the same whether its data comes before or after its shape") {
+  struct example {
+    const char* datatype;
+    const char* shape;
+    const char* data;
+  };
+  // Values, faults at several places, booleans where numbers belong and the reverse, integers
+  // past 2^53: each answer (tensor bytes or message) must not depend on the key order.
+  const example examples[] = {
+      {"FP32", "[3]", "[1.5,-2,3e38]"},           {"FP32", "[3]", "[1,2,1e39]"},
+      {"FP16", "[2]", "[65519,-65520]"},          {"BF16", "[2]", "[1.5,3.4e38]"},
+      {"FP64", "[2]", "[1e308,-5e-324]"},         {"INT8", "[4]", "[-128,127,0,1]"},
+      {"INT8", "[3]", "[1,128,2.5]"},             {"INT16", "[2]", "[1.5,70000]"},
+      {"INT32", "[2]", "[2147483647,-2147483649]"}, {"INT64", "[2]", "[9007199254740993,1.5]"},
+      {"INT64", "[2]", "[-9007199254740992,9007199254740992]"},
+      {"UINT8", "[3]", "[0,255,-1]"},             {"UINT16", "[1]", "[65536]"},
+      {"UINT32", "[2]", "[4294967295,1e10]"},     {"UINT64", "[2]", "[1e19,2]"},
+      {"BOOL", "[3]", "[true,false,true]"},       {"BOOL", "[2]", "[true,1]"},
+      {"FP32", "[2]", "[true,1]"},                {"FP32", "[2,2]", "[[1,2],[3,4]]"},
+      {"INT32", "[2]", "[1,2,3]"},                {"INT32", "[3]", "[1,2]"},
+  };
+  for (const auto& e : examples) {
+    INFO(e.datatype << " " << e.shape << " " << e.data);
+    auto after = decode_infer_request(one_input(e.datatype, e.shape, e.data, false));
+    auto before = decode_infer_request(one_input(e.datatype, e.shape, e.data, true));
+    REQUIRE(bool(after) == bool(before));
+    if (after)
+      CHECK(after->request.inputs[0].data == before->request.inputs[0].data);
+    else
+      CHECK(after.error().message == before.error().message);
+  }
+  // The faults are named at their element, in order.
+  CHECK_THAT(error_of(one_input("INT8", "[3]", "[1,128,2.5]", false)), Catch::Contains("element 1 is out of INT8 range"));
+  CHECK_THAT(error_of(one_input("INT16", "[2]", "[1.5,70000]", false)), Catch::Contains("element 0 is not an integer"));
+}
+
+TEST_CASE("data before its shape is kept as doubles up to a bound; keys given twice are refused") {
+  parse_bounds bounds;
+  bounds.max_untyped_values = 4;
+  auto parsed = parse_request(one_input("FP32", "[5]", "[1,2,3,4,5]", true), bounds);
+  REQUIRE(parsed);
+  CHECK(parsed->data[0].values.size() == 4);
+  CHECK(parsed->data[0].count == 5);
+  // Through the decoder, at the default bound (4 Mi elements) with a limit that allows more.
+  std::string data = "[0";
+  for (int i = 1; i <= (4 << 20); ++i) data += ",0";
+  data += "]";
+  decode_limits limits;
+  limits.max_tensor_bytes = 64ull << 20;
+  CHECK(error_of(one_input("UINT8", "[4194305]", data, true), limits) ==
+        "input 'x': data of more than 4194304 elements must come after the input's \"shape\" and \"datatype\"");
+  auto fine = decode_infer_request(one_input("UINT8", "[4194305]", data, false), limits);
+  REQUIRE(fine);
+  CHECK(fine->request.inputs[0].data.size() == 4194305);
+  for (const char* key : {"datatype", "shape"}) {
+    std::string body = std::string(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],")") + key +
+                       (std::string(key) == "shape" ? R"(":[1])" : R"(":"FP32")") + R"(,"data":[1]}]})";
+    CHECK(error_of(body) == std::string("inputs[0]: \"") + key + "\" appears more than once");
+  }
+}
+
+TEST_CASE("the decode budget: bodies wait for room, one larger than the budget goes alone") {
+  using namespace std::chrono_literals;
+  decode_budget budget(100);
+  auto a = budget.acquire(60, 0ms);
+  REQUIRE(a);
+  CHECK(budget.held() == 60);
+  CHECK_FALSE(budget.acquire(41, 20ms));  // 101 > 100: waits, and the wait runs out
+  auto b = budget.acquire(40, 0ms);       // exactly full
+  REQUIRE(b);
+  CHECK(budget.held() == 100);
+  // A waiter wakes when room frees.
+  std::thread release([&] {
+    std::this_thread::sleep_for(50ms);
+    a = decode_budget::ticket();
+  });
+  auto c = budget.acquire(50, 5000ms);
+  release.join();
+  CHECK(c);
+  CHECK(budget.held() == 90);
+  b = decode_budget::ticket();
+  c = decode_budget::ticket();
+  CHECK(budget.held() == 0);
+  // Larger than the whole budget: only alone.
+  auto big = budget.acquire(150, 0ms);
+  REQUIRE(big);
+  CHECK_FALSE(budget.acquire(1, 10ms));
+  big = decode_budget::ticket();
+  CHECK(budget.acquire(1, 0ms));
+  CHECK(budget.held() == 0);  // the ticket above was a temporary
+  CHECK(decode_budget::estimate(1000, 24) == 4024);
 }

@@ -1,9 +1,11 @@
 // The HTTP front's bounds before a request is served, driven over real sockets: request heads
 // over their size or line bound (431), endless headers before authentication, slow clients that
-// never finish a head (408, while health and inference keep answering), bodies that stall (408),
-// JSON bodies whose DOM would dwarf them (400, warmd's peak memory bounded); and the answers
-// docs/http.md promises for timeouts (504), load failures (503), the versioned infer route and a
-// connection that goes on after a 413.
+// never finish a head (408, while health and inference keep answering), bodies that stall or
+// trickle (408, holding no worker), connections per address and the reserve kept for new
+// addresses (503), the gate's bound on buffered bodies, health checks while every worker waits on
+// a load, JSON bodies whose DOM would dwarf them (400, warmd's peak memory bounded); and the
+// answers docs/http.md promises for timeouts (504), load failures (503), the versioned infer route
+// and a connection that goes on after a 413.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -74,9 +76,16 @@ std::string error_of(const std::string& body) {
 // stalled bodies, a second request on the very same socket.
 class raw_conn {
  public:
-  explicit raw_conn(int port) {
+  // `from`: the loopback address to connect from (any of 127/8 reaches 127.0.0.1 on Linux).
+  explicit raw_conn(int port, const char* from = nullptr) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     REQUIRE(fd_ >= 0);
+    if (from) {
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      REQUIRE(::inet_pton(AF_INET, from, &local.sin_addr) == 1);
+      REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0);
+    }
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<std::uint16_t>(port));
@@ -197,6 +206,45 @@ TEST_CASE("frame_bodyless_request: a head without Content-Length or Transfer-Enc
   // Only header names count: a value that mentions one, or a longer name, does not.
   CHECK(framed("POST /x HTTP/1.1\r\nX-Note: Content-Length: 9\r\nContent-Lengthy: 2\r\n\r\n") ==
         "POST /x HTTP/1.1\r\nX-Note: Content-Length: 9\r\nContent-Lengthy: 2\r\nContent-Length: 0\r\n\r\n");
+}
+
+TEST_CASE("read_head: the request line, the body's framing and Expect: 100-continue") {
+  auto facts = [](const std::string& head) {
+    http::head_progress p;
+    REQUIRE(http::scan_head(head, {}, &p) == http::head_scan::complete);
+    return http::read_head(head, p.line_start);
+  };
+  using framing = http::head_facts::framing;
+  const std::string get_head = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
+  auto get = facts(get_head);  // its views are into get_head
+  CHECK(get.method == "GET");
+  CHECK(get.target == "/v2/health/live");
+  CHECK(get.body == framing::none);
+  CHECK(get.size == get_head.size());
+  auto post = facts("POST /x HTTP/1.1\ncontent-LENGTH:  1234 \nEXPECT: 100-Continue\n\nbody");
+  CHECK(post.body == framing::length);
+  CHECK(post.length == 1234);
+  CHECK(post.expect_continue);
+  CHECK(post.size == std::string("POST /x HTTP/1.1\ncontent-LENGTH:  1234 \nEXPECT: 100-Continue\n\n").size());
+  // Anything the gate cannot frame for certain is left to the worker.
+  CHECK(facts("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").body == framing::other);
+  CHECK(facts("POST /x HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\n").body == framing::other);
+  CHECK(facts("POST /x HTTP/1.1\r\nContent-Length: +4\r\n\r\n").body == framing::other);
+  CHECK(facts("POST /x HTTP/1.1\r\nContent-Length: 12345678901234567890\r\n\r\n").body == framing::other);
+  CHECK(facts("POST /x HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n").body == framing::other);
+  auto not_expect = facts("POST /x HTTP/1.1\r\nExpect: 100-continue-later\r\nX-Expect: 100-continue\r\n\r\n");
+  CHECK_FALSE(not_expect.expect_continue);
+}
+
+TEST_CASE("drop_expect_continue: removes the Expect: 100-continue lines and nothing else") {
+  std::string head = "POST /x HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\nexpect:100-CONTINUE\r\n\r\nab";
+  http::head_progress p;
+  REQUIRE(http::scan_head(head, {}, &p) == http::head_scan::complete);
+  CHECK(http::drop_expect_continue(head, p.line_start) == 43);
+  CHECK(head == "POST /x HTTP/1.1\r\nContent-Length: 2\r\n\r\nab");
+  std::string other = "POST /x HTTP/1.1\r\nExpect: something\r\n\r\n";
+  REQUIRE(http::scan_head(other, {}, &(p = {})) == http::head_scan::complete);
+  CHECK(http::drop_expect_continue(other, p.line_start) == 0);
 }
 
 TEST_CASE("a POST without a body or Content-Length is served at once; one to no route is 404") {
@@ -495,6 +543,266 @@ TEST_CASE("connections over the limit get 503 and are closed; the ones within it
   CHECK_THAT(error_of(refused.body), Catch::Contains("too many open connections"));
   REQUIRE(open[0]->send_all("GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
   CHECK(open[0]->read_response(10s).status == 200);
+}
+
+namespace {
+
+// A kept-alive connection from `from` that the front has served once (so it is surely admitted).
+std::unique_ptr<raw_conn> served_conn(int port, const char* from = nullptr) {
+  auto c = std::make_unique<raw_conn>(port, from);
+  REQUIRE(c->send_all("GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"));
+  REQUIRE(c->read_response(5s).status == 200);
+  return c;
+}
+
+// A health check on a new connection from `from`: its status, or 0 without an answer.
+int health_from(int port, const char* from) {
+  raw_conn c(port, from);
+  if (!c.send_all("GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")) return 0;
+  return c.read_response(5s).status;
+}
+
+}  // namespace
+
+TEST_CASE("one address past max_connections_per_address gets 503; another address is still served") {
+  http::front_options o;
+  o.max_connections_per_address = 4;
+  front_fixture h(o);
+  const int port = h.front->port();
+  std::vector<std::unique_ptr<raw_conn>> mine;
+  for (int i = 0; i < 4; ++i) mine.push_back(served_conn(port));
+  raw_conn extra(port);
+  auto refused = extra.read_response(5s);
+  CHECK(refused.status == 503);
+  CHECK_THAT(error_of(refused.body), Catch::Contains("too many open connections from this address"));
+  CHECK(extra.closed_within(5s));
+  CHECK(health_from(port, "127.0.0.2") == 200);
+  REQUIRE(mine[0]->send_all("GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"));
+  CHECK(mine[0]->read_response(5s).status == 200);  // the ones within the limit are served on
+  mine.pop_back();  // once one closes, the address may open another
+  CHECK(eventually([&] { return health_from(port, "127.0.0.1") == 200; }, 5s));
+}
+
+TEST_CASE("the last tenth of max_connections is kept for addresses with fewer than 4 connections open") {
+  http::front_options o;
+  o.max_connections = 10;  // the last one is kept
+  o.max_connections_per_address = 0;
+  front_fixture h(o);
+  const int port = h.front->port();
+  std::vector<std::unique_ptr<raw_conn>> hog;
+  for (int i = 0; i < 9; ++i) hog.push_back(served_conn(port));
+  raw_conn tenth(port);
+  CHECK(tenth.read_response(5s).status == 503);
+  CHECK(health_from(port, "127.0.0.2") == 200);  // a new address takes the kept one
+}
+
+TEST_CASE("bodies that trickle in hold no worker: health and inference answer, the trickles get 408") {
+  http::front_options o;
+  o.threads = 4;
+  o.request_timeout = std::chrono::seconds(20);
+  front_fixture h(o);
+  constexpr int slow_count = 8;  // twice the workers, read by the gate
+  constexpr int chunked_count = 2;  // read by workers, which they hold until the rate rule lets go
+  std::vector<std::unique_ptr<raw_conn>> slow;
+  for (int i = 0; i < slow_count + chunked_count; ++i) {
+    slow.push_back(std::make_unique<raw_conn>(h.front->port()));
+    REQUIRE(slow.back()->send_all("POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+                                  std::string(i < slow_count ? "Content-Length: 1000\r\n\r\n"
+                                                             : "Transfer-Encoding: chunked\r\n\r\n1000\r\n")));
+  }
+  auto began = steady::now();
+  std::atomic<bool> trickling{true};
+  std::thread trickle([&] {
+    while (trickling) {
+      for (auto& c : slow) c->send_all(" ");  // fails once the front closed it; keep going for the others
+      std::this_thread::sleep_for(200ms);      // the attack's pace, not a wait for the server
+    }
+  });
+  struct stop_trickle {
+    std::atomic<bool>& flag;
+    std::thread& thread;
+    ~stop_trickle() {
+      flag = false;
+      thread.join();
+    }
+  } stopper{trickling, trickle};
+
+  std::this_thread::sleep_for(300ms);  // the slow bodies are under way; not a synchronization
+  auto c = h.client();
+  c->set_read_timeout(1, 500000);
+  auto t0 = steady::now();
+  auto live = c->Get("/v2/health/live");
+  REQUIRE(live);
+  CHECK(live->status == 200);
+  auto infer = c->Post("/v2/models/a/infer", request_body(), "application/json");
+  REQUIRE(infer);
+  CHECK(infer->status == 200);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count();
+  INFO("health and a cold inference took " << took << " ms among " << slow_count + chunked_count
+                                             << " trickling bodies");
+  CHECK(took < 1500);  // as among slow heads: a cold load on a busy machine
+
+  for (int i = 0; i < slow_count + chunked_count; ++i) {  // below 16 KiB/s once 2 s have passed
+    INFO((i < slow_count ? "Content-Length " : "chunked ") << i);
+    auto r = slow[i]->read_response(10s);
+    CHECK(r.status == 408);
+    if (r.status == 408 && i < slow_count) CHECK_THAT(error_of(r.body), Catch::Contains("too slowly"));
+    CHECK(slow[i]->closed_within(5s));
+  }
+  CHECK(steady::now() - began >= 1900ms);
+}
+
+TEST_CASE("health and metrics answer while every worker waits on a model load") {
+  http::front_options o;
+  o.threads = 2;
+  o.request_timeout = std::chrono::seconds(20);
+  front_fixture h(o);
+  h.f.loader->hold();
+  struct release {
+    scripted_loader& l;
+    ~release() { l.open_gate(); }
+  } release_loads{*h.f.loader};
+  std::vector<std::future<int>> misses;
+  for (const char* model : {"a", "b"})
+    misses.push_back(std::async(std::launch::async, [&h, model] {
+      auto r = h.client()->Post(std::string("/v2/models/") + model + "/infer", request_body(), "application/json");
+      return r ? r->status : -1;
+    }));
+  REQUIRE(h.f.loader->wait_started(2));  // both workers wait on a load
+  auto c = h.client();
+  c->set_read_timeout(1, 0);
+  for (const char* path : {"/v2/health/live", "/v2/health/ready", "/metrics"}) {
+    INFO(path);
+    auto r = c->Get(path);
+    REQUIRE(r);
+    CHECK(r->status == 200);
+  }
+  h.f.loader->open_gate();
+  for (auto& m : misses) CHECK(m.get() == 200);
+}
+
+TEST_CASE("the first head on a connection has first_header_timeout; later heads header_timeout") {
+  http::front_options o;
+  o.first_header_timeout = 300ms;
+  o.header_timeout = 5000ms;
+  front_fixture h(o);
+  raw_conn fresh(h.front->port());
+  auto t0 = steady::now();
+  REQUIRE(fresh.send_all("GET /v2/health/live HTTP/1.1\r\n"));
+  CHECK(fresh.read_response(3s).status == 408);
+  CHECK(steady::now() - t0 < 2s);
+
+  auto kept = served_conn(h.front->port());
+  REQUIRE(kept->send_all("GET /v2/health/live HTTP/1.1\r\n"));
+  auto r = kept->read_response(800ms);
+  CHECK(r.status == 0);  // no answer yet, and still open
+  CHECK_FALSE(r.closed);
+  REQUIRE(kept->send_all("Host: x\r\n\r\n"));
+  CHECK(kept->read_response(5s).status == 200);
+}
+
+namespace {
+
+// A loopback listener whose connections a thread hands to a gate (the front's accept loop,
+// without the front).
+class gate_listener {
+ public:
+  explicit gate_listener(http::conn_gate& gate) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd_, 64) == 0);
+    socklen_t length = sizeof a;
+    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &length) == 0);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this, &gate] {
+      for (int c; (c = ::accept(fd_, nullptr, nullptr)) >= 0;) gate.admit(c);
+    });
+  }
+  ~gate_listener() {
+    ::shutdown(fd_, SHUT_RDWR);  // accept() returns
+    thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("bodies past max_buffered_body_bytes wait for room and are all served whole; the bound holds") {
+  constexpr std::size_t body_bytes = 4000;
+  constexpr std::uint64_t bound = 10000;  // two bodies at once
+  constexpr int clients = 8;
+  http::gate_options o;
+  o.threads = 2;
+  o.max_buffered_body_bytes = bound;
+  std::atomic<long long> slowest_read_ms{0};  // the longest a worker waited for a body
+  // Serves one request: reads its head and body, answers with the body's length and byte sum.
+  auto serve = [&](httplib::Stream& s, bool) {
+    std::string got;
+    char chunk[4096];
+    auto read_more = [&] {
+      auto n = s.read(chunk, sizeof chunk);
+      if (n > 0) got.append(chunk, static_cast<std::size_t>(n));
+      return n > 0;
+    };
+    while (got.find("\r\n\r\n") == std::string::npos)
+      if (!read_more()) return false;
+    auto head_end = got.find("\r\n\r\n") + 4;
+    std::smatch m;
+    std::string head = got.substr(0, head_end);
+    if (!std::regex_search(head, m, std::regex("Content-Length: ([0-9]+)"))) return false;
+    auto whole = head_end + std::stoul(m[1]);
+    auto t0 = steady::now();
+    while (got.size() < whole)
+      if (!read_more()) return false;
+    auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count();
+    if (waited > slowest_read_ms) slowest_read_ms = waited;
+    std::uint64_t sum = 0;
+    for (auto i = head_end; i < whole; ++i) sum += static_cast<unsigned char>(got[i]);
+    auto answer = std::to_string(whole - head_end) + " " + std::to_string(sum);
+    auto text = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(answer.size()) + "\r\n\r\n" + answer;
+    s.write(text.data(), text.size());
+    return false;  // one request a connection
+  };
+  http::conn_gate gate(o, serve);
+  gate_listener listener(gate);
+
+  std::vector<std::unique_ptr<raw_conn>> conns;
+  std::vector<std::string> bodies;
+  std::vector<std::string> expected;
+  for (int i = 0; i < clients; ++i) {
+    std::string body(body_bytes, static_cast<char>('a' + i));
+    bodies.push_back(body);
+    auto sum = body_bytes * static_cast<unsigned char>('a' + i);
+    expected.push_back(std::to_string(body_bytes) + " " + std::to_string(sum));
+    conns.push_back(std::make_unique<raw_conn>(listener.port()));
+    REQUIRE(conns.back()->send_all("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body_bytes) +
+                                   "\r\n\r\n" + body.substr(0, body_bytes / 2)));
+  }
+  std::this_thread::sleep_for(300ms);  // the heads and half the bodies are in; not a synchronization
+  CHECK(gate.buffered_body_bytes() <= bound);
+  for (int i = 0; i < clients; ++i) REQUIRE(conns[i]->send_all(bodies[i].substr(body_bytes / 2)));
+  for (int i = 0; i < clients; ++i) {
+    INFO("client " << i);
+    auto r = conns[i]->read_response(10s);
+    CHECK(r.status == 200);
+    CHECK(r.body == expected[i]);
+  }
+  INFO("peak " << gate.peak_buffered_body_bytes() << " bytes; a worker waited at most " << slowest_read_ms
+               << " ms for a body");
+  CHECK(gate.peak_buffered_body_bytes() <= bound);
+  CHECK(gate.peak_buffered_body_bytes() >= 2 * body_bytes);  // the gate read the bodies, two at once
+  CHECK(slowest_read_ms < 150);  // a worker gets a body whole (the clients paused 300 ms half-way)
+  CHECK(eventually([&] { return gate.buffered_body_bytes() == 0; }, 5s));
 }
 
 TEST_CASE("an infer or a repository load with no answer within --request-timeout gets 504; the load goes on") {

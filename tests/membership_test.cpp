@@ -63,8 +63,8 @@ struct logbook {
   }
 };
 
-node::membership_options options_for(const etcd_member& etcd, const std::string& name, fake_runtime& rt,
-                                     std::string cluster = "test") {
+node::membership_options options_for(const etcd_member& etcd, const std::string& name,
+                                     fake_runtime& rt, std::string cluster = "test") {
   node::membership_options o;
   o.endpoints = {etcd.endpoint()};
   o.cluster = std::move(cluster);
@@ -105,7 +105,8 @@ std::optional<node::member> find(const membership& m, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("instances see each other, their changes and their draining; a stopped one leaves at once") {
+TEST_CASE(
+    "instances see each other, their changes and their draining; a stopped one leaves at once") {
   etcd_member etcd;
   REQUIRE(etcd.start());
   fake_runtime rt_a, rt_b;
@@ -130,7 +131,9 @@ TEST_CASE("instances see each other, their changes and their draining; a stopped
   CHECK(eventually([&] { return !find(*a, "b"); }, 1s));
 }
 
-TEST_CASE("an instance whose lease expires leaves the others' view within its TTL; bad records are ignored") {
+TEST_CASE(
+    "an instance whose lease expires leaves the others' view within its TTL; bad records are "
+    "ignored") {
   etcd_member etcd;
   REQUIRE(etcd.start());
   fake_runtime rt;
@@ -152,7 +155,22 @@ TEST_CASE("an instance whose lease expires leaves the others' view within its TT
   ghost.address = "127.0.0.1:1";
   REQUIRE((*c)->put("/warm/test/instances/ghost", node::encode(ghost), lease->id));
   REQUIRE((*c)->put("/warm/test/instances/junk", "{not json"));
+  // Forged records, as someone who can write to etcd would put them: on no lease (it would never
+  // go), and under one name while naming another.
+  node::instance_record forged = ghost;
+  forged.name = "forged";
+  REQUIRE((*c)->put("/warm/test/instances/forged", node::encode(forged)));
+  REQUIRE((*c)->put("/warm/test/instances/other", node::encode(forged), lease->id));
   REQUIRE(eventually([&] { return find(*m, "ghost").has_value(); }, 2s));
+  CHECK(eventually(
+      [&] {
+        return log.has(
+            "instance record at /warm/test/instances/other names another instance ('forged')");
+      },
+      2s));
+  CHECK(log.has("instance record at /warm/test/instances/forged is on no lease"));
+  CHECK_FALSE(find(*m, "forged"));
+  CHECK_FALSE(find(*m, "other"));
   auto put_at = std::chrono::steady_clock::now();
   REQUIRE(eventually([&] { return !find(*m, "ghost"); }, 5s));
   CHECK(std::chrono::steady_clock::now() - put_at < 4s);  // the TTL, and etcd's expiry sweep
@@ -160,7 +178,9 @@ TEST_CASE("an instance whose lease expires leaves the others' view within its TT
   CHECK(m->members().size() == 1);
 }
 
-TEST_CASE("etcd going away and coming back: the instance keeps its view, reports the error, and rejoins") {
+TEST_CASE(
+    "etcd going away and coming back: the instance keeps its view, reports the error, and "
+    "rejoins") {
   etcd_member etcd;
   REQUIRE(etcd.start());
   fake_runtime rt_a, rt_b;
@@ -187,7 +207,8 @@ TEST_CASE("etcd going away and coming back: the instance keeps its view, reports
   std::size_t failures_logged = 0;
   {
     std::lock_guard<std::mutex> lock(log.mutex);
-    for (auto& l : log.lines) failures_logged += l.find("cluster: cannot") != std::string::npos;
+    for (auto& l : log.lines)
+      failures_logged += l.find("cluster: cannot") != std::string::npos;
   }
   CHECK(failures_logged >= 1);
   CHECK(failures_logged <= 2);

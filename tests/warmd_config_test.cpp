@@ -2,9 +2,12 @@
 // that the command line wins, and that nothing malformed throws (fuzz/warmd_config_fuzz.cpp
 // fuzzes the same function).
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -333,6 +336,56 @@ drain-seconds = 0
   parsed out_of_range;
   const char* short_ttl[] = {"warmd", "--lease-ttl", "1"};
   CHECK_THROWS(out_of_range.app.parse(3, short_ttl));
+}
+
+TEST_CASE("config: a secured etcd from the file and the command line; the password file") {
+  parsed p;
+  REQUIRE(p.apply(R"(cluster = ["https://10.0.0.1:2379"]
+etcd-ca = "/etc/warm/etcd-ca.pem"
+etcd-cert = "/etc/warm/node.pem"
+etcd-key = "/etc/warm/node.key"
+etcd-user = "warm"
+etcd-password-file = "/etc/warm/etcd-password"
+)"));
+  CHECK(p.c.etcd_ca == "/etc/warm/etcd-ca.pem");
+  CHECK(p.c.etcd_cert == "/etc/warm/node.pem");
+  CHECK(p.c.etcd_key == "/etc/warm/node.key");
+  CHECK(p.c.etcd_user == "warm");
+  CHECK(p.c.etcd_password_file == "/etc/warm/etcd-password");
+  parsed cli;
+  const char* argv[] = {"warmd", "--etcd-user", "other", "--etcd-ca", "/ca.pem"};
+  cli.app.parse(5, argv);
+  REQUIRE(cli.apply("etcd-user = \"warm\"\netcd-ca = \"/file-ca.pem\"\n"));
+  CHECK(cli.c.etcd_user == "other");  // the command line wins
+  CHECK(cli.c.etcd_ca == "/ca.pem");
+  parsed bad;
+  auto r = bad.apply("etcd-password-file = 1\n");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message == "test.toml: key \"etcd-password-file\" must be a string (line 1)");
+
+  // The password file: its line end dropped; refused when others may read it, or empty, never
+  // quoting the password.
+  char name[] = "/tmp/warm-etcd-password-XXXXXX";
+  const int fd = ::mkstemp(name);  // mode 0600
+  REQUIRE(fd >= 0);
+  const std::string path = name;
+  REQUIRE(::write(fd, "s3cret pass\n", 12) == 12);
+  ::close(fd);
+  auto read = warm::warmd::read_etcd_password(path);
+  REQUIRE(read);
+  CHECK(*read == "s3cret pass");
+  REQUIRE(::chmod(name, 0640) == 0);
+  read = warm::warmd::read_etcd_password(path);
+  REQUIRE_FALSE(read);
+  CHECK(read.error().code == warm::errc::invalid_argument);
+  CHECK(read.error().message.find(path) != std::string::npos);
+  CHECK(read.error().message.find("chmod 600") != std::string::npos);
+  CHECK(read.error().message.find("s3cret") == std::string::npos);
+  REQUIRE(::chmod(name, 0600) == 0);
+  REQUIRE(::truncate(name, 0) == 0);
+  CHECK_FALSE(warm::warmd::read_etcd_password(path));
+  ::unlink(name);
+  CHECK_FALSE(warm::warmd::read_etcd_password(path));
 }
 
 TEST_CASE("config: dynamic batching from the file and the command line, with its ranges") {

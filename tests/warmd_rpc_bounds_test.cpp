@@ -44,9 +44,17 @@ const std::string token = "0123456789abcdef-the-right-token";
 
 // A raw TCP connection to 127.0.0.1:port, closed on destruction.
 struct raw_socket {
-  explicit raw_socket(std::uint16_t port) {
+  // Connects to 127.0.0.1:port from `source`, another loopback address (Linux routes all of
+  // 127/8 to lo), so that a test can be several clients.
+  explicit raw_socket(std::uint16_t port, const char* source = nullptr) {
     fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(fd >= 0);
+    if (source) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      REQUIRE(::inet_pton(AF_INET, source, &from.sin_addr) == 1);
+      REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) == 0);
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -207,14 +215,41 @@ TEST_CASE("before login a message over 64 KiB closes the connection before its b
 TEST_CASE("a connection past --max-pending-logins is closed; logged-in clients keep working") {
   remote_daemon rd({"--max-pending-logins", "2"});
   logged_in c(rd.port);  // logged in: no longer pending
-  raw_socket a(rd.port), b(rd.port);
+  raw_socket a(rd.port, "127.0.0.2"), b(rd.port, "127.0.0.3");
   REQUIRE(c.works());  // a and b have been accepted by now (accepts are served in order)
-  raw_socket third(rd.port);
+  raw_socket third(rd.port, "127.0.0.4");
   CHECK(third.closed_within(std::chrono::seconds(10)));
   CHECK(a.open_now());
   CHECK(b.open_now());
   CHECK(c.works());
   CHECK(rd.d.log().find("--max-pending-logins") != std::string::npos);
+  CHECK(rd.d.stop() == 0);
+}
+
+TEST_CASE("one address holds an eighth of the pending logins; the last quarter is kept for new addresses") {
+  // 16 pending logins: 2 per address, the last 4 only for addresses with none pending.
+  remote_daemon rd({"--max-pending-logins", "16"});
+  raw_socket hog1(rd.port, "127.0.0.2"), hog2(rd.port, "127.0.0.2");
+  logged_in c(rd.port);  // served in order: hog1 and hog2 are accepted by now
+  raw_socket hog3(rd.port, "127.0.0.2");
+  CHECK(hog3.closed_within(std::chrono::seconds(10)));
+  CHECK(hog1.open_now());
+  CHECK(hog2.open_now());
+  CHECK(rd.d.log().find("from 127.0.0.2: 2 connections from this address wait to log in (at most 2 per address)") !=
+        std::string::npos);
+  // Ten more addresses, one pending login each: 12 pending, the reserve begins.
+  std::vector<std::unique_ptr<raw_socket>> others;
+  for (int i = 10; i < 20; ++i)
+    others.push_back(std::make_unique<raw_socket>(rd.port, ("127.0.0." + std::to_string(i)).c_str()));
+  REQUIRE(c.works());
+  raw_socket second(rd.port, "127.0.0.10");  // has one pending: the reserve is not for it
+  CHECK(second.closed_within(std::chrono::seconds(10)));
+  CHECK(rd.d.log().find("the rest are kept for addresses with none waiting") != std::string::npos);
+  raw_socket fresh(rd.port, "127.0.0.30");  // has none: gets in
+  REQUIRE(c.works());
+  CHECK(fresh.open_now());
+  logged_in late(rd.port);  // a client with the token still logs in
+  CHECK(late.works());
   CHECK(rd.d.stop() == 0);
 }
 

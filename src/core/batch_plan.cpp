@@ -5,8 +5,8 @@
 
 namespace warm {
 
-std::size_t requests_to_run(const std::vector<std::uint64_t>& rows, std::chrono::microseconds waited,
-                            const batching_options& options) {
+std::size_t requests_to_run(const std::vector<std::uint64_t>& rows,
+                            std::chrono::microseconds waited, const batching_options& options) {
   if (rows.empty()) return 0;
   if (!options.enabled() || rows.front() >= options.max_batch) return 1;
   // The candidate: the longest prefix within max_batch; `ends[k]` = rows of the first k+1.
@@ -31,7 +31,8 @@ std::size_t requests_to_run(const std::vector<std::uint64_t>& rows, std::chrono:
       preferred_rows = ends[k];
     }
   if (preferred_prefix > 0) {
-    auto largest = *std::max_element(options.preferred_batch.begin(), options.preferred_batch.end());
+    auto largest =
+        *std::max_element(options.preferred_batch.begin(), options.preferred_batch.end());
     if (preferred_rows == largest) return preferred_prefix;
   }
   if (waited < options.max_queue_delay) return 0;
@@ -44,9 +45,16 @@ std::string check_batching(const batching_options& options) {
     return "at most " + std::to_string(max_preferred_sizes) + " preferred batch sizes";
   for (auto p : options.preferred_batch)
     if (p == 0 || p > options.max_batch)
-      return "preferred batch size " + std::to_string(p) + " is outside 1.." + std::to_string(options.max_batch);
+      return "preferred batch size " + std::to_string(p) + " is outside 1.." +
+             std::to_string(options.max_batch);
+  if (options.max_batch > max_batch_limit)
+    return "max_batch is over " + std::to_string(max_batch_limit);
   if (options.max_queue == 0) return "max_queue must be positive";
+  if (options.max_queue > max_queue_limit)
+    return "max_queue is over " + std::to_string(max_queue_limit);
   if (options.max_queue_delay.count() < 0) return "max_queue_delay must not be negative";
+  if (options.max_queue_delay > max_queue_delay_limit)
+    return "max_queue_delay is over " + std::to_string(max_queue_delay_limit.count()) + " us";
   return {};
 }
 

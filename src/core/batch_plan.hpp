@@ -26,12 +26,18 @@ namespace warm {
 // How many of the queued requests (their rows, oldest first) to run now; 0: wait for more.
 // `waited` is how long the oldest has been queued. Never 0 for a non-empty queue once waited
 // reaches max_queue_delay.
-std::size_t requests_to_run(const std::vector<std::uint64_t>& rows, std::chrono::microseconds waited,
-                            const batching_options& options);
+std::size_t requests_to_run(const std::vector<std::uint64_t>& rows,
+                            std::chrono::microseconds waited, const batching_options& options);
 
-// invalid: a preferred size of 0 or over max_batch, more than max_preferred_sizes of them, or a
-// zero max_queue while batching; the message names the field. Empty when valid.
+// invalid: a preferred size of 0 or over max_batch, more than max_preferred_sizes of them, a
+// zero max_queue while batching, or a setting past its limit below; the message names the field.
+// Empty when valid. Every registration is checked so, whoever made it (a client, a served-models
+// file, another instance of the cluster through etcd).
 constexpr std::size_t max_preferred_sizes = 64;
+constexpr std::uint64_t max_batch_limit = std::uint64_t{1} << 16;  // rows in one pass
+constexpr std::uint64_t max_queue_limit = std::uint64_t{1} << 20;  // requests queued per model
+constexpr std::chrono::microseconds max_queue_delay_limit{
+    10'000'000};  // 10 s: a batch's longest wait
 std::string check_batching(const batching_options& options);
 
 }  // namespace warm

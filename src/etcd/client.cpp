@@ -4,7 +4,9 @@
 // Unary calls use gRPC's synchronous API, one ClientContext per attempt with the attempt's
 // deadline. LeaseKeepAlive is a short synchronous stream under the call's deadline. A watch runs
 // gRPC's asynchronous API on its own thread and completion queue, so that waiting for etcd's
-// confirmation is bounded by a deadline and the destructor can cancel a read at any time.
+// confirmation is bounded by a deadline and the destructor can cancel a read at any time. TLS and
+// etcd's tokens come from credentials.hpp: every attempt (a watch's too) first takes the current
+// token, and a call whose token etcd refused drops it and is tried once more.
 #include "etcd/client.hpp"
 
 #include <grpcpp/grpcpp.h>
@@ -19,11 +21,13 @@
 #include <utility>
 
 #include "etcd.grpc.pb.h"
+#include "etcd/credentials.hpp"
 
 namespace warm::etcd {
 namespace {
 
 namespace pb = ::etcdserverpb;
+using detail::authenticator;
 using steady = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -57,15 +61,25 @@ std::string quoted(const std::string& key) {
   return out + "'";
 }
 
-// "http://host:port" or "host:port" as gRPC's target "host:port".
-expected<std::string> grpc_target(const std::string& endpoint) {
+// An endpoint as gRPC's target "host:port", and whether it is https.
+struct target {
+  std::string host_port;
+  bool tls = false;
+};
+
+// "http://host:port", "https://host:port" or "host:port" (http) as a target.
+expected<target> grpc_target(const std::string& endpoint) {
   std::string rest = endpoint;
-  const std::string http = "http://";
+  const std::string http = "http://", https = "https://";
+  bool tls = false;
   if (rest.compare(0, http.size(), http) == 0) {
     rest.erase(0, http.size());
+  } else if (rest.compare(0, https.size(), https) == 0) {
+    rest.erase(0, https.size());
+    tls = true;
   } else if (rest.find("://") != std::string::npos) {
     return make_error(errc::invalid_argument,
-                      "etcd endpoint '" + endpoint + "': only http:// is supported (no TLS)");
+                      "etcd endpoint '" + endpoint + "': only http:// and https:// are supported");
   }
   while (!rest.empty() && rest.back() == '/')
     rest.pop_back();
@@ -85,8 +99,9 @@ expected<std::string> grpc_target(const std::string& endpoint) {
   }
   if (!ok)
     return make_error(errc::invalid_argument,
-                      "etcd endpoint '" + endpoint + "': expected host:port or http://host:port");
-  return rest;
+                      "etcd endpoint '" + endpoint +
+                          "': expected host:port, http://host:port or https://host:port");
+  return target{rest, tls};
 }
 
 // etcd's "request timed out" family (UNAVAILABLE on the wire): the request reached etcd, which
@@ -145,6 +160,8 @@ warm::error status_error(const std::string& what, const std::string& endpoint,
   }
   std::string message = "etcd " + what + " at " + endpoint + ": " + s.error_message();
   if (code == errc::internal) message += " (gRPC code " + std::to_string(s.error_code()) + ")";
+  if (s.error_message().find("user name is empty") != std::string::npos)
+    message += " (etcd has authentication on: give a user and password, or a client certificate)";
   return make_error(code, std::move(message));
 }
 
@@ -177,6 +194,7 @@ struct endpoint {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::KV::Stub> kv;
   std::unique_ptr<pb::Lease::Stub> lease;
+  std::unique_ptr<pb::Auth::Stub> auth;
 };
 
 // The error of a call that tried every endpoint until its deadline: timeout when some endpoint
@@ -193,6 +211,18 @@ warm::error gave_up(const std::string& what, const std::vector<std::string>& nam
   }
   message += ")";
   return make_error(answered_late ? errc::timeout : errc::unavailable, std::move(message));
+}
+
+// The error of a call whose TLS handshake failed at every endpoint (client.hpp's contract 7).
+warm::error tls_failed(const std::string& what, const std::vector<std::string>& names,
+                       const std::vector<std::string>& failures) {
+  std::string message = "etcd " + what + ": TLS failed with every endpoint (";
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i) message += "; ";
+    message += names[i] + ": " + failures[i];
+  }
+  message += "): check the CA, client certificate and key against etcd's certificates";
+  return make_error(errc::unavailable, std::move(message));
 }
 
 // A channel that failed to connect waits out gRPC's backoff before it tries again; a call that
@@ -230,6 +260,9 @@ struct client::impl {
   options opts;
   std::vector<endpoint> endpoints;
   std::atomic<std::size_t> preferred{0};  // the endpoint that answered last
+  // With options::user: the token, shared with the watches (which may outlive the client).
+  std::shared_ptr<authenticator> auth;
+  bool tls = false;  // the endpoints are https
 
   // Moves `preferred` on from `failed` (unless another call moved it already).
   void skip(std::size_t failed) {
@@ -238,33 +271,61 @@ struct client::impl {
   }
 
   // Runs `attempt(endpoint&, ClientContext&) -> grpc::Status` against the endpoints until one
-  // answers or `deadline` passes, as client.hpp's contract 3 says. `what` names the operation
-  // for messages.
+  // answers or `deadline` passes, as client.hpp's contracts 3, 7 and 8 say. `what` names the
+  // operation for messages. The context an attempt gets carries the token, when there is one.
   template <class Attempt>
   expected<void> invoke(const std::string& what, repeatable again, steady::time_point deadline,
                         Attempt&& attempt) {
     const std::size_t n = endpoints.size();
     std::vector<std::string> failures(n);  // the last failure seen at each endpoint
+    std::vector<bool> tls_refused(n);      // its TLS handshake failed: not tried again
+    std::size_t tls_refusals = 0;
     bool answered_late = false;  // some endpoint took the request and did not answer in time
+    bool renewed = false;        // a token etcd refused was replaced once already
     milliseconds pause = first_pause;
     for (int round = 0;; ++round) {
       const std::size_t first = preferred.load();
       for (std::size_t i = 0; i < n; ++i) {
         const std::size_t at = (first + i) % n;
+        if (tls_refused[at]) continue;
         const auto now = steady::now();
         if (now >= deadline) return gave_up(what, failures, answered_late);
-        grpc::ClientContext ctx;
-        ctx.set_deadline(to_system(share(now, deadline, n - i)));
-        // The first round fails fast on an endpoint that is known to be down, so that the call
-        // moves on at once; later rounds wait for a connection within their share. (A request
-        // that fails fast polls nothing, so gRPC would not even notice a connection completing.)
-        ctx.set_wait_for_ready(round > 0);
-        const grpc::Status s = attempt(endpoints[at], ctx);
+        const auto until = share(now, deadline, n - i);
+        grpc::Status s;
+        bool authenticating = false;  // s is Authenticate's failure: the request was not sent
+        for (;;) {                    // once, or twice when etcd refused the token
+          grpc::ClientContext ctx;
+          ctx.set_deadline(to_system(until));
+          // The first round fails fast on an endpoint that is known to be down, so that the call
+          // moves on at once; later rounds wait for a connection within their share. (A request
+          // that fails fast polls nothing, so gRPC would not even notice a connection
+          // completing.)
+          ctx.set_wait_for_ready(round > 0);
+          authenticator::ticket ticket;
+          if (auth) s = auth->get(*endpoints[at].auth, until, round > 0, &ticket);
+          authenticating = !s.ok();
+          if (authenticating) break;
+          if (!ticket.token.empty()) ctx.AddMetadata("token", ticket.token);
+          s = attempt(endpoints[at], ctx);
+          if (s.ok() || !auth || renewed || !detail::token_refused(s.error_message())) break;
+          renewed = true;
+          auth->drop(ticket.generation);
+        }
         if (s.ok()) {
           preferred.store(at);
           return {};
         }
-        const failed how = classify(s, *endpoints[at].channel);
+        if (auto why = detail::tls_failure(s, tls)) {
+          tls_refused[at] = true;
+          failures[at] = std::move(*why);
+          skip(at);
+          if (++tls_refusals == n) return tls_failed(what, names(), failures);
+          continue;
+        }
+        failed how = classify(s, *endpoints[at].channel);
+        if (authenticating && how == failed::final)
+          return detail::authentication_error(*auth, what, endpoints[at].name, s);
+        if (authenticating) how = failed::unreachable;  // the request itself was not sent
         if (how == failed::final) return status_error(what, endpoints[at].name, s);
         skip(at);
         if (how == failed::late && again == repeatable::no)
@@ -287,17 +348,19 @@ struct client::impl {
     }
   }
 
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& e : endpoints)
+      out.push_back(e.name);
+    return out;
+  }
+
   warm::error gave_up(const std::string& what, const std::vector<std::string>& failures,
                       bool answered_late) const {
-    std::vector<std::string> names;
-    for (const auto& e : endpoints)
-      names.push_back(e.name);
-    return etcd::gave_up(what, names, failures, answered_late, opts.timeout);
+    return etcd::gave_up(what, names(), failures, answered_late, opts.timeout);
   }
 
   steady::time_point deadline() const { return steady::now() + opts.timeout; }
-
-  // One Txn: put or delete `key` if its `target` revision equals `revision`, else read it.
 };
 
 client::client(std::unique_ptr<impl> impl) : impl_(std::move(impl)) {}
@@ -313,11 +376,29 @@ expected<std::unique_ptr<client>> client::connect(options opts) {
                       "pings more often)");
   if (opts.page_size <= 0)
     return make_error(errc::invalid_argument, "etcd: the page size must be positive");
-  auto state = std::make_unique<impl>();
-  const int timeout_ms = static_cast<int>(std::min<long long>(opts.timeout.count(), 1 << 30));
+  std::vector<target> targets;
   for (const auto& name : opts.endpoints) {
-    auto target = grpc_target(name);
-    if (!target) return std::move(target).error();
+    auto t = grpc_target(name);
+    if (!t) return std::move(t).error();
+    if (!targets.empty() && t->tls != targets.front().tls)
+      return make_error(errc::invalid_argument,
+                        "etcd endpoints '" + opts.endpoints.front() + "' and '" + name +
+                            "': all endpoints must be http:// or all https://");
+    targets.push_back(std::move(*t));
+  }
+  if (opts.user.empty() != opts.password.empty())
+    return make_error(errc::invalid_argument,
+                      opts.user.empty()
+                          ? "etcd: a password is given without a user"
+                          : "etcd: user '" + opts.user + "' is given without a password");
+  auto credentials = detail::channel_credentials(opts, targets.front().tls);
+  if (!credentials) return std::move(credentials).error();
+  auto state = std::make_unique<impl>();
+  if (!opts.user.empty()) state->auth = std::make_shared<authenticator>(opts.user, opts.password);
+  state->tls = targets.front().tls;
+  const int timeout_ms = static_cast<int>(std::min<long long>(opts.timeout.count(), 1 << 30));
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const auto& name = opts.endpoints[i];
     grpc::ChannelArguments args;
     // Each client has its own connections: one client's backoff never delays another's calls.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -339,11 +420,13 @@ expected<std::unique_ptr<client>> client::connect(options opts) {
     args.SetMaxReceiveMessageSize(-1);
     endpoint e;
     e.name = name;
-    e.channel = grpc::CreateCustomChannel(*target, grpc::InsecureChannelCredentials(), args);
+    e.channel = grpc::CreateCustomChannel(targets[i].host_port, *credentials, args);
     e.kv = pb::KV::NewStub(e.channel);
     e.lease = pb::Lease::NewStub(e.channel);
+    e.auth = pb::Auth::NewStub(e.channel);
     state->endpoints.push_back(std::move(e));
   }
+  opts.password.clear();  // kept by the authenticator only
   state->opts = std::move(opts);
   return std::unique_ptr<client>(new client(std::move(state)));
 }
@@ -461,18 +544,19 @@ expected<erase_result> client::erase_prefix(const std::string& prefix) {
 namespace {
 
 // One transaction (client::transact's contract); `what` names it in errors.
-expected<txn_result> run_txn(client::impl& self, const std::string& what, const std::vector<txn_condition>& conditions,
+expected<txn_result> run_txn(client::impl& self, const std::string& what,
+                             const std::vector<txn_condition>& conditions,
                              const std::vector<txn_write>& writes) {
   if (conditions.size() > client::max_txn_operations || writes.size() > client::max_txn_operations)
-    return make_error(errc::invalid_argument,
-                      "etcd transaction: more than " + std::to_string(client::max_txn_operations) +
-                          " conditions or writes");
+    return make_error(errc::invalid_argument, "etcd transaction: more than " +
+                                                  std::to_string(client::max_txn_operations) +
+                                                  " conditions or writes");
   pb::TxnRequest req;
   for (const auto& c : conditions) {
     if (auto ok = check_key("transaction", c.key); !ok) return std::move(ok).error();
     if (c.mod_revision < 0)
-      return make_error(errc::invalid_argument,
-                        "etcd transaction " + quoted(c.key) + ": the expected revision is negative");
+      return make_error(errc::invalid_argument, "etcd transaction " + quoted(c.key) +
+                                                    ": the expected revision is negative");
     auto* cmp = req.add_compare();
     cmp->set_key(c.key);
     cmp->set_result(pb::Compare::EQUAL);
@@ -503,10 +587,10 @@ expected<txn_result> run_txn(client::impl& self, const std::string& what, const 
   }
   pb::TxnResponse resp;
   auto r = self.invoke(what, repeatable::no, self.deadline(),
-                         [&](endpoint& e, grpc::ClientContext& ctx) {
-                           resp.Clear();
-                           return e.kv->Txn(&ctx, req, &resp);
-                         });
+                       [&](endpoint& e, grpc::ClientContext& ctx) {
+                         resp.Clear();
+                         return e.kv->Txn(&ctx, req, &resp);
+                       });
   if (!r) return std::move(r).error();
   txn_result out;
   out.succeeded = resp.succeeded();
@@ -545,7 +629,8 @@ expected<cas_result> client::put_if(const std::string& key, const std::string& v
   if (expected_mod_revision < 0)
     return make_error(errc::invalid_argument,
                       "etcd put_if " + quoted(key) + ": the expected revision is negative");
-  return one_key(run_txn(*impl_, "put_if " + quoted(key), {{key, expected_mod_revision}}, {{key, value, lease}}));
+  return one_key(run_txn(*impl_, "put_if " + quoted(key), {{key, expected_mod_revision}},
+                         {{key, value, lease}}));
 }
 
 expected<cas_result> client::erase_if(const std::string& key, std::int64_t expected_mod_revision) {
@@ -553,7 +638,8 @@ expected<cas_result> client::erase_if(const std::string& key, std::int64_t expec
   if (expected_mod_revision <= 0)
     return make_error(errc::invalid_argument,
                       "etcd erase_if " + quoted(key) + ": the expected revision must be positive");
-  return one_key(run_txn(*impl_, "erase_if " + quoted(key), {{key, expected_mod_revision}}, {{key, std::nullopt}}));
+  return one_key(run_txn(*impl_, "erase_if " + quoted(key), {{key, expected_mod_revision}},
+                         {{key, std::nullopt}}));
 }
 
 // ---- leases -------------------------------------------------------------------------------------
@@ -627,9 +713,12 @@ struct watcher::impl {
     std::string name;
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<pb::Watch::Stub> stub;
+    std::unique_ptr<pb::Auth::Stub> auth;
   };
   std::vector<member> members;
-  std::size_t first = 0;  // the client's preferred endpoint when the watch began
+  std::size_t first = 0;                // the client's preferred endpoint when the watch began
+  std::shared_ptr<authenticator> auth;  // the client's, with options::user
+  bool tls = false;                     // the endpoints are https
   pb::WatchCreateRequest create;
   std::string what;  // "watch 'prefix'", for messages
   milliseconds timeout{0};
@@ -662,7 +751,9 @@ struct watcher::impl {
     bool busy() const { return starting || writing || reading; }
   };
 
-  enum class outcome { confirmed, unreachable, late, refused };
+  // How opening a watch ended: confirmed; not reached; sent and not confirmed in time; refused
+  // by etcd; refused for what may be its token (a fresh one may do); its TLS handshake failed.
+  enum class outcome { confirmed, unreachable, late, refused, token_refused, tls };
 
   bool is_stopping() {
     std::lock_guard<std::mutex> lock(m);
@@ -677,11 +768,19 @@ struct watcher::impl {
   bool next(grpc::CompletionQueue& cq, call& c, steady::time_point until, tag* t, bool* ok);
   // Ends `c`: cancels it unless it failed already, waits for its operations, returns its status.
   grpc::Status finish(grpc::CompletionQueue& cq, call& c, bool cancel);
-  // Opens a call on `at`, sends the create request and waits (until `until`) for etcd to confirm
-  // it. `confirmed`: the call is open; otherwise it is finished, with `failure` (unreachable,
-  // late) or `refusal` (refused) saying why.
+  // Opens a call on `at` with `token` (none when empty), sends the create request and waits
+  // (until `until`) for etcd to confirm it. `confirmed`: the call is open; otherwise it is
+  // finished, with `failure` (unreachable, late, tls) or `refusal` (refused, token_refused)
+  // saying why.
   outcome open_call(grpc::CompletionQueue& cq, call& c, const member& at, steady::time_point until,
-                    bool wait_for_ready, std::string* failure, warm::error* refusal);
+                    bool wait_for_ready, const std::string& token, std::string* failure,
+                    warm::error* refusal);
+  // One try at `at`: gets a token when the watch needs one, opens the call and, once it is
+  // confirmed, reads it to its end. What it found is added to the arguments; given_up is set
+  // when there is nothing more to try.
+  void attempt(grpc::CompletionQueue& cq, std::size_t at, steady::time_point until, bool wait,
+               std::optional<expected<void>>* given_up, bool* answered_late, bool* failed_tls,
+               std::string* failure);
   // Reads the confirmed call until it ends, delivering updates; the last one has an error unless
   // the watcher is being destroyed.
   void read(grpc::CompletionQueue& cq, call& c, const member& at);
@@ -720,11 +819,12 @@ grpc::Status watcher::impl::finish(grpc::CompletionQueue& cq, call& c, bool canc
 
 watcher::impl::outcome watcher::impl::open_call(grpc::CompletionQueue& cq, call& c,
                                                 const member& at, steady::time_point until,
-                                                bool wait_for_ready, std::string* failure,
-                                                warm::error* refusal) {
+                                                bool wait_for_ready, const std::string& token,
+                                                std::string* failure, warm::error* refusal) {
   // With this, etcd ends the stream when its member loses the leader, instead of leaving it
   // silent while the rest of the cluster goes on.
   c.ctx.AddMetadata("hasleader", "true");
+  if (!token.empty()) c.ctx.AddMetadata("token", token);
   c.ctx.set_wait_for_ready(wait_for_ready);  // as in client::impl::invoke
   set_open(&c.ctx);
   c.stream = at.stub->PrepareAsyncWatch(&c.ctx, &cq);
@@ -744,6 +844,10 @@ watcher::impl::outcome watcher::impl::open_call(grpc::CompletionQueue& cq, call&
     }
     if (!ok) {  // the call failed; its status says why
       auto s = finish(cq, c, false);
+      if (auto why = detail::tls_failure(s, tls)) {
+        *failure = std::move(*why);
+        return outcome::tls;
+      }
       switch (classify(s, *at.channel)) {
         case failed::unreachable:
           *failure = s.error_message();
@@ -755,7 +859,7 @@ watcher::impl::outcome watcher::impl::open_call(grpc::CompletionQueue& cq, call&
           break;
       }
       *refusal = status_error(what, at.name, s);
-      return outcome::refused;
+      return detail::token_refused(s.error_message()) ? outcome::token_refused : outcome::refused;
     }
     if (t == start_tag) {
       pb::WatchRequest req;
@@ -771,7 +875,10 @@ watcher::impl::outcome watcher::impl::open_call(grpc::CompletionQueue& cq, call&
         finish(cq, c, true);
         *refusal = make_error(errc::invalid_argument,
                               "etcd " + what + " at " + at.name + ": refused: " + reason);
-        return outcome::refused;
+        // etcd 3.4 gives an expired token's watch "permission denied", as it does a user's.
+        const bool token =
+            detail::token_refused(reason) || reason.find("permission denied") != std::string::npos;
+        return token ? outcome::token_refused : outcome::refused;
       }
       c.stream->Read(&c.response, reinterpret_cast<void*>(read_tag));  // not the answer yet
       c.reading = true;
@@ -845,44 +952,88 @@ void watcher::impl::deliver_end(errc code, std::string message, std::int64_t com
   callback(u);
 }
 
+void watcher::impl::attempt(grpc::CompletionQueue& cq, std::size_t at, steady::time_point until,
+                            bool wait, std::optional<expected<void>>* given_up, bool* answered_late,
+                            bool* failed_tls, std::string* failure) {
+  const member& mb = members[at];
+  bool renewed = false;  // a token etcd refused was replaced once already
+  for (;;) {
+    authenticator::ticket ticket;
+    if (auth) {
+      const grpc::Status s = auth->get(*mb.auth, until, wait, &ticket);
+      if (!s.ok()) {
+        *failure = s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? "no connection in time"
+                                                                         : s.error_message();
+        if (auto why = detail::tls_failure(s, tls)) {
+          *failure = std::move(*why);
+          *failed_tls = true;
+        } else if (classify(s, *mb.channel) == failed::final) {
+          *given_up = expected<void>(detail::authentication_error(*auth, what, mb.name, s));
+        }
+        return;
+      }
+    }
+    call c;
+    warm::error refusal;
+    switch (open_call(cq, c, mb, until, wait, ticket.token, failure, &refusal)) {
+      case outcome::confirmed:
+        confirmed.set_value({});
+        read(cq, c, mb);
+        *given_up = expected<void>();  // the watch ran; nothing more to try
+        return;
+      case outcome::token_refused:
+        if (auth && !renewed) {
+          renewed = true;
+          auth->drop(ticket.generation);
+          continue;
+        }
+        *given_up = expected<void>(std::move(refusal));
+        return;
+      case outcome::refused:
+        *given_up = expected<void>(std::move(refusal));
+        return;
+      case outcome::late:
+        *answered_late = true;
+        return;
+      case outcome::tls:
+        *failed_tls = true;
+        return;
+      case outcome::unreachable:
+        return;
+    }
+  }
+}
+
 void watcher::impl::run() {
   grpc::CompletionQueue cq;
   const auto deadline = steady::now() + timeout;
   const std::size_t n = members.size();
   std::vector<std::string> failures(n);
+  std::vector<bool> tls_refused(n);  // its TLS handshake failed: not tried again
+  std::size_t tls_refusals = 0;
   bool answered_late = false;
   milliseconds pause = first_pause;
   std::optional<expected<void>> given_up;
+  std::vector<std::string> names;
+  for (const auto& mb : members)
+    names.push_back(mb.name);
   for (int round = 0; !given_up; ++round) {
     for (std::size_t i = 0; i < n && !given_up; ++i) {
       const std::size_t at = (first + i) % n;
+      if (tls_refused[at]) continue;
       const auto now = steady::now();
       if (now >= deadline) break;
-      call c;
-      warm::error refusal;
-      switch (open_call(cq, c, members[at], share(now, deadline, n - i), round > 0, &failures[at],
-                        &refusal)) {
-        case outcome::confirmed:
-          confirmed.set_value({});
-          read(cq, c, members[at]);
-          given_up = expected<void>();  // the watch ran; nothing more to try
-          break;
-        case outcome::refused:
-          given_up = expected<void>(std::move(refusal));
-          break;
-        case outcome::late:
-          answered_late = true;
-          break;
-        case outcome::unreachable:
-          break;
+      bool tls = false;
+      attempt(cq, at, share(now, deadline, n - i), round > 0, &given_up, &answered_late, &tls,
+              &failures[at]);
+      if (tls) {
+        tls_refused[at] = true;
+        if (++tls_refusals == n) given_up = expected<void>(tls_failed(what, names, failures));
       }
     }
     if (given_up) break;
     const auto now = steady::now();
     if (now >= deadline) {
-      std::vector<std::string> names;
-      for (const auto& mb : members)
-        names.push_back(mb.name);
       given_up = gave_up(what, names, failures, answered_late, timeout);
       break;
     }
@@ -931,8 +1082,11 @@ expected<std::unique_ptr<watcher>> client::watch(const std::string& prefix,
     return make_error(errc::invalid_argument, "etcd " + what + ": the start revision is negative");
   auto state = std::make_shared<watcher::impl>();
   for (const auto& e : impl_->endpoints)
-    state->members.push_back({e.name, e.channel, pb::Watch::NewStub(e.channel)});
+    state->members.push_back(
+        {e.name, e.channel, pb::Watch::NewStub(e.channel), pb::Auth::NewStub(e.channel)});
   state->first = impl_->preferred.load();
+  state->auth = impl_->auth;
+  state->tls = impl_->tls;
   std::string key, end;
   set_prefix(prefix, &key, &end);
   state->create.set_key(key);

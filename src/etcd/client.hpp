@@ -1,6 +1,7 @@
 // warm::etcd::client: a synchronous, thread-safe client of etcd's v3 API (gRPC), the subset warm's
 // cluster mode needs: keys (get, list by prefix, put, erase), compare-and-set by transaction,
-// leases, and watches (docs/etcd-client.md).
+// leases, and watches (docs/etcd-client.md), over plain HTTP/2 or TLS (client certificates
+// included), with etcd's user/password authentication or without.
 //
 // This header includes neither gRPC nor protobuf: the client is a pimpl over
 // src/etcd/client.cpp, so code that uses it compiles quickly.
@@ -24,11 +25,13 @@
 //       unavailable       no endpoint could be reached within the deadline (etcd is down or
 //                         partitioned). A write that failed so was most likely not applied, but
 //                         this is not certain when the connection dropped after sending it.
+//                         Also, at once: TLS failed with every endpoint (contract 7).
 //       timeout           an endpoint took the request and did not answer in time, or etcd said it
 //                         timed out applying it: a write's outcome is unknown (read it back).
 //       invalid_argument  the caller's input (empty key, bad endpoint, ...) or a request etcd
 //                         refused as malformed, too large or not permitted, or a revision that is
-//                         compacted or in the future.
+//                         compacted or in the future; etcd refusing the user or password, or the
+//                         user's roles not permitting the operation on the key (contract 8).
 //       not_found         an unknown lease (revoke_lease, or put with a lease that is gone).
 //       capacity_exhausted etcd's store is full (its space quota) or it refuses more requests.
 //       internal          anything else etcd or gRPC reported (the message has gRPC's code).
@@ -36,6 +39,30 @@
 //  6. Surviving restarts. The client keeps one gRPC channel per endpoint for its whole life and
 //     reconnects by itself (backoff from 100 ms to 1 s between attempts, none while a call is
 //     retrying): after etcd comes back, calls succeed again on the same client.
+//  7. TLS (https endpoints). The handshake checks etcd's certificate against options::ca_file
+//     and the endpoint's host, and presents options::cert_file when given. When TLS fails (a CA
+//     that did not sign etcd's certificate, a host the certificate does not name, a client
+//     certificate etcd refuses or one missing where etcd asks for one), that endpoint is not
+//     tried again within the call: once every endpoint has failed so, the call fails at once
+//     with errc::unavailable, its message saying "TLS ... failed" with gRPC's reason. (With TLS
+//     1.3 etcd refuses a client certificate only after the client's side of the handshake, and
+//     gRPC then reports "Endpoint read failed": a TLS connection that fails so before etcd's
+//     first answer is taken for a refused certificate, and the message says so.)
+//  8. etcd's authentication (options::user and options::password). The first call that needs a
+//     token gets one (Auth.Authenticate, within that call's deadline, on the endpoint it is
+//     trying); every call then sends it as the gRPC metadata `token`, watch and keep-alive
+//     streams included. When etcd refuses the token (it expired: simple tokens live
+//     --auth-token-ttl seconds, 300 by default, after their last use; or the users and roles
+//     changed since it was issued) the call gets a new one and is sent again, once; a refused
+//     token means nothing was applied, so writes are sent again too. etcd 3.4 refuses a watch
+//     with an expired token as "permission denied": a watch refused so is tried once more with
+//     a new token before that is its answer. A wrong user or password is
+//     errc::invalid_argument "etcd refused user 'NAME': authentication failed", at once (each
+//     call asks etcd once; none loops). A user whose roles do not permit a call gets
+//     errc::invalid_argument naming the operation and key, "permission denied". The password is
+//     never part of a message. Without a user, a client certificate's common name is the user
+//     when etcd runs with --client-cert-auth; with neither, etcd with authentication on refuses
+//     every call ("user name is empty").
 #pragma once
 
 #include <chrono>
@@ -52,9 +79,30 @@ namespace warm::etcd {
 
 // How to reach etcd. Validated by client::connect.
 struct options {
-  // The members' client URLs: "http://host:port" or "host:port" (IPv6 as "[::1]:2379"). At least
-  // one. TLS ("https://") is not supported.
+  // The members' client URLs: "http://host:port", "https://host:port" or "host:port" (http;
+  // IPv6 as "[::1]:2379"). At least one; all http or all https (invalid_argument otherwise).
   std::vector<std::string> endpoints;
+
+  // ---- TLS: https endpoints only (invalid_argument when one is given with http endpoints).
+  // connect() reads the files (a change later takes a new client); one that is missing,
+  // unreadable or not PEM is invalid_argument naming the option and the path.
+  //
+  // The CA certificate(s) that signed etcd's server certificate (PEM). Empty: gRPC's default
+  // roots (the system's). etcd's certificate must name the endpoint's host (an address as a
+  // subjectAltName IP entry).
+  std::string ca_file;
+  // A client certificate and its private key (PEM), for an etcd run with --client-cert-auth:
+  // both or neither (invalid_argument). With etcd's authentication on and no `user`, etcd takes
+  // the certificate's common name (CN) as the user.
+  std::string cert_file;
+  std::string key_file;
+
+  // ---- etcd's authentication (etcdctl auth enable): a user and its password, both or neither
+  // (invalid_argument). The password is sent in Auth.Authenticate only (in clear text over http
+  // endpoints: use https) and never appears in an error. See contract 8.
+  std::string user;
+  std::string password;
+
   // Each call's deadline, from its start to its answer, across every endpoint it tries. > 0.
   std::chrono::milliseconds timeout{2000};
   // How often an open connection is checked with an HTTP/2 ping while a call or watch is open, so

@@ -14,9 +14,11 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace warm::http {
@@ -63,28 +65,65 @@ void answer_and_close(int fd, int status, const char* reason, const char* messag
 struct connection {
   int fd = -1;
   std::string pending;
+  std::string peer;         // the address it counts against (address_of)
   clock::time_point since;  // when it began waiting for a head
   head_progress scanned;    // of pending, while it waits
   bool judged = false;      // pending (bytes left from the last request) looked at since
+  bool fresh = true;        // none of its requests served yet: its head has the first deadline
+  // While the gate reads its body (need > 0) or it waits for room to (in the room queue):
+  std::size_t need = 0;  // pending and blocks hold head and body once they have this many bytes
+  // The body the gate read past `pending`, in blocks the worker's stream frees as it reads them
+  // (so that a large body is not held twice while a handler copies it).
+  std::deque<std::string> blocks;
+  std::size_t block_bytes = 0;   // in blocks
+  std::size_t head_size = 0;     // of the head at the start of pending
+  std::uint64_t length = 0;      // of the body
+  std::uint64_t reserved = 0;    // body bytes counted against max_buffered_body_bytes
+  clock::time_point head_at;     // its head was complete: the body deadline counts from here
+  clock::time_point reading_at;  // the gate began reading the body: the rate rule counts from here
+  bool expect_continue = false;  // the client waits for 100 Continue before it sends the body
 };
 
-// What a worker serves one request from: the pending bytes, then the socket, every read bounded
-// by the request's deadline.
+// When a body of which `body` bytes have arrived since `start` falls below `rate` bytes a second
+// on average, counted from `after` past `start` (time_point::max() for rate 0).
+clock::time_point slow_body_at(clock::time_point start, std::uint64_t body, std::uint64_t rate,
+                               std::chrono::milliseconds after) {
+  if (rate == 0) return clock::time_point::max();
+  double seconds = std::min(double(body) / double(rate), 1e9);  // far past any deadline; no overflow
+  auto earned = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
+  return start + std::max<clock::duration>(after, earned);
+}
+
+// What a worker serves one request from: the pending bytes, the blocks of a body the gate read,
+// then the socket, every read from the socket bounded by the request's deadline and rate rule.
 class gate_stream final : public httplib::Stream {
  public:
   // `budget`: the bytes this request may read past its head (the head's own bound on top); 0: any.
-  gate_stream(connection& c, clock::time_point deadline, std::uint64_t budget, std::size_t head_bytes)
-      : c_(c), deadline_(deadline), budget_(budget ? budget + head_bytes : 0) {}
+  // `head_size`: the bytes of its head, which the rate rule (`rate` bytes a second after
+  // `rate_after`) does not count.
+  gate_stream(connection& c, clock::time_point deadline, std::uint64_t budget, std::size_t head_bytes,
+              std::size_t head_size, std::uint64_t rate, std::chrono::milliseconds rate_after)
+      : c_(c), deadline_(deadline), budget_(budget ? budget + head_bytes : 0), head_size_(head_size),
+        rate_(rate), rate_after_(rate_after) {}
 
-  bool is_readable() const override { return pos_ < c_.pending.size() || wait(POLLIN, deadline_); }
+  bool is_readable() const override {
+    return pos_ < c_.pending.size() || !c_.blocks.empty() || wait(POLLIN, read_deadline());
+  }
   bool is_writable() const override { return wait(POLLOUT, clock::now() + write_timeout); }
 
   ssize_t read(char* ptr, std::size_t size) override {
+    if (pos_ >= c_.pending.size() && !c_.blocks.empty()) {  // the next block of a body the gate read
+      c_.pending = std::move(c_.blocks.front());
+      c_.blocks.pop_front();
+      c_.block_bytes -= c_.pending.size();
+      pos_ = 0;
+    }
     if (pos_ >= c_.pending.size()) {
       c_.pending.clear();
       pos_ = 0;
-      if (!wait(POLLIN, deadline_)) {
-        if (clock::now() >= deadline_) request_timed_out = true;
+      auto until = read_deadline();
+      if (!wait(POLLIN, until)) {
+        if (clock::now() >= until) request_timed_out = true;
         return -1;
       }
       char buffer[16 << 10];
@@ -105,6 +144,7 @@ class gate_stream final : public httplib::Stream {
     }
     std::memcpy(ptr, c_.pending.data() + pos_, n);
     pos_ += n;
+    delivered_ += n;
     return static_cast<ssize_t>(n);
   }
 
@@ -120,11 +160,24 @@ class gate_stream final : public httplib::Stream {
   void get_local_ip_and_port(std::string& ip, int& port) const override { address(::getsockname, ip, port); }
   socket_t socket() const override { return c_.fd; }
 
-  // The bytes received but not consumed (a pipelined next request) go back to the connection.
-  void keep_unread() { c_.pending.erase(0, pos_); }
+  // The bytes received but not consumed (a pipelined next request) go back to the connection,
+  // without the room a body read by the gate took (no longer counted against the bound).
+  void keep_unread() {
+    c_.pending.erase(0, pos_);
+    for (auto& block : c_.blocks) c_.pending += block;  // a body the server did not read
+    c_.blocks.clear();
+    c_.block_bytes = 0;
+    if (c_.pending.capacity() > (64 << 10)) std::string(c_.pending).swap(c_.pending);
+  }
 
  private:
   static constexpr std::chrono::seconds write_timeout{5};
+
+  // The body deadline, or sooner the time the body falls below the minimum rate.
+  clock::time_point read_deadline() const {
+    auto body = delivered_ > head_size_ ? delivered_ - head_size_ : 0;
+    return std::min(deadline_, slow_body_at(start_, body, rate_, rate_after_));
+  }
 
   bool wait(short events, clock::time_point until) const {
     for (;;) {
@@ -162,27 +215,120 @@ class gate_stream final : public httplib::Stream {
   std::uint64_t budget_;     // bytes this request may read in all (0: any)
   std::uint64_t taken_ = 0;  // bytes read so far
   std::size_t pos_ = 0;
+  std::size_t head_size_;
+  std::uint64_t rate_;
+  std::chrono::milliseconds rate_after_;
+  clock::time_point start_ = clock::now();
+  std::uint64_t delivered_ = 0;  // bytes read, the head's included
 };
 
 }  // namespace
 
-bool frame_bodyless_request(std::string& bytes, std::size_t empty_line_start) {
-  auto names = [](std::string_view line, std::string_view name) {
-    if (line.size() <= name.size() || line[name.size()] != ':') return false;
-    for (std::size_t i = 0; i < name.size(); ++i)
-      if (std::tolower(static_cast<unsigned char>(line[i])) != name[i]) return false;
-    return true;
-  };
-  std::string_view head(bytes.data(), std::min(empty_line_start, bytes.size()));
-  auto first = head.find('\n');  // the request line is no header
+namespace {
+
+// Whether `line` is a header line named `name` (lower case), matched without regard to case.
+bool names(std::string_view line, std::string_view name) {
+  if (line.size() <= name.size() || line[name.size()] != ':') return false;
+  for (std::size_t i = 0; i < name.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(line[i])) != name[i]) return false;
+  return true;
+}
+
+// The value of header line `line` named `name`, without its line ending and the spaces and tabs
+// around it.
+std::string_view value_of(std::string_view line, std::string_view name) {
+  auto value = line.substr(name.size() + 1);
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  while (!value.empty() && blank(value.back())) value.remove_suffix(1);
+  while (!value.empty() && blank(value.front())) value.remove_prefix(1);
+  return value;
+}
+
+constexpr std::string_view framing_line = "Content-Length: 0\r\n";  // frame_bodyless_request's
+
+bool is_100_continue(std::string_view line) {
+  static constexpr std::string_view expected = "100-continue";
+  auto value = value_of(line, "expect");
+  if (value.size() != expected.size()) return false;
+  for (std::size_t i = 0; i < value.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(value[i])) != expected[i]) return false;
+  return true;
+}
+
+// Calls `visit(line, at)` for each header line of a head (`head`: up to its final empty line),
+// `line` with its line ending, `at` where it starts; the request line is no header.
+template <class F>
+void each_header(std::string_view head, F visit) {
+  auto first = head.find('\n');
   for (std::size_t at = first == std::string_view::npos ? head.size() : first + 1; at < head.size();) {
     auto end = head.find('\n', at);
-    auto line = head.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
-    if (names(line, "content-length") || names(line, "transfer-encoding")) return false;
-    at = end == std::string_view::npos ? head.size() : end + 1;
+    auto line = head.substr(at, end == std::string_view::npos ? std::string_view::npos : end + 1 - at);
+    visit(line, at);
+    at += line.size();
   }
-  bytes.insert(head.size(), "Content-Length: 0\r\n");
+}
+
+}  // namespace
+
+bool frame_bodyless_request(std::string& bytes, std::size_t empty_line_start) {
+  std::string_view head(bytes.data(), std::min(empty_line_start, bytes.size()));
+  bool framed = false;
+  each_header(head, [&](std::string_view line, std::size_t) {
+    framed = framed || names(line, "content-length") || names(line, "transfer-encoding");
+  });
+  if (framed) return false;
+  bytes.insert(head.size(), framing_line);
   return true;
+}
+
+head_facts read_head(std::string_view bytes, std::size_t empty_line_start) {
+  head_facts facts;
+  auto head = bytes.substr(0, std::min(empty_line_start, bytes.size()));
+  facts.size = head.size() + (bytes.substr(head.size(), 2) == "\r\n" ? 2 : 1);
+  auto request_line = head.substr(0, head.find('\n'));
+  auto space = request_line.find(' ');
+  facts.method = request_line.substr(0, space);
+  if (space != std::string_view::npos) {
+    auto target = request_line.substr(space + 1);
+    facts.target = target.substr(0, target.find_first_of(" \r"));
+  }
+  int lengths = 0;
+  bool plain = true;  // every Content-Length a plain number
+  bool encoded = false;
+  each_header(head, [&](std::string_view line, std::size_t) {
+    if (names(line, "content-length")) {
+      ++lengths;
+      auto value = value_of(line, "content-length");
+      plain = plain && !value.empty() && value.size() <= 19 &&
+              value.find_first_not_of("0123456789") == std::string_view::npos;
+      if (plain) facts.length = std::stoull(std::string(value));
+    } else if (names(line, "transfer-encoding")) {
+      encoded = true;
+    } else if (names(line, "expect") && is_100_continue(line)) {
+      facts.expect_continue = true;
+    }
+  });
+  if (encoded || lengths > 1 || !plain) {
+    facts.body = head_facts::framing::other;
+    facts.length = 0;
+  } else if (lengths == 1) {
+    facts.body = head_facts::framing::length;
+  }
+  return facts;
+}
+
+std::size_t drop_expect_continue(std::string& bytes, std::size_t empty_line_start) {
+  std::string_view head(bytes.data(), std::min(empty_line_start, bytes.size()));
+  std::vector<std::pair<std::size_t, std::size_t>> lines;  // where, how long
+  each_header(head, [&](std::string_view line, std::size_t at) {
+    if (names(line, "expect") && is_100_continue(line)) lines.emplace_back(at, line.size());
+  });
+  std::size_t removed = 0;
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {  // the last first: earlier offsets stay valid
+    bytes.erase(it->first, it->second);
+    removed += it->second;
+  }
+  return removed;
 }
 
 bool current_request_timed_out() { return request_timed_out; }
@@ -190,26 +336,150 @@ bool current_request_over_limit() { return request_over_limit; }
 void note_request_over_limit() { request_over_limit = true; }
 void close_after_answer() { close_requested = true; }
 
+namespace {
+
+// The address a connection counts against: an IPv4 address, or the /64 prefix of an IPv6 one
+// (one client commonly holds a whole /64); an IPv4-mapped IPv6 address as IPv4. Empty when the
+// socket has no IP peer.
+std::string address_of(int fd) {
+  sockaddr_storage a{};
+  socklen_t length = sizeof a;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &length) != 0) return {};
+  char text[INET6_ADDRSTRLEN] = {};
+  if (a.ss_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&a)->sin_addr, text, sizeof text);
+    return text;
+  }
+  if (a.ss_family != AF_INET6) return {};
+  in6_addr v6 = reinterpret_cast<sockaddr_in6*>(&a)->sin6_addr;
+  if (IN6_IS_ADDR_V4MAPPED(&v6)) {
+    ::inet_ntop(AF_INET, &v6.s6_addr[12], text, sizeof text);
+    return text;
+  }
+  std::memset(&v6.s6_addr[8], 0, 8);
+  ::inet_ntop(AF_INET6, &v6, text, sizeof text);
+  return std::string(text) + "/64";
+}
+
+// The last tenth of max_connections is kept for addresses with fewer than this many open.
+constexpr std::size_t few_connections = 4;
+
+}  // namespace
+
 struct conn_gate::impl {
+  // Workers, and the dispatched requests none of them has taken yet.
+  struct pool {
+    explicit pool(std::size_t n) : workers(n) {}
+    httplib::ThreadPool workers;
+    std::atomic<std::size_t> queued{0};
+  };
+
+  // An address's open connections, and its refusals not logged yet (at most a line a second).
+  struct address_count {
+    std::size_t open = 0;
+    clock::time_point logged{};
+    std::size_t unlogged = 0;
+  };
+
   gate_options options;
   serve_fn serve;
-  httplib::ThreadPool workers;
-  int wake = -1;  // eventfd: new arrivals or stop
+  std::unique_ptr<pool> main_pool;
+  std::unique_ptr<pool> light_pool;  // null without light_threads
+  int wake = -1;  // eventfd: new arrivals, room given back, or stop
   std::thread poller;
   std::mutex mutex;
   std::vector<connection> arrived;  // under mutex
   std::atomic<std::size_t> open{0};
-  std::atomic<std::size_t> queued{0};  // dispatched requests no worker has taken yet
+  std::mutex counts_mutex;
+  std::unordered_map<std::string, address_count> by_address;  // under counts_mutex; open > 0 only
+  address_count over_all;                                      // refusals for max_connections, under counts_mutex
+  std::atomic<std::uint64_t> buffered{0};  // body bytes reserved; added on the poll thread only
+  std::atomic<std::uint64_t> peak_buffered{0};
+  std::deque<connection> for_room;  // poll thread: complete heads waiting for room for their bodies
   static constexpr std::chrono::milliseconds linger_time{20};
   std::atomic<bool> stopping{false};
   bool stopped = false;
 
   impl(gate_options o, serve_fn s)
-      : options(o), serve(std::move(s)), workers(std::max<std::uint32_t>(1, o.threads)), wake(::eventfd(0, EFD_CLOEXEC)) {}
+      : options(std::move(o)), serve(std::move(s)),
+        main_pool(std::make_unique<pool>(std::max<std::uint32_t>(1, options.threads))),
+        light_pool(options.light_threads ? std::make_unique<pool>(options.light_threads) : nullptr),
+        wake(::eventfd(0, EFD_CLOEXEC)) {}
 
   void notify() {
     std::uint64_t one = 1;
     [[maybe_unused]] auto n = ::write(wake, &one, sizeof one);
+  }
+
+  void log(const std::string& line) const {
+    if (options.log) options.log(line);
+  }
+
+  enum class admission { admitted, full, address_full };
+
+  // Rule 1 for a connection from `peer` (counted when admitted). A line to log goes to `line`.
+  admission admit(const std::string& peer, std::string& line) {
+    std::lock_guard<std::mutex> lock(counts_mutex);
+    auto now = clock::now();
+    auto found = by_address.find(peer);
+    std::size_t from_peer = found == by_address.end() ? 0 : found->second.open;
+    const std::size_t max = options.max_connections;
+    const std::size_t reserve = max / 10;
+    std::string reason;
+    address_count* counted = &over_all;
+    auto refused = admission::address_full;
+    if (open.load() >= max) {
+      refused = admission::full;
+      reason = std::to_string(open.load()) + " connections are open (max_connections)";
+    } else if (options.max_connections_per_address && from_peer >= options.max_connections_per_address) {
+      reason = std::to_string(from_peer) + " connections are open from it (max_connections_per_address)";
+      counted = &found->second;
+    } else if (open.load() >= max - reserve && from_peer >= few_connections) {
+      reason = std::to_string(from_peer) + " connections are open from it, and the last " + std::to_string(reserve) +
+               " of " + std::to_string(max) + " are kept for addresses with fewer than " +
+               std::to_string(few_connections);
+      counted = &found->second;
+    } else {
+      ++open;
+      ++by_address[peer].open;
+      return admission::admitted;
+    }
+    if (now - counted->logged >= std::chrono::seconds(1)) {
+      line = "http: refusing a connection from " + (peer.empty() ? std::string("a client") : peer) + ": " + reason;
+      if (counted->unlogged) line += " (and " + std::to_string(counted->unlogged) + " more since the last such line)";
+      counted->logged = now;
+      counted->unlogged = 0;
+    } else {
+      ++counted->unlogged;
+    }
+    return refused;
+  }
+
+  // Forgets a connection whose socket is closed: its counts and its room for a body.
+  void forget(connection& c) {
+    release(c);
+    std::lock_guard<std::mutex> lock(counts_mutex);
+    if (auto found = by_address.find(c.peer); found != by_address.end() && --found->second.open == 0)
+      by_address.erase(found);
+    --open;
+  }
+
+  void drop(connection& c) {
+    close_socket(c.fd);
+    forget(c);
+  }
+
+  void refuse(connection& c, int status, const char* reason, const char* message) {
+    answer_and_close(c.fd, status, reason, message);
+    forget(c);
+  }
+
+  // Gives back the room a connection's body took; the poll thread may let a waiting body in.
+  void release(connection& c) {
+    if (c.reserved == 0) return;
+    buffered -= c.reserved;
+    c.reserved = 0;
+    notify();
   }
 
   // Back to waiting for a head (a new connection, or one whose request was served).
@@ -217,83 +487,99 @@ struct conn_gate::impl {
     c.since = clock::now();
     c.scanned = head_progress{};
     c.judged = c.pending.empty();
+    c.need = 0;
     {
       std::lock_guard<std::mutex> lock(mutex);
       if (!stopping) {
         arrived.push_back(std::move(c));
-        c.fd = -1;
+        return notify();
       }
     }
-    if (c.fd >= 0) {
-      close_socket(c.fd);
-      --open;
-      return;
-    }
-    notify();
+    drop(c);
   }
 
-  void dispatch(connection c) {
+  // The class of a complete head's request: light only when bodiless and the route says so.
+  bool light(const head_facts& facts) const {
+    bool bodiless = facts.body == head_facts::framing::none ||
+                    (facts.body == head_facts::framing::length && facts.length == 0);
+    return light_pool && bodiless && options.classify && options.classify(facts.method, facts.target).light;
+  }
+
+  void dispatch(connection c, bool light_request) {
+    pool& p = light_request && light_pool ? *light_pool : *main_pool;
     auto shared = std::make_shared<connection>(std::move(c));
-    ++queued;
-    workers.enqueue([this, shared] {
-      --queued;
+    ++p.queued;
+    p.workers.enqueue([this, shared, &p] {
+      --p.queued;
       for (;;) {
         bool keep = false;
         {
           request_timed_out = request_over_limit = close_requested = false;
           head_progress head;
-          if (scan_head(shared->pending, options.limits, &head) == head_scan::complete)
-            frame_bodyless_request(shared->pending, head.line_start);
+          std::size_t head_size = 0;
+          if (scan_head(shared->pending, options.limits, &head) == head_scan::complete) {
+            head_size = head.line_start + (shared->pending[head.line_start] == '\r' ? 2 : 1);
+            if (frame_bodyless_request(shared->pending, head.line_start)) head_size += framing_line.size();
+          }
           gate_stream stream(*shared, clock::now() + options.body_timeout, options.max_request_wire_bytes,
-                             options.limits.max_bytes);
+                             options.limits.max_bytes, head_size, options.min_body_rate, options.min_body_rate_after);
           keep = serve(stream, stopping.load()) && !request_over_limit && !close_requested;
           stream.keep_unread();
           request_timed_out = request_over_limit = close_requested = false;
         }
+        release(*shared);
+        shared->fresh = false;
         if (!keep || stopping) break;
-        switch (linger(*shared)) {
+        switch (linger(*shared, p)) {
           case next::serve: continue;
           case next::wait: return wait_for_head(std::move(*shared));
           case next::closed: return;
         }
       }
-      close_socket(shared->fd);
-      --open;
+      drop(*shared);
     });
   }
 
   enum class next { serve, wait, closed };
 
-  // After a response, while no other connection waits for a worker: the next head, if it comes
-  // whole within `linger_time`, is served on this worker (a busy kept-alive client then skips a
-  // trip through the poll thread); otherwise the connection goes back to wait in the gate.
-  next linger(connection& c) {
+  // After a response, while no other connection waits for a worker of pool `p`: the next request,
+  // if its head and body come whole within `linger_time` and it belongs to `p`, is served on this
+  // worker (a busy kept-alive client then skips a trip through the poll thread); otherwise the
+  // connection goes back to wait in the gate.
+  next linger(connection& c, pool& p) {
     head_progress progress;
     auto until = clock::now() + linger_time;
     for (;;) {
       switch (scan_head(c.pending, options.limits, &progress)) {
-        case head_scan::complete: return next::serve;
+        case head_scan::complete: {
+          auto facts = read_head(c.pending, progress.line_start);
+          if (&p != main_pool.get() && !light(facts)) return next::wait;  // not the light pool's
+          if (facts.body != head_facts::framing::length || c.pending.size() >= facts.size + facts.length)
+            return next::serve;
+          break;  // its body is on its way
+        }
         case head_scan::incomplete: break;
         default: return next::wait;  // the gate answers 431
       }
       auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock::now()).count();
-      if (left <= 0 || queued.load() > 0) return next::wait;
-      pollfd p{c.fd, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+      if (left <= 0 || p.queued.load() > 0) return next::wait;
+      pollfd poll_fd{c.fd, POLLIN, 0};
+      if (::poll(&poll_fd, 1, static_cast<int>(left)) <= 0) continue;
       char buffer[16 << 10];
       ssize_t n = ::recv(c.fd, buffer, sizeof buffer, MSG_DONTWAIT);
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
       if (n <= 0) {
-        close_socket(c.fd);
-        --open;
+        drop(c);
         return next::closed;
       }
       c.pending.append(buffer, static_cast<std::size_t>(n));
+      if (c.pending.size() > options.limits.max_bytes + (64 << 10)) return next::wait;  // the gate reads the rest
     }
   }
 
   // Receives what a waiting connection sent; false when it was closed or handed on.
   bool receive(connection& c) {
+    if (c.need) return receive_body(c);
     char buffer[16 << 10];
     bool ended = false;
     for (;;) {
@@ -309,10 +595,37 @@ struct conn_gate::impl {
     }
     if (judge(c)) {
       if (!ended) return true;
-      close_socket(c.fd);
-      --open;
+      drop(c);
     }
     return false;
+  }
+
+  // Receives a body the gate reads into blocks, never past it (the room it holds); hands the
+  // request on once it is whole. False when it was closed or handed on.
+  bool receive_body(connection& c) {
+    constexpr std::size_t block_size = 1 << 20;
+    for (;;) {
+      std::size_t left = c.need - c.pending.size() - c.block_bytes;
+      if (c.blocks.empty() || c.blocks.back().size() == block_size) {
+        c.blocks.emplace_back();
+        c.blocks.back().reserve(std::min(left, block_size));
+      }
+      std::size_t want = std::min({sizeof body_buffer, left, block_size - c.blocks.back().size()});
+      ssize_t n = ::recv(c.fd, body_buffer, want, MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (n <= 0) {  // the client went away before its body was whole
+        drop(c);
+        return false;
+      }
+      c.blocks.back().append(body_buffer, static_cast<std::size_t>(n));
+      c.block_bytes += static_cast<std::size_t>(n);
+      if (c.pending.size() + c.block_bytes >= c.need) {
+        c.need = 0;
+        dispatch(std::move(c), false);
+        return false;
+      }
+    }
   }
 
   // Hands on, refuses or keeps a waiting connection by what it sent; true: it keeps waiting.
@@ -320,20 +633,118 @@ struct conn_gate::impl {
     c.judged = true;
     switch (scan_head(c.pending, options.limits, &c.scanned)) {
       case head_scan::incomplete: return true;
-      case head_scan::complete: dispatch(std::move(c)); return false;
+      case head_scan::complete: return head_complete(c);
       case head_scan::too_large:
-        answer_and_close(c.fd, 431, "Request Header Fields Too Large", "request head exceeds the size limit");
+        refuse(c, 431, "Request Header Fields Too Large", "request head exceeds the size limit");
         break;
       case head_scan::too_many_lines:
-        answer_and_close(c.fd, 431, "Request Header Fields Too Large", "request head has too many header lines");
+        refuse(c, 431, "Request Header Fields Too Large", "request head has too many header lines");
         break;
     }
-    --open;
+    return false;
+  }
+
+  // Rule 3 for a connection whose head is complete: hands the request on, or begins reading its
+  // body (true: it keeps waiting, polled), or queues it for room to (false, as when handed on).
+  bool head_complete(connection& c) {
+    auto facts = read_head(c.pending, c.scanned.line_start);  // views into c.pending
+    if (facts.body != head_facts::framing::length || facts.length == 0 ||
+        c.pending.size() >= facts.size + facts.length) {
+      const bool light_request = light(facts);  // before c moves
+      dispatch(std::move(c), light_request);
+      return false;
+    }
+    std::uint64_t limit = options.max_buffered_body_bytes;
+    if (options.classify) {
+      auto route = options.classify(facts.method, facts.target).max_body;
+      if (route) limit = std::min(limit, route);
+    }
+    if (facts.length > limit) {  // the worker refuses it, or reads it under the rate rule
+      dispatch(std::move(c), false);
+      return false;
+    }
+    c.length = facts.length;
+    c.expect_continue = facts.expect_continue;
+    c.head_size = facts.size - (facts.expect_continue ? drop_expect_continue(c.pending, c.scanned.line_start) : 0);
+    c.need = c.head_size + static_cast<std::size_t>(c.length);
+    c.head_at = clock::now();
+    if (for_room.empty() && fits(c.length)) {
+      begin_body(c);
+      return true;
+    }
+    for_room.push_back(std::move(c));
+    return false;
+  }
+
+  bool fits(std::uint64_t length) const { return buffered.load() + length <= options.max_buffered_body_bytes; }
+
+  // Counts a body against the bound and begins reading it.
+  void begin_body(connection& c) {
+    c.reserved = c.length;
+    auto now_buffered = buffered += c.reserved;
+    if (now_buffered > peak_buffered.load()) peak_buffered = now_buffered;
+    c.reading_at = clock::now();
+    if (c.expect_continue) {
+      static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
+      [[maybe_unused]] auto sent = ::send(c.fd, go_on.data(), go_on.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+  }
+
+  // Bodies waiting for room: refused once past their deadline, let in while there is room (first
+  // come, first served). Lowers `next` to the soonest deadline of those that still wait.
+  void let_in(std::vector<connection>& waiting, clock::time_point now, clock::time_point& next) {
+    std::deque<connection> still;
+    for (auto& c : for_room) {
+      auto deadline = c.head_at + options.body_timeout;
+      if (now >= deadline) {
+        refuse(c, 503, "Service Unavailable", "too many request bodies are being received; try again later");
+        continue;
+      }
+      if (still.empty() && fits(c.length)) {
+        begin_body(c);
+        waiting.push_back(std::move(c));
+        continue;
+      }
+      next = std::min(next, deadline);
+      still.push_back(std::move(c));
+    }
+    for_room.swap(still);
+  }
+
+  // Closes a waiting connection whose time is up (with 408 when it began a request); otherwise
+  // lowers `next` to its next deadline. True when closed.
+  bool expire(connection& c, clock::time_point now, clock::time_point& next) {
+    if (c.need) {  // its body is being read
+      auto deadline = c.head_at + options.body_timeout;
+      auto received = c.pending.size() + c.block_bytes - c.head_size;
+      auto slow = slow_body_at(c.reading_at, received, options.min_body_rate, options.min_body_rate_after);
+      if (now >= deadline) {
+        refuse(c, 408, "Request Timeout", "request body not received in time");
+        return true;
+      }
+      if (now >= slow) {
+        refuse(c, 408, "Request Timeout", "request body arrives too slowly");
+        return true;
+      }
+      next = std::min({next, deadline, slow});
+      return false;
+    }
+    auto head_timeout = options.header_timeout;
+    if (c.fresh && options.first_header_timeout.count() > 0)
+      head_timeout = std::min(head_timeout, options.first_header_timeout);
+    auto limit = c.since + (c.pending.empty() ? options.idle_timeout : head_timeout);
+    if (now >= limit) {
+      if (c.pending.empty()) drop(c);
+      else refuse(c, 408, "Request Timeout", "request head not received in time");
+      return true;
+    }
+    next = std::min(next, limit);
     return false;
   }
 
   void run() {
     std::vector<connection> waiting;
+    std::vector<connection> still;
     std::vector<pollfd> polled;
     for (;;) {
       {
@@ -342,21 +753,13 @@ struct conn_gate::impl {
         arrived.clear();
       }
       if (stopping) break;
-      // A connection whose bytes already hold a whole head (pipelined) goes on at once.
       auto now = clock::now();
       auto next = now + std::chrono::seconds(1);
-      std::vector<connection> still;
+      let_in(waiting, now, next);
+      still.clear();
       for (auto& c : waiting) {
         if (!c.judged && !judge(c)) continue;  // bytes left from the last request
-        auto limit = c.since + (c.pending.empty() ? options.idle_timeout : options.header_timeout);
-        if (now >= limit) {
-          if (c.pending.empty()) close_socket(c.fd);
-          else answer_and_close(c.fd, 408, "Request Timeout", "request head not received in time");
-          --open;
-          continue;
-        }
-        next = std::min(next, limit);
-        still.push_back(std::move(c));
+        if (!expire(c, now, next)) still.push_back(std::move(c));
       }
       waiting.swap(still);
       polled.assign(1, pollfd{wake, POLLIN, 0});
@@ -375,18 +778,22 @@ struct conn_gate::impl {
       }
       waiting.swap(still);
     }
-    for (auto& c : waiting) {  // stopping: a whole head already here is still served
-      if (scan_head(c.pending, options.limits, &c.scanned) == head_scan::complete) {
-        dispatch(std::move(c));
+    for (auto& c : for_room) drop(c);  // stopping: a body not read is not served
+    for_room.clear();
+    for (auto& c : waiting) {  // a whole head already here (and no body left to read) is still served
+      if (!c.need && scan_head(c.pending, options.limits, &c.scanned) == head_scan::complete) {
+        dispatch(std::move(c), false);
       } else {
-        close_socket(c.fd);
-        --open;
+        drop(c);
       }
     }
   }
+
+  char body_buffer[64 << 10];  // the poll thread's, for receive_body
 };
 
-conn_gate::conn_gate(gate_options options, serve_fn serve) : impl_(std::make_unique<impl>(options, std::move(serve))) {
+conn_gate::conn_gate(gate_options options, serve_fn serve)
+    : impl_(std::make_unique<impl>(std::move(options), std::move(serve))) {
   auto* raw = impl_.get();
   impl_->poller = std::thread([raw] { raw->run(); });
 }
@@ -394,13 +801,17 @@ conn_gate::conn_gate(gate_options options, serve_fn serve) : impl_(std::make_uni
 conn_gate::~conn_gate() { stop(); }
 
 void conn_gate::admit(int fd) {
-  if (impl_->stopping || impl_->open.load() >= impl_->options.max_connections) {
-    answer_and_close(fd, 503, "Service Unavailable", "too many open connections");
-    return;
-  }
-  ++impl_->open;
+  if (impl_->stopping) return answer_and_close(fd, 503, "Service Unavailable", "too many open connections");
   connection c;
   c.fd = fd;
+  c.peer = address_of(fd);
+  std::string line;
+  auto admitted = impl_->admit(c.peer, line);
+  if (!line.empty()) impl_->log(line);
+  if (admitted == impl::admission::full)
+    return answer_and_close(fd, 503, "Service Unavailable", "too many open connections");
+  if (admitted == impl::admission::address_full)
+    return answer_and_close(fd, 503, "Service Unavailable", "too many open connections from this address");
   impl_->wait_for_head(std::move(c));
 }
 
@@ -413,15 +824,15 @@ void conn_gate::stop() {
   }
   impl_->notify();
   if (impl_->poller.joinable()) impl_->poller.join();
-  for (auto& c : impl_->arrived) {
-    close_socket(c.fd);
-    --impl_->open;
-  }
+  for (auto& c : impl_->arrived) impl_->drop(c);
   impl_->arrived.clear();
-  impl_->workers.shutdown();  // requests being served finish; their connections close
+  impl_->main_pool->workers.shutdown();  // requests being served finish; their connections close
+  if (impl_->light_pool) impl_->light_pool->workers.shutdown();
   ::close(impl_->wake);
 }
 
 std::size_t conn_gate::open_connections() const { return impl_->open.load(); }
+std::uint64_t conn_gate::buffered_body_bytes() const { return impl_->buffered.load(); }
+std::uint64_t conn_gate::peak_buffered_body_bytes() const { return impl_->peak_buffered.load(); }
 
 }  // namespace warm::http

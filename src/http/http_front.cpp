@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "http/conn_gate.hpp"
+#include "http/decode_budget.hpp"
 #include "net/front_access.hpp"
 #include "net/login_limiter.hpp"
 #include "net/token.hpp"
@@ -36,6 +37,21 @@ constexpr const char* json_length_header = "Inference-Header-Content-Length";
 // The repository routes' bodies (index, load, unload) carry a flag or parameters, never data: a
 // larger one is 413 whatever --max-request-bytes allows, which bounds the index's parsed document.
 constexpr std::uint64_t max_control_body_bytes = 64 * 1024;
+
+// The body limit of the repository routes: max_control_body_bytes, or a lower --max-request-bytes.
+std::uint64_t control_body_limit(std::uint64_t max_request_bytes) {
+  return max_request_bytes ? std::min(max_request_bytes, max_control_body_bytes) : max_control_body_bytes;
+}
+
+// What the gate needs to know of a route: the body limit, and whether a bodiless request is a
+// health check or a metrics scrape (served on threads of their own).
+request_class classify(std::uint64_t max_request_bytes, std::string_view method, std::string_view target) {
+  auto starts = [&](std::string_view prefix) { return target.substr(0, prefix.size()) == prefix; };
+  request_class c;
+  c.max_body = starts("/v2/repository/") ? control_body_limit(max_request_bytes) : max_request_bytes;
+  c.light = method == "GET" && (starts("/v2/health/") || target == "/metrics" || starts("/metrics?"));
+  return c;
+}
 
 // A repository load or unload takes no body or a JSON object (KServe's `{"parameters": …}`,
 // whose parameters warm does not use). Checked without building a document.
@@ -92,7 +108,7 @@ class inline_queue final : public httplib::TaskQueue {
 class gated_server final : public httplib::Server {
  public:
   void start_gate(gate_options o) {
-    gate_ = std::make_unique<conn_gate>(o, [this](httplib::Stream& stream, bool stopping) {
+    gate_ = std::make_unique<conn_gate>(std::move(o), [this](httplib::Stream& stream, bool stopping) {
       bool closed = false;
       bool served = process_request(stream, stopping, closed, [](httplib::Request&) {});
       return served && !closed && !current_request_timed_out();  // a timed-out body is not read to its end
@@ -117,6 +133,7 @@ class gated_server final : public httplib::Server {
 struct front::impl {
   runtime& rt;
   front_options options;
+  decode_budget decoding{std::max<std::uint64_t>(1, options.max_decoding_bytes)};
   gated_server server;
   std::thread thread;
   int port = 0;
@@ -228,8 +245,7 @@ void front::impl::routes() {
            if (!target) return reply_error(res, target.error());
            infer(req, body, res, *target);
          }));
-  const auto control_bytes =
-      options.max_request_bytes ? std::min(options.max_request_bytes, max_control_body_bytes) : max_control_body_bytes;
+  const auto control_bytes = control_body_limit(options.max_request_bytes);
   s.Post("/v2/repository/index",
          with_body(control_bytes, [this](const httplib::Request&, const std::string& body, httplib::Response& res) { index(body, res); }));
   s.Post(R"(/v2/repository/models/([^/]+)/load)",
@@ -261,6 +277,11 @@ void front::impl::infer(const httplib::Request& req, const std::string& body, ht
                                                                      " must be a byte count, not \"" + value + "\""));
     json_length = n;
   }
+  // Room to decode first: many large bodies at once are decoded a few at a time.
+  const std::uint64_t json_bytes = json_length ? std::min<std::uint64_t>(*json_length, body.size()) : body.size();
+  auto room = decoding.acquire(decode_budget::estimate(json_bytes, body.size() - json_bytes), options.decode_wait);
+  if (!room)
+    return reply_error(res, make_error(errc::unavailable, "too many request bodies are being decoded; retry later"));
   auto decoded = decode_infer_request(body, options.limits, json_length);
   if (!decoded) return reply_error(res, decoded.error());
   decoded->request.target = target.empty() ? std::string(req.matches[1]) : std::move(target);
@@ -340,8 +361,16 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
   gate.limits.max_lines = i->options.max_header_lines;
   gate.idle_timeout = i->options.idle_timeout;
   gate.header_timeout = i->options.header_timeout;
+  gate.first_header_timeout = i->options.first_header_timeout;
   gate.body_timeout = i->options.body_timeout;
+  gate.min_body_rate = i->options.min_body_rate;
+  gate.max_buffered_body_bytes = i->options.max_buffered_body_bytes;
   gate.max_connections = i->options.max_connections;
+  gate.max_connections_per_address = i->options.max_connections_per_address;
+  gate.classify = [max = i->options.max_request_bytes](std::string_view method, std::string_view target) {
+    return classify(max, method, target);
+  };
+  gate.log = i->options.log;
   if (i->options.max_request_bytes)
     gate.max_request_wire_bytes = 2 * i->options.max_request_bytes + (64 << 10);
   gate.threads = i->options.threads;

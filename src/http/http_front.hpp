@@ -13,9 +13,10 @@
 //
 // {m} is a model id or a vmodel id. Errors are {"error": "..."} with the status http_status()
 // gives: 400 bad input, 404 unknown model or route, 503 load failure, never 500 for a client's
-// mistake. A client holds no worker thread until its request head has arrived, within bounds of
-// size and time (front_options), so slow or endless headers cannot starve the others. With a token,
-// every endpoint but /v2/health/* needs "Authorization: Bearer TOKEN".
+// mistake. A client holds no worker thread until its request head (and a Content-Length body
+// within its route's limit) has arrived, within bounds of size and time (front_options), so slow
+// or endless headers and bodies cannot starve the others; health checks and /metrics have threads
+// of their own. With a token, every endpoint but /v2/health/* needs "Authorization: Bearer TOKEN".
 #pragma once
 
 #include <chrono>
@@ -39,18 +40,33 @@ namespace warm::http {
 struct front_options : net::front_access {
   std::uint64_t max_request_bytes = 64ull << 20;  // larger bodies get 413
   decode_limits limits;
+  // Memory all inference bodies being decoded may take at once (decode_budget.hpp); a body that
+  // finds no room within decode_wait gets 503.
+  std::uint64_t max_decoding_bytes = 1ull << 30;
+  std::chrono::milliseconds decode_wait{10000};
   std::uint32_t threads = 32;  // requests served at once; a miss holds one while its model loads
   std::chrono::milliseconds request_timeout{300'000};  // an infer or load waiting longer gets 504
   // Before a worker is taken (conn_gate.hpp): a request head over max_header_bytes or
-  // max_header_lines gets 431; one not complete within header_timeout gets 408; a connection
-  // that sends nothing within idle_timeout is closed; a body not complete within body_timeout
-  // (from the head) gets 408. More than max_connections open at once: the newest gets 503.
+  // max_header_lines gets 431; one not complete within header_timeout (the first on a connection:
+  // within the shorter first_header_timeout) gets 408; a connection that sends nothing within
+  // idle_timeout is closed; a body not complete within body_timeout (from the head), or arriving
+  // slower than min_body_rate bytes a second after its first 2 s, gets 408. A body with a
+  // Content-Length within the route's limit is read by the gate, at most max_buffered_body_bytes
+  // of them at once (0: none), before a worker serves it. More than max_connections open at once,
+  // or max_connections_per_address from one address (0: no bound): the newest gets 503.
+  // /v2/health/* and /metrics have two threads of their own beside `threads`.
   std::size_t max_header_bytes = 32 << 10;
   std::size_t max_header_lines = 100;
   std::chrono::milliseconds idle_timeout{5000};
   std::chrono::milliseconds header_timeout{10000};
+  std::chrono::milliseconds first_header_timeout{5000};
   std::chrono::milliseconds body_timeout{60000};
+  std::uint64_t min_body_rate = 16 << 10;
+  std::uint64_t max_buffered_body_bytes = 256ull << 20;
   std::size_t max_connections = 1024;
+  std::size_t max_connections_per_address = 64;
+  // Told of refused connections (a line each, without a trailing newline); any thread; may be empty.
+  std::function<void(const std::string&)> log;
   bool per_model_metrics = false;  // warm_model_*{model="…"} series on /metrics
   // More families for /metrics, in Prometheus text (each line ending in a newline), appended to
   // the runtime's: warmd's cluster counters. Called on an HTTP thread; may be empty.

@@ -9,6 +9,7 @@
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
+#include "http/v2_elements.hpp"
 #include "http/v2_fast.hpp"
 #include "http/v2_parse.hpp"
 #include "v2/v2_common.hpp"
@@ -54,7 +55,9 @@ expected<parsed_request> parse(std::string_view body, const decode_limits& limit
   if (nesting(body) > max_depth + 1)
     return bad("request JSON is nested deeper than " + std::to_string(max_depth) + " levels");
   parse_bounds bounds;
-  bounds.max_values = limits.max_tensor_bytes + 1;  // elements of at least a byte; one more tells "too many"
+  bounds.max_tensor_bytes = limits.max_tensor_bytes;
+  // Elements of at least a byte: one more than the limit tells "too many".
+  bounds.max_untyped_values = std::min<std::uint64_t>(bounds.max_untyped_values, limits.max_tensor_bytes + 1);
   return parse_request(body, bounds);
 }
 
@@ -77,75 +80,40 @@ expected<bool> flag(const json& in, const char* key, const std::string& where, b
   return (*p)->get<bool>();
 }
 
-// Writes JSON numbers (or booleans) `values` as `type`'s little-endian elements into `out`: each
-// must be representable (integers integral and in range, floats finite within range); the first
-// that is not is named.
-expected<void> pack(const data_values& d, dtype type, const std::string& name, std::vector<std::byte>& out) {
-  const auto& values = d.values;
+// The tensor bytes of an input's data as `type`: the elements written while parsing (typed), or
+// its numbers written now. Each must be representable (v2_elements.hpp); the first that is not is
+// named, after booleans where numbers belong (or the reverse) and integers a double does not carry
+// exactly where the datatype needs them.
+expected<void> pack(data_values& d, dtype type, const std::string& name, std::vector<std::byte>& out) {
+  switch (type) {
+    case dtype::f32: case dtype::f16: case dtype::bf16: case dtype::f64: case dtype::i64: case dtype::i32:
+    case dtype::i16: case dtype::i8: case dtype::u64: case dtype::u32: case dtype::u16: case dtype::u8:
+    case dtype::boolean: break;
+    default: return bad("input '" + name + "': datatype " + std::string(to_string(type)) + " is not supported");
+  }
   const bool booleans = type == dtype::boolean;
   if (booleans && d.booleans != d.count) return bad("input '" + name + "': BOOL data must hold true or false");
   if (!booleans && d.booleans != 0) return bad("input '" + name + "': data must hold numbers, not boolean");
-  const auto size = dtype_size(type);
-  out.resize(values.size() * size);
-  auto refuse = [&](std::size_t i) {
-    return bad("input '" + name + "': element " + std::to_string(i) + " is out of " + std::string(v2_name(type)) + " range");
+  if ((type == dtype::i64 || type == dtype::u64) && d.inexact >= 0)
+    return bad("input '" + name + "': element " + std::to_string(d.inexact) +
+               " is an integer beyond 2^53, which JSON numbers do not carry exactly here; send it as binary data");
+  auto refuse = [&](std::uint64_t i, element_fault fault) {
+    return fault == element_fault::not_integer
+               ? bad("input '" + name + "': element " + std::to_string(i) + " is not an integer")
+               : bad("input '" + name + "': element " + std::to_string(i) + " is out of " +
+                     std::string(v2_name(type)) + " range");
   };
-  auto integers = [&](auto sample, bool exact_needed) -> expected<void> {
-    using T = decltype(sample);
-    if (exact_needed && d.inexact >= 0)
-      return bad("input '" + name + "': element " + std::to_string(d.inexact) +
-                 " is an integer beyond 2^53, which JSON numbers do not carry exactly here; send it as binary data");
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      double v = values[i];
-      if (v != std::floor(v) || v < static_cast<double>(std::numeric_limits<T>::min()) ||
-          v > static_cast<double>(std::numeric_limits<T>::max()) ||
-          (sizeof(T) == 8 && v >= 9223372036854775808.0))
-        return v != std::floor(v) ? bad("input '" + name + "': element " + std::to_string(i) + " is not an integer")
-                                  : refuse(i);
-      T x = static_cast<T>(v);
-      std::memcpy(out.data() + i * sizeof(T), &x, sizeof(T));
-    }
+  if (d.type) {
+    if (d.fault != element_fault::none) return refuse(d.fault_at, d.fault);
+    out = std::move(d.bytes);
     return {};
-  };
-  switch (type) {
-    case dtype::f32:
-    case dtype::f16:
-    case dtype::bf16:
-      for (std::size_t i = 0; i < values.size(); ++i) {
-        // A number rounds to the nearest float; one that rounds to infinity is out of range. Past
-        // FLT_MAX by less than half its ulp (2^103), it rounds down to FLT_MAX (the shortest text
-        // of FLT_MAX, 3.4028235e38, reads as such a double).
-        const double v = values[i], limit = std::numeric_limits<float>::max() + 0x1p103;
-        if (!std::isfinite(v) || std::fabs(v) >= limit) return refuse(i);
-        const float f = std::fabs(v) > std::numeric_limits<float>::max()
-                            ? std::copysign(std::numeric_limits<float>::max(), static_cast<float>(v > 0 ? 1 : -1))
-                            : static_cast<float>(v);
-        if (type == dtype::f32) {
-          std::memcpy(out.data() + i * 4, &f, 4);
-        } else {
-          auto h = type == dtype::f16 ? float_to_half(f) : float_to_bfloat16(f);
-          if ((h & 0x7fff) == (type == dtype::f16 ? 0x7c00 : 0x7f80)) return refuse(i);  // rounded to infinity
-          std::memcpy(out.data() + i * 2, &h, 2);
-        }
-      }
-      return {};
-    case dtype::f64:
-      for (std::size_t i = 0; i < values.size(); ++i) {
-        if (!std::isfinite(values[i])) return refuse(i);
-        std::memcpy(out.data() + i * 8, &values[i], 8);
-      }
-      return {};
-    case dtype::i64: return integers(std::int64_t{}, true);
-    case dtype::i32: return integers(std::int32_t{}, false);
-    case dtype::i16: return integers(std::int16_t{}, false);
-    case dtype::i8: return integers(std::int8_t{}, false);
-    case dtype::u64: return integers(std::uint64_t{}, true);
-    case dtype::u32: return integers(std::uint32_t{}, false);
-    case dtype::u16: return integers(std::uint16_t{}, false);
-    case dtype::u8:
-    case dtype::boolean: return integers(std::uint8_t{}, false);
-    default: return bad("input '" + name + "': datatype " + std::string(to_string(type)) + " is not supported");
   }
+  const auto size = dtype_size(type);
+  out.resize(d.values.size() * size);
+  for (std::size_t i = 0; i < d.values.size(); ++i)
+    if (auto fault = put_element(d.values[i], type, out.data() + i * size); fault != element_fault::none)
+      return refuse(i, fault);
+  return {};
 }
 
 // `binary`: the binary part of the body not yet taken by earlier inputs; null without one.
@@ -213,6 +181,11 @@ expected<tensor> decode_input(const json& in, std::size_t index, data_values* da
   if (data->count != count)
     return bad("input '" + t.name + "': data holds " + std::to_string(data->count) + " elements; shape " +
                dump(*shape) + " needs " + std::to_string(count));
+  if (data->type && (*data->type != t.type || data->expected != count))
+    return bad("input '" + t.name + "': datatype or shape changed after its data");  // repeated keys refused before
+  if (!data->type && data->values.size() < data->count)
+    return bad("input '" + t.name + "': data of more than " + std::to_string(data->values.size()) +
+               " elements must come after the input's \"shape\" and \"datatype\"");
   if (auto packed = pack(*data, t.type, t.name, t.data); !packed) return std::move(packed).error();
   std::vector<double>().swap(data->values);  // the values live on in the tensor only
   return t;
@@ -339,6 +312,8 @@ expected<v2_request> decode_infer_request_general(std::string_view body, const s
   if (inputs == root.end() || !inputs->is_array() || inputs->empty())
     return bad("\"inputs\" (a non-empty array) is required");
   for (std::size_t i = 0; i < inputs->size(); ++i) {
+    if (i < parsed->repeated.size() && !parsed->repeated[i].empty())
+      return bad("inputs[" + std::to_string(i) + "]: \"" + parsed->repeated[i] + "\" appears more than once");
     auto t = decode_input((*inputs)[i], i, i < parsed->data.size() ? &parsed->data[i] : nullptr, limits,
                           binary ? &*binary : nullptr);
     if (!t) return std::move(t).error();

@@ -1,5 +1,5 @@
 // Failed logins, counted and rate-limited per peer address: shared by warmd's two authenticated
-// fronts (the Cap'n Proto authenticator, src/rpc/server.cpp, and the HTTP front's bearer token,
+// fronts (the Cap'n Proto authenticator, src/rpc/authenticator.cpp, and the HTTP front's bearer token,
 // src/http/http_front.cpp), so a peer's budget is the same whichever front it guesses on.
 #pragma once
 

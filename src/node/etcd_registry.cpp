@@ -11,6 +11,8 @@
 #include <set>
 #include <thread>
 
+#include "core/batch_plan.hpp"
+#include "core/model_id.hpp"
 #include "node/records.hpp"
 
 namespace warm::node {
@@ -22,7 +24,9 @@ using json = nlohmann::json;
 const std::string models_dir = "models/";
 const std::string vmodels_dir = "vmodels/";
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
 
 expected<registry_change> refuse(const std::string& key, const std::string& why) {
   return make_error(errc::invalid_argument, "registry record " + key + ": " + why);
@@ -32,13 +36,15 @@ expected<registry_change> refuse(const std::string& key, const std::string& why)
 expected<std::optional<std::uint64_t>> count(const json& o, const char* field) {
   auto it = o.find(field);
   if (it == o.end() || it->is_null()) return std::optional<std::uint64_t>{};
-  if (!it->is_number_unsigned()) return make_error(errc::invalid_argument, std::string(field) + " is not a count");
+  if (!it->is_number_unsigned())
+    return make_error(errc::invalid_argument, std::string(field) + " is not a count");
   return std::optional<std::uint64_t>(it->get<std::uint64_t>());
 }
 
 expected<std::string> text(const json& o, const char* field) {
   auto it = o.find(field);
-  if (it == o.end() || !it->is_string()) return make_error(errc::invalid_argument, std::string(field) + " is not a string");
+  if (it == o.end() || !it->is_string())
+    return make_error(errc::invalid_argument, std::string(field) + " is not a string");
   return it->get<std::string>();
 }
 
@@ -56,20 +62,27 @@ expected<batching_options> decode_batching(const json& b) {
   out.max_queue_delay = std::chrono::microseconds(static_cast<std::int64_t>(delay->value_or(0)));
   out.max_queue = queue->value_or(out.max_queue);
   if (auto p = b.find("preferred_batch"); p != b.end()) {
-    if (!p->is_array()) return make_error(errc::invalid_argument, "preferred_batch is not an array");
+    if (!p->is_array())
+      return make_error(errc::invalid_argument, "preferred_batch is not an array");
     for (const auto& n : *p) {
-      if (!n.is_number_unsigned()) return make_error(errc::invalid_argument, "preferred_batch holds a non-count");
+      if (!n.is_number_unsigned())
+        return make_error(errc::invalid_argument, "preferred_batch holds a non-count");
       out.preferred_batch.push_back(n.get<std::uint64_t>());
     }
   }
   return out;
 }
 
+// A model record, checked as a registration through any front is (the id, a path, the batching
+// settings and their limits): etcd is written by others, and a record is no more trusted than a
+// client's request.
 expected<model_record> decode_model(const std::string& id, const json& o) {
   model_record r;
   r.id = id;
+  if (auto ok = check_id(id, "model"); !ok) return std::move(ok).error();
   auto path = text(o, "path");
   if (!path) return std::move(path).error();
+  if (path->empty()) return make_error(errc::invalid_argument, "path is empty");
   r.path = std::move(*path);
   auto version = count(o, "version");
   if (!version) return std::move(version).error();
@@ -84,6 +97,8 @@ expected<model_record> decode_model(const std::string& id, const json& o) {
   if (auto b = o.find("batching"); b != o.end() && !b->is_null()) {
     auto batching = decode_batching(*b);
     if (!batching) return std::move(batching).error();
+    if (auto why = check_batching(*batching); !why.empty())
+      return make_error(errc::invalid_argument, "batching: " + why);
     r.batching = std::move(*batching);
   }
   return r;
@@ -91,7 +106,9 @@ expected<model_record> decode_model(const std::string& id, const json& o) {
 
 }  // namespace
 
-std::string registry_prefix(const std::string& root) { return root + "registry/"; }
+std::string registry_prefix(const std::string& root) {
+  return root + "registry/";
+}
 
 std::string encode_model(const model_record& r) {
   json o = {{"path", r.path}, {"auto_delete", r.auto_delete}};
@@ -99,13 +116,16 @@ std::string encode_model(const model_record& r) {
   if (r.size_hint) o["size_hint"] = *r.size_hint;
   if (r.batching)
     o["batching"] = {{"max_batch", r.batching->max_batch},
-                     {"max_queue_delay_us", static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.batching->max_queue_delay.count()))},
+                     {"max_queue_delay_us", static_cast<std::uint64_t>(std::max<std::int64_t>(
+                                                0, r.batching->max_queue_delay.count()))},
                      {"preferred_batch", r.batching->preferred_batch},
                      {"max_queue", r.batching->max_queue}};
   return o.dump();
 }
 
-std::string encode_vmodel(const vmodel_record& r) { return json{{"active", r.active}, {"target", r.target}}.dump(); }
+std::string encode_vmodel(const vmodel_record& r) {
+  return json{{"active", r.active}, {"target", r.target}}.dump();
+}
 
 expected<registry_change> decode_change(const std::string& prefix, const std::string& key,
                                         const std::optional<std::string>& value) {
@@ -123,27 +143,34 @@ expected<registry_change> decode_change(const std::string& prefix, const std::st
     if (!r) return refuse(key, r.error().message);
     return registry_change{put_model{std::move(*r)}};
   }
+  if (auto ok = check_id(id, "vmodel"); !ok) return refuse(key, ok.error().message);
   auto active = text(o, "active");
   auto target = text(o, "target");
   if (!active) return refuse(key, active.error().message);
   if (!target) return refuse(key, target.error().message);
+  if (auto ok = check_id(*target, "target model"); !ok) return refuse(key, ok.error().message);
+  if (!active->empty())
+    if (auto ok = check_id(*active, "active model"); !ok) return refuse(key, ok.error().message);
   return registry_change{put_vmodel{{id, std::move(*active), std::move(*target)}}};
 }
 
 namespace {
 
 // The key a change writes and its new value (nullopt: erased).
-std::pair<std::string, std::optional<std::string>> write_of(const std::string& prefix, const registry_change& c) {
-  if (auto* p = std::get_if<put_model>(&c)) return {prefix + models_dir + p->record.id, encode_model(p->record)};
+std::pair<std::string, std::optional<std::string>> write_of(const std::string& prefix,
+                                                            const registry_change& c) {
+  if (auto* p = std::get_if<put_model>(&c))
+    return {prefix + models_dir + p->record.id, encode_model(p->record)};
   if (auto* e = std::get_if<erase_model>(&c)) return {prefix + models_dir + e->id, std::nullopt};
-  if (auto* p = std::get_if<put_vmodel>(&c)) return {prefix + vmodels_dir + p->record.id, encode_vmodel(p->record)};
+  if (auto* p = std::get_if<put_vmodel>(&c))
+    return {prefix + vmodels_dir + p->record.id, encode_vmodel(p->record)};
   return {prefix + vmodels_dir + std::get<erase_vmodel>(c).id, std::nullopt};
 }
 
 // Whether a key as etcd holds it is what a write would leave (values compared as records, so
 // that two encodings of one record agree).
-bool holds(const std::string& prefix, const std::optional<etcd::key_value>& now, const std::string& key,
-           const std::optional<std::string>& wanted) {
+bool holds(const std::string& prefix, const std::optional<etcd::key_value>& now,
+           const std::string& key, const std::optional<std::string>& wanted) {
   if (!wanted || !now) return !wanted && !now;
   auto a = decode_change(prefix, key, now->value);
   auto b = decode_change(prefix, key, wanted);
@@ -184,7 +211,8 @@ class etcd_registry final : public registry_storage {
     std::vector<std::pair<std::string, std::optional<std::string>>> chunk;
     for (auto it = writes.begin(); it != writes.end();) {
       chunk.clear();
-      for (; it != writes.end() && chunk.size() < etcd::client::max_txn_operations; ++it) chunk.push_back(*it);
+      for (; it != writes.end() && chunk.size() < etcd::client::max_txn_operations; ++it)
+        chunk.push_back(*it);
       if (auto ok = commit(chunk); !ok) return ok;
     }
     return {};
@@ -222,7 +250,8 @@ class etcd_registry final : public registry_storage {
 
   std::string where() const override {
     std::string names;
-    for (const auto& e : options_.etcd->endpoints()) names += (names.empty() ? "" : ",") + e;
+    for (const auto& e : options_.etcd->endpoints())
+      names += (names.empty() ? "" : ",") + e;
     return "etcd " + names + " " + prefix_;
   }
 
@@ -258,8 +287,10 @@ class etcd_registry final : public registry_storage {
         log("cluster: registry: ignored: " + change.error().message);
         continue;
       }
-      if (auto* m = std::get_if<put_model>(&*change)) out.first.models.push_back(std::move(m->record));
-      if (auto* v = std::get_if<put_vmodel>(&*change)) out.first.vmodels.push_back(std::move(v->record));
+      if (auto* m = std::get_if<put_model>(&*change))
+        out.first.models.push_back(std::move(m->record));
+      if (auto* v = std::get_if<put_vmodel>(&*change))
+        out.first.vmodels.push_back(std::move(v->record));
     }
     return out;  // keys are sorted, so each list is sorted by id
   }
@@ -300,7 +331,8 @@ class etcd_registry final : public registry_storage {
         }
         const auto expected_revision = conditions[i].mod_revision;
         if ((now ? now->mod_revision : 0) != expected_revision || attempt >= 2)
-          return make_error(errc::unavailable, "another instance changed " + key.substr(prefix_.size()) +
+          return make_error(errc::unavailable, "another instance changed " +
+                                                   key.substr(prefix_.size()) +
                                                    " in the cluster's registry meanwhile; retry");
         again.push_back(chunk[i]);
       }
@@ -315,9 +347,9 @@ class etcd_registry final : public registry_storage {
     while (!stopping_) {
       lock.unlock();
       bool reset_needed = false;
-      auto w = options_.etcd->watch(prefix_, next_, [this, &reset_needed](const etcd::watch_update& u) {
-        on_watch(u, reset_needed);
-      });
+      auto w = options_.etcd->watch(
+          prefix_, next_,
+          [this, &reset_needed](const etcd::watch_update& u) { on_watch(u, reset_needed); });
       lock.lock();
       if (!w) {
         lock.unlock();
@@ -325,7 +357,8 @@ class etcd_registry final : public registry_storage {
         lock.lock();
         reset_needed = w.error().code == errc::invalid_argument;  // the start revision is compacted
       } else {
-        if (std::exchange(failing_, false)) log("cluster: registry: watching again from revision " + std::to_string(next_));
+        if (std::exchange(failing_, false))
+          log("cluster: registry: watching again from revision " + std::to_string(next_));
         watcher_ = std::move(*w);
         wake_.wait(lock, [&] { return stopping_ || watcher_->stopped(); });
         lock.unlock();
@@ -354,7 +387,8 @@ class etcd_registry final : public registry_storage {
     }
     registry_update update;
     {
-      std::lock_guard<std::mutex> lock(mutex_);  // after any transaction in flight has recorded its revision
+      std::lock_guard<std::mutex> lock(
+          mutex_);  // after any transaction in flight has recorded its revision
       std::int64_t last = 0;
       for (const auto& e : u.events) {
         const auto revision = e.kv.mod_revision;
@@ -404,8 +438,9 @@ class etcd_registry final : public registry_storage {
   std::mutex mutex_;  // the revisions: the writer's thread, the watcher's thread, a reset
   std::map<std::string, std::int64_t> revisions_;  // each key's mod_revision as last seen
   std::int64_t base_ = 0;                          // the revision of the last full listing taken in
-  std::set<std::int64_t> own_;                     // this store's transactions not yet seen by the watch
-  std::map<std::int64_t, std::map<std::string, std::int64_t>> resets_;  // listings delivered, not yet seen
+  std::set<std::int64_t> own_;  // this store's transactions not yet seen by the watch
+  std::map<std::int64_t, std::map<std::string, std::int64_t>>
+      resets_;  // listings delivered, not yet seen
 
   std::mutex follow_mutex_;  // the follower's life
   std::condition_variable wake_;
@@ -421,11 +456,13 @@ class etcd_registry final : public registry_storage {
 }  // namespace
 
 expected<std::unique_ptr<registry_storage>> open_etcd_registry(etcd_registry_options options) {
-  if (!options.etcd) return make_error(errc::invalid_argument, "the cluster's registry needs an etcd client");
+  if (!options.etcd)
+    return make_error(errc::invalid_argument, "the cluster's registry needs an etcd client");
   auto root = cluster_root(options.cluster);
   if (!root) return std::move(root).error();
   auto prefix = registry_prefix(*root);
-  return std::unique_ptr<registry_storage>(std::make_unique<etcd_registry>(std::move(options), std::move(prefix)));
+  return std::unique_ptr<registry_storage>(
+      std::make_unique<etcd_registry>(std::move(options), std::move(prefix)));
 }
 
 }  // namespace warm::node

@@ -16,7 +16,9 @@ namespace {
 using steady = std::chrono::steady_clock;
 
 std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace
@@ -92,7 +94,8 @@ struct membership::state {
       std::lock_guard<std::mutex> lock(mutex);
       is_draining = draining;
     }
-    auto r = record_from(*inspected, options.instance, options.address, options.version, started_unix, is_draining);
+    auto r = record_from(*inspected, options.instance, options.address, options.version,
+                         started_unix, is_draining);
     r.updated_unix = unix_now();
     return r;
   }
@@ -102,10 +105,13 @@ struct membership::state {
     auto put = etcd->put(instance_key(root, options.instance), encode(r), lease);
     if (!put) {
       if (put.error().code == errc::not_found) {
-        if (options.log) options.log("cluster: the lease of instance " + options.instance + " is gone; joining again");
+        if (options.log)
+          options.log("cluster: the lease of instance " + options.instance +
+                      " is gone; joining again");
         set_lease(0, false);
       } else {
-        warn("cluster: cannot publish the record of instance " + options.instance + ": " + put.error().message);
+        warn("cluster: cannot publish the record of instance " + options.instance + ": " +
+             put.error().message);
       }
       return false;
     }
@@ -121,7 +127,9 @@ struct membership::state {
     lease = granted->id;
     auto r = current_record();
     if (!r) {
-      if (options.log) options.log("cluster: the runtime did not answer its inspection; joining without device figures");
+      if (options.log)
+        options.log(
+            "cluster: the runtime did not answer its inspection; joining without device figures");
       r = instance_record{};
       r->name = options.instance;
       r->address = options.address;
@@ -137,7 +145,8 @@ struct membership::state {
     set_lease(granted->id, true);
     last_keepalive_ok = steady::now();
     next_keepalive = last_keepalive_ok + options.lease_ttl / 3;
-    if (options.note) options.note("cluster: instance " + options.instance + " joined " + options.cluster);
+    if (options.note)
+      options.note("cluster: instance " + options.instance + " joined " + options.cluster);
   }
 
   void keep_alive() {
@@ -149,7 +158,9 @@ struct membership::state {
       return succeeded();
     }
     if (ttl) {
-      if (options.log) options.log("cluster: the lease of instance " + options.instance + " expired; joining again");
+      if (options.log)
+        options.log("cluster: the lease of instance " + options.instance +
+                    " expired; joining again");
       return set_lease(0, false);
     }
     warn("cluster: cannot keep the lease alive: " + ttl.error().message);
@@ -180,33 +191,37 @@ struct membership::state {
     {
       std::lock_guard<std::mutex> lock(mutex);
       members.clear();
-      for (const auto& kv : listed->kvs) apply_put(kv);
+      for (const auto& kv : listed->kvs)
+        apply_put(kv);
     }
     watch_ended = false;
-    auto w = etcd->watch(instances_prefix(root), listed->revision + 1, [this](const etcd::watch_update& u) {
-      if (u.error) {
-        if (options.log) options.log("cluster: the watch on the instances ended: " + u.error->message);
-        watch_ended = true;
-        wake.notify_all();
-        return;
-      }
-      std::vector<instance_record> went;
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        for (const auto& e : u.events) {
-          if (e.type == etcd::watch_event::kind::put) {
-            apply_put(e.kv);
-            continue;
+    auto w = etcd->watch(
+        instances_prefix(root), listed->revision + 1, [this](const etcd::watch_update& u) {
+          if (u.error) {
+            if (options.log)
+              options.log("cluster: the watch on the instances ended: " + u.error->message);
+            watch_ended = true;
+            wake.notify_all();
+            return;
           }
-          auto found = members.find(e.kv.key.substr(instances_prefix(root).size()));
-          if (found == members.end()) continue;
-          if (found->first != options.instance) went.push_back(std::move(found->second.record));
-          members.erase(found);
-        }
-      }
-      if (options.gone)
-        for (const auto& r : went) options.gone(r);
-    });
+          std::vector<instance_record> went;
+          {
+            std::lock_guard<std::mutex> lock(mutex);
+            for (const auto& e : u.events) {
+              if (e.type == etcd::watch_event::kind::put) {
+                apply_put(e.kv);
+                continue;
+              }
+              auto found = members.find(e.kv.key.substr(instances_prefix(root).size()));
+              if (found == members.end()) continue;
+              if (found->first != options.instance) went.push_back(std::move(found->second.record));
+              members.erase(found);
+            }
+          }
+          if (options.gone)
+            for (const auto& r : went)
+              options.gone(r);
+        });
     if (!w) {
       watch_ended = true;
       return warn("cluster: cannot watch the instances: " + w.error().message);
@@ -214,14 +229,22 @@ struct membership::state {
     watcher = std::move(*w);
   }
 
-  // Under `mutex`.
+  // Under `mutex`. A record is taken only as an instance writes its own: valid, under its own
+  // name, and on a lease (etcd deletes a lease's keys when it ends, so a record with one is live;
+  // one without would never go).
   void apply_put(const etcd::key_value& kv) {
+    auto name = kv.key.substr(instances_prefix(root).size());
     auto r = decode_instance(kv.key, kv.value);
-    if (!r) {
-      if (options.log) options.log("cluster: ignored: " + r.error().message);
+    std::string why = !r                ? r.error().message
+                      : kv.lease == 0   ? "instance record at " + kv.key + " is on no lease"
+                      : r->name != name ? "instance record at " + kv.key +
+                                              " names another instance ('" + r->name + "')"
+                                        : std::string();
+    if (!why.empty()) {
+      if (options.log) options.log("cluster: ignored: " + why);
+      members.erase(name);  // whatever the key held before, it holds no instance now
       return;
     }
-    auto name = kv.key.substr(instances_prefix(root).size());
     members[name] = {std::move(*r), kv.mod_revision, steady::now()};
   }
 
@@ -237,7 +260,8 @@ struct membership::state {
       lock.lock();
       auto next = steady::now() + std::chrono::seconds(1);  // retries of join and watch
       if (lease != 0) next = std::min({next_keepalive, next_publish_check, next});
-      wake.wait_until(lock, next, [&] { return stopping || publish_now || (watch_ended && lease != 0); });
+      wake.wait_until(lock, next,
+                      [&] { return stopping || publish_now || (watch_ended && lease != 0); });
     }
     lock.unlock();
     watcher.reset();
@@ -250,17 +274,22 @@ expected<std::unique_ptr<membership>> membership::start(membership_options optio
   auto root = cluster_root(options.cluster);
   if (!root) return std::move(root).error();
   if (auto ok = check_instance_name(options.instance); !ok) return std::move(ok).error();
-  if (options.address.empty()) return make_error(errc::invalid_argument, "the instance needs an address for its peers");
+  if (options.address.empty())
+    return make_error(errc::invalid_argument, "the instance needs an address for its peers");
   if (options.lease_ttl < std::chrono::seconds(2))
-    return make_error(errc::invalid_argument, "the lease TTL must be at least 2 seconds (etcd's minimum)");
+    return make_error(errc::invalid_argument,
+                      "the lease TTL must be at least 2 seconds (etcd's minimum)");
   if (options.min_publish_interval <= std::chrono::milliseconds(0) ||
       options.refresh_interval < options.min_publish_interval)
-    return make_error(errc::invalid_argument,
-                      "the publish interval must be positive and the refresh interval no shorter than it");
-  if (!options.inspect) return make_error(errc::invalid_argument, "the membership needs the runtime's inspection");
-  etcd::options eo;
+    return make_error(
+        errc::invalid_argument,
+        "the publish interval must be positive and the refresh interval no shorter than it");
+  if (!options.inspect)
+    return make_error(errc::invalid_argument, "the membership needs the runtime's inspection");
+  etcd::options eo = options.etcd_access;
   eo.endpoints = options.endpoints;
   eo.timeout = options.etcd_timeout;
+  options.etcd_access.password.clear();  // the client has it; the options are kept
   auto client = etcd::client::connect(std::move(eo));
   if (!client) return std::move(client).error();
   auto s = std::make_shared<state>();
@@ -296,7 +325,8 @@ std::vector<member> membership::members() const {
   std::vector<member> out;
   auto now = steady::now();
   for (const auto& [name, seen] : state_->members)
-    out.push_back({seen.record, seen.mod_revision, std::chrono::duration<double>(now - seen.at).count(),
+    out.push_back({seen.record, seen.mod_revision,
+                   std::chrono::duration<double>(now - seen.at).count(),
                    name == state_->options.instance});
   return out;
 }
@@ -307,7 +337,8 @@ std::vector<membership::holder> membership::holders(const std::string& model) co
   for (const auto& [name, seen] : state_->members) {
     const auto& r = seen.record;
     if (r.holds(model))
-      out.push_back({name, r.address, r.loads_in_flight, r.draining, name == state_->options.instance});
+      out.push_back(
+          {name, r.address, r.loads_in_flight, r.draining, name == state_->options.instance});
   }
   return out;
 }

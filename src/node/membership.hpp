@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "etcd/client.hpp"
 #include "node/records.hpp"
 #include "warm/error.hpp"
 #include "warm/runtime_types.hpp"
@@ -37,6 +38,9 @@ namespace warm::node {
 
 struct membership_options {
   std::vector<std::string> endpoints;   // etcd client URLs, at least one
+  // How to reach a secured etcd: TLS files, user and password (etcd/client.hpp); its endpoints
+  // and timeout are ignored (the fields here set them).
+  etcd::options etcd_access;
   std::string cluster = "warm";         // the cluster's name: its keys live under /warm/<cluster>/
   std::string instance;                 // this instance's name, unique in the cluster
   std::string address;                  // where peers reach this instance (Cap'n Proto)

@@ -8,8 +8,6 @@
 
 #include <kj/async.h>
 
-#include "net/login_limiter.hpp"
-#include "net/token.hpp"
 #include "rpc/convert.hpp"
 #include "warm/runtime.hpp"
 
@@ -460,31 +458,5 @@ kj::Promise<void> warm_server::watch(WatchContext context) {
 }
 
 // ---- authenticator -------------------------------------------------------------------------
-
-authenticator::authenticator(std::string token, Warm::Client warm, login_options login)
-    : token_(std::move(token)), warm_(kj::mv(warm)), login_(std::move(login)) {}
-
-kj::Promise<void> authenticator::authenticate(AuthenticateContext context) {
-  auto results = context.getResults();
-  // The token first: the right one is never refused, whatever its address's budget (a shared NAT
-  // or a proxy speaks for many clients); only wrong ones are counted and limited.
-  auto token = to_std(context.getParams().getToken());
-  if (token_.empty() || !net::constant_time_equal(token, token_)) {
-    auto now = net::login_limiter::clock::now();
-    std::chrono::seconds retry_after{0};
-    if (login_.limiter && !login_.limiter->allow(login_.peer, "rpc", now, &retry_after)) {
-      set_status(results.getStatus(), Status::Code::UNAUTHENTICATED,
-                 "too many failed logins from this address; retry in " + std::to_string(retry_after.count()) + " s");
-      return kj::READY_NOW;
-    }
-    if (login_.limiter) login_.limiter->failed(login_.peer, "rpc", now);
-    set_status(results.getStatus(), Status::Code::UNAUTHENTICATED, "wrong token");
-    return kj::READY_NOW;
-  }
-  set_ok(results.getStatus());
-  results.setWarm(warm_);
-  if (login_.on_login) login_.on_login();
-  return kj::READY_NOW;
-}
 
 }  // namespace warm::rpc

@@ -27,10 +27,6 @@
 namespace warm {
 class runtime;
 }
-namespace warm::net {
-class login_limiter;
-}
-
 namespace warm::rpc {
 
 // A Warm.infer call as its server sees it.
@@ -110,30 +106,6 @@ class warm_server final : public Warm::Server {
   server_options options_;
   in_flight_counter in_flight_;
   std::shared_ptr<watch_counts> watchers_;  // shared with this server's WatchHandles
-};
-
-// What an authenticator knows of its connection besides the token.
-struct login_options {
-  std::shared_ptr<net::login_limiter> limiter;  // failed logins per peer; null: no limit, no report
-  std::string peer;                             // the peer's address, as the limiter keys it
-  std::function<void()> on_login;               // called on the RPC thread after each right token
-};
-
-// The bootstrap of one connection to a TCP listener open to remote clients: hands out `warm` for
-// the right token, compared in constant time (net/token.hpp). A wrong token is reported to the
-// limiter (which logs it, never the token); while the peer's budget of failures is spent every
-// attempt is answered unauthenticated with when to retry, the token not even compared.
-class authenticator final : public Authenticator::Server {
- public:
-  authenticator(std::string token, Warm::Client warm, login_options login = {});
-
- protected:
-  kj::Promise<void> authenticate(AuthenticateContext context) override;
-
- private:
-  std::string token_;
-  Warm::Client warm_;
-  login_options login_;
 };
 
 }  // namespace warm::rpc

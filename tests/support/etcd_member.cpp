@@ -34,13 +34,22 @@ bool reap_within(pid_t pid, std::chrono::milliseconds limit) {
   }
 }
 
+// An executable named by the environment variable `variable`, else `fallback`.
+std::string program(const char* variable, const char* fallback) {
+  const char* named = std::getenv(variable);
+  return named && *named ? named : fallback;
+}
+
 }  // namespace
 
-etcd_member::etcd_member() {
+etcd_member::etcd_member() : etcd_member(etcd_member_options{}) {}
+
+etcd_member::etcd_member(etcd_member_options options) : options_(std::move(options)) {
   char tmpl[] = "/tmp/warm-etcd-XXXXXX";
   if (::mkdtemp(tmpl)) dir_ = tmpl;
   client_port_ = free_port();
   peer_port_ = free_port();
+  if (options_.tls) health_port_ = free_port();
 }
 
 etcd_member::~etcd_member() {
@@ -71,7 +80,7 @@ std::uint16_t etcd_member::free_port() {
 }
 
 std::string etcd_member::endpoint() const {
-  return "http://" + host_port();
+  return (secured() ? "https://" : "http://") + host_port();
 }
 std::string etcd_member::host_port() const {
   return "127.0.0.1:" + std::to_string(client_port_);
@@ -95,6 +104,7 @@ expected<void> etcd_member::start() {
     fs::remove_all(dir_ / "data", ec);
     client_port_ = free_port();
     peer_port_ = free_port();
+    if (secured()) health_port_ = free_port();
   }
 }
 
@@ -102,7 +112,9 @@ expected<void> etcd_member::start_once() {
   const std::string exe = executable();
   if (exe.empty()) return make_error(errc::unavailable, "no etcd executable (set ETCD)");
   if (dir_.empty()) return make_error(errc::unavailable, "no temporary directory");
-  const std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
+  if (secured())
+    if (auto made = make_certificates(); !made) return made;
+  const std::string client = endpoint();
   const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
   // clang-format off
   std::vector<std::string> args{exe,
@@ -113,7 +125,15 @@ expected<void> etcd_member::start_once() {
                                 "--listen-peer-urls", peer,
                                 "--initial-advertise-peer-urls", peer,
                                 "--initial-cluster", "warm-test=" + peer};
+  if (secured())
+    args.insert(args.end(), {"--cert-file", (dir_ / "server.pem").string(),
+                             "--key-file", (dir_ / "server.key").string(),
+                             "--trusted-ca-file", ca_file(),
+                             "--client-cert-auth",
+                             "--listen-metrics-urls",
+                             "http://127.0.0.1:" + std::to_string(health_port_)});
   // clang-format on
+  args.insert(args.end(), options_.flags.begin(), options_.flags.end());
   std::vector<char*> argv;
   for (auto& a : args)
     argv.push_back(a.data());
@@ -196,14 +216,16 @@ void etcd_member::pause() {
   ::kill(pid_, SIGSTOP);
   // A signal stops a thread when it is next scheduled: wait until every thread has stopped, so
   // that nothing sent after pause() returns is answered (at most 2 s).
-  for (int i = 0; i < 2000 && !all_stopped(pid_); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int i = 0; i < 2000 && !all_stopped(pid_); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void etcd_member::resume() {
   if (pid_ > 0) ::kill(pid_, SIGCONT);
 }
 
-// GET /health on the client port, answered {"health":"true"} once the member serves requests.
+// GET /health on the client port (secured: the metrics port, plain HTTP), answered
+// {"health":"true"} once the member serves requests.
 bool etcd_member::healthy() const {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return false;
@@ -213,7 +235,7 @@ bool etcd_member::healthy() const {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(client_port_);
+  addr.sin_port = htons(secured() ? health_port_ : client_port_);
   std::string reply;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
     const std::string request = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
@@ -227,6 +249,156 @@ bool etcd_member::healthy() const {
   }
   ::close(fd);
   return reply.find("\"health\":\"true\"") != std::string::npos;
+}
+
+// ---- secured members and authentication ---------------------------------------------------------
+
+std::string etcd_member::ca_file() const {
+  return (dir_ / "ca.pem").string();
+}
+std::string etcd_member::other_ca_file() const {
+  return (dir_ / "other-ca.pem").string();
+}
+std::string etcd_member::cert_file(const std::string& user) const {
+  return (dir_ / ("client-" + user + ".pem")).string();
+}
+std::string etcd_member::key_file(const std::string& user) const {
+  return (dir_ / ("client-" + user + ".key")).string();
+}
+
+int etcd_member::run(const std::vector<std::string>& command, std::string* output) const {
+  output->clear();
+  std::vector<std::string> args = command;
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string out_path = (dir_ / "command.out").string(), dir = dir_.string();
+  const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (out < 0 || null < 0) {
+    if (out >= 0) ::close(out);
+    if (null >= 0) ::close(null);
+    *output = "cannot open " + out_path;
+    return -1;
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls here, as in start_once.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    ::dup2(null, 0);
+    ::dup2(out, 1);
+    ::dup2(out, 2);
+    if (::chdir(dir.c_str()) != 0) ::_exit(127);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(out);
+  ::close(null);
+  if (pid < 0) {
+    *output = "fork failed";
+    return -1;
+  }
+  int status = -1;
+  const auto deadline = steady::now() + std::chrono::seconds(20);
+  while (::waitpid(pid, &status, WNOHANG) != pid) {
+    if (steady::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      status = -1;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::ifstream in(out_path);
+  *output = std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+expected<void> etcd_member::make_certificates() {
+  if (fs::exists(dir_ / "ca.pem")) return {};
+  const std::string openssl = program("OPENSSL", "/usr/bin/openssl");
+  auto call = [&](std::vector<std::string> args) -> expected<void> {
+    args.insert(args.begin(), openssl);
+    std::string output;
+    if (run(args, &output) != 0)
+      return make_error(errc::unavailable, "openssl " + args[1] + " failed: " + output);
+    return {};
+  };
+  // Small, quick keys: EC P-256.
+  auto key_args = [](std::vector<std::string> args) {
+    args.insert(args.end(),
+                {"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"});
+    return args;
+  };
+  for (const char* ca : {"ca", "other-ca"})
+    if (auto r = call(
+            key_args({"req", "-x509", "-days", "2", "-subj", std::string("/CN=warm-test-") + ca,
+                      "-keyout", std::string(ca) + ".key", "-out", std::string(ca) + ".pem"}));
+        !r)
+      return r;
+  // A certificate signed by ca.pem: NAME.pem and NAME.key, common name `cn`, extensions `ext`.
+  auto issue = [&](const std::string& name, const std::string& cn,
+                   const std::string& ext) -> expected<void> {
+    std::ofstream(dir_ / (name + ".ext")) << ext;
+    if (auto r = call(key_args({"req", "-new", "-subj", "/CN=" + cn, "-keyout", name + ".key",
+                                "-out", name + ".csr"}));
+        !r)
+      return r;
+    return call({"x509", "-req", "-in", name + ".csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                 "-CAcreateserial", "-days", "2", "-extfile", name + ".ext", "-out",
+                 name + ".pem"});
+  };
+  // etcd's grpc-gateway presents the server's certificate as a client: both uses.
+  if (auto r = issue("server", "warm-test-etcd",
+                     "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n");
+      !r)
+    return r;
+  std::vector<std::string> users{"root"};
+  users.insert(users.end(), options_.users.begin(), options_.users.end());
+  for (const auto& user : users)
+    if (auto r = issue("client-" + user, user, "extendedKeyUsage=clientAuth\n"); !r) return r;
+  return {};
+}
+
+expected<std::string> etcd_member::etcdctl(const std::vector<std::string>& args) {
+  std::vector<std::string> command{program("ETCDCTL", "/usr/bin/etcdctl"),
+                                   "--endpoints=" + (secured() ? endpoint() : host_port()),
+                                   "--dial-timeout=5s", "--command-timeout=15s"};
+  if (secured())
+    command.insert(command.end(), {"--cacert=" + ca_file(), "--cert=" + cert_file("root"),
+                                   "--key=" + key_file("root")});
+  if (!root_password_.empty()) command.push_back("--user=root:" + root_password_);
+  command.insert(command.end(), args.begin(), args.end());
+  std::string output;
+  if (run(command, &output) != 0) {
+    std::string what;
+    for (const auto& a : args)
+      what += " " + a;
+    return make_error(errc::unavailable, "etcdctl" + what + " failed: " + output);
+  }
+  return output;
+}
+
+expected<void> etcd_member::enable_auth(const std::string& root_password) {
+  if (auto r = etcdctl({"user", "add", "root:" + root_password}); !r) return std::move(r).error();
+  if (auto r = etcdctl({"auth", "enable"}); !r) return std::move(r).error();
+  root_password_ = root_password;
+  return {};
+}
+
+expected<void> etcd_member::add_user(const std::string& user, const std::string& password,
+                                     const std::string& prefix) {
+  const std::string role = user + "-role";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"role", "add", role},
+           {"role", "grant-permission", "--prefix=true", role, "readwrite", prefix},
+           {"user", "add", user + ":" + password},
+           {"user", "grant-role", user, role}})
+    if (auto r = etcdctl(args); !r) return std::move(r).error();
+  return {};
 }
 
 }  // namespace warm::test

@@ -36,7 +36,9 @@ class gated_stream final : public kj::AsyncIoStream {
       return n;
     });
   }
-  kj::Promise<void> write(const void* buffer, size_t size) override { return inner_->write(buffer, size); }
+  kj::Promise<void> write(const void* buffer, size_t size) override {
+    return inner_->write(buffer, size);
+  }
   kj::Promise<void> write(kj::ArrayPtr<const kj::ArrayPtr<const kj::byte>> pieces) override {
     return inner_->write(pieces);
   }
@@ -49,13 +51,18 @@ class gated_stream final : public kj::AsyncIoStream {
   void setsockopt(int level, int option, const void* value, kj::uint length) override {
     inner_->setsockopt(level, option, value, length);
   }
-  void getsockname(struct sockaddr* addr, kj::uint* length) override { inner_->getsockname(addr, length); }
-  void getpeername(struct sockaddr* addr, kj::uint* length) override { inner_->getpeername(addr, length); }
+  void getsockname(struct sockaddr* addr, kj::uint* length) override {
+    inner_->getsockname(addr, length);
+  }
+  void getpeername(struct sockaddr* addr, kj::uint* length) override {
+    inner_->getpeername(addr, length);
+  }
   kj::Maybe<int> getFd() const override { return inner_->getFd(); }
 
  private:
   static std::uint32_t le32(const kj::byte* p) {
-    return std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8 | std::uint32_t(p[2]) << 16 | std::uint32_t(p[3]) << 24;
+    return std::uint32_t(p[0]) | std::uint32_t(p[1]) << 8 | std::uint32_t(p[2]) << 16 |
+           std::uint32_t(p[3]) << 24;
   }
 
   // Advances the framing state over `n` bytes just read; throws when a closed gate meets a frame
@@ -81,7 +88,8 @@ class gated_stream final : public kj::AsyncIoStream {
       if (table_.size() >= 8 && table_.size() == table_bytes_) {
         std::uint64_t segments = std::uint64_t{le32(table_.data())} + 1;
         std::uint64_t words = 0;
-        for (std::uint64_t i = 0; i < segments; ++i) words += le32(table_.data() + 4 + 4 * i);
+        for (std::uint64_t i = 0; i < segments; ++i)
+          words += le32(table_.data() + 4 + 4 * i);
         table_.clear();
         table_bytes_ = 0;
         if (!open_ && words * 8 > limit_) fail(words * 8);
@@ -91,8 +99,10 @@ class gated_stream final : public kj::AsyncIoStream {
   }
 
   [[noreturn]] void fail(std::uint64_t bytes) {
-    spdlog::warn("rpc: closing a connection from {}: message too large before login ({} bytes, the limit is {})",
-                 peer_, bytes, limit_);
+    spdlog::warn(
+        "rpc: closing a connection from {}: message too large before login ({} bytes, the limit is "
+        "{})",
+        peer_, bytes, limit_);
     KJ_FAIL_REQUIRE("message too large before login", bytes, limit_);
   }
 
@@ -107,7 +117,9 @@ class gated_stream final : public kj::AsyncIoStream {
 
 class log_errors final : public kj::TaskSet::ErrorHandler {
  public:
-  void taskFailed(kj::Exception&& e) override { spdlog::warn("rpc: {}", e.getDescription().cStr()); }
+  void taskFailed(kj::Exception&& e) override {
+    spdlog::warn("rpc: {}", e.getDescription().cStr());
+  }
 };
 
 // The peer's IP address ("unix" for a unix socket; "?" when unknown): the login limiter's key.
@@ -133,17 +145,37 @@ std::string peer_of(kj::AsyncIoStream& stream) {
 
 }  // namespace
 
+std::string refuse_pending_login(const connection_counts& counts, const std::string& peer,
+                                 std::uint32_t max) {
+  if (counts.unauthenticated >= max)
+    return std::to_string(counts.unauthenticated) + " connections wait to log in";
+  auto it = counts.unauthenticated_by_peer.find(peer);
+  const std::uint32_t mine = it == counts.unauthenticated_by_peer.end() ? 0 : it->second;
+  const std::uint32_t per_peer = std::max<std::uint32_t>(1, max / 8);
+  if (mine >= per_peer)
+    return std::to_string(mine) + " connections from this address wait to log in (at most " +
+           std::to_string(per_peer) + " per address)";
+  if (mine > 0 && counts.unauthenticated >= max - max / 4)
+    return std::to_string(counts.unauthenticated) +
+           " connections wait to log in; the rest are kept for addresses with none waiting";
+  return {};
+}
+
 // One accepted connection: its stream, network and RPC system, and its place in the counts.
 struct rpc_acceptor::connection {
-  connection(kj::Own<gated_stream> s, capnp::ReaderOptions options, connection_counts& c, bool needs_login,
-             std::set<connection*>& l)
+  connection(kj::Own<gated_stream> s, capnp::ReaderOptions options, connection_counts& c,
+             bool needs_login, std::set<connection*>& l, std::string from)
       : stream(kj::mv(s)),
         network(*stream, capnp::rpc::twoparty::Side::SERVER, options),
         counts(c),
         live(l),
-        pending_login(needs_login) {
+        pending_login(needs_login),
+        peer(std::move(from)) {
     ++counts.open;
-    if (pending_login) ++counts.unauthenticated;
+    if (pending_login) {
+      ++counts.unauthenticated;
+      ++counts.unauthenticated_by_peer[peer];
+    }
     live.insert(this);
   }
   ~connection() {
@@ -156,6 +188,8 @@ struct rpc_acceptor::connection {
     if (!pending_login) return;
     pending_login = false;
     --counts.unauthenticated;
+    auto it = counts.unauthenticated_by_peer.find(peer);
+    if (it != counts.unauthenticated_by_peer.end() && --it->second == 0) counts.unauthenticated_by_peer.erase(it);
   }
 
   kj::Own<gated_stream> stream;
@@ -168,8 +202,8 @@ struct rpc_acceptor::connection {
 };
 
 rpc_acceptor::rpc_acceptor(warm::runtime& rt, kj::Timer& timer, acceptor_options options,
-                           rpc::in_flight_counter in_flight, std::shared_ptr<std::uint32_t> all_watchers,
-                           connection_counts& counts)
+                           rpc::in_flight_counter in_flight,
+                           std::shared_ptr<std::uint32_t> all_watchers, connection_counts& counts)
     : rt_(rt),
       timer_(timer),
       options_(std::move(options)),
@@ -179,33 +213,38 @@ rpc_acceptor::rpc_acceptor(warm::runtime& rt, kj::Timer& timer, acceptor_options
       errors_(kj::heap<log_errors>()),
       tasks_(kj::heap<kj::TaskSet>(*errors_)) {}
 
-rpc_acceptor::~rpc_acceptor() { tasks_ = nullptr; }  // closes the connections before the rest
+rpc_acceptor::~rpc_acceptor() {
+  tasks_ = nullptr;
+}  // closes the connections before the rest
 
 kj::Promise<void> rpc_acceptor::listen(kj::ConnectionReceiver& receiver) {
-  // evalNow: kj's accept() throws at once when accept(2) fails; as a rejected promise it is caught below.
+  // evalNow: kj's accept() throws at once when accept(2) fails; as a rejected promise it is caught
+  // below.
   return kj::evalNow([&receiver] { return receiver.accept(); })
       .then(
-      [this, &receiver](kj::Own<kj::AsyncIoStream>&& stream) {
-        if (accept_pause_.count()) spdlog::info("accepting connections again");
-        accept_pause_ = std::chrono::milliseconds(0);
-        serve(kj::mv(stream));
-        return listen(receiver);
-      },
-      [this, &receiver](kj::Exception&& e) {
-        bool first = accept_pause_.count() == 0;
-        accept_pause_ = first ? std::chrono::milliseconds(10) : std::min(2 * accept_pause_, std::chrono::milliseconds(1000));
-        if (first || accept_pause_.count() == 1000)  // the first failure, then at most one line a second
-          spdlog::warn("accept failed ({}); trying again in {} ms, {} connections open", e.getDescription().cStr(),
-                       accept_pause_.count(), counts_.open);
-        return timer_.afterDelay(accept_pause_.count() * kj::MILLISECONDS).then([this, &receiver] {
-          return listen(receiver);
-        });
-      });
+          [this, &receiver](kj::Own<kj::AsyncIoStream>&& stream) {
+            if (accept_pause_.count()) spdlog::info("accepting connections again");
+            accept_pause_ = std::chrono::milliseconds(0);
+            serve(kj::mv(stream));
+            return listen(receiver);
+          },
+          [this, &receiver](kj::Exception&& e) {
+            bool first = accept_pause_.count() == 0;
+            accept_pause_ = first ? std::chrono::milliseconds(10)
+                                  : std::min(2 * accept_pause_, std::chrono::milliseconds(1000));
+            if (first ||
+                accept_pause_.count() == 1000)  // the first failure, then at most one line a second
+              spdlog::warn("accept failed ({}); trying again in {} ms, {} connections open",
+                           e.getDescription().cStr(), accept_pause_.count(), counts_.open);
+            return timer_.afterDelay(accept_pause_.count() * kj::MILLISECONDS)
+                .then([this, &receiver] { return listen(receiver); });
+          });
 }
 
 std::size_t rpc_acceptor::unsent_messages() const {
   std::size_t n = 0;
-  for (auto* c : live_) n += c->network.getCurrentQueueCount();
+  for (auto* c : live_)
+    n += c->network.getCurrentQueueCount();
   return n;
 }
 
@@ -213,26 +252,28 @@ void rpc_acceptor::serve(kj::Own<kj::AsyncIoStream>&& raw) {
   bool needs_login = !options_.token.empty();
   std::string peer = peer_of(*raw);
   if (counts_.open >= options_.max_connections) {
-    spdlog::warn("rpc: closing a connection from {}: {} connections are open (--max-connections)", peer,
-                 counts_.open);
+    spdlog::warn("rpc: closing a connection from {}: {} connections are open (--max-connections)",
+                 peer, counts_.open);
     return;  // dropping the stream closes it
   }
-  if (needs_login && counts_.unauthenticated >= options_.max_unauthenticated) {
-    spdlog::warn("rpc: closing a connection from {}: {} connections wait to log in (--max-pending-logins)", peer,
-                 counts_.unauthenticated);
-    return;
+  if (needs_login) {
+    if (auto why = refuse_pending_login(counts_, peer, options_.max_unauthenticated); !why.empty()) {
+      spdlog::warn("rpc: closing a connection from {}: {} (--max-pending-logins)", peer, why);
+      return;
+    }
   }
   auto stream = kj::heap<gated_stream>(kj::mv(raw), login_message_bytes, peer);
   if (!needs_login) stream->open();
-  auto c = kj::heap<connection>(kj::mv(stream), options_.receive, counts_, needs_login, live_);
-  c->peer = peer;
-  rpc::Warm::Client warm = kj::heap<rpc::warm_server>(rt_, options_.server, in_flight_, all_watchers_);
+  auto c = kj::heap<connection>(kj::mv(stream), options_.receive, counts_, needs_login, live_, peer);
+  rpc::Warm::Client warm =
+      kj::heap<rpc::warm_server>(rt_, options_.server, in_flight_, all_watchers_);
   capnp::Capability::Client bootstrap = warm;
   auto* raw_c = c.get();
   if (needs_login) {
     rpc::login_options login;
     login.limiter = options_.limiter;
     login.peer = peer;
+    login.cluster_address = options_.cluster_address;
     login.on_login = [raw_c] {  // the authenticator lives in the connection's RPC system
       raw_c->stream->open();
       raw_c->logged_in();
@@ -243,14 +284,16 @@ void rpc_acceptor::serve(kj::Own<kj::AsyncIoStream>&& raw) {
   kj::Promise<void> ends = c->network.onDisconnect();
   if (needs_login) {
     auto timeout = options_.login_timeout;
-    auto deadline = timer_.afterDelay(std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count() *
-                                      kj::NANOSECONDS)
-                        .then([raw_c]() -> kj::Promise<void> {
-                          if (!raw_c->pending_login) return kj::NEVER_DONE;
-                          spdlog::warn("rpc: closing a connection from {}: no login within --login-timeout",
-                                       raw_c->peer);
-                          return kj::READY_NOW;
-                        });
+    auto deadline =
+        timer_
+            .afterDelay(std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count() *
+                        kj::NANOSECONDS)
+            .then([raw_c]() -> kj::Promise<void> {
+              if (!raw_c->pending_login) return kj::NEVER_DONE;
+              spdlog::warn("rpc: closing a connection from {}: no login within --login-timeout",
+                           raw_c->peer);
+              return kj::READY_NOW;
+            });
     ends = ends.exclusiveJoin(kj::mv(deadline));
   }
   tasks_->add(ends.attach(kj::mv(c)));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -12,6 +13,7 @@
 #include <kj/async-io.h>
 #include <kj/timer.h>
 
+#include "rpc/authenticator.hpp"
 #include "rpc/server.hpp"
 
 namespace warm::net {
@@ -29,7 +31,15 @@ inline constexpr std::uint64_t login_message_bytes = 64 << 10;
 struct connection_counts {
   std::uint32_t open = 0;             // every connection
   std::uint32_t unauthenticated = 0;  // connections of token listeners that have not logged in
+  std::map<std::string, std::uint32_t> unauthenticated_by_peer;  // the same, by peer address (> 0)
 };
+
+// Whether a new connection from `peer` may wait to log in, given `max` pending logins in all;
+// empty when it may, else why not (for the log). So that one address cannot keep every other
+// client out: an address holds at most max / 8 pending logins (at least 1), and the last quarter
+// of them is kept for addresses that hold none. Pure.
+std::string refuse_pending_login(const connection_counts& counts, const std::string& peer,
+                                 std::uint32_t max);
 
 struct acceptor_options {
   rpc::server_options server;
@@ -38,10 +48,11 @@ struct acceptor_options {
   // (rpc::authenticator), may send messages of login_message_bytes at most, and is closed if it
   // has not logged in within login_timeout.
   std::string token;
-  std::chrono::nanoseconds login_timeout = std::chrono::seconds(10);
-  std::uint32_t max_connections = 1024;           // past it a new connection is closed at once
-  std::uint32_t max_unauthenticated = 64;         // token listeners: pending logins at once
-  std::shared_ptr<net::login_limiter> limiter;    // failed logins (null: none counted)
+  std::chrono::nanoseconds login_timeout = std::chrono::seconds(5);
+  std::uint32_t max_connections = 1024;         // past it a new connection is closed at once
+  std::uint32_t max_unauthenticated = 64;       // token listeners: pending logins at once
+  std::shared_ptr<net::login_limiter> limiter;  // failed logins (null: none counted)
+  std::string cluster_address;                  // where the cluster's instances reach this one
 };
 
 // Serves the Warm interface (through an Authenticator where a token is set) on every connection
@@ -53,8 +64,9 @@ struct acceptor_options {
 class rpc_acceptor {
  public:
   // `rt`, `timer` and `counts` are borrowed and must outlive the acceptor.
-  rpc_acceptor(warm::runtime& rt, kj::Timer& timer, acceptor_options options, rpc::in_flight_counter in_flight,
-               std::shared_ptr<std::uint32_t> all_watchers, connection_counts& counts);
+  rpc_acceptor(warm::runtime& rt, kj::Timer& timer, acceptor_options options,
+               rpc::in_flight_counter in_flight, std::shared_ptr<std::uint32_t> all_watchers,
+               connection_counts& counts);
   ~rpc_acceptor();
 
   // Accepts until the promise is dropped. An accept that fails (out of file descriptors: EMFILE,
@@ -79,7 +91,8 @@ class rpc_acceptor {
   std::shared_ptr<std::uint32_t> all_watchers_;
   connection_counts& counts_;
   std::set<connection*> live_;  // every open connection (each removes itself)
-  std::chrono::milliseconds accept_pause_{0};  // the next pause after a failed accept (0: none failed)
+  std::chrono::milliseconds accept_pause_{
+      0};  // the next pause after a failed accept (0: none failed)
   kj::Own<kj::TaskSet::ErrorHandler> errors_;
   kj::Own<kj::TaskSet> tasks_;
 };

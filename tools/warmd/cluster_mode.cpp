@@ -30,11 +30,31 @@ expected<std::string> advertised_address(const config& c) {
 
 namespace {
 
-// A client of the cluster's etcd (--cluster), with the client's default deadlines.
-expected<std::unique_ptr<etcd::client>> connect_etcd(const config& c) {
+// How to reach the cluster's etcd (--cluster; a secured one with --etcd-*), with the client's
+// default deadlines. invalid_argument for --etcd-* flags that cannot be used (a password file
+// others may read, a user without one); etcd::client::connect checks the rest.
+expected<etcd::options> etcd_options(const config& c) {
   etcd::options o;
   o.endpoints = c.cluster;
-  return etcd::client::connect(std::move(o));
+  o.ca_file = c.etcd_ca;
+  o.cert_file = c.etcd_cert;
+  o.key_file = c.etcd_key;
+  o.user = c.etcd_user;
+  if (c.etcd_user.empty() != c.etcd_password_file.empty())
+    return make_error(errc::invalid_argument, "--etcd-user and --etcd-password-file go together");
+  if (!c.etcd_password_file.empty()) {
+    auto password = read_etcd_password(c.etcd_password_file);
+    if (!password) return std::move(password).error();
+    o.password = std::move(*password);
+  }
+  return o;
+}
+
+// A client of the cluster's etcd.
+expected<std::unique_ptr<etcd::client>> connect_etcd(const config& c) {
+  auto o = etcd_options(c);
+  if (!o) return std::move(o).error();
+  return etcd::client::connect(std::move(*o));
 }
 
 }  // namespace
@@ -52,6 +72,9 @@ expected<std::unique_ptr<registry_storage>> cluster_registry(const config& c) {
 expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, runtime& rt, std::string token) {
   node::membership_options o;
   o.endpoints = c.cluster;
+  auto access = etcd_options(c);
+  if (!access) return std::move(access).error();
+  o.etcd_access = std::move(*access);
   o.cluster = c.cluster_name;
   o.instance = c.instance;
   if (o.instance.empty()) {

@@ -1,5 +1,6 @@
 #include "config.hpp"
 
+#include <sys/stat.h>
 #include <CLI/CLI.hpp>
 
 #include <cctype>
@@ -127,7 +128,7 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--max-pending-logins", c.max_pending_logins,
-                 "Remote Cap'n Proto connections not yet logged in, at once")
+                 "Remote Cap'n Proto connections not yet logged in, at once (an eighth per address)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--login-timeout", c.login_timeout, "How long a remote connection may take to log in")
@@ -180,6 +181,17 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
                  "Where the cluster's other instances reach this one (unix:PATH or HOST:PORT; default: the first --listen)");
   app.add_option("--cluster-name", c.cluster_name, "The cluster to join (its keys live under /warm/NAME/ in etcd)")
       ->capture_default_str();
+  app.add_option("--etcd-ca", c.etcd_ca,
+                 "With https --cluster URLs: the CA certificate (PEM) that signed etcd's (default: "
+                 "the system's roots)");
+  app.add_option("--etcd-cert", c.etcd_cert,
+                 "With https --cluster URLs: this instance's client certificate (PEM) for etcd "
+                 "(with --etcd-key)");
+  app.add_option("--etcd-key", c.etcd_key, "The private key (PEM) of --etcd-cert");
+  app.add_option("--etcd-user", c.etcd_user,
+                 "etcd's authentication: log in as this user (with --etcd-password-file)");
+  app.add_option("--etcd-password-file", c.etcd_password_file,
+                 "etcd's authentication: the file holding --etcd-user's password (mode 600)");
   app.add_option("--lease-ttl", c.lease_ttl, "Seconds this instance's record outlives it if it dies")
       ->capture_default_str()
       ->check(CLI::Range(2, 300));
@@ -456,6 +468,11 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
     else if (key == "instance") r = string_value(c.instance);
     else if (key == "advertise") r = string_value(c.advertise);
     else if (key == "cluster-name") r = string_value(c.cluster_name);
+    else if (key == "etcd-ca") r = string_value(c.etcd_ca);
+    else if (key == "etcd-cert") r = string_value(c.etcd_cert);
+    else if (key == "etcd-key") r = string_value(c.etcd_key);
+    else if (key == "etcd-user") r = string_value(c.etcd_user);
+    else if (key == "etcd-password-file") r = string_value(c.etcd_password_file);
     else if (key == "version-settle") r = string_value(c.version_settle);
     else if (key == "poll-seconds") {
       auto v = number();
@@ -571,6 +588,28 @@ expected<void> apply_config_file(const std::string& path, CLI::App& app, config&
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return make_error(errc::not_found, path + ": cannot read the config file");
   return apply_config_text(text, path, app, c);
+}
+
+expected<std::string> read_etcd_password(const std::string& path) {
+  const std::string which = "etcd password file " + path;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return make_error(errc::invalid_argument, "cannot read the " + which);
+  if ((st.st_mode & (S_IRGRP | S_IROTH | S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return make_error(
+        errc::invalid_argument,
+        which + " may be read or written by other users (mode " + mode + "); chmod 600 it");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(errc::invalid_argument, "cannot read the " + which);
+  std::string password((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return make_error(errc::invalid_argument, "cannot read the " + which);
+  while (!password.empty() && (password.back() == '\n' || password.back() == '\r'))
+    password.pop_back();
+  if (password.empty()) return make_error(errc::invalid_argument, "the " + which + " is empty");
+  return password;
 }
 
 }  // namespace warm::warmd

@@ -45,7 +45,7 @@ struct config {
   // listeners); how long one may take to log in; failed logins a peer may make per minute.
   std::uint32_t max_connections = 1024;
   std::uint32_t max_pending_logins = 64;
-  std::string login_timeout = "10s";
+  std::string login_timeout = "5s";
   std::uint32_t max_failed_logins = 10;
   std::uint32_t max_watchers = 256;                // watch streams open at once, all connections
   std::uint32_t max_watchers_per_connection = 16;  // watch streams one connection may open
@@ -85,6 +85,14 @@ struct config {
   std::uint32_t drain_seconds = 30;  // SIGTERM: at most this long loading recent models on peers
   double copy_queue = 2;             // requests in flight per copy that add copies; 0: never
   std::uint32_t copy_cool_seconds = 60;  // how long a copy stays quiet before it may go (cluster full)
+  // A secured etcd (docs/etcd-client.md): https --cluster URLs are checked against etcd_ca (PEM;
+  // empty: the system's roots) and present etcd_cert with etcd_key (PEM) when given; etcd_user
+  // logs in to etcd's authentication with the password in etcd_password_file. Empty: not used.
+  std::string etcd_ca;
+  std::string etcd_cert;
+  std::string etcd_key;
+  std::string etcd_user;
+  std::string etcd_password_file;
   std::string model_config;
   bool serve_repo = false;
   std::string poll_seconds = "1";
@@ -120,5 +128,11 @@ expected<void> apply_config_text(std::string_view text, const std::string& name_
 // apply_config_text on the file's contents, errors prefixed with `path` (not_found when it cannot
 // be read).
 expected<void> apply_config_file(const std::string& path, CLI::App& app, config& c);
+
+// The etcd password in the file `path` (--etcd-password-file), its trailing line ending(s)
+// removed. invalid_argument, naming the file and never its contents, when group or others may
+// read or write it (as for --token-file: chmod 600 it), when it is empty, or when it cannot be
+// read.
+expected<std::string> read_etcd_password(const std::string& path);
 
 }  // namespace warm::warmd

@@ -1,14 +1,14 @@
 // warmd: the warm daemon. Runs a warm::runtime and serves it over Cap'n Proto (schemas/warm.capnp)
-// on unix sockets and TCP, and optionally KServe V2 HTTP with /metrics, until SIGINT/SIGTERM. Flags and the TOML config keys are documented in
-// docs/configuration.md. Exit status: 0 after a clean shutdown, 1 when the runtime or a listener
-// cannot start, 2 on a usage or configuration error.
-#include <CLI/CLI.hpp>
+// on unix sockets and TCP, and optionally KServe V2 HTTP with /metrics, until SIGINT/SIGTERM. Flags
+// and the TOML config keys are documented in docs/configuration.md. Exit status: 0 after a clean
+// shutdown, 1 when the runtime or a listener cannot start, 2 on a usage or configuration error.
 #include <poll.h>
 #include <pthread.h>
-#include <sys/resource.h>
 #include <signal.h>
-#include <unistd.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -49,8 +49,11 @@ warm::expected<std::string> read_token(const std::string& path) {
   std::ifstream in(path);
   if (!in) return warm::make_error(warm::errc::not_found, "cannot read token file " + path);
   std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-  if (token.size() < 16) return warm::make_error(warm::errc::invalid_argument, "token in " + path + " is shorter than 16 bytes");
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())))
+    token.pop_back();
+  if (token.size() < 16)
+    return warm::make_error(warm::errc::invalid_argument,
+                            "token in " + path + " is shorter than 16 bytes");
   return token;
 }
 
@@ -76,16 +79,20 @@ void raise_open_file_limit(std::uint64_t connections) {
   }
   constexpr std::uint64_t own = 256;  // the runtime's own: threads' eventfds, SQLite, model files
   if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < connections + own)
-    spdlog::warn("the open-file limit is {}: fewer than the connections allowed ({}) plus {} for warmd itself; "
-                 "past it new connections wait in the listen backlog until descriptors are free (raise it with "
-                 "ulimit -n or LimitNOFILE=)",
-                 limit.rlim_cur, connections, own);
+    spdlog::warn(
+        "the open-file limit is {}: fewer than the connections allowed ({}) plus {} for warmd "
+        "itself; "
+        "past it new connections wait in the listen backlog until descriptors are free (raise it "
+        "with "
+        "ulimit -n or LimitNOFILE=)",
+        limit.rlim_cur, connections, own);
 }
 
 // Where a front (--http, --grpc) listens and who may use it, from its flag's HOST:PORT; nothing
 // when the value is not HOST:PORT. The token is set once it is read.
-std::optional<warm::net::front_access> front_access(const std::string& value, bool allow_remote,
-                                                    std::shared_ptr<warm::net::login_limiter> limiter) {
+std::optional<warm::net::front_access> front_access(
+    const std::string& value, bool allow_remote,
+    std::shared_ptr<warm::net::login_limiter> limiter) {
   auto address = warm::warmd::parse_listen_address(value);
   if (!address || address->is_unix) return std::nullopt;
   warm::net::front_access access;
@@ -99,7 +106,8 @@ std::optional<warm::net::front_access> front_access(const std::string& value, bo
 // A configured timeout as the fronts take it: at least 1 ms (a zero deadline would refuse every
 // request).
 std::chrono::milliseconds at_least_1ms(std::chrono::nanoseconds d) {
-  return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(d));
+  return std::max(std::chrono::milliseconds(1),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(d));
 }
 
 // A reload asked over RPC (not a signal number): main's loop runs it.
@@ -129,7 +137,8 @@ class reload_queue {
       closed_ = true;
       left = std::exchange(waiting_, {});
     }
-    for (auto& done : left) done(warm::make_error(warm::errc::unavailable, "warmd is stopping"));
+    for (auto& done : left)
+      done(warm::make_error(warm::errc::unavailable, "warmd is stopping"));
   }
 
  private:
@@ -140,10 +149,12 @@ class reload_queue {
 
 // Re-reads what warmd serves and applies it whole: the number of served models, or why nothing
 // changed.
-warm::expected<std::uint32_t> reload(warm::runtime& rt, const warm::warmd::config& c, bool serving) {
+warm::expected<std::uint32_t> reload(warm::runtime& rt, const warm::warmd::config& c,
+                                     bool serving) {
   if (!serving)
-    return warm::make_error(warm::errc::invalid_argument,
-                            "nothing to reload: warmd serves no versioned models (--model-config, --serve-repo)");
+    return warm::make_error(
+        warm::errc::invalid_argument,
+        "nothing to reload: warmd serves no versioned models (--model-config, --serve-repo)");
   auto read = warm::warmd::served_models_for(c.model_config, c.serve_repo, c.repo);
   if (!read) {
     spdlog::error("reload refused, nothing changed: {}", read.error().message);
@@ -192,10 +203,12 @@ int main(int argc, char** argv) {
     return exit_usage;
   };
   if (!config_file.empty()) {
-    if (auto r = warm::warmd::apply_config_file(config_file, app, c); !r) return usage(r.error().message);
+    if (auto r = warm::warmd::apply_config_file(config_file, app, c); !r)
+      return usage(r.error().message);
   }
   auto level = spdlog::level::from_str(c.log_level);
-  if (level == spdlog::level::off && c.log_level != "off") return usage("unknown log level \"" + c.log_level + "\"");
+  if (level == spdlog::level::off && c.log_level != "off")
+    return usage("unknown log level \"" + c.log_level + "\"");
   spdlog::set_level(level);
   if (c.repo.empty()) return usage("at least one --repo is required");
   auto expiry = warm::warmd::parse_duration(c.failure_expiry);
@@ -213,7 +226,8 @@ int main(int argc, char** argv) {
   login_limits.failures_per_minute = c.max_failed_logins;
   login_limits.on_failure = [](const std::string& peer, const std::string& front, bool limited) {
     if (limited)
-      spdlog::warn("{}: login refused from {}: too many failed logins (--max-failed-logins)", front, peer);
+      spdlog::warn("{}: login refused from {}: too many failed logins (--max-failed-logins)", front,
+                   peer);
     else
       spdlog::warn("{}: failed login from {}: wrong token", front, peer);
   };
@@ -255,6 +269,7 @@ int main(int argc, char** argv) {
     http_options->request_timeout = at_least_1ms(*request_timeout);
     http_options->header_timeout = at_least_1ms(*header_timeout);
     http_options->body_timeout = at_least_1ms(*body_timeout);
+    http_options->log = [](const std::string& line) { spdlog::warn("{}", line); };
   }
 
   warm::warmd::service_options service_options;
@@ -275,7 +290,8 @@ int main(int argc, char** argv) {
   if (!c.token_file.empty()) {
     auto token_warnings = warm::warmd::check_token_file(c.token_file);
     if (!token_warnings) return usage(token_warnings.error().message);
-    for (const auto& warning : *token_warnings) spdlog::warn("{}", warning);
+    for (const auto& warning : *token_warnings)
+      spdlog::warn("{}", warning);
     auto token = read_token(c.token_file);
     if (!token) return usage(token.error().message);
     service_options.token = *token;
@@ -285,7 +301,8 @@ int main(int argc, char** argv) {
     if (http_options) http_options->token = std::move(*token);
   } else {
     auto open_to_local_users = [](const std::string& front, const std::string& address) {
-      spdlog::warn("{} on {} has no token: every local user may use it (--token-file)", front, address);
+      spdlog::warn("{} on {} has no token: every local user may use it (--token-file)", front,
+                   address);
     };
 #if WARM_HAVE_GRPC
     if (grpc_options) open_to_local_users("gRPC", c.grpc);
@@ -302,7 +319,10 @@ int main(int argc, char** argv) {
   raise_open_file_limit(c.max_connections + front_connections);
 
 #if !WARM_HAVE_CLUSTER
-  if (!c.cluster.empty()) return usage("--cluster: this warmd was built without cluster mode (-Dcluster=disabled, or no libgrpc++-dev)");
+  if (!c.cluster.empty())
+    return usage(
+        "--cluster: this warmd was built without cluster mode (-Dcluster=disabled, or no "
+        "libgrpc++-dev)");
 #endif
 
   // Where TorchScript code runs: in a sandboxed runtime, described by a sandboxed helper.
@@ -310,29 +330,38 @@ int main(int argc, char** argv) {
   code.in_process = c.in_process_code;
   auto describe_timeout = warm::warmd::parse_duration(c.describe_timeout);
   if (!describe_timeout) return usage("--describe-timeout: " + describe_timeout.error().message);
-  code.describe_deadline = std::chrono::duration_cast<std::chrono::milliseconds>(at_least_1ms(*describe_timeout));
+  code.describe_deadline =
+      std::chrono::duration_cast<std::chrono::milliseconds>(at_least_1ms(*describe_timeout));
   code.describe_helper = c.describe_helper;
   if (code.describe_helper.empty()) {
     std::error_code ec;
-    auto beside = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "warm-runtime";
+    auto beside =
+        std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "warm-runtime";
     if (!ec && ::access(beside.c_str(), X_OK) == 0) code.describe_helper = beside.string();
   }
   if (code.in_process)
-    spdlog::warn("--in-process-code: TorchScript models load and run inside warmd; a model file can then read and "
-                 "write whatever warmd can. Serve them from a model runtime (--runtime) instead where others can "
-                 "publish models");
+    spdlog::warn(
+        "--in-process-code: TorchScript models load and run inside warmd; a model file can then "
+        "read and "
+        "write whatever warmd can. Serve them from a model runtime (--runtime) instead where "
+        "others can "
+        "publish models");
   else if (code.describe_helper.empty())
-    spdlog::warn("no describe helper (warm-runtime beside warmd, or --describe-helper): TorchScript models cannot "
-                 "be registered");
+    spdlog::warn(
+        "no describe helper (warm-runtime beside warmd, or --describe-helper): TorchScript models "
+        "cannot "
+        "be registered");
   warm::set_code_policy(std::move(code));
 
   auto state_warnings = warm::warmd::check_state_dir(c.state);
   if (!state_warnings) return usage(state_warnings.error().message);
-  for (const auto& warning : *state_warnings) spdlog::warn("{}", warning);
+  for (const auto& warning : *state_warnings)
+    spdlog::warn("{}", warning);
   for (const auto& root : c.repo) {
     auto repo_warnings = warm::warmd::check_repository(root);
     if (!repo_warnings) return usage(repo_warnings.error().message);
-    for (const auto& warning : *repo_warnings) spdlog::warn("{}", warning);
+    for (const auto& warning : *repo_warnings)
+      spdlog::warn("{}", warning);
   }
 
   warm::runtime_options options;
@@ -342,7 +371,8 @@ int main(int argc, char** argv) {
   options.devices = std::move(devices.specs);
   options.device_policies = std::move(devices.policies);
   options.policy = c.policy;
-  if (auto r = warm::warmd::apply_policy_tuning(c, options.policy_tuning, options.rescore_period); !r)
+  if (auto r = warm::warmd::apply_policy_tuning(c, options.policy_tuning, options.rescore_period);
+      !r)
     return usage(r.error().message);
   options.max_concurrent_loads = c.max_concurrent_loads;
   options.failure_expiry = *expiry;
@@ -351,7 +381,8 @@ int main(int argc, char** argv) {
   auto queue_delay = warm::warmd::parse_duration(c.max_queue_delay);
   if (!queue_delay) return usage("--max-queue-delay: " + queue_delay.error().message);
   options.batching.max_batch = c.max_batch;
-  options.batching.max_queue_delay = std::chrono::duration_cast<std::chrono::microseconds>(*queue_delay);
+  options.batching.max_queue_delay =
+      std::chrono::duration_cast<std::chrono::microseconds>(*queue_delay);
   options.batching.preferred_batch = c.preferred_batch;
   options.batching.max_queue = c.batch_queue;
   auto poll = warm::warmd::parse_duration(c.poll_seconds);
@@ -387,8 +418,10 @@ int main(int argc, char** argv) {
   for (const auto& text : c.runtime) {
     auto link = warm::parse_runtime_spec(text);
     if (!link) return usage("--runtime: " + link.error().message);
-    link->load_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(at_least_1ms(*load_timeout));
-    link->start_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(at_least_1ms(*start_timeout));
+    link->load_timeout =
+        std::chrono::duration_cast<std::chrono::milliseconds>(at_least_1ms(*load_timeout));
+    link->start_timeout =
+        std::chrono::duration_cast<std::chrono::milliseconds>(at_least_1ms(*start_timeout));
     auto name = link->name;
     link->log = [](const std::string& line) { spdlog::warn("{}", line); };
     for (const auto& root : c.repo) {  // canonical, as the locations warmd sends name them
@@ -398,9 +431,11 @@ int main(int argc, char** argv) {
     }
     auto dev = warm::remote_device::start(std::move(*link));
     if (dev->ready())
-      spdlog::info("runtime {} ready: {} capacity, {}", name, warm::format_bytes(dev->capacity()), dev->state());
+      spdlog::info("runtime {} ready: {} capacity, {}", name, warm::format_bytes(dev->capacity()),
+                   dev->state());
     else
-      spdlog::warn("runtime {} is not ready yet ({}); warmd goes on and keeps trying", name, dev->state());
+      spdlog::warn("runtime {} is not ready yet ({}); warmd goes on and keeps trying", name,
+                   dev->state());
     options.attached_devices.push_back({std::move(dev), ""});
   }
 #if WARM_HAVE_CLUSTER
@@ -479,9 +514,14 @@ int main(int argc, char** argv) {
       return joined.error().code == warm::errc::invalid_argument ? exit_usage : exit_failure;
     }
     cluster = std::move(*joined);
-    forwarding->store(cluster.get());  // never cleared: the runtime, and every miss, ends before the cluster
-    service_options.server.cluster = [&cluster](warm::callback<warm::cluster_info> done) { cluster->info(std::move(done)); };
+    forwarding->store(
+        cluster.get());  // never cleared: the runtime, and every miss, ends before the cluster
+    service_options.server.cluster = [&cluster](warm::callback<warm::cluster_info> done) {
+      cluster->info(std::move(done));
+    };
     service_options.relay_factory = cluster->relay_factory(service_options.token);
+    if (auto address = warm::warmd::advertised_address(c))
+      service_options.cluster_address = *address;
   }
 #endif
   auto service = warm::warmd::service::start(**rt, std::move(service_options));
@@ -489,8 +529,10 @@ int main(int argc, char** argv) {
     spdlog::error("cannot listen: {}", service.error().to_string());
     return service.error().code == warm::errc::invalid_argument ? exit_usage : exit_failure;
   }
-  for (const auto& address : (*service)->bound()) spdlog::info("listening on {}", address);
-  spdlog::info("warmd ready: {} device(s), policy {}, state {}", c.device.size(), c.policy, c.state);
+  for (const auto& address : (*service)->bound())
+    spdlog::info("listening on {}", address);
+  spdlog::info("warmd ready: {} device(s), policy {}, state {}", c.device.size(), c.policy,
+               c.state);
 
   ::pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);  // pending stop signals arrive now
   // poll() before read(): ThreadSanitizer runs a deferred handler only inside calls it knows to
@@ -499,10 +541,12 @@ int main(int argc, char** argv) {
   // max(--poll-seconds, 5 s): one that appears is served, one that goes is retired, as by a
   // reload. (Each served model's own directory is watched and polled by the runtime.)
   const int rescan_ms =
-      c.serve_repo ? static_cast<int>(std::max<std::int64_t>(
-                         5000, std::chrono::duration_cast<std::chrono::milliseconds>(*poll).count()))
-                   : -1;
-  auto repository_dirs = c.serve_repo ? warm::warmd::repository_models(c.repo) : std::vector<std::string>{};
+      c.serve_repo
+          ? static_cast<int>(std::max<std::int64_t>(
+                5000, std::chrono::duration_cast<std::chrono::milliseconds>(*poll).count()))
+          : -1;
+  auto repository_dirs =
+      c.serve_repo ? warm::warmd::repository_models(c.repo) : std::vector<std::string>{};
   int signal_number = 0;
   while (true) {
     pollfd ready{signal_pipe[0], POLLIN, 0};
@@ -525,7 +569,8 @@ int main(int argc, char** argv) {
     if (signal_number == SIGHUP) spdlog::info("SIGHUP: reloading the served models");
     if (c.serve_repo) repository_dirs = warm::warmd::repository_models(c.repo);
     auto outcome = reload(**rt, c, serving);
-    for (auto& done : waiting) done(outcome);
+    for (auto& done : waiting)
+      done(outcome);
   }
   reloads.close();  // an RPC reload from now on is answered unavailable
   spdlog::info("{}: stopping", signal_number == SIGINT ? "SIGINT" : "SIGTERM");

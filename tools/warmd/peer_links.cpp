@@ -1,8 +1,23 @@
 #include "peer_links.hpp"
 
+#include "net/peer_proof.hpp"
+
 namespace warm::warmd {
 
-peer_links::peer_links(kj::AsyncIoProvider& io, std::string token, std::chrono::milliseconds connect_timeout)
+namespace {
+
+std::string bytes(capnp::Data::Reader data) {
+  return std::string(reinterpret_cast<const char*>(data.begin()), data.size());
+}
+
+capnp::Data::Reader as_data(const std::string& bytes) {
+  return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size());
+}
+
+}  // namespace
+
+peer_links::peer_links(kj::AsyncIoProvider& io, std::string token,
+                       std::chrono::milliseconds connect_timeout)
     : io_(io), token_(std::move(token)), connect_timeout_(connect_timeout) {}
 
 std::shared_ptr<peer_link> peer_links::get(const std::string& address) {
@@ -21,10 +36,13 @@ std::shared_ptr<peer_link> peer_links::get(const std::string& address) {
           .then([this, p](kj::Own<kj::AsyncIoStream> s) -> kj::Promise<rpc::Warm::Client> {
             p->stream = kj::mv(s);
             capnp::ReaderOptions limits;
-            limits.traversalLimitInWords = std::uint64_t{1} << 31;  // peers are trusted: large results
-            p->network = kj::heap<capnp::TwoPartyVatNetwork>(*p->stream, capnp::rpc::twoparty::Side::CLIENT, limits);
+            limits.traversalLimitInWords = std::uint64_t{1}
+                                           << 31;  // peers are trusted: large results
+            p->network = kj::heap<capnp::TwoPartyVatNetwork>(
+                *p->stream, capnp::rpc::twoparty::Side::CLIENT, limits);
             p->rpc = kj::heap(capnp::makeRpcClient(*p->network));
-            p->watch = p->network->onDisconnect().then([p] { p->lost = true; }).eagerlyEvaluate(nullptr);
+            p->watch =
+                p->network->onDisconnect().then([p] { p->lost = true; }).eagerlyEvaluate(nullptr);
             capnp::MallocMessageBuilder vat;
             auto id = vat.initRoot<capnp::rpc::twoparty::VatId>();
             id.setSide(capnp::rpc::twoparty::Side::SERVER);
@@ -33,13 +51,32 @@ std::shared_ptr<peer_link> peer_links::get(const std::string& address) {
               auto resolved = bootstrap.whenResolved();
               return resolved.then([bootstrap]() mutable { return bootstrap.castAs<rpc::Warm>(); });
             }
-            auto login = bootstrap.castAs<rpc::Authenticator>().authenticateRequest();
-            login.setToken(token_);
-            return login.send().then([](capnp::Response<rpc::Authenticator::AuthenticateResults>&& reply) {
-              if (reply.getStatus().getCode() != rpc::Status::Code::OK)
-                KJ_FAIL_REQUIRE("the peer refused the cluster's token", reply.getStatus().getMessage());
-              return reply.getWarm();
-            });
+            // A login that never sends the token (net/peer_proof.hpp): whoever listens at this
+            // address learns nothing it could log in with, here or anywhere else.
+            auto auth = bootstrap.castAs<rpc::Authenticator>();
+            return auth.challengeRequest().send().then(
+                [this, auth, address = p->address](
+                    capnp::Response<rpc::Authenticator::ChallengeResults>&& c) mutable {
+                  auto server_nonce = bytes(c.getNonce());
+                  auto client_nonce = net::peer_nonce();
+                  auto prove = auth.proveRequest();
+                  prove.setAddress(address);
+                  prove.setNonce(as_data(client_nonce));
+                  prove.setProof(as_data(net::peer_proof(token_, net::peer_role::caller, server_nonce,
+                                                      client_nonce, address)));
+                  return prove.send().then(
+                      [this, server_nonce, client_nonce,
+                       address](capnp::Response<rpc::Authenticator::ProveResults>&& reply) {
+                        if (reply.getStatus().getCode() != rpc::Status::Code::OK)
+                          KJ_FAIL_REQUIRE("the peer refused this instance's login",
+                                          reply.getStatus().getMessage());
+                        if (!net::peer_proof_matches(bytes(reply.getProof()), token_,
+                                                     net::peer_role::listener, server_nonce,
+                                                     client_nonce, address))
+                          KJ_FAIL_REQUIRE("the peer does not hold the cluster's token", address);
+                        return reply.getWarm();
+                      });
+                });
           });
   p->warm = io_.getTimer()
                 .timeoutAfter(connect_timeout_.count() * kj::MILLISECONDS, kj::mv(connected))

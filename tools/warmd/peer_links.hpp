@@ -1,7 +1,8 @@
 // Cap'n Proto connections to the cluster's other instances, on one kj event loop: the thread that
 // made the peer_links uses them, and only it (the peer client's own thread, and warmd's RPC
 // thread for the relay). A connection is opened at an address's first use and again after it
-// broke; peers reached over TCP with remote access log in with the cluster's token.
+// broke. Peers reached over TCP with a token log in by proving that they hold the cluster's token,
+// and check that the peer holds it too (net/peer_proof.hpp): the token is never sent.
 #pragma once
 
 #include <capnp/rpc-twoparty.h>
@@ -36,7 +37,8 @@ class peer_links {
 
   // The connection to `address` ("unix:PATH" or "HOST:PORT"): the open one, or a new one when
   // there is none or it broke. Its `warm` fails when the peer cannot be reached within the
-  // connect timeout or refuses the token. A caller whose call on it fails marks it lost.
+  // connect timeout, refuses this instance's login, or cannot prove it holds the token. A caller
+  // whose call on it fails marks it lost.
   std::shared_ptr<peer_link> get(const std::string& address);
 
   kj::Timer& timer() { return io_.getTimer(); }

@@ -29,16 +29,19 @@ expected<listen_address> parse_listen_address(const std::string& text) {
   if (text.rfind("unix:", 0) == 0) {
     a.is_unix = true;
     a.path = text.substr(5);
-    if (a.path.empty()) return make_error(errc::invalid_argument, "listen address \"" + text + "\" has no path");
+    if (a.path.empty())
+      return make_error(errc::invalid_argument, "listen address \"" + text + "\" has no path");
     if (a.path.size() >= sizeof(sockaddr_un::sun_path))
       return make_error(errc::invalid_argument, "unix socket path \"" + a.path + "\" is too long");
     return a;
   }
   auto colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
-    return make_error(errc::invalid_argument, "listen address \"" + text + "\" is neither unix:PATH nor HOST:PORT");
+    return make_error(errc::invalid_argument,
+                      "listen address \"" + text + "\" is neither unix:PATH nor HOST:PORT");
   a.host = text.substr(0, colon);
-  if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']') a.host = a.host.substr(1, a.host.size() - 2);
+  if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']')
+    a.host = a.host.substr(1, a.host.size() - 2);
   auto port_text = text.substr(colon + 1);
   unsigned long port = 0;
   for (char c : port_text) {
@@ -46,12 +49,15 @@ expected<listen_address> parse_listen_address(const std::string& text) {
       return make_error(errc::invalid_argument, "listen address \"" + text + "\" has a bad port");
     port = port * 10 + static_cast<unsigned>(c - '0');
   }
-  if (port > 65535) return make_error(errc::invalid_argument, "listen address \"" + text + "\" has a bad port");
+  if (port > 65535)
+    return make_error(errc::invalid_argument, "listen address \"" + text + "\" has a bad port");
   a.port = static_cast<std::uint16_t>(port);
   return a;
 }
 
-bool is_loopback_host(const std::string& host) { return net::is_loopback_host(host); }
+bool is_loopback_host(const std::string& host) {
+  return net::is_loopback_host(host);
+}
 
 namespace {
 
@@ -150,9 +156,10 @@ struct service::impl {
           auto host = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
           bound.push_back(host + ":" + std::to_string(l.receiver->getPort()));
           accepting.token = options.token;  // empty: no login (loopback only)
+          accepting.cluster_address = options.cluster_address;
         }
-        l.server = kj::heap<rpc_acceptor>(*rt, io.provider->getTimer(), std::move(accepting), in_flight, all_watchers,
-                                          counts);
+        l.server = kj::heap<rpc_acceptor>(*rt, io.provider->getTimer(), std::move(accepting),
+                                          in_flight, all_watchers, counts);
         auto text = bound.back();
         l.accepting = l.server->listen(*l.receiver).eagerlyEvaluate([text](kj::Exception&& e) {
           spdlog::error("listener {} stopped: {}", text, e.getDescription().cStr());
@@ -172,19 +179,23 @@ struct service::impl {
         l.receiver = nullptr;
         if (!l.unix_path.empty()) ::unlink(l.unix_path.c_str());
       }
-      auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.drain_seconds);
-      if (in_flight->load() > 0) spdlog::info("waiting for {} call(s) in flight", in_flight->load());
+      auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::duration<double>(options.drain_seconds);
+      if (in_flight->load() > 0)
+        spdlog::info("waiting for {} call(s) in flight", in_flight->load());
       // The calls' answers must also leave: a finished call's reply may still sit in its
       // connection's queue (a large one is written as the client reads it).
       auto unsent = [&] {
         std::size_t n = 0;
-        for (auto& l : listeners) n += l.server->unsent_messages();
+        for (auto& l : listeners)
+          n += l.server->unsent_messages();
         return n;
       };
       while ((in_flight->load() > 0 || unsent() > 0) && std::chrono::steady_clock::now() < deadline)
         io.provider->getTimer().afterDelay(10 * kj::MILLISECONDS).wait(io.waitScope);
       if (in_flight->load() > 0 || unsent() > 0)
-        spdlog::warn("{} call(s) still in flight, {} answer(s) unsent; closing anyway", in_flight->load(), unsent());
+        spdlog::warn("{} call(s) still in flight, {} answer(s) unsent; closing anyway",
+                     in_flight->load(), unsent());
       listeners.clear();  // closes the connections: watch handles unwatch, calls are cancelled
     } catch (const kj::Exception& e) {
       if (!reported)
@@ -208,13 +219,15 @@ expected<std::unique_ptr<service>> service::start(warm::runtime& rt, service_opt
     auto a = parse_listen_address(text);
     if (!a) return a.error();
     if (!a->is_unix && !options.allow_remote && !is_loopback_host(a->host))
-      return make_error(errc::invalid_argument,
-                        "listen address " + text + " is not loopback; remote access needs --allow-remote");
+      return make_error(
+          errc::invalid_argument,
+          "listen address " + text + " is not loopback; remote access needs --allow-remote");
     i->addresses.push_back(std::move(*a));
   }
   // TCP first: a unix socket is what local clients and warmd's own tests poll for readiness, so
   // by the time one accepts, every TCP listener does too.
-  std::stable_partition(i->addresses.begin(), i->addresses.end(), [](const listen_address& a) { return !a.is_unix; });
+  std::stable_partition(i->addresses.begin(), i->addresses.end(),
+                        [](const listen_address& a) { return !a.is_unix; });
   if (options.allow_remote && options.token.empty())
     return make_error(errc::invalid_argument, "--allow-remote needs a token (--token-file)");
   i->options = std::move(options);
@@ -233,7 +246,9 @@ expected<std::unique_ptr<service>> service::start(warm::runtime& rt, service_opt
 
 service::service(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
 
-service::~service() { stop(); }
+service::~service() {
+  stop();
+}
 
 void service::stop() {
   if (impl_->stopped) return;
@@ -243,6 +258,8 @@ void service::stop() {
   impl_->stop = nullptr;
 }
 
-const std::vector<std::string>& service::bound() const { return impl_->bound; }
+const std::vector<std::string>& service::bound() const {
+  return impl_->bound;
+}
 
 }  // namespace warm::warmd

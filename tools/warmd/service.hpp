@@ -61,8 +61,11 @@ struct service_options {
   // past it is closed on accept. Such a connection may send messages of login_message_bytes
   // (acceptor.hpp) at most and is closed when it has not logged in within login_timeout.
   std::uint32_t max_pending_logins = 64;
-  std::chrono::nanoseconds login_timeout = std::chrono::seconds(10);
+  std::chrono::nanoseconds login_timeout = std::chrono::seconds(5);
   std::shared_ptr<net::login_limiter> limiter;  // failed logins per peer (null: not limited)
+  // In a cluster: the address its instances reach this one at (--advertise), which their logins
+  // name (rpc::login_options::cluster_address). Empty: outside a cluster.
+  std::string cluster_address;
   // Makes server.relay on the RPC thread once its event loop runs (warmd's cluster relay connects
   // to peers on that loop); destroyed there before the loop. Empty: server.relay as given.
   std::function<decltype(rpc::server_options::relay)(kj::AsyncIoProvider&)> relay_factory;
