@@ -42,14 +42,20 @@ struct Error {
 struct RuntimeStatus {
   ready @0 :Bool;              # false: warmd places nothing here and asks again later
   capacityBytes @1 :UInt64;    # memory the runtime can give models; warmd adopts a changed value
-  loadingThreads @2 :UInt32;   # how many loads it takes at once (0: 1)
+                               # (at most 1 PiB)
+  loadingThreads @2 :UInt32;   # how many loads it takes at once (0: 1; at most 64)
   defaultModelBytes @3 :UInt64;  # informational: a typical model's size here (warmd reserves
                                  # its own prediction from the model's file)
   version @4 :Text;            # the runtime's name and version, for operators
   kinds @5 :List(Text);        # model kinds it serves: "dense", "torchscript", ...
   loaded @6 :List(Text);       # ids it holds now (loading included); warmd unloads all of them
-                               # when it connects (left by an earlier warmd)
+                               # when it connects (left by an earlier warmd), 16 at a time; a
+                               # list of more than 65,536 is refused (none unloaded)
   usedBytes @7 :UInt64;        # memory its models take now (informational)
+  rssBytes @8 :UInt64;         # the process's resident memory: the most it held since the
+                               # previous status (0: not measured). warmd charges the device what
+                               # exceeds baseRssBytes, its models' charges and a slack (64 MiB)
+  baseRssBytes @9 :UInt64;     # the process's resident memory before it loaded any model
 }
 
 struct TensorSpec {
@@ -99,5 +105,7 @@ interface ModelRuntime {
 
   infer @4 (modelId :Text, inputs :List(Tensor), batch :UInt64) -> (error :Error, outputs :List(Tensor));
   # Runs the model on inputs warmd has checked against the load's inputs (in that order, each
-  # with `batch` rows when batched); answers the outputs in the load's output order.
+  # with `batch` rows when batched); answers the outputs in the load's output order. warmd checks
+  # them against the load's outputs (count, dtype, rank, fixed dimensions, `batch` rows when
+  # batched): an answer that breaks them fails the request with `internal`.
 }

@@ -223,7 +223,7 @@ def main():
         check(wait_for(lambda: "registry record /warm/s/registry/models/slow" in open(logs["b"]).read(), 5),
               "b logged the slow record")
         log = open(logs["b"]).read()
-        check("max_queue_delay is over 10000000 us" in log, "b says why the slow record is refused")
+        check("max_queue_delay is over 60000000 us" in log, "b says why the slow record is refused")
         check("model id 'bad id' may hold only" in log, "b says why the bad id is refused")
         for mid in ["slow", "bad id"]:
             rc, out, err = ctl(socks["b"], "infer", mid, "--random")

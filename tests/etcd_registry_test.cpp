@@ -220,7 +220,7 @@ TEST_CASE("records are checked as registrations are: ids, paths and batching lim
   // What someone who can write to etcd could put: a batch delay that would hold every request,
   // queues and batches past their limits, ids no client could register, an empty path.
   REQUIRE(c->put("/warm/t/registry/models/slow",
-                 R"({"path":"slow/1","batching":{"max_batch":8,"max_queue_delay_us":10000001}})"));
+                 R"({"path":"slow/1","batching":{"max_batch":8,"max_queue_delay_us":60000001}})"));
   REQUIRE(c->put("/warm/t/registry/models/wide",
                  R"({"path":"wide/1","batching":{"max_batch":65537}})"));
   REQUIRE(c->put("/warm/t/registry/models/deep",
@@ -232,7 +232,7 @@ TEST_CASE("records are checked as registrations are: ids, paths and batching lim
   // At the limits: taken.
   REQUIRE(c->put(
       "/warm/t/registry/models/edge",
-      R"({"path":"edge/1","batching":{"max_batch":65536,"max_queue_delay_us":10000000,"max_queue":1048576}})"));
+      R"({"path":"edge/1","batching":{"max_batch":65536,"max_queue_delay_us":60000000,"max_queue":1048576}})"));
   REQUIRE(c->put("/warm/t/registry/vmodels/v3", R"({"active":"","target":"edge"})"));
   inbox in;
   auto a = open_store(c, &in);
@@ -240,10 +240,10 @@ TEST_CASE("records are checked as registrations are: ids, paths and batching lim
   REQUIRE(loaded);
   REQUIRE(loaded->models.size() == 1);
   CHECK(loaded->models[0].id == "edge");
-  CHECK(loaded->models[0].batching->max_queue_delay == std::chrono::microseconds(10000000));
+  CHECK(loaded->models[0].batching->max_queue_delay == std::chrono::microseconds(60000000));
   REQUIRE(loaded->vmodels.size() == 1);
   CHECK(loaded->vmodels[0].id == "v3");
-  CHECK(in.logged("models/slow: batching: max_queue_delay is over 10000000 us"));
+  CHECK(in.logged("models/slow: batching: max_queue_delay is over 60000000 us"));
   CHECK(in.logged("models/wide: batching: max_batch is over 65536"));
   CHECK(in.logged("models/deep: batching: max_queue is over 1048576"));
   CHECK(in.logged("models/has space: model id 'has space' may hold only printable ASCII"));

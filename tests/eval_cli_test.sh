@@ -28,6 +28,27 @@ PY
 sim > "$dir/plain.out" 2> "$dir/err" || fail "simulate exited $?: $(cat "$dir/err")"
 cmp -s "$dir/json.out" "$dir/plain.out" || fail "simulate output differs with --json"
 
+# The default policies: every online one and belady-size, opt only where it runs (up to 16 models).
+"$eval_bin" simulate --trace "$dir/trace.csv" --catalog "$dir/catalog.csv" --capacity 50% > "$dir/default.out" 2> "$dir/err" ||
+  fail "simulate with the default policies exited $?: $(cat "$dir/err")"
+"$eval_bin" catalog --models 20 --min-size 200KB --max-size 2MB --seed 5 --out "$dir/catalog20.csv" > /dev/null || fail "catalog 20"
+"$eval_bin" trace --zipf 0.8 --catalog "$dir/catalog20.csv" --requests 300 --rate 300 --seed 2 \
+  --out "$dir/trace20.csv" > /dev/null || fail "trace 20"
+"$eval_bin" simulate --trace "$dir/trace20.csv" --catalog "$dir/catalog20.csv" --capacity 50% > "$dir/default20.out" \
+  2> "$dir/err" || fail "simulate of 20 models with the default policies exited $?: $(cat "$dir/err")"
+python3 - "$dir/default.out" "$dir/default20.out" << 'PY' || fail "default policies: $(cut -c1-60 "$dir/default20.out")"
+import json, sys
+small = [json.loads(line)["policy"] for line in open(sys.argv[1])]
+large = [json.loads(line)["policy"] for line in open(sys.argv[2])]
+online = ["lru", "lfu", "arc", "srrip", "sieve", "s3fifo", "lhd", "lecar", "gdsf", "iam", "kdf", "kdf-adaptive"]
+assert small == online + ["belady-size", "opt"], small
+assert large == online + ["belady-size"], large
+PY
+"$eval_bin" simulate --help > "$dir/help" 2>&1
+for name in kdf sieve s3fifo lhd lecar belady-size opt; do
+  grep -q "$name" "$dir/help" || fail "simulate --help does not name $name"
+done
+
 sim --yaml > /dev/null 2>&1
 [ $? = 2 ] || fail "simulate --yaml: exit status"
 "$eval_bin" simulate --trace "$dir/trace.csv" --catalog "$dir/catalog.csv" --capacity 0% --json > /dev/null 2>&1

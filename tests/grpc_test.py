@@ -8,6 +8,7 @@ error codes (INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED, UNAUTHENTICATED, D
 versions, the token rule with --allow-remote, the connection limit, idle connections closed, and
 a listener that survives running out of file descriptors.
 """
+import json
 import os
 import re
 import resource
@@ -167,6 +168,7 @@ with tempfile.TemporaryDirectory() as tmp:
         raw.raw_input_contents.append(struct.pack("<16f", *flat))
         b = stub.ModelInfer(raw)
         check(struct.unpack("<8f", b.raw_output_contents[0]) == typed_out, "raw and typed inputs give one answer")
+        check(b.model_version == "1", f"the version asked for answers it: {b.model_version!r}")
         check(b.parameters["warm_cache_hit"].bool_param, "a loaded model's answer is a hit")
 
         def infer(**fields):
@@ -213,6 +215,42 @@ with tempfile.TemporaryDirectory() as tmp:
         c = stub.ModelInfer(typed)
         check(not c.parameters["warm_cache_hit"].bool_param, "a cold answer is a miss")
         check(c.raw_output_contents[0] == a.raw_output_contents[0], "the cold answer equals the warm one")
+    finally:
+        stop(proc)
+
+    # A served model with versions 1 and 2 (latest:2) and a label: metadata lists both, an unknown
+    # version's error names both, and each answer's model_version is the version that served it.
+    for version in (1, 2):
+        subprocess.run([warmctl, "make-model", "--out", os.path.join(tmp, "served", "v", str(version)), "--layers",
+                        "8,4"], check=True, stdout=subprocess.DEVNULL)
+    config = os.path.join(tmp, "models.toml")
+    with open(config, "w") as f:
+        f.write('[[model]]\nname = "v"\nversions = "latest:2"\nlabels = { stable = 1 }\n')
+    proc, sock, port = start(tmp, "versions", "--repo", os.path.join(tmp, "served"), "--model-config", config,
+                             "--version-settle", "0s")
+    try:
+        stub = rpc.GRPCInferenceServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+
+        def served_versions():
+            r = subprocess.run([warmctl, "--connect", "unix:" + sock, "--json", "versions", "v"], capture_output=True,
+                               text=True)
+            doc = json.loads(r.stdout) if r.returncode == 0 else {}
+            return [(x["version"], x["state"]) for x in doc.get("versions", [])], doc.get("labels")
+
+        check(wait_for(lambda: served_versions() == ([(1, "READY"), (2, "READY")], {"stable": 1}), 20),
+              f"v serves versions 1 and 2: {served_versions()}")
+        for version in ("", "1", "2", "stable"):
+            m = stub.ModelMetadata(pb.ModelMetadataRequest(name="v", version=version))
+            check(list(m.versions) == ["1", "2"], f"ModelMetadata of v version {version!r}: {m.versions}")
+        expect_code(lambda: stub.ModelMetadata(pb.ModelMetadataRequest(name="v", version="3")),
+                    grpc.StatusCode.NOT_FOUND, "ModelMetadata of v version 3",
+                    "has no version 3; it serves versions 1 and 2")
+        for version, served in (("", "2"), ("2", "2"), ("1", "1"), ("stable", "1")):
+            r = pb.ModelInferRequest(model_name="v", model_version=version)
+            r.inputs.add(name="input", datatype="FP32", shape=[1, 8]).contents.fp32_contents.extend([0.5] * 8)
+            a = stub.ModelInfer(r)
+            check(a.model_name == "v@" + served and a.model_version == served,
+                  f"ModelInfer v version {version!r}: {a.model_name} {a.model_version!r}, want v@{served} {served!r}")
     finally:
         stop(proc)
 

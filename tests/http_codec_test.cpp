@@ -209,7 +209,7 @@ TEST_CASE("responses, metadata and errors are JSON clients can read back") {
   meta.io.batched = true;
   meta.io.inputs = {{"input", dtype::f32, {-1, 16}}};
   meta.io.outputs = {{"output", dtype::f32, {-1, 8}}};
-  auto md = json::parse(encode_model_metadata("alias", meta));
+  auto md = json::parse(encode_model_metadata("alias", meta, {3}));
   CHECK(md["platform"] == "warm_dense");
   CHECK(md["inputs"][0]["datatype"] == "FP32");
   CHECK(md["name"] == "alias");
@@ -217,6 +217,9 @@ TEST_CASE("responses, metadata and errors are JSON clients can read back") {
   CHECK(md["inputs"][0]["shape"] == json::array({-1, 16}));
   CHECK(md["outputs"][0]["shape"] == json::array({-1, 8}));
   CHECK(md["parameters"]["warm_model"] == "m");
+  // A served model lists every version it serves, not only the one described.
+  CHECK(json::parse(encode_model_metadata("m", meta, {1, 3}))["versions"] == json::array({"1", "3"}));
+  CHECK(json::parse(encode_model_metadata("m", meta, {}))["versions"] == json::array());
 
   model_status loaded, failed;
   loaded.id = "a";
@@ -243,7 +246,7 @@ TEST_CASE("bytes that are not UTF-8 never make an encoder throw (found by fuzz/v
   CHECK(response["model_name"] == "m\xEF\xBF\xBD");
   model_metadata meta;
   meta.id = "\xfe";
-  CHECK_NOTHROW(json::parse(encode_model_metadata("\x80", meta)));
+  CHECK_NOTHROW(json::parse(encode_model_metadata("\x80", meta, {})));
 }
 
 TEST_CASE("an empty tensor (a 0 dimension) decodes to no data (found by fuzz/v2_json_fuzz)") {
@@ -327,16 +330,29 @@ TEST_CASE("binary input data that does not add up is refused, naming the sizes")
 
 TEST_CASE("binary output: asked by the request or by the output, the output's own setting winning") {
   const std::string input = R"("inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}])";
-  auto asks = [&](const std::string& rest) {
+  // Per output of an answer with `answered` outputs, whether each goes as binary (through the
+  // general parser; the fast path must agree, fast_path_takes below).
+  auto asks = [&](const std::string& rest, std::size_t answered = 1) {
     auto r = decode_infer_request("{" + input + rest + "}");
     REQUIRE(r);
-    return r->binary_output;
+    return binary_outputs(*r, answered);
   };
-  CHECK_FALSE(asks(""));
-  CHECK(asks(R"(,"parameters":{"binary_data_output":true})"));
-  CHECK(asks(R"(,"outputs":[{"name":"output","parameters":{"binary_data":true}}])"));
-  CHECK_FALSE(asks(R"(,"parameters":{"binary_data_output":true},"outputs":[{"name":"output","parameters":{"binary_data":false}}])"));
-  CHECK(asks(R"(,"parameters":{"binary_data_output":true},"outputs":[{"name":"output"}])"));
+  using flags = std::vector<bool>;
+  CHECK(asks("") == flags{false});
+  CHECK(asks("", 2) == flags{false, false});
+  CHECK(asks(R"(,"parameters":{"binary_data_output":true})", 2) == flags{true, true});
+  CHECK(asks(R"(,"outputs":[{"name":"output","parameters":{"binary_data":true}}])") == flags{true});
+  const std::string request_binary = R"(,"parameters":{"binary_data_output":true})";
+  CHECK(asks(request_binary + R"(,"outputs":[{"name":"output","parameters":{"binary_data":false}}])") == flags{false});
+  CHECK(asks(request_binary + R"(,"outputs":[{"name":"output"}])") == flags{true});
+  // Each output decides for itself: the last one does not decide for the others.
+  const std::string a_binary = R"({"name":"a","parameters":{"binary_data":true}})";
+  const std::string a_json = R"({"name":"a","parameters":{"binary_data":false}})";
+  const std::string b_binary = R"({"name":"b","parameters":{"binary_data":true}})";
+  const std::string b_json = R"({"name":"b","parameters":{"binary_data":false}})";
+  CHECK(asks(R"(,"outputs":[)" + a_binary + "," + b_json + "]", 2) == flags{true, false});
+  CHECK(asks(R"(,"outputs":[)" + a_json + "," + b_binary + "]", 2) == flags{false, true});
+  CHECK(asks(request_binary + R"(,"outputs":[{"name":"a"},)" + b_json + "]", 2) == flags{true, false});
 
   infer_result r;
   r.model = "m";
@@ -359,6 +375,39 @@ TEST_CASE("binary output: asked by the request or by the output, the output's ow
   CHECK(std::memcmp(back.data(), values.data(), 12) == 0);  // bit for bit, -0 included
 }
 
+TEST_CASE("binary output: each output written as it asked, binary ones after the JSON in their order") {
+  infer_result r;
+  r.model = "m";
+  auto add = [&](const std::string& name, std::vector<float> values) {
+    tensor t;
+    t.name = name;
+    t.shape = {1, values.size()};
+    t.data.resize(values.size() * sizeof(float));
+    std::memcpy(t.data.data(), values.data(), t.data.size());
+    r.outputs.push_back(std::move(t));
+  };
+  add("output_0", {1, 2});
+  add("output_1", {3, 4, 5});
+  add("output_2", {6});
+  std::size_t json_length = 0;
+  auto body = encode_infer_response(r, "", std::vector<bool>{true, false, true}, &json_length);
+  REQUIRE(json_length + 8 + 4 == body.size());
+  auto head = json::parse(body.substr(0, json_length));
+  CHECK(head["outputs"][0]["parameters"]["binary_data_size"] == 8);
+  CHECK(head["outputs"][0].count("data") == 0);
+  CHECK(head["outputs"][1]["data"] == json::array({3, 4, 5}));
+  CHECK(head["outputs"][1].count("parameters") == 0);
+  CHECK(head["outputs"][2]["parameters"]["binary_data_size"] == 4);
+  std::vector<float> tail(3);
+  std::memcpy(tail.data(), body.data() + json_length, 12);
+  CHECK(tail == std::vector<float>{1, 2, 6});
+
+  // All JSON: no binary part at all.
+  auto plain = encode_infer_response(r, "", std::vector<bool>{false, false, false}, &json_length);
+  CHECK(json_length == plain.size());
+  CHECK(json::parse(plain)["outputs"][0]["data"] == json::array({1, 2}));
+}
+
 namespace {
 
 // Whether the simdjson fast path takes `body`, and then that the general parser decodes it to the
@@ -370,6 +419,8 @@ bool fast_path_takes(const std::string& body, const std::string_view* binary = n
   REQUIRE(general);
   CHECK(fast->id == general->id);
   CHECK(fast->binary_output == general->binary_output);
+  CHECK(fast->outputs == general->outputs);
+  CHECK(fast->output_binary == general->output_binary);
   REQUIRE(fast->request.inputs.size() == general->request.inputs.size());
   for (std::size_t i = 0; i < fast->request.inputs.size(); ++i) {
     CHECK(fast->request.inputs[i].name == general->request.inputs[i].name);
@@ -386,6 +437,8 @@ TEST_CASE("the fast path takes the common requests and decodes them as the gener
   CHECK(fast_path_takes(R"({"inputs":[{"name":"input","shape":[2,2],"datatype":"FP32","data":[[1,-0],[-0.0,1e-3]]}],
                             "outputs":[{"name":"output","parameters":{"binary_data":true}}],
                             "parameters":{"binary_data_output":false}})"));
+  CHECK(fast_path_takes(R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}],
+                            "outputs":[{"name":"output"}],"parameters":{"binary_data_output":true}})"));
   CHECK(fast_path_takes(R"({"inputs":[{"name":"a","shape":[3],"datatype":"FP32","data":[9007199254740993,-12,3.4e38]}]})"));
   const std::string header = R"({"inputs":[{"name":"a","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8}}]})";
   const std::string bytes(8, '\x01');

@@ -9,6 +9,8 @@
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -1030,5 +1032,61 @@ TEST_CASE("warmd: --http-header-timeout and --http-body-timeout reach the front;
   CHECK(head.read_response(10s).status == 408);
   CHECK(body.read_response(10s).status == 408);
   CHECK(steady::now() - t0 < 5s);  // the defaults would be 10 s and 60 s
+  CHECK(d.stop() == 0);
+}
+
+TEST_CASE("the HTTP listen backlog holds a burst of new connections while warmd accepts none") {
+  warmd_process d;
+  d.log_level = "info";
+  d.start({"--http", "127.0.0.1:0"});
+  auto port = d.announced_port("serving HTTP on 127.0.0.1:");
+  // While warmd is stopped the kernel alone completes handshakes, as many as the backlog holds
+  // (httplib's own was 5: the rest waited for a SYN retry, or were reset under load).
+  constexpr int burst = 48;
+  ::kill(d.pid(), SIGSTOP);
+  std::vector<int> fds;
+  for (int i = 0; i < burst; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    REQUIRE((rc == 0 || errno == EINPROGRESS));
+    fds.push_back(fd);
+  }
+  int connected = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(800);  // before a SYN retry
+  std::vector<bool> done(burst, false);
+  while (connected < burst && std::chrono::steady_clock::now() < deadline) {
+    for (int i = 0; i < burst; ++i) {
+      if (done[i]) continue;
+      pollfd p{fds[i], POLLOUT, 0};
+      int error = 0;
+      socklen_t length = sizeof error;
+      if (::poll(&p, 1, 0) == 1 && ::getsockopt(fds[i], SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0) {
+        done[i] = true;
+        ++connected;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(d.pid(), SIGCONT);
+  CHECK(connected == burst);
+  // Each is then served.
+  int answered = 0;
+  for (int fd : fds) {
+    ::fcntl(fd, F_SETFL, 0);
+    timeval t{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof t);
+    std::string get = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    if (::send(fd, get.data(), get.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(get.size())) {
+      char buffer[64] = {};
+      if (::recv(fd, buffer, sizeof buffer - 1, 0) > 12 && std::string(buffer).rfind("HTTP/1.1 200", 0) == 0) ++answered;
+    }
+    ::close(fd);
+  }
+  CHECK(answered == burst);
   CHECK(d.stop() == 0);
 }

@@ -265,6 +265,25 @@ TEST_CASE("bad requests get 400, 404, 413 or 503 with a JSON error, and the serv
   CHECK(ok->status == 200);
 }
 
+TEST_CASE("a route asked with a method it does not take is 405 with Allow; an unknown path stays 404") {
+  http_fixture h;
+  auto wrong = [&](httplib::Result r, const char* allow) {
+    REQUIRE(r);
+    CHECK(r->status == 405);
+    CHECK(r->get_header_value("Allow") == allow);
+    CHECK_THAT(error_of(r), Catch::Contains("is not allowed") && Catch::Contains(allow));
+  };
+  wrong(h.client->Get("/v2/models/a/infer"), "POST");
+  wrong(h.client->Get("/v2/models/a/versions/1/infer"), "POST");
+  wrong(h.client->Put("/v2/repository/index", "{}", "application/json"), "POST");
+  wrong(h.client->Delete("/v2/models/a"), "GET, HEAD");
+  wrong(h.post("/v2/health/ready", "{}"), "GET, HEAD");
+  wrong(h.post("/metrics", ""), "GET, HEAD");
+  CHECK(h.client->Get("/v2/models/a/infer/more")->status == 404);
+  CHECK(h.post("/v2/models//infer", request_body())->status == 404);
+  CHECK(h.client->Get("/v2/models/a")->status == 200);  // the right method is served as ever
+}
+
 TEST_CASE("bodies over the limit get 413, whatever their content type") {
   http::front_options o;
   o.max_request_bytes = 4096;
@@ -396,11 +415,17 @@ TEST_CASE("warmd --http serves V2 and /metrics on a free loopback port, and stop
   CHECK(d.stop() == 0);
 }
 
-TEST_CASE("warmd refuses a non-loopback --http without --allow-remote, and a unix address") {
+TEST_CASE("warmd refuses a non-loopback --http without --allow-remote, and a unix path that is no socket") {
   warmd_process d;
   CHECK(d.run_to_exit({"--http", "0.0.0.0:0"}) == 2);
-  CHECK(d.run_to_exit({"--http", "unix:/tmp/x.sock"}) == 2);
   CHECK(d.run_to_exit({"--http", "127.0.0.1:notaport"}) == 2);
+  auto file = d.dir() / "not-a-socket";
+  std::ofstream(file) << "keep me";
+  CHECK(d.run_to_exit({"--http", "unix:" + file.string()}) == 2);
+  std::ifstream kept(file);
+  std::string text;
+  std::getline(kept, text);
+  CHECK(text == "keep me");
 }
 
 TEST_CASE("warmd --max-batch: concurrent requests share passes, each answered with its rows; /metrics counts them") {

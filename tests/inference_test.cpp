@@ -138,7 +138,10 @@ TEST_CASE("each input error names what the model takes") {
   auto renamed = test::input();
   renamed.name = "pixels";
   CHECK(message_of({"m", {renamed}}) == "unknown input tensor 'pixels'; the model's input is 'input'");
-  CHECK(message_of({"m", {test::input(), test::input()}}) == "the model takes 1 input tensor ('input'); got 2");
+  CHECK(message_of({"m", {test::input(), test::input()}}) ==
+        "the model takes 1 input tensor ('input'); got 2: 'input' twice");
+  CHECK(message_of({"m", {test::input(), renamed}}) ==
+        "the model takes 1 input tensor ('input'); got 2: 'pixels' is not one of them");
   CHECK(message_of({"m", {}}) == "the model takes 1 input tensor ('input'); got 0");
 }
 

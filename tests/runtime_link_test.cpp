@@ -109,6 +109,8 @@ TEST_CASE("a supervised runtime is a device with the runtime's capacity and kind
   CHECK_FALSE(dev->serves("onnx"));
   CHECK(alive(dev->pid()));
   CHECK(dev->state().find("warm-runtime") != std::string::npos);
+  // It measures its process's memory, sandboxed as it is (/proc is hidden from it).
+  CHECK(dev->state().find(", rss ") != std::string::npos);
 }
 
 TEST_CASE("a model in a runtime answers exactly as the same model on warm's host device") {

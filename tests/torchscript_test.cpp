@@ -178,6 +178,9 @@ TEST_CASE("TorchScript models answer as PyTorch does, through the embedding API"
     REQUIRE(!refused);
     CHECK(refused.error().code == errc::invalid_argument);
     CHECK_THAT(refused.error().message, Catch::Contains("the model refused the inputs"));
+    // The line that says what failed, not the interpreter's opening line.
+    CHECK_THAT(refused.error().message, Catch::Contains("channels"));
+    CHECK_THAT(refused.error().message, !Catch::Contains("TorchScript interpreter"));
   }
   SECTION("typed inputs are checked before the model sees them") {
     auto c = load_case("pooler");

@@ -3,10 +3,12 @@
 
 warmd --model-config serves a model whose versions come from its directory: a new version is
 taken and becomes the default, the old one goes; `warmctl versions` shows it (text and --json);
-KServe V2 HTTP reaches a version by /versions/{v}/ and a label the same way; a served-models file
+KServe V2 HTTP reaches a version by /versions/{v}/ and a label the same way, and a model's metadata
+and an unknown version's error name every version it serves; a served-models file
 with an error is refused whole by `warmctl reload` and by SIGHUP, the running state unchanged; a
 fixed file is taken by SIGHUP; --serve-repo serves every model directory, one that appears later
-too; and a warmd without one says there is nothing to reload.
+too; and a warmd without one says there is nothing to reload. `warmctl status` takes what `infer` takes: a
+served model's name, NAME@LABEL, --version.
 
 Usage: versions_service_test.py WARMD WARMCTL
 """
@@ -138,18 +140,49 @@ with tempfile.TemporaryDirectory() as tmp:
         check(rc == 1, "n is not served after a refused file")
         check((versions(sock, "m") or {}).get("default_version") == 2, "m still serves 2")
 
-        # Fixed, with a label; SIGHUP takes it.
+        # Fixed, with a label and a model serving two versions; SIGHUP takes it.
         make_model(repo, "n", 5)
+        make_model(repo, "w", 1)
+        make_model(repo, "w", 2)
         with open(config, "w") as f:
             f.write('[[model]]\nname = "m"\nversions = "latest:1"\nlabels = { stable = 2 }\n'
-                    '[[model]]\nname = "n"\nversions = "all"\n')
+                    '[[model]]\nname = "n"\nversions = "all"\n'
+                    '[[model]]\nname = "w"\nversions = "latest:2"\n')
         proc.send_signal(signal.SIGHUP)
         check(wait_for(lambda: (versions(sock, "n") or {}).get("default_version") == 5), "n served after SIGHUP")
+        check(wait_for(lambda: [(x["version"], x["state"]) for x in (versions(sock, "w") or {}).get("versions", [])] ==
+                       [(1, "READY"), (2, "READY")]), f"w serves versions 1 and 2: {versions(sock, 'w')}")
+        # Metadata lists every version the name serves, whichever version was asked for; an unknown
+        # version's error names them all.
+        for path in ("/v2/models/w", "/v2/models/w/versions/1", "/v2/models/w/versions/2"):
+            code, body = http(port, "GET", path)
+            check(code == 200 and body.get("versions") == ["1", "2"], f"GET {path}: {code} {body}")
+        code, body = http(port, "GET", "/v2/models/w/versions/7")
+        check(code == 404 and "has no version 7; it serves versions 1 and 2" in body.get("error", ""),
+              f"an unknown version names those served: {code} {body}")
+        code, body = http(port, "POST", "/v2/models/w/versions/9/infer", request)
+        check(code == 404 and "it serves versions 1 and 2" in body.get("error", ""), f"infer version 9: {code} {body}")
+        code, body = http(port, "POST", "/v2/models/w/versions/1/infer", request)
+        check(code == 200 and body.get("model_name") == "w@1", f"infer w version 1: {code} {body}")
+        code, body = http(port, "GET", "/v2/models/m")
+        check(code == 200 and body.get("versions") == ["2"], f"m serves version 2 alone: {code} {body}")
         check(wait_for(lambda: (versions(sock, "m") or {}).get("labels") == {"stable": 2}), "m@stable in effect")
         code, body = http(port, "POST", "/v2/models/m/versions/stable/infer", request)
         check(code == 200 and body.get("model_name") == "m@2", f"infer a label over HTTP: {code} {body}")
+        # status takes what infer takes: the name (its default version), a label, --version.
+        for args, vmodel in ((["m"], "m"), (["m@stable"], "m@stable"), (["m", "--version", "stable"], "m@stable"),
+                             (["m", "--version", "2"], None)):
+            rc, out, err = ctl(sock, "--json", "status", *args)
+            doc = json.loads(out) if rc == 0 else {}
+            check(rc == 0 and doc["id"] == "m@2" and doc.get("vmodel") == vmodel and doc["kind"] == "dense",
+                  f"status {' '.join(args)}: {rc} {out} {err}")
+        rc, out, err = ctl(sock, "status", "m@stable")
+        check(rc == 0 and re.search(r"^vmodel: +m@stable\n^id: +m@2\n^state:", out, re.M),
+              f"status m@stable: {out} {err}")
+        rc, out, err = ctl(sock, "status", "m@canary")
+        check(rc == 1 and "not_found: no model or vmodel 'm@canary'" in err, f"status an unknown label: {rc} {err}")
         rc, out, err = ctl(sock, "--json", "reload")
-        check(rc == 0 and json.loads(out)["models"] == 2, f"reload: {rc} {out} {err}")
+        check(rc == 0 and json.loads(out)["models"] == 3, f"reload: {rc} {out} {err}")
     finally:
         stop(proc)
 

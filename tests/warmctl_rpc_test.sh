@@ -146,6 +146,21 @@ expect 1 infer small --random --width 5
 grep -q "invalid_argument" "$dir/err" || fail "wrong width message: $(cat "$dir/err")"
 echo '[[1, 2], [3]]' > "$dir/ragged.json"
 expect 2 infer small --input "$dir/ragged.json"
+# Named, typed inputs: one object, a V2-style list, a dtype the model does not take, one input too many.
+echo '{"name": "input", "dtype": "F32", "shape": [1, 8], "data": [[1, 2, 3, 4, 5, 6, 7, 8]]}' > "$dir/named.json"
+expect 0 --json infer small --input "$dir/named.json"
+pycheck 'doc["outputs"][0]["shape"] == [1, 4] and len(doc["outputs"][0]["data"]) == 4'
+echo '{"inputs": [{"name": "input", "datatype": "INT64", "shape": [1, 8], "data": [1, 2, 3, 4, 5, 6, 7, 8]}]}' \
+  > "$dir/int64.json"
+expect 1 infer small --input "$dir/int64.json"
+grep -q "input 'input' must be F32 (FP32), not I64 (INT64)" "$dir/err" || fail "a wrong dtype: $(cat "$dir/err")"
+echo '{"name": "extra", "shape": [1], "data": [0]}' > "$dir/extra.json"
+expect 1 infer small --input "$dir/named.json" --input "$dir/extra.json"
+grep -q "takes 1 input tensor ('input'); got 2: 'extra' is not one of them" "$dir/err" ||
+  fail "one input too many: $(cat "$dir/err")"
+echo '{"dtype": "I8", "shape": [1], "data": [300]}' > "$dir/range.json"
+expect 2 infer small --input "$dir/range.json"
+grep -q "value 300 is not in range (I8)" "$dir/err" || fail "a value out of range: $(cat "$dir/err")"
 
 # models: all pages by default, one page with --limit.
 expect 0 --json models

@@ -514,7 +514,7 @@ TEST_CASE("a unix socket path: a live server's exits 1, a stale file is replaced
     auto req = c.getMain<r::Warm>().getModelStatusRequest();
     req.setId("x");
     CHECK(req.send().wait(c.getWaitScope()).getStatus().getCode() == Code::OK);
-    CHECK(d.log().find("removing stale socket " + d.socket()) != std::string::npos);
+    CHECK(d.log().find("removed stale socket " + d.socket()) != std::string::npos);
     CHECK(d.stop() == 0);
   }
   SECTION("a regular file at the path") {

@@ -31,8 +31,8 @@ class device;
 class upload_target;
 
 // An exact byte budget. try_acquire() either takes all of the bytes or none; used() never
-// exceeds capacity() unless set_capacity() lowered it below what was in use. Lock-free and
-// thread-safe.
+// exceeds capacity() unless set_capacity() lowered it below what was in use or force_acquire()
+// took bytes past it. Lock-free and thread-safe.
 class memory_budget {
  public:
   explicit memory_budget(std::uint64_t capacity) : capacity_(capacity) {}
@@ -47,6 +47,9 @@ class memory_budget {
 
   // Takes `bytes` if they fit; false (and nothing taken) otherwise.
   bool try_acquire(std::uint64_t bytes);
+  // Takes `bytes` whether they fit or not: memory that is held already (a model runtime's
+  // process holding more than its models are charged).
+  void force_acquire(std::uint64_t bytes) { used_.fetch_add(bytes, std::memory_order_acq_rel); }
   // Returns bytes taken earlier. Returning more than is used is a bug (asserts).
   void release(std::uint64_t bytes);
   // A new capacity (a model runtime that reported one). Bytes in use above a lowered capacity
@@ -190,7 +193,8 @@ model_io dense_io(const dense_spec& spec);
 
 // Something a device reports on its own. Only devices whose models live in another process (model
 // runtimes, src/remote) report anything: the process died and took every model with it, or its
-// capacity changed (capacity() is already the new one).
+// capacity changed (capacity() is already the new one) or the memory it charges outside its
+// models did (device::overcharge); either way its models must fit into capacity() again.
 struct device_event {
   enum class kind { models_lost, capacity_changed, ready };
   kind what = kind::capacity_changed;
@@ -295,6 +299,13 @@ class device {
   // Backends give bytes back from their buffers' destructors.
   void release(std::uint64_t bytes) { budget_.release(bytes); }
   void set_capacity(std::uint64_t bytes) { budget_.set_capacity(bytes); }
+  // Charges `bytes` even past the capacity, as a reservation: memory the device holds outside
+  // its models (a model runtime's process). A device that does so reports capacity_changed,
+  // on which its actor evicts down to the capacity.
+  memory_reservation overcharge(std::uint64_t bytes) {
+    budget_.force_acquire(bytes);
+    return memory_reservation(this, bytes);
+  }
 
  private:
   friend class memory_reservation;

@@ -77,4 +77,14 @@ std::string describe(const tensor_spec& spec);
 // batched); invalid_argument naming what is wrong otherwise, the inputs then unspecified.
 expected<std::uint64_t> check_inputs(std::vector<tensor>& inputs, const model_io& io, std::uint64_t max_batch);
 
+// Checks a model's answer against its declaration (`batch` rows, as check_inputs returned): as
+// many outputs as io.outputs declares (when it declares any), in that order; for each declared
+// output that is `known`, the same dtype and rank and every fixed dimension (>= 0) equal; every
+// output exactly the bytes its shape says; and, for a batched model, every output's first
+// dimension `batch` (undeclared outputs too). Pure: for answers warm did not compute (a model
+// runtime's, which may be hostile). internal on a mismatch, the message a phrase naming the
+// output by its declared name, to follow "answered MODEL with " ("output 'y' of 3 rows for a
+// batch of 2").
+expected<void> check_outputs(const std::vector<tensor>& outputs, const model_io& io, std::uint64_t batch);
+
 }  // namespace warm

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -73,7 +74,13 @@ expected<void> apply_declaration(const std::string& text, const std::string& pat
         return bad(std::string(key) + "[" + std::to_string(i) + "] must be named '" + side[i].name + "'");
       auto type = t.contains("datatype") && t["datatype"].is_string() ? parse_v2_dtype(t["datatype"].get<std::string>())
                                                                       : std::nullopt;
-      if (!type || !torch_type(*type)) return bad(side[i].name + ": \"datatype\" must be a V2 datatype warm serves");
+      if (!type || !torch_type(*type)) {  // naming what it says (cut short) and what warm takes
+        std::string given = t.contains("datatype") && t["datatype"].is_string() ? t["datatype"].get<std::string>() : "";
+        if (given.size() > 32) given = given.substr(0, 32) + "...";
+        return bad(side[i].name + ": \"datatype\" " +
+                   (given.empty() ? std::string("(a string) is required") : "'" + given + "' is not one warm serves") +
+                   "; warm takes FP32, FP16, BF16, FP64, INT64, INT32, INT16, INT8, UINT8 or BOOL");
+      }
       if (!t.contains("shape") || !t["shape"].is_array() || t["shape"].size() > 16)
         return bad(side[i].name + ": \"shape\" must be a list of dimensions");
       std::vector<std::int64_t> shape;
@@ -188,6 +195,26 @@ std::uint64_t state_bytes(const torch::jit::Module& module) {
   return bytes;
 }
 
+// The line of a libtorch error that says what failed. The TorchScript interpreter's open with
+// "The following operation failed in the TorchScript interpreter.", then a traceback, and end with
+// the exception's own line ("RuntimeError: index 5 is out of bounds …"); other errors say it in
+// their first line. At most 1000 characters.
+std::string error_summary(const std::string& what) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start <= what.size()) {
+    auto end = what.find('\n', start);
+    if (end == std::string::npos) end = what.size();
+    auto line = what.substr(start, end - start);
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    if (!line.empty()) lines.push_back(std::move(line));
+    start = end + 1;
+  }
+  if (lines.empty()) return "no reason given";
+  auto& chosen = lines.front().find("TorchScript interpreter") != std::string::npos ? lines.back() : lines.front();
+  return chosen.size() > 1000 ? chosen.substr(0, 1000) + "…" : chosen;
+}
+
 class torchscript_model final : public resident_model {
  public:
   torchscript_model(const device& owner, opened_module opened, memory_reservation charged, std::uint64_t parameters)
@@ -263,9 +290,7 @@ class torchscript_model final : public resident_model {
       }
       return outputs;
     } catch (const std::exception& e) {
-      std::string what = e.what();
-      if (auto line = what.find('\n'); line != std::string::npos) what.resize(line);
-      return make_error(errc::invalid_argument, "the model refused the inputs: " + what);
+      return make_error(errc::invalid_argument, "the model refused the inputs: " + error_summary(e.what()));
     }
   }
 

@@ -37,7 +37,7 @@ constexpr std::size_t max_preferred_sizes = 64;
 constexpr std::uint64_t max_batch_limit = std::uint64_t{1} << 16;  // rows in one pass
 constexpr std::uint64_t max_queue_limit = std::uint64_t{1} << 20;  // requests queued per model
 constexpr std::chrono::microseconds max_queue_delay_limit{
-    10'000'000};  // 10 s: a batch's longest wait
+    60'000'000};  // 60 s: a batch's longest wait
 std::string check_batching(const batching_options& options);
 
 }  // namespace warm

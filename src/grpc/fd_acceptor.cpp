@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "net/listen.hpp"
+
 namespace warm::grpc_front {
 namespace {
 
@@ -29,6 +31,7 @@ std::string peer_of(int fd) {
   socklen_t len = sizeof addr;
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "an unknown peer";
   char host[INET6_ADDRSTRLEN] = "?";
+  if (addr.ss_family == AF_UNIX) return "unix";
   if (addr.ss_family == AF_INET)
     inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&addr)->sin_addr, host, sizeof host);
   else if (addr.ss_family == AF_INET6)
@@ -78,7 +81,9 @@ struct fd_acceptor::impl {
   ~impl() {
     if (listen_fd >= 0) ::close(listen_fd);
     if (wake_fd >= 0) ::close(wake_fd);
+    if (!options.unix_path.empty() && port == 0 && bound_unix) ::unlink(options.unix_path.c_str());
   }
+  bool bound_unix = false;  // the socket file at options.unix_path is this acceptor's
 
   void log(const std::string& line) const {
     if (options.log) options.log(line);
@@ -155,40 +160,20 @@ struct fd_acceptor::impl {
 expected<std::unique_ptr<fd_acceptor>> fd_acceptor::listen(acceptor_options options) {
   auto i = std::make_unique<impl>();
   i->options = std::move(options);
-  const std::string where = i->options.host + ":" + std::to_string(i->options.port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  if (int rc = ::getaddrinfo(i->options.host.c_str(), std::to_string(i->options.port).c_str(),
-                             &hints, &found);
-      rc != 0)
-    return make_error(errc::unavailable, "cannot resolve " + where + ": " + ::gai_strerror(rc));
-  std::string why = "no address";
-  for (auto* a = found; a && i->listen_fd < 0; a = a->ai_next) {
-    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) {
-      why = std::strerror(errno);
-      continue;
-    }
-    int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
-      why = std::strerror(errno);
-      ::close(fd);
-      continue;
-    }
-    i->listen_fd = fd;
+  if (!i->options.unix_path.empty()) {
+    std::string why;
+    i->listen_fd = net::listen_unix(i->options.unix_path, why);
+    if (i->listen_fd < 0)
+      return make_error(why.find("not a socket") != std::string::npos ? errc::invalid_argument : errc::unavailable,
+                        why);
+    i->bound_unix = true;
+    i->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (i->wake_fd < 0) return make_error(errc::unavailable, std::string("eventfd: ") + std::strerror(errno));
+    return std::unique_ptr<fd_acceptor>(new fd_acceptor(std::move(i)));
   }
-  ::freeaddrinfo(found);
-  if (i->listen_fd < 0)
-    return make_error(errc::unavailable, "cannot listen on " + where + ": " + why);
-  sockaddr_storage bound{};
-  socklen_t len = sizeof bound;
-  ::getsockname(i->listen_fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  i->port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  std::string why;
+  i->listen_fd = net::listen_tcp(i->options.host, i->options.port, i->port, why);
+  if (i->listen_fd < 0) return make_error(errc::unavailable, why);
   i->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (i->wake_fd < 0)
     return make_error(errc::unavailable, std::string("eventfd: ") + std::strerror(errno));

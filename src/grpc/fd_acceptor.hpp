@@ -23,6 +23,7 @@ namespace warm::grpc_front {
 struct acceptor_options {
   std::string host = "127.0.0.1";
   std::uint16_t port = 0;  // 0: any free port
+  std::string unix_path;   // non-empty: a unix socket instead (net/listen.hpp), removed at stop
   std::size_t max_connections = 1024;
   // Told of refused connections, failed accepts and the recovery from them (a line each, without
   // a trailing newline); may be empty.

@@ -214,10 +214,11 @@ class service final {
                        pb::ModelMetadataResponse* out) {
     auto target = served(ctx, req->name(), req->version());
     if (!target) return to_status(target.error());
-    auto meta = wait(rt_.describe(*target), budget(ctx, options_.request_timeout));
-    if (!meta) return to_status(meta.error());
+    auto described = v2::describe(rt_, req->name(), *target, budget(ctx, options_.request_timeout));
+    if (!described) return to_status(described.error());
+    const auto* meta = &described->meta;
     out->set_name(req->name());
-    if (meta->version) out->add_versions(std::to_string(*meta->version));
+    for (auto v : described->versions) out->add_versions(std::to_string(v));  // every one it serves
     out->set_platform(meta->kind == "torchscript" ? "pytorch_libtorch" : "warm_" + meta->kind);
     auto add = [](auto* t, const tensor_spec& spec) {  // undeclared: datatype "" and shape [-1]
       t->set_name(spec.name);
@@ -263,7 +264,7 @@ class service final {
     for (const auto& o : req->outputs()) asked.push_back(o.name());
     if (auto chosen = v2::select_outputs(*result, asked); !chosen) return to_status(chosen.error());
     out->set_model_name(result->model);
-    out->set_model_version(req->model_version());
+    out->set_model_version(v2::answered_version(result->model, req->model_version()));  // the one that served
     out->set_id(req->id());
     (*out->mutable_parameters())["warm_cache_hit"].set_bool_param(result->cache_hit);
     (*out->mutable_parameters())["warm_load_wait_us"].set_int64_param(
@@ -547,6 +548,7 @@ std::size_t front::open_connections() {
 }
 
 std::string front::address() const {
+  if (!impl_->options.unix_path.empty()) return "unix:" + impl_->options.unix_path;
   const auto& host = impl_->options.host;
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
          std::to_string(port());
@@ -560,7 +562,7 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
   auto i = std::make_unique<impl>();
   i->options = std::move(options);
   auto acceptor = fd_acceptor::listen(
-      {i->options.host, i->options.port, i->options.max_connections, i->options.log});
+      {i->options.host, i->options.port, i->options.unix_path, i->options.max_connections, i->options.log});
   if (!acceptor) return make_error(errc::unavailable, "gRPC: " + acceptor.error().message);
   i->acceptor = std::move(*acceptor);
   i->handler = std::make_unique<service>(rt, i->options, *i->acceptor);

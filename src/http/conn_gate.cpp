@@ -340,7 +340,7 @@ namespace {
 
 // The address a connection counts against: an IPv4 address, or the /64 prefix of an IPv6 one
 // (one client commonly holds a whole /64); an IPv4-mapped IPv6 address as IPv4. Empty when the
-// socket has no IP peer.
+// socket has no IP peer (a unix socket: only the limit on all connections applies to those).
 std::string address_of(int fd) {
   sockaddr_storage a{};
   socklen_t length = sizeof a;
@@ -431,10 +431,11 @@ struct conn_gate::impl {
     if (open.load() >= max) {
       refused = admission::full;
       reason = std::to_string(open.load()) + " connections are open (max_connections)";
-    } else if (options.max_connections_per_address && from_peer >= options.max_connections_per_address) {
+    } else if (!peer.empty() && options.max_connections_per_address &&
+               from_peer >= options.max_connections_per_address) {
       reason = std::to_string(from_peer) + " connections are open from it (max_connections_per_address)";
       counted = &found->second;
-    } else if (open.load() >= max - reserve && from_peer >= few_connections) {
+    } else if (!peer.empty() && open.load() >= max - reserve && from_peer >= few_connections) {
       reason = std::to_string(from_peer) + " connections are open from it, and the last " + std::to_string(reserve) +
                " of " + std::to_string(max) + " are kept for addresses with fewer than " +
                std::to_string(few_connections);

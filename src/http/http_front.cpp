@@ -1,7 +1,14 @@
 #include "http/http_front.hpp"
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -12,6 +19,7 @@
 #include "net/front_access.hpp"
 #include "net/login_limiter.hpp"
 #include "net/token.hpp"
+#include "net/listen.hpp"
 #include "v2/v2_common.hpp"
 #include "warm/model_repository.hpp"
 #include "warm/runtime.hpp"
@@ -51,6 +59,36 @@ request_class classify(std::uint64_t max_request_bytes, std::string_view method,
   c.max_body = starts("/v2/repository/") ? control_body_limit(max_request_bytes) : max_request_bytes;
   c.light = method == "GET" && (starts("/v2/health/") || target == "/metrics" || starts("/metrics?"));
   return c;
+}
+
+// The methods a path's route takes, for a 405's Allow header: "GET, HEAD" (httplib answers HEAD
+// with a GET route), "POST", or empty for a path no route has. Every route routes() registers, its
+// pattern's `*` a non-empty path segment (the routes' ([^/]+)); keep the two lists together.
+std::string allowed_methods(std::string_view path) {
+  static constexpr std::pair<const char*, const char*> routes[] = {
+      {"/v2/health/live", "GET, HEAD"},          {"/v2/health/ready", "GET, HEAD"},
+      {"/v2", "GET, HEAD"},                      {"/v2/models/*", "GET, HEAD"},
+      {"/v2/models/*/versions/*", "GET, HEAD"},  {"/v2/models/*/ready", "GET, HEAD"},
+      {"/v2/models/*/versions/*/ready", "GET, HEAD"},
+      {"/v2/models/*/infer", "POST"},            {"/v2/models/*/versions/*/infer", "POST"},
+      {"/v2/repository/index", "POST"},          {"/v2/repository/models/*/load", "POST"},
+      {"/v2/repository/models/*/unload", "POST"}, {"/metrics", "GET, HEAD"},
+  };
+  auto matches = [&](std::string_view pattern) {
+    std::string_view rest = path;
+    while (!pattern.empty()) {
+      auto p_end = std::min(pattern.find('/', 1), pattern.size());
+      auto r_end = std::min(rest.find('/', 1), rest.size());
+      auto want = pattern.substr(0, p_end), got = rest.substr(0, r_end);
+      if (want == "/*" ? got.size() < 2 || got.front() != '/' : want != got) return false;
+      pattern.remove_prefix(p_end);
+      rest.remove_prefix(r_end);
+    }
+    return rest.empty();
+  };
+  for (const auto& [pattern, allow] : routes)
+    if (matches(pattern)) return allow;
+  return {};
 }
 
 // A repository load or unload takes no body or a JSON object (KServe's `{"parameters": …}`,
@@ -118,6 +156,8 @@ class gated_server final : public httplib::Server {
   void stop_gate() {
     if (gate_) gate_->stop();
   }
+  // Hands an accepted socket of another listener (a unix socket's) to the gate.
+  void admit(int fd) { gate_->admit(fd); }
 
  private:
   bool process_and_close_socket(socket_t sock) override {
@@ -130,12 +170,68 @@ class gated_server final : public httplib::Server {
 
 }  // namespace
 
+// Accepts on a listening socket (net/listen.hpp) until stop(), handing each connection to `take`
+// on its own thread: the front's own accept loop, so that the listen backlog is the system's and
+// a unix socket can be served (httplib's backlog is 5, and it cannot listen on a unix socket). An
+// accept that fails for want of descriptors or memory is logged and retried after a pause that
+// doubles from 10 ms to 1 s: the waiting connections stay in the backlog.
+class socket_acceptor {
+ public:
+  socket_acceptor(int listen_fd, bool tcp, std::function<void(int)> take, std::function<void(const std::string&)> log)
+      : listen_fd_(listen_fd),
+        tcp_(tcp),
+        wake_(::eventfd(0, EFD_CLOEXEC)),
+        take_(std::move(take)),
+        log_(std::move(log)),
+        thread_([this] { run(); }) {}
+  ~socket_acceptor() { stop(); }
+  void stop() {
+    if (!thread_.joinable()) return;
+    std::uint64_t one = 1;
+    while (::write(wake_, &one, sizeof one) < 0 && errno == EINTR) {
+    }
+    thread_.join();
+    ::close(listen_fd_);
+    ::close(wake_);
+  }
+
+ private:
+  void run() {
+    int pause_ms = 0;  // the next pause after a failed accept; 0 while accepts succeed
+    for (;;) {
+      pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_, POLLIN, 0}};
+      if (::poll(fds, 2, pause_ms > 0 ? pause_ms : -1) < 0 && errno != EINTR) return;
+      if (fds[1].revents) return;
+      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        if (pause_ms > 0 && log_) log_("http: accepting connections again");
+        pause_ms = 0;
+        if (tcp_) {
+          int one = 1;
+          ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
+        take_(fd);
+      } else if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
+        if (pause_ms == 0 && log_) log_(std::string("http: accept failed (") + std::strerror(errno) + "); retrying");
+        pause_ms = pause_ms == 0 ? 10 : std::min(2 * pause_ms, 1000);
+      }
+    }
+  }
+
+  int listen_fd_;
+  bool tcp_;
+  int wake_;
+  std::function<void(int)> take_;
+  std::function<void(const std::string&)> log_;
+  std::thread thread_;
+};
+
 struct front::impl {
   runtime& rt;
   front_options options;
+  std::unique_ptr<socket_acceptor> listener;  // the front's listening socket and accept loop
   decode_budget decoding{std::max<std::uint64_t>(1, options.max_decoding_bytes)};
   gated_server server;
-  std::thread thread;
   int port = 0;
   bool stopped = false;
 
@@ -166,7 +262,7 @@ struct front::impl {
   void infer(const httplib::Request& req, const std::string& body, httplib::Response& res, std::string target = {});
   // What a /versions/{version}/ route names: a served model's version `model@version` when there
   // is one (docs/versions.md), else `model` itself when {version} is the version it serves (a
-  // version directory's name, parse_version); not_found naming the one it serves otherwise.
+  // version directory's name, parse_version); not_found naming every version it serves otherwise.
   expected<std::string> served_version(const std::string& model, const std::string& version);
   void metadata(const httplib::Request& req, httplib::Response& res);
   void model_ready(const httplib::Request& req, httplib::Response& res, std::string target = {});
@@ -198,7 +294,14 @@ void front::impl::routes() {
       res.set_header("Connection", "close");
       return reply_json(res, 413, encode_error("request body exceeds the size limit"));
     }
-    if (res.status == 404) return reply_json(res, 404, encode_error("no route " + req.method + " " + req.path));
+    if (res.status == 404) {  // a path a route has, with another method, is 405 naming the methods it takes
+      if (auto allow = allowed_methods(req.path); !allow.empty()) {
+        res.set_header("Allow", allow);
+        return reply_json(res, 405, encode_error("method " + req.method + " is not allowed on " + req.path +
+                                                 "; it takes " + allow));
+      }
+      return reply_json(res, 404, encode_error("no route " + req.method + " " + req.path));
+    }
     if (res.status == 413) return reply_json(res, 413, encode_error("request body exceeds the size limit"));
     if (res.status == 400) return reply_json(res, 400, encode_error("malformed HTTP request"));
     reply_json(res, res.status, encode_error("HTTP " + std::to_string(res.status)));
@@ -226,9 +329,9 @@ void front::impl::routes() {
   s.Get(R"(/v2/models/([^/]+)/versions/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
     auto target = served_version(req.matches[1], req.matches[2]);
     if (!target) return reply_error(res, target.error());
-    auto meta = wait(rt.describe(*target), options.request_timeout);
-    if (!meta) return reply_error(res, meta.error());
-    reply_json(res, 200, encode_model_metadata(req.matches[1], *meta));
+    auto described = v2::describe(rt, req.matches[1], *target, options.request_timeout);
+    if (!described) return reply_error(res, described.error());
+    reply_json(res, 200, encode_model_metadata(req.matches[1], described->meta, described->versions));
   });
   s.Get(R"(/v2/models/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) { model_ready(req, res); });
   s.Get(R"(/v2/models/([^/]+)/versions/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) {
@@ -288,9 +391,12 @@ void front::impl::infer(const httplib::Request& req, const std::string& body, ht
   auto result = wait(rt.infer(std::move(decoded->request)), options.request_timeout);
   if (!result) return reply_error(res, result.error());
   if (auto chosen = v2::select_outputs(*result, decoded->outputs); !chosen) return reply_error(res, chosen.error());
-  if (!decoded->binary_output) return reply_json(res, 200, encode_infer_response(*result, decoded->id));
+  // Each output as it asked (binary_outputs); the binary extension's framing once any is binary.
+  const auto binary = binary_outputs(*decoded, result->outputs.size());
+  if (std::find(binary.begin(), binary.end(), true) == binary.end())
+    return reply_json(res, 200, encode_infer_response(*result, decoded->id));
   std::size_t header_bytes = 0;
-  auto answer = encode_infer_response(*result, decoded->id, true, &header_bytes);
+  auto answer = encode_infer_response(*result, decoded->id, binary, &header_bytes);
   res.status = 200;
   res.set_header(json_length_header, std::to_string(header_bytes));
   res.set_content(std::move(answer), "application/octet-stream");
@@ -298,9 +404,9 @@ void front::impl::infer(const httplib::Request& req, const std::string& body, ht
 
 void front::impl::metadata(const httplib::Request& req, httplib::Response& res) {
   std::string name = req.matches[1];
-  auto meta = wait(rt.describe(name), options.request_timeout);
-  if (!meta) return reply_error(res, meta.error());
-  reply_json(res, 200, encode_model_metadata(name, *meta));
+  auto described = v2::describe(rt, name, name, options.request_timeout);
+  if (!described) return reply_error(res, described.error());
+  reply_json(res, 200, encode_model_metadata(name, described->meta, described->versions));
 }
 
 expected<std::string> front::impl::served_version(const std::string& model, const std::string& version) {
@@ -376,20 +482,20 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
   gate.threads = i->options.threads;
   i->server.start_gate(gate);
   i->server.set_payload_max_length(i->options.max_request_bytes);
-  i->server.set_tcp_nodelay(true);
-  // httplib closes a kept-alive connection after 5 requests by default; with its listen backlog
-  // of 5 (fixed when Debian built it) the reconnect bursts overflowed the queue and clients waited
-  // a 1 s SYN retry (docs/performance.md). Keep connections for as long as clients do.
+  // httplib closes a kept-alive connection after 5 requests by default, and reconnect bursts cost
+  // clients (docs/performance.md). Keep connections for as long as clients do.
   i->server.set_keep_alive_max_count(1u << 20);
   i->routes();
-  const auto& host = i->options.host;
-  i->port = i->options.port == 0 ? i->server.bind_to_any_port(host) : (i->server.bind_to_port(host, i->options.port)
-                                                                           ? i->options.port
-                                                                           : -1);
-  if (i->port <= 0)
-    return make_error(errc::unavailable, "cannot bind HTTP to " + host + ":" + std::to_string(i->options.port));
+  const bool tcp = i->options.unix_path.empty();
+  std::string why;
+  std::uint16_t bound = 0;
+  int fd = tcp ? net::listen_tcp(i->options.host, i->options.port, bound, why) : net::listen_unix(i->options.unix_path, why);
+  if (fd < 0)
+    return make_error(why.find("not a socket") != std::string::npos ? errc::invalid_argument : errc::unavailable, why);
+  i->port = bound;
   auto* raw = i.get();
-  i->thread = std::thread([raw] { raw->server.listen_after_bind(); });
+  i->listener = std::make_unique<socket_acceptor>(
+      fd, tcp, [raw](int accepted) { raw->server.admit(accepted); }, i->options.log);
   return std::unique_ptr<front>(new front(std::move(i)));
 }
 
@@ -400,16 +506,15 @@ front::~front() { stop(); }
 void front::stop() {
   if (impl_->stopped) return;
   impl_->stopped = true;
-  // httplib's stop() does nothing until listen_after_bind() has marked the server running.
-  for (int i = 0; i < 5000 && !impl_->server.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  impl_->server.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->listener->stop();
+  if (!impl_->options.unix_path.empty()) ::unlink(impl_->options.unix_path.c_str());
   impl_->server.stop_gate();
 }
 
 std::uint16_t front::port() const { return static_cast<std::uint16_t>(impl_->port); }
 
 std::string front::address() const {
+  if (!impl_->options.unix_path.empty()) return "unix:" + impl_->options.unix_path;
   const auto& h = impl_->options.host;
   return (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(impl_->port);
 }

@@ -333,14 +333,25 @@ expected<v2_request> decode_infer_request_general(std::string_view body, const s
       out.outputs.push_back(name->get<std::string>());
       auto binary_data = flag(o, "binary_data", "output '" + out.outputs.back() + "'", out.binary_output);
       if (!binary_data) return std::move(binary_data).error();
-      out.binary_output = *binary_data;
+      out.output_binary.push_back(*binary_data);  // this output's own; the request's default stays
     }
   }
   return out;
 }
 
+std::vector<bool> binary_outputs(const v2_request& request, std::size_t outputs) {
+  if (!request.outputs.empty()) return request.output_binary;
+  return std::vector<bool>(outputs, request.binary_output);
+}
+
 std::string encode_infer_response(const infer_result& result, const std::string& id, bool binary,
                                   std::size_t* json_length) {
+  return encode_infer_response(result, id, std::vector<bool>(result.outputs.size(), binary), json_length);
+}
+
+std::string encode_infer_response(const infer_result& result, const std::string& id, const std::vector<bool>& binary,
+                                  std::size_t* json_length) {
+  auto is_binary = [&](std::size_t i) { return i < binary.size() && binary[i]; };
   std::string out = "{\"model_name\":";
   append_string(out, result.model);
   if (!id.empty()) {
@@ -350,10 +361,9 @@ std::string encode_infer_response(const infer_result& result, const std::string&
   out += ",\"parameters\":{\"warm_cache_hit\":";
   out += result.cache_hit ? "true" : "false";
   out += ",\"warm_load_wait_ms\":" + dump(result.load_wait_ms) + "},\"outputs\":[";
-  bool first_tensor = true;
-  for (auto& t : result.outputs) {
-    if (!first_tensor) out += ',';
-    first_tensor = false;
+  for (std::size_t i = 0; i < result.outputs.size(); ++i) {
+    const auto& t = result.outputs[i];
+    if (i) out += ',';
     out += "{\"name\":";
     append_string(out, t.name);
     out += ",\"datatype\":\"";
@@ -364,7 +374,7 @@ std::string encode_infer_response(const infer_result& result, const std::string&
       out += std::to_string(t.shape[d]);
     }
     out += ']';
-    if (binary) {
+    if (is_binary(i)) {
       out += ",\"parameters\":{\"binary_data_size\":" + std::to_string(t.data.size()) + "}}";
       continue;
     }
@@ -377,8 +387,9 @@ std::string encode_infer_response(const infer_result& result, const std::string&
   }
   out += "]}";
   if (json_length) *json_length = out.size();
-  if (binary)
-    for (auto& t : result.outputs) out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size());
+  for (std::size_t i = 0; i < result.outputs.size(); ++i)
+    if (is_binary(i))
+      out.append(reinterpret_cast<const char*>(result.outputs[i].data.data()), result.outputs[i].data.size());
   return out;
 }
 
@@ -401,7 +412,10 @@ json tensor_metadata(const std::vector<tensor_spec>& specs) {
 
 }  // namespace
 
-std::string encode_model_metadata(const std::string& name, const model_metadata& meta) {
+std::string encode_model_metadata(const std::string& name, const model_metadata& meta,
+                                  const std::vector<std::uint64_t>& versions) {
+  json listed = json::array();
+  for (auto v : versions) listed.push_back(std::to_string(v));
   json parameters = {{"warm_model", meta.id}, {"warm_bytes", meta.bytes}, {"warm_kind", meta.kind},
                      {"warm_batched", meta.io.batched}};
   if (meta.layers) {
@@ -410,7 +424,7 @@ std::string encode_model_metadata(const std::string& name, const model_metadata&
   }
   json body = {
       {"name", name},
-      {"versions", meta.version ? json::array({std::to_string(*meta.version)}) : json::array()},
+      {"versions", std::move(listed)},
       {"platform", meta.kind == "torchscript" ? "pytorch_libtorch" : "warm_" + meta.kind},
       {"inputs", tensor_metadata(meta.io.inputs)},
       {"outputs", tensor_metadata(meta.io.outputs)},

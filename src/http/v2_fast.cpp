@@ -203,11 +203,12 @@ std::optional<v2_request> fast_decode_infer_request(std::string_view json,
       std::string_view name;
       if (o["name"].get_string().get(name) || name != "output") return std::nullopt;
       out.outputs.emplace_back(name);
+      bool binary = out.binary_output;  // the request's default unless the output says
       if (o.size() == 2) {
         auto params = o["parameters"];
-        if (params.error() || !flag_only(params.value(), "binary_data", out.binary_output))
-          return std::nullopt;
+        if (params.error() || !flag_only(params.value(), "binary_data", binary)) return std::nullopt;
       }
+      out.output_binary.push_back(binary);
     }
   }
   return out;

@@ -13,6 +13,9 @@ class login_limiter;
 struct front_access {
   std::string host = "127.0.0.1";
   std::uint16_t port = 0;     // 0: any free port
+  // Non-empty: listen on this unix socket instead of host:port (net/listen.hpp: mode 0600,
+  // and no token is asked there).
+  std::string unix_path;
   bool allow_remote = false;  // bind a non-loopback host; needs a token
   std::string token;          // required with allow_remote; optional otherwise
   // Wrong tokens per client address, one budget shared by every front; null: not limited.
@@ -20,7 +23,8 @@ struct front_access {
 };
 
 // Why `access` may not be served ("gRPC address 0.0.0.0 is not loopback; …"): a non-loopback
-// host without allow_remote, or allow_remote without a token. Empty when it may. `front` names
+// host without allow_remote, or allow_remote without a token (a unix socket is always allowed).
+// Empty when it may. `front` names
 // the front in the message ("HTTP", "gRPC").
 std::string access_problem(const front_access& access, const std::string& front);
 

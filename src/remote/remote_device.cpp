@@ -99,6 +99,11 @@ expected<std::pair<int, pid_t>> spawn_runtime(const std::string& command, const 
   return std::pair<int, pid_t>{fds[0], pid};
 }
 
+// A runtime's text (a version, a kind), cut to runtime_limits::text bytes.
+std::string bounded_text(capnp::Text::Reader text) {
+  return std::string(text.begin(), std::min<std::size_t>(text.size(), runtime_limits::text));
+}
+
 // A counting semaphore: the runtime's loadingThreads.
 class load_slots {
  public:
@@ -159,6 +164,8 @@ class remote_device::link {
     std::lock_guard<std::mutex> lock(mutex_);
     std::string text = options_.socket.empty() ? "runtime pid " + std::to_string(pid_.load()) : "runtime " + options_.socket;
     if (!version_.empty()) text += ", " + version_;
+    if (auto rss = rss_.load()) text += ", rss " + format_bytes(rss);
+    if (auto beyond = unattributed_bytes_.load()) text += " (" + format_bytes(beyond) + " charged beyond its models)";
     text += ", restarts " + std::to_string(restarts_.load());
     if (!ready()) text += ", not ready" + (why_down_.empty() ? "" : ": " + why_down_);
     return text;
@@ -209,22 +216,28 @@ class remote_device::link {
       write_model_file(where, request.initFile());
       request.setReservedBytes(reserved);
       auto answer = request.send().then(
-          [generation](capnp::Response<remote::ModelRuntime::LoadResults>&& r) -> expected<loaded> {
+          [this, id, generation](capnp::Response<remote::ModelRuntime::LoadResults>&& r) -> expected<loaded> {
             if (auto e = read_error(r.getError())) return *e;
+            if (r.getInputs().size() > runtime_limits::tensors || r.getOutputs().size() > runtime_limits::tensors) {
+              send_unload(id, generation);
+              return make_error(errc::load_failed, options_.name + ": the runtime loaded " + id + " with " +
+                                                       std::to_string(r.getInputs().size()) + " inputs and " +
+                                                       std::to_string(r.getOutputs().size()) + " outputs, more than " +
+                                                       std::to_string(runtime_limits::tensors));
+            }
             loaded l;
             l.bytes = r.getBytes();
             l.generation = generation;
             l.io.batched = r.getBatched();
-            for (auto spec : r.getInputs()) {
-              auto read = read_spec(spec);
-              if (!read) return std::move(read).error();
-              l.io.inputs.push_back(std::move(*read));
-            }
-            for (auto spec : r.getOutputs()) {
-              auto read = read_spec(spec);
-              if (!read) return std::move(read).error();
-              l.io.outputs.push_back(std::move(*read));
-            }
+            for (int side = 0; side < 2; ++side)
+              for (auto spec : side == 0 ? r.getInputs() : r.getOutputs()) {
+                auto read = read_spec(spec);
+                if (!read) {  // loaded, but of no use: the runtime must not keep it
+                  send_unload(id, generation);
+                  return std::move(read).error();
+                }
+                (side == 0 ? l.io.inputs : l.io.outputs).push_back(std::move(*read));
+              }
             return l;
           });
       return timed(answer.catch_([this](kj::Exception&& e) -> expected<loaded> { return lost(e); }),
@@ -253,9 +266,13 @@ class remote_device::link {
     auto list = request.initInputs(static_cast<unsigned>(inputs.size()));
     for (unsigned i = 0; i < inputs.size(); ++i) write_tensor(inputs[i], list[i]);
     auto answer = request.send().then(
-        [](capnp::Response<remote::ModelRuntime::InferResults>&& r) -> expected<std::vector<tensor>> {
+        [this, id](capnp::Response<remote::ModelRuntime::InferResults>&& r) -> expected<std::vector<tensor>> {
           if (auto e = read_error(r.getError())) return *e;
-          return read_tensors(r.getOutputs());
+          auto outputs = read_tensors(r.getOutputs());
+          if (!outputs)  // the runtime's fault, not the client's
+            return make_error(errc::internal, "runtime " + options_.name + " answered model " + id +
+                                                  " with a malformed output: " + outputs.error().message);
+          return outputs;
         });
     return timed(answer.catch_([this](kj::Exception&& e) -> expected<std::vector<tensor>> { return lost(e); }),
                  options_.infer_timeout,
@@ -475,32 +492,31 @@ class remote_device::link {
         .then([this] { return poll_status(); });
   }
 
-  // Takes in a status: kinds, version, load slots, capacity and readiness. On a session's first
-  // status, unloads what the runtime holds that this session did not place (a runtime that
-  // outlived an earlier warmd).
+  // Takes in a status: kinds, version, load slots, capacity, the memory held beyond the models
+  // and readiness, each bounded (runtime_limits). On a session's first status, unloads what the
+  // runtime holds that this session did not place (a runtime that outlived an earlier warmd).
   kj::Promise<void> adopt(remote::RuntimeStatus::Reader status, bool first) {
     bool was_ready = ready();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       kinds_.clear();
-      for (auto k : status.getKinds()) kinds_.emplace_back(k.cStr());
+      for (auto k : status.getKinds()) {
+        if (kinds_.size() == runtime_limits::kinds) break;
+        kinds_.push_back(bounded_text(k));
+      }
       kinds_known_ = true;
-      version_ = status.getVersion().cStr();
+      version_ = bounded_text(status.getVersion());
       why_down_ = status.getReady() ? "" : "it reports not ready";
     }
-    loads_.set_limit(status.getLoadingThreads());
-    auto capacity = status.getCapacityBytes();
+    loads_.set_limit(std::min(status.getLoadingThreads(), runtime_limits::loading_threads));
+    auto capacity = std::min(status.getCapacityBytes(), runtime_limits::bytes);
     bool resized = capacity != dev_.capacity();
     if (resized) dev_.set_capacity(capacity);
-    kj::Vector<kj::Promise<void>> unloads;
-    if (first)
-      for (auto id : status.getLoaded()) {
-        auto request = session_->cap.unloadRequest();
-        request.setModelId(id);
-        unloads.add(request.send().ignoreResult());
-      }
+    // A new charge beyond the models asks the device's actor to fit them again, as a new capacity.
+    resized = charge_beyond_models(status.getRssBytes(), status.getBaseRssBytes()) || resized;
+    auto unloads = first ? unload_orphans(status.getLoaded()) : kj::Promise<void>(kj::READY_NOW);
     bool now_ready = status.getReady();
-    return kj::joinPromises(unloads.releaseAsArray()).then([this, resized, was_ready, now_ready] {
+    return unloads.then([this, resized, was_ready, now_ready] {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         ready_.store(now_ready, std::memory_order_release);
@@ -514,6 +530,67 @@ class remote_device::link {
     });
   }
 
+  // Unloads the ids a session's first status lists, runtime_limits::unloads_at_once at a time
+  // (each answer, or throw, lets the next go). A list past runtime_limits::loaded_ids is refused
+  // (logged): nothing is unloaded, and what the runtime holds is its own affair.
+  kj::Promise<void> unload_orphans(capnp::List<capnp::Text>::Reader listed) {
+    if (listed.size() == 0) return kj::READY_NOW;
+    if (listed.size() > runtime_limits::loaded_ids) {
+      if (options_.log)
+        options_.log(options_.name + ": the runtime lists " + std::to_string(listed.size()) +
+                     " models loaded, more than " + std::to_string(runtime_limits::loaded_ids) + ": none is unloaded");
+      return kj::READY_NOW;
+    }
+    auto ids = std::make_shared<std::vector<std::string>>();
+    ids->reserve(listed.size());
+    for (auto id : listed) ids->emplace_back(id.cStr());
+    auto next = std::make_shared<std::size_t>(0);
+    kj::Vector<kj::Promise<void>> lanes;
+    for (std::size_t i = 0; i < std::min(ids->size(), runtime_limits::unloads_at_once); ++i)
+      lanes.add(unload_next(ids, next));
+    return kj::joinPromises(lanes.releaseAsArray());
+  }
+
+  // One lane of unload_orphans: unloads ids[next++] and goes on until none is left (or the
+  // connection is gone).
+  kj::Promise<void> unload_next(std::shared_ptr<const std::vector<std::string>> ids,
+                                std::shared_ptr<std::size_t> next) {
+    if (*next >= ids->size() || !connected()) return kj::READY_NOW;
+    auto request = session_->cap.unloadRequest();
+    request.setModelId((*ids)[(*next)++]);
+    return request.send()
+        .then([](auto&&) {}, [](kj::Exception&&) {})
+        .then([this, ids = std::move(ids), next = std::move(next)]() mutable { return unload_next(ids, next); });
+  }
+
+  // Charges the device what the runtime's process holds beyond its memory at start, its models'
+  // charges and options_.rss_slack (0 when it does not measure: rss == 0), and stops charging
+  // what it no longer holds. Returns whether the charge changed.
+  bool charge_beyond_models(std::uint64_t rss, std::uint64_t base) {
+    rss = std::min(rss, runtime_limits::bytes);
+    base = std::min(base, rss);
+    rss_.store(rss);
+    auto before = unattributed_.bytes();
+    auto used = dev_.used();
+    auto charged = used > before ? used - before : 0;  // the models (and loads under way)
+    auto held = rss - base;
+    std::uint64_t beyond = 0;
+    if (held > charged && held - charged > options_.rss_slack) beyond = held - charged - options_.rss_slack;
+    if (beyond == before) return false;
+    if (beyond > before)
+      unattributed_.absorb(dev_.overcharge(beyond - before));
+    else
+      unattributed_.shrink_to(beyond);
+    unattributed_bytes_.store(beyond);
+    if (options_.log && before == 0)
+      options_.log(options_.name + ": the runtime's process holds " + format_bytes(rss) + ", " + format_bytes(beyond) +
+                   " more than its models are charged (past its memory at start and the slack): charged to the device");
+    else if (options_.log && beyond == 0)
+      options_.log(options_.name + ": the runtime's process holds " + format_bytes(rss) +
+                   ", within its models' charges again: nothing charged beyond them");
+    return true;
+  }
+
   // Ends the current session (if any): drops the connection, reaps the process, and reports the
   // models lost. Returns the back-off before the next attempt.
   std::chrono::milliseconds end_session(const std::string& why, bool restart) {
@@ -523,6 +600,9 @@ class remote_device::link {
     bool had_session = connected();
     ready_.store(false, std::memory_order_release);
     session_ = nullptr;  // calls in flight fail
+    unattributed_.reset();  // the process's memory is gone (or no longer known)
+    unattributed_bytes_ = 0;
+    rss_ = 0;
     std::string reason = options_.name + ": ";
     if (pid > 0) {
       int status = 0;
@@ -574,6 +654,8 @@ class remote_device::link {
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<int> pid_{0};
   std::atomic<std::uint64_t> restarts_{0};
+  std::atomic<std::uint64_t> rss_{0};                 // the last status's rssBytes (bounded)
+  std::atomic<std::uint64_t> unattributed_bytes_{0};  // unattributed_.bytes(), for state()
   load_slots loads_;
 
   // The link thread's own.
@@ -583,6 +665,7 @@ class remote_device::link {
   pid_t pending_pid_ = 0;
   std::chrono::milliseconds backoff_ = options_.restart_min;
   std::multiset<std::string> running_;  // link thread only: the inferences sent and not yet answered
+  memory_reservation unattributed_;      // link thread only: the process's memory beyond its models
 
   kj::Thread thread_;  // last: starts once everything above is constructed
 };
@@ -612,11 +695,15 @@ class remote_resident final : public resident_model {
   // serves other clients (warmd's RPC loop), always on the inference threads.
   std::uint64_t cost(std::uint64_t) const override { return UINT64_MAX; }
   expected<std::vector<tensor>> run(const std::vector<tensor>& inputs, std::uint64_t batch) const override {
-    return dev_.link_->infer(id_, generation_, inputs, batch);
+    return checked(dev_.link_->infer(id_, generation_, inputs, batch), batch);
   }
   // The request is handed to the link and answered from there: no thread of warm's waits for it.
+  // The model outlives the answer: its caller holds it until `done` is called.
   void run_then(const std::vector<tensor>& inputs, std::uint64_t batch, run_done done) const override {
-    dev_.link_->infer_then(id_, generation_, inputs, batch, std::move(done));
+    dev_.link_->infer_then(id_, generation_, inputs, batch,
+                           [this, batch, done = std::move(done)](expected<std::vector<tensor>> answer) {
+                             done(checked(std::move(answer), batch));
+                           });
   }
   void settle(memory_reservation more) override {
     charge_.absorb(std::move(more));
@@ -624,6 +711,17 @@ class remote_resident final : public resident_model {
   }
 
  private:
+  // The runtime's answer when its outputs are those the load declared (check_outputs), else
+  // internal naming the runtime, the model and the output: nothing else reaches a client.
+  expected<std::vector<tensor>> checked(expected<std::vector<tensor>> answer, std::uint64_t batch) const {
+    if (!answer) return answer;
+    auto fits = check_outputs(*answer, io(), batch);
+    if (!fits)
+      return make_error(errc::internal,
+                        "runtime " + dev_.name() + " answered model " + id_ + " with " + fits.error().message);
+    return answer;
+  }
+
   remote_device& dev_;
   std::string id_;
   memory_reservation charge_;
@@ -703,6 +801,12 @@ expected<std::unique_ptr<resident_model>> remote_device::load_model(const model_
     if (e.code == errc::invalid_argument || e.code == errc::not_found || e.code == errc::internal)
       e.code = errc::load_failed;
     return e;
+  }
+  if (loaded->bytes > capacity()) {  // also a number no runtime could hold (2^64): never used
+    link_->unload(id, loaded->generation);
+    return make_error(errc::model_too_large, name() + ": the runtime measured " + format_bytes(loaded->bytes) +
+                                                 " for " + relative + ", more than its capacity of " +
+                                                 format_bytes(capacity()));
   }
   if (loaded->io.inputs.empty() || loaded->io.outputs.empty()) {
     link_->unload(id, loaded->generation);

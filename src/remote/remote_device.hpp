@@ -8,6 +8,11 @@
 // is left of it, and starts it again after a back-off that doubles on each failure in a row. When
 // the runtime reports another capacity, the device adopts it (capacity_changed).
 //
+// The runtime is not trusted (it runs models' code): its numbers are bounded (runtime_limits), a
+// measured size past its capacity fails the load, and an inference's outputs that break the
+// load's declaration (check_outputs) fail it with internal. What its process holds beyond its
+// models' charges (status.rssBytes) is charged to the device, so warm evicts down to the capacity.
+//
 // Threading: load_model() and the resident models' run() and destructor block their calling
 // thread until the runtime answers or a timeout passes (loader, inference and reclaimer threads;
 // never an actor's). A resident model belongs to one connection: after a restart, its run()
@@ -15,6 +20,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -40,9 +47,26 @@ struct runtime_link_options {
   std::chrono::milliseconds status_period{2000};   // how often status is asked when idle
   std::chrono::milliseconds restart_min{100};      // back-off before a restart: doubles from this
   std::chrono::milliseconds restart_max{10000};    // up to this; back to the start after a minute up
-  // Told (from the link's thread) when the runtime is lost, and when it is ready again.
+  // Memory the runtime's process may hold beyond its models' charges and its memory at start
+  // (status.rssBytes - status.baseRssBytes) before warmd charges the rest to the device: room for
+  // the allocators' and libraries' own.
+  std::uint64_t rss_slack = std::uint64_t{64} << 20;
+  // Told (from the link's thread) when the runtime is lost, when it is ready again, when its
+  // memory beyond its models starts or stops being charged, and of a status it refuses in part.
   std::function<void(const std::string&)> log;
 };
+
+// The most warmd takes from a runtime. A runtime runs untrusted model code, so every number and
+// list it answers is bounded before warmd uses it (docs/runtimes.md, "Trust").
+namespace runtime_limits {
+inline constexpr std::uint64_t bytes = std::uint64_t{1} << 50;  // capacity and RSS: clamped to 1 PiB
+inline constexpr std::uint32_t loading_threads = 64;            // status.loadingThreads: clamped to 1..64
+inline constexpr std::size_t loaded_ids = 65536;      // a longer status.loaded is refused: none unloaded
+inline constexpr std::size_t unloads_at_once = 16;    // the ids listed are unloaded this many at a time
+inline constexpr std::size_t kinds = 64;              // status.kinds: the first 64 are read
+inline constexpr std::size_t text = 256;              // version and each kind: cut to 256 bytes
+inline constexpr std::size_t tensors = 1024;          // a load describing more inputs or outputs fails
+}  // namespace runtime_limits
 
 // "NAME=COMMAND" or "NAME=unix:PATH" (warmd --runtime). NAME: 1..64 of [A-Za-z0-9_.-], not "host"
 // or "cuda" (device names users already use).

@@ -1,18 +1,40 @@
 #include "remote/tensors.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
 
 namespace warm {
 namespace {
 
-std::uint64_t elements(const std::vector<std::uint64_t>& shape) {
-  std::uint64_t n = 1;
+// The bytes of `shape` of `type` when its extent (every 0 dimension taken as 1) stays within
+// max_wire_tensor_bytes; nullopt otherwise. Overflow-proof: no product is formed past the limit.
+std::optional<std::uint64_t> wire_bytes(const capnp::List<std::uint64_t>::Reader& shape, dtype type) {
+  std::uint64_t extent = dtype_size(type), bytes = extent;
   for (auto d : shape) {
-    if (d != 0 && n > UINT64_MAX / d) return UINT64_MAX;
-    n *= d;
+    auto factor = std::max<std::uint64_t>(d, 1);
+    if (extent > max_wire_tensor_bytes / factor) return std::nullopt;
+    extent *= factor;
+    bytes *= d;  // <= extent: cannot overflow
   }
-  return n;
+  return bytes;
 }
+
+std::string shape_text(const capnp::List<std::uint64_t>::Reader& shape) {
+  std::string s = "[";
+  for (unsigned i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Text from the other side for a message, cut short.
+std::string cut(std::string_view text) {
+  return text.size() <= 64 ? std::string(text) : std::string(text.substr(0, 64)) + "...";
+}
+
+// "tensor 'NAME'" for messages.
+std::string label(const std::string& name) { return "tensor '" + cut(name) + "'"; }
 
 }  // namespace
 
@@ -28,15 +50,26 @@ expected<tensor> read_tensor(remote::Tensor::Reader in) {
   tensor t;
   t.name = in.getName();
   auto type = parse_dtype(in.getDtype().cStr());
-  if (!type) return make_error(errc::invalid_argument, "tensor '" + t.name + "': unknown dtype '" +
-                                                           std::string(in.getDtype().cStr()) + "'");
+  auto dtype_name = in.getDtype();
+  if (!type)
+    return make_error(errc::invalid_argument,
+                      label(t.name) + ": unknown dtype '" + cut({dtype_name.begin(), dtype_name.size()}) + "'");
   t.type = *type;
-  for (auto d : in.getShape()) t.shape.push_back(d);
+  auto shape = in.getShape();
+  if (shape.size() > max_wire_rank)
+    return make_error(errc::invalid_argument, label(t.name) + ": rank " + std::to_string(shape.size()) +
+                                                  ", more than " + std::to_string(max_wire_rank));
+  auto bytes = wire_bytes(shape, t.type);
+  if (!bytes)
+    return make_error(errc::invalid_argument, label(t.name) + ": shape " + shape_text(shape) + " of " +
+                                                  std::string(to_string(t.type)) + " is too large");
   auto data = in.getData();
-  auto count = elements(t.shape);
-  if (count == UINT64_MAX || count * dtype_size(t.type) != data.size())
-    return make_error(errc::invalid_argument, "tensor '" + t.name + "': " + std::to_string(data.size()) +
-                                                  " bytes do not match its shape and dtype");
+  if (*bytes != data.size())
+    return make_error(errc::invalid_argument, label(t.name) + ": " + std::to_string(data.size()) +
+                                                  " bytes do not match its shape " + shape_text(shape) + " of " +
+                                                  std::string(to_string(t.type)));
+  t.shape.reserve(shape.size());
+  for (auto d : shape) t.shape.push_back(d);
   t.data.resize(data.size());
   if (data.size()) std::memcpy(t.data.data(), data.begin(), data.size());
   return t;
@@ -69,10 +102,17 @@ expected<tensor_spec> read_spec(remote::TensorSpec::Reader in) {
     return spec;
   }
   auto type = parse_dtype(in.getDtype().cStr());
-  if (!type) return make_error(errc::invalid_argument, "tensor '" + spec.name + "': unknown dtype '" +
-                                                           std::string(in.getDtype().cStr()) + "'");
+  auto dtype_name = in.getDtype();
+  if (!type)
+    return make_error(errc::invalid_argument,
+                      label(spec.name) + ": unknown dtype '" + cut({dtype_name.begin(), dtype_name.size()}) + "'");
   spec.type = *type;
-  for (auto d : in.getShape()) spec.shape.push_back(d);
+  auto shape = in.getShape();
+  if (shape.size() > max_wire_rank)
+    return make_error(errc::invalid_argument, label(spec.name) + ": rank " + std::to_string(shape.size()) +
+                                                  ", more than " + std::to_string(max_wire_rank));
+  spec.shape.reserve(shape.size());
+  for (auto d : shape) spec.shape.push_back(d);
   return spec;
 }
 

@@ -4,6 +4,8 @@
 // wire the same way.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "runtime.capnp.h"
@@ -13,13 +15,22 @@
 
 namespace warm {
 
+// What one tensor or spec on the wire may be: the other side may be hostile (a runtime runs
+// untrusted code), so these are checked before anything is copied or multiplied.
+inline constexpr std::size_t max_wire_rank = 32;
+// product(shape) x size(dtype), with each 0 dimension taken as 1, may not pass this: a shape
+// whose byte count overflows (or that a 0 dimension would hide) is refused.
+inline constexpr std::uint64_t max_wire_tensor_bytes = std::uint64_t{1} << 62;
+
 void write_tensor(const tensor& t, remote::Tensor::Builder out);
-// invalid_argument for an unknown dtype or data whose size does not match the shape.
+// invalid_argument for an unknown dtype, a rank past max_wire_rank, a shape past
+// max_wire_tensor_bytes or data whose size does not match the shape.
 expected<tensor> read_tensor(remote::Tensor::Reader in);
 expected<std::vector<tensor>> read_tensors(capnp::List<remote::Tensor>::Reader in);
 
 void write_spec(const tensor_spec& spec, remote::TensorSpec::Builder out);
-// invalid_argument for an unknown dtype; an empty dtype is an undeclared tensor (known = false).
+// invalid_argument for an unknown dtype or a rank past max_wire_rank; an empty dtype is an
+// undeclared tensor (known = false).
 expected<tensor_spec> read_spec(remote::TensorSpec::Reader in);
 
 // errc::ok is not a warm::errc: success writes code ok with an empty message.

@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/checked_outputs.hpp"
+
 namespace warm {
 
 batcher::batcher(batching_options defaults, executor& work, runtime_metrics& metrics)
@@ -241,11 +243,8 @@ void batcher::run(std::deque<item>& batch) {
       }
       ran = lease.model().run(joined, rows);
     }
-    if (ran)
-      for (const auto& out : *ran)
-        if (out.shape.empty() || out.shape.front() != rows)
-          ran = make_error(errc::internal, "output '" + out.name + "' of a batched model does not have the batch's " +
-                                               std::to_string(rows) + " rows");
+    // What the model declares, the batch's rows included (its io is batched), before any split.
+    ran = checked_outputs(std::move(ran), lease.model().io(), batch.front().held->model, rows);
     metrics_.batch_rows.observe(static_cast<double>(rows));
     // Every lease ends before any answer: no callback runs with the slot in use.
     for (std::size_t k = 0; k < n; ++k) {

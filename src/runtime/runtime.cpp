@@ -14,6 +14,7 @@
 #include "actors/watch_hub.hpp"
 #include "warm/caf/actors.hpp"
 #include "runtime/batcher.hpp"
+#include "runtime/checked_outputs.hpp"
 #include "runtime/executor.hpp"
 #include "storage/registry_store.hpp"
 #include "warm/backend.hpp"
@@ -68,11 +69,11 @@ std::pair<callback<T>, std::future<expected<T>>> promised() {
 }
 
 // Runs the inference for a held lease on inputs check_inputs accepted (`batch` rows) and packages
-// the result. The lease is released before returning, so the caller's callback never runs with
-// the slot in use.
+// the result, its outputs checked against the model's declaration. The lease is released before
+// returning, so the caller's callback never runs with the slot in use.
 expected<infer_result> run_checked(serving_slot::lease lease, const std::string& model, const infer_request& request,
                                    std::uint64_t batch, bool hit, double wait_ms) {
-  auto ran = lease.model().run(request.inputs, batch);
+  auto ran = checked_outputs(lease.model().run(request.inputs, batch), lease.model().io(), model, batch);
   lease.reset();  // from here on the model may be unloaded
   if (!ran) return std::move(ran).error();
   infer_result result;
@@ -469,7 +470,9 @@ void submit_inference(runtime_impl& impl, std::shared_ptr<msg::acquired> held, i
     if (!batch) return answer(std::move(batch).error());
     // The model answers when it is done: at once for warm's own devices, later (from a model
     // runtime's link) for a model in another process, this thread free meanwhile.
-    held->lease.model().run_then(task->first.inputs, *batch, [held, task, answer](expected<std::vector<tensor>> ran) {
+    held->lease.model().run_then(task->first.inputs, *batch, [held, task, answer, rows = *batch](
+                                                                 expected<std::vector<tensor>> ran) {
+      ran = checked_outputs(std::move(ran), held->lease.model().io(), held->model, rows);  // the lease holds it
       if (!ran) return answer(std::move(ran).error());
       infer_result result;
       result.outputs = std::move(*ran);

@@ -139,11 +139,30 @@ std::string describe(const tensor_spec& spec) {
   return s + "]";
 }
 
+namespace {
+
+// Of more inputs than a model takes, the one too many: ": 'x' is not one of them", ": 'x' twice" or ", all
+// unnamed"; empty when it cannot be told (some inputs unnamed, the others right).
+std::string extra_input(const std::vector<tensor>& inputs, const std::vector<tensor_spec>& specs) {
+  for (const auto& t : inputs) {
+    bool known = std::any_of(specs.begin(), specs.end(), [&](const tensor_spec& s) { return s.name == t.name; });
+    if (!known && !t.name.empty()) return ": '" + t.name + "' is not one of them";
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (!inputs[i].name.empty() && inputs[i].name == inputs[j].name) return ": '" + inputs[i].name + "' twice";
+  auto unnamed = std::count_if(inputs.begin(), inputs.end(), [](const tensor& t) { return t.name.empty(); });
+  return unnamed == static_cast<std::ptrdiff_t>(inputs.size()) ? ", all unnamed" : "";
+}
+
+}  // namespace
+
 expected<std::uint64_t> check_inputs(std::vector<tensor>& inputs, const model_io& io, std::uint64_t max_batch) {
   const auto& specs = io.inputs;
   if (inputs.size() != specs.size())
     return bad("the model takes " + std::to_string(specs.size()) + " input tensor" + (specs.size() == 1 ? " (" : "s (") +
-               names_of(specs) + "); got " + std::to_string(inputs.size()));
+               names_of(specs) + "); got " + std::to_string(inputs.size()) +
+               (inputs.size() > specs.size() ? extra_input(inputs, specs) : ""));
   if (specs.size() == 1 && inputs.front().name.empty()) inputs.front().name = specs.front().name;
   // Into the model's order, each name matched once.
   for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -195,6 +214,54 @@ expected<std::uint64_t> check_inputs(std::vector<tensor>& inputs, const model_io
                  " of " + std::string(to_string(t.type)) + " needs " + std::to_string(*bytes));
   }
   return batch;
+}
+
+namespace {
+
+expected<void> wrong_output(std::string message) { return make_error(errc::internal, std::move(message)); }
+
+// An output's name for messages: its declared name, else (undeclared) its own, cut short.
+std::string output_name(const std::vector<tensor>& outputs, const model_io& io, std::size_t i) {
+  if (i < io.outputs.size()) return io.outputs[i].name;
+  const auto& own = outputs[i].name;
+  return own.size() <= 64 ? own : own.substr(0, 64) + "...";
+}
+
+}  // namespace
+
+expected<void> check_outputs(const std::vector<tensor>& outputs, const model_io& io, std::uint64_t batch) {
+  const auto& specs = io.outputs;
+  if (!specs.empty() && outputs.size() != specs.size())
+    return wrong_output(std::to_string(outputs.size()) + " output" + (outputs.size() == 1 ? "" : "s") +
+                        "; the model declares " + std::to_string(specs.size()) + " (" + names_of(specs) + ")");
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const auto& t = outputs[i];
+    auto name = "output '" + output_name(outputs, io, i) + "'";
+    if (i < specs.size() && specs[i].known) {
+      const auto& spec = specs[i];
+      if (t.type != spec.type)
+        return wrong_output(name + " of " + std::string(to_string(t.type)) + "; the model declares " + describe(spec));
+      if (t.shape.size() != spec.shape.size())
+        return wrong_output(name + " of rank " + std::to_string(t.shape.size()) + "; the model declares " +
+                            describe(spec));
+      for (std::size_t d = 0; d < spec.shape.size(); ++d)
+        if (spec.shape[d] >= 0 && t.shape[d] != static_cast<std::uint64_t>(spec.shape[d]))
+          return wrong_output(name + " of shape " + shape_text(t.shape) + "; the model declares " + describe(spec));
+    }
+    if (io.batched) {
+      if (t.shape.empty())
+        return wrong_output(name + " without a batch dimension for a batch of " + std::to_string(batch));
+      if (t.shape.front() != batch)
+        return wrong_output(name + " of " + std::to_string(t.shape.front()) + " row" +
+                            (t.shape.front() == 1 ? "" : "s") + " for a batch of " + std::to_string(batch));
+    }
+    auto bytes = bytes_of(t.shape, t.type);
+    if (!bytes || t.data.size() != *bytes)
+      return wrong_output(name + " of " + std::to_string(t.data.size()) + " bytes; its shape " + shape_text(t.shape) +
+                          " of " + std::string(to_string(t.type)) + " needs " +
+                          (bytes ? std::to_string(*bytes) : std::string("more than 2^62")));
+  }
+  return {};
 }
 
 }  // namespace warm

@@ -4,6 +4,7 @@
 
 #include "warm/model_repository.hpp"
 #include "warm/runtime.hpp"
+#include "warm/versions.hpp"
 
 namespace warm::v2 {
 
@@ -32,11 +33,47 @@ expected<void> load(runtime& rt, const std::string& id, std::chrono::millisecond
   return wait(rt.ensure_loaded(id, true), std::max(left, std::chrono::milliseconds(0)));
 }
 
-expected<void> check_version(const std::string& model, const model_metadata& meta, const std::string& version) {
-  if (meta.version && parse_version(version) == meta.version) return {};
-  return make_error(errc::not_found, "model '" + model + "' has no version " + version + "; it serves " +
-                                         (meta.version ? "version " + std::to_string(*meta.version)
-                                                       : std::string("a model file without a version")));
+namespace {
+
+// "version 2", "versions 1 and 2", "versions 1, 2 and 3"; "a model file without a version" for none.
+std::string versions_text(const std::vector<std::uint64_t>& versions) {
+  if (versions.empty()) return "a model file without a version";
+  std::string text = versions.size() == 1 ? "version " : "versions ";
+  for (std::size_t i = 0; i < versions.size(); ++i) {
+    if (i) text += i + 1 == versions.size() ? " and " : ", ";
+    text += std::to_string(versions[i]);
+  }
+  return text;
+}
+
+}  // namespace
+
+expected<std::vector<std::uint64_t>> served_versions(runtime& rt, const std::string& name, const model_metadata& meta,
+                                                     std::chrono::milliseconds limit) {
+  std::vector<std::uint64_t> versions;
+  if (name.find('@') == std::string::npos) {  // a served model's name never holds one
+    auto served = wait(rt.served(), limit);
+    if (!served) return served.error();
+    for (const auto& m : *served) {
+      if (m.config.name != name) continue;
+      for (const auto& v : m.versions)  // ascending
+        if (v.state == version_state::ready || v.state == version_state::loading) versions.push_back(v.version);
+    }
+  }
+  if (versions.empty() && meta.version) versions.push_back(*meta.version);
+  return versions;
+}
+
+expected<described_model> describe(runtime& rt, const std::string& name, const std::string& target,
+                                   std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  auto meta = wait(rt.describe(target), limit);
+  if (!meta) return meta.error();
+  auto left = std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                         deadline - std::chrono::steady_clock::now()));
+  auto versions = served_versions(rt, name, *meta, left);
+  if (!versions) return versions.error();
+  return described_model{std::move(*meta), std::move(*versions)};
 }
 
 expected<std::string> version_target(runtime& rt, const std::string& model, const std::string& version,
@@ -54,8 +91,19 @@ expected<std::string> version_target(runtime& rt, const std::string& model, cons
   }
   auto meta = wait(rt.describe(model), left());
   if (!meta) return meta.error();
-  if (auto ok = check_version(model, *meta, version); !ok) return ok.error();
-  return model;
+  if (meta->version && parse_version(version) == meta->version) return model;
+  auto served = served_versions(rt, model, *meta, left());
+  if (!served) return served.error();
+  return make_error(errc::not_found,
+                    "model '" + model + "' has no version " + version + "; it serves " + versions_text(*served));
+}
+
+std::string answered_version(const std::string& served_model, const std::string& asked) {
+  auto at = served_model.rfind('@');
+  if (at != std::string::npos)
+    if (auto v = parse_version(served_model.substr(at + 1))) return std::to_string(*v);
+  if (auto v = parse_version(asked)) return std::to_string(*v);
+  return {};
 }
 
 expected<void> select_outputs(infer_result& result, const std::vector<std::string>& names) {

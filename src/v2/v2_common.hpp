@@ -38,15 +38,34 @@ expected<model_state> state_of(runtime& rt, const std::string& id, std::chrono::
 // within `limit`.
 expected<void> load(runtime& rt, const std::string& id, std::chrono::milliseconds limit);
 
-// Nothing when `version` is the version `meta` (model `model`'s) serves, parsed as a version
-// directory name ("01" is not 1); not_found naming both otherwise.
-expected<void> check_version(const std::string& model, const model_metadata& meta, const std::string& version);
+// The versions `name` serves, ascending: for a served model's name (docs/versions.md), its
+// versions that are READY or LOADING (those a request may name); else, or when it has none, the
+// version `meta` (name's description) says; none for a model file named directly. Asks the
+// runtime's served models only for a name without '@'. All within `limit`.
+expected<std::vector<std::uint64_t>> served_versions(runtime& rt, const std::string& name, const model_metadata& meta,
+                                                     std::chrono::milliseconds limit);
+
+// What V2 model metadata says of `name`: the description of `target` (the model or vmodel a
+// request for `name`, perhaps with a version, resolves to) and `name`'s served_versions.
+struct described_model {
+  model_metadata meta;
+  std::vector<std::uint64_t> versions;
+};
+expected<described_model> describe(runtime& rt, const std::string& name, const std::string& target,
+                                   std::chrono::milliseconds limit);
 
 // The model a versioned request names: a served model's version or label `model@version`
-// (docs/versions.md) when there is one, else `model` when check_version accepts `version` for it;
-// not_found otherwise. All within `limit`.
+// (docs/versions.md) when there is one, else `model` when the version it serves is `version`,
+// parsed as a version directory name ("01" is not 1); not_found naming every version `model`
+// serves (served_versions) otherwise. All within `limit`.
 expected<std::string> version_target(runtime& rt, const std::string& model, const std::string& version,
                                      std::chrono::milliseconds limit);
+
+// The version an inference's answer names (V2's model_version), from the model that served it
+// and the version the request asked for (empty: none): N when the model is a served model's
+// version `name@N`; else the version asked for when it is a version number (version_target
+// accepted it, so it is the one the model serves); else empty (a model named without a version).
+std::string answered_version(const std::string& served_model, const std::string& asked);
 
 // Keeps the outputs a request asked for by name, in its order; all when it asked for none.
 // invalid_argument naming an output the model does not have.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cluster/placement.hpp"
+#include "policy/cache_policy.hpp"
 #include "commands.hpp"
 #include "sim_common.hpp"
 
@@ -25,9 +26,19 @@ std::vector<std::string> split(const std::string& list) {
 
 }  // namespace
 
+// Every policy the daemon has, the size-aware offline bound, and the exact optimum where it runs
+// (catalogs of at most opt_max_models models).
+static std::string default_policies(std::size_t models) {
+  std::string out;
+  for (const auto& name : policy_names()) out += name + ",";
+  out += "belady-size";
+  if (models <= eval::opt_max_models) out += ",opt";
+  return out;
+}
+
 void add_simulate_command(CLI::App& app, int& rc) {
   struct options {
-    std::string trace, catalog, capacity, policies = "lru,lfu,arc,srrip,gdsf,iam,opt";
+    std::string trace, catalog, capacity, policies;  // empty: default_policies
     tuning_flags tuning;
     std::size_t instances = 0;
     std::string placements = "warm,modelmesh";
@@ -42,11 +53,14 @@ void add_simulate_command(CLI::App& app, int& rc) {
   cmd->add_option("--capacity", o->capacity,
                   "Device bytes, or P% of the catalog's total bytes (with --instances: the cluster's, split evenly)")
       ->required();
+  std::string online;
+  for (const auto& name : policy_names()) online += (online.empty() ? "" : ", ") + name;
   auto* policy = cmd->add_option("--policy", o->policies,
-                                 "Comma-separated policies (" +
-                                     std::string("lru, lfu, arc, srrip, gdsf, iam, opt, belady-size; "
-                                                 "with --instances the online ones, default kdf,lru)"))
-                     ->capture_default_str();
+                                 "Comma-separated policies: " + online +
+                                     " (online), belady-size and opt (offline bounds; opt for catalogs of at most " +
+                                     std::to_string(eval::opt_max_models) +
+                                     " models). Default: every online policy and belady-size, and opt where it "
+                                     "applies; with --instances, kdf,lru");
   add_tuning_flags(*cmd, o->tuning);
   cmd->add_option("--instances", o->instances, "Simulate a cluster of N instances")->check(CLI::Range(1, 4096));
   cmd->add_option("--placement", o->placements, "With --instances: comma-separated rules (warm, modelmesh)")
@@ -71,7 +85,7 @@ void add_simulate_command(CLI::App& app, int& rc) {
     policy_options tuning = to_policy_options(o->tuning);
     rc = exit_ok;
     if (o->instances == 0) {
-      for (auto& name : split(o->policies)) {
+      for (auto& name : split(o->policies.empty() ? default_policies(models->size()) : o->policies)) {
         auto r = eval::simulate(*requests, *models, *capacity, name, tuning);
         if (!r) return void(rc = report("simulate", r.error(), exit_failure));
         std::printf("%s\n", to_json(*r).dump().c_str());

@@ -17,6 +17,7 @@
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 #include <kj/async-unix.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -262,6 +263,9 @@ int main(int argc, char** argv) {
     std::cerr << "warm-runtime: no repository (--repo): every load will be refused\n";
   int listen_fd = -1;
   if (!listen.empty() && (listen_fd = bind_socket(listen.substr(5))) < 0) return 1;
+  // Its resident memory goes into every status (warmd charges what exceeds its models'); the
+  // sandbox hides /proc, so the file is opened now and read again and again.
+  options.statm_fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   if (!no_sandbox) {
     const std::uint64_t limit = *memory ? *memory : 4 * *bytes + (std::uint64_t{8} << 30);
     auto policy = runtime_sandbox(repositories, capacity_file, limit, ::geteuid() == 0 ? user : "");

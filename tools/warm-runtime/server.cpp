@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "remote/tensors.hpp"
+#include "rss_meter.hpp"
 #include "runtime/executor.hpp"
 #include "warm/backend.hpp"
 #include "warm/units.hpp"
@@ -40,7 +41,8 @@ class runtime_server final : public remote::ModelRuntime::Server {
       : options_(o),
         inference_(o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency())),
         loading_(std::max(1u, o.loading_threads)),
-        describing_(1) {
+        describing_(1),
+        rss_(o.statm_fd, o.rss_period) {
     device_spec spec;
     spec.capacity = o.capacity;
     auto dev = make_device(spec);
@@ -66,6 +68,8 @@ class runtime_server final : public remote::ModelRuntime::Server {
     s.setReady(true);
     s.setCapacityBytes(reported_capacity());
     s.setUsedBytes(dev_->used());
+    s.setRssBytes(rss_.take_peak());
+    s.setBaseRssBytes(rss_.base());
     s.setLoadingThreads(std::max(1u, options_.loading_threads));
     s.setVersion("warm-runtime 0.1.0");
     auto kinds = backend_kinds();
@@ -159,6 +163,8 @@ class runtime_server final : public remote::ModelRuntime::Server {
         models_.erase(it);
       }
     }
+    dropped.reset();  // freed now unless an inference still holds it
+    rss_.restart_peak();  // so the next status does not report it held
     write_ok(context.getResults().initError());
     return kj::READY_NOW;
   }
@@ -250,6 +256,7 @@ class runtime_server final : public remote::ModelRuntime::Server {
   executor inference_;
   executor loading_;
   executor describing_;  // predictSize reads files apart from loads, so it never queues behind one
+  rss_meter rss_;
   std::mutex mutex_;
   std::map<std::string, entry> models_;
 };

@@ -3,6 +3,7 @@
 // inferences run on worker threads, so the event loop keeps answering status while a model loads.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,6 +24,10 @@ struct runtime_server_options {
   // The canonical repository roots whose models it loads; a load or size prediction of a file
   // whose root is not one of them (or has no root) is refused.
   std::vector<std::string> repositories;
+  // An open /proc/self/statm, read for status.rssBytes (the server owns it from now on); -1: the
+  // process's memory is not measured (rssBytes 0). Opened before the sandbox hides /proc.
+  int statm_fd = -1;
+  std::chrono::milliseconds rss_period{50};  // how often the process's memory is sampled
 };
 
 // The capability to serve; one object may serve several connections (they share its models).

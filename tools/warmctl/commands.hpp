@@ -10,6 +10,8 @@
 
 #include "connection.hpp"
 #include "offline_commands.hpp"
+#include "warm/error.hpp"
+#include "warm/runtime_types.hpp"
 
 namespace warm::ctl {
 
@@ -37,6 +39,16 @@ int check_status(warm::rpc::Status::Reader status);
 
 // Prints a usage error on stderr and returns exit_usage.
 int usage_error(const std::string& message);
+
+// A model's status, found the way an inference finds its model: `id` names a model, or a vmodel
+// (a served model's name and its labels are vmodels: docs/versions.md) whose active model it is.
+struct resolved_status {
+  model_status model;  // the model's, never in state not_found
+  std::string vmodel;  // `id` when it named a vmodel; empty for a model
+};
+// An unknown id, or a vmodel without an active model, is not_found; a server error is returned as
+// the server worded it. Throws connection_error like every call.
+expected<resolved_status> resolve_status(command_context& ctx, connection& c, const std::string& id);
 
 // register, unregister, status, ensure, models, vmodel {set,delete,status}
 void add_model_commands(CLI::App& app, command_context& ctx);

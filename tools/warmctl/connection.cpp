@@ -46,7 +46,12 @@ std::unique_ptr<connection> connection::open(kj::AsyncIoContext& io,
                                              const connect_options& options) {
   const std::string& addr = options.address;
   auto& timer = io.provider->getTimer();
-  const auto limit = options.timeout.count() * kj::MILLISECONDS;
+  // One deadline for every step, read from the monotonic clock itself: the timer's now() is the
+  // time the event loop last waited, which stands still while the REPL sits at its prompt, so a
+  // deadline taken from it would be long gone after a pause at the prompt. (The timer follows this
+  // clock: it fires once the loop sees the clock past the deadline.)
+  const kj::TimePoint deadline =
+      kj::systemPreciseMonotonicClock().now() + options.timeout.count() * kj::MILLISECONDS;
   // A timeout is OVERLOADED ("operation timed out"): say how long was waited.
   auto why = [&](const kj::Exception& e) {
     return e.getType() == kj::Exception::Type::OVERLOADED
@@ -55,8 +60,8 @@ std::unique_ptr<connection> connection::open(kj::AsyncIoContext& io,
   };
   std::unique_ptr<connection> conn;
   try {
-    auto address = timer.timeoutAfter(limit, io.provider->getNetwork().parseAddress(addr)).wait(io.waitScope);
-    auto stream = timer.timeoutAfter(limit, address->connect()).wait(io.waitScope);
+    auto address = timer.timeoutAt(deadline, io.provider->getNetwork().parseAddress(addr)).wait(io.waitScope);
+    auto stream = timer.timeoutAt(deadline, address->connect()).wait(io.waitScope);
     conn = std::make_unique<connection>(kj::mv(stream), addr);
   } catch (const kj::Exception& e) {
     throw connection_error("cannot connect to " + addr + " (is warmd running?): " + why(e));
@@ -67,7 +72,7 @@ std::unique_ptr<connection> connection::open(kj::AsyncIoContext& io,
   auto bootstrap = conn->rpc_->bootstrap(id);
   if (options.token_file.empty()) {
     try {  // the server's answer to the bootstrap: it serves this connection
-      timer.timeoutAfter(limit, bootstrap.whenResolved()).wait(io.waitScope);
+      timer.timeoutAt(deadline, bootstrap.whenResolved()).wait(io.waitScope);
     } catch (const kj::Exception& e) {
       throw connection_error("cannot connect to " + addr + " (is warmd running?): " + why(e));
     }
@@ -78,7 +83,7 @@ std::unique_ptr<connection> connection::open(kj::AsyncIoContext& io,
   auto request = bootstrap.castAs<warm::rpc::Authenticator>().authenticateRequest();
   request.setToken(token);
   try {
-    auto reply = timer.timeoutAfter(limit, request.send()).wait(io.waitScope);
+    auto reply = timer.timeoutAt(deadline, request.send()).wait(io.waitScope);
     if (reply.getStatus().getCode() != warm::rpc::Status::Code::OK)
       throw connection_error("authentication with " + addr +
                              " failed: " + auth_failure(reply.getStatus()));

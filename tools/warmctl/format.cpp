@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 
+#include "tensor_values.hpp"
 #include "warm/units.hpp"
 
 namespace warm::ctl {
@@ -32,12 +33,6 @@ std::string or_dash(const std::string& text) {
 }
 std::string state_text(model_state s) {
   return std::string(to_string(s));
-}
-
-std::vector<float> f32_values(const tensor& t) {
-  std::vector<float> values(t.data.size() / sizeof(float));
-  if (!values.empty()) std::memcpy(values.data(), t.data.data(), values.size() * sizeof(float));
-  return values;
 }
 
 std::string shape_text(const std::vector<std::uint64_t>& shape) {
@@ -267,10 +262,10 @@ json to_json(const infer_result& r) {
   json outputs = json::array();
   for (const auto& t : r.outputs) {
     json o = {{"name", t.name}, {"dtype", to_string(t.type)}, {"shape", t.shape}};
-    if (t.type == dtype::f32)
-      o["data"] = f32_values(t);
-    else
-      o["bytes"] = t.data.size();
+    json data = json::array();
+    for (std::size_t i = 0, n = element_count(t); i < n; ++i)
+      data.push_back(element_json(t, i));
+    o["data"] = std::move(data);
     outputs.push_back(std::move(o));
   }
   return {{"model", r.model},
@@ -332,8 +327,9 @@ json inspection_section(const inspection& s, std::string_view section) {
   return to_json(s);
 }
 
-void print_model_status(std::ostream& out, const model_status& s) {
-  table t({"id:", s.id});
+void print_model_status(std::ostream& out, const model_status& s, const std::string& vmodel) {
+  table t = vmodel.empty() ? table({"id:", s.id}) : table({"vmodel:", vmodel});
+  if (!vmodel.empty()) t.add({"id:", s.id});
   t.add({"state:", state_text(s.state)});
   t.add({"device:", or_dash(s.device)});
   t.add({"size:",
@@ -378,17 +374,13 @@ void print_infer_result(std::ostream& out, const infer_result& r) {
   constexpr std::size_t shown = 8;
   for (const auto& t : r.outputs) {
     out << t.name << " " << to_string(t.type) << " " << shape_text(t.shape) << "\n";
-    if (t.type != dtype::f32) {
-      out << "  (" << t.data.size() << " bytes)\n";
-      continue;
-    }
-    auto values = f32_values(t);
-    std::size_t width = t.shape.empty() ? values.size() : static_cast<std::size_t>(t.shape.back());
+    const std::size_t count = element_count(t);
+    std::size_t width = t.shape.empty() ? count : static_cast<std::size_t>(t.shape.back());
     if (width == 0) continue;
-    for (std::size_t row = 0; row * width < values.size(); ++row) {
+    for (std::size_t row = 0; row * width < count; ++row) {
       out << " ";
-      for (std::size_t c = 0; c < std::min(width, shown); ++c)
-        out << " " << fixed(values[row * width + c], 4);
+      for (std::size_t c = 0; c < std::min(width, shown) && row * width + c < count; ++c)
+        out << " " << element_text(t, row * width + c);
       if (width > shown) out << " ... (" << width << " values)";
       out << "\n";
     }

@@ -36,7 +36,7 @@ std::string dump_json(const json& doc, int indent = -1);
 json to_json(const warm::error& err);
 json to_json(const model_status& status);
 json to_json(const vmodel_status& status);
-json to_json(const infer_result& result);  // F32 outputs as numbers, others as byte counts
+json to_json(const infer_result& result);  // every output's values ("data"), as tensor_values.hpp
 json to_json(const model_event& event);
 json to_json(const inspection& snapshot);
 // One part of a snapshot: "devices", "queue" (queue and running loads), "cache" (residents per
@@ -45,8 +45,8 @@ json inspection_section(const inspection& snapshot, std::string_view section);
 json to_json(const cluster_info& info);
 
 // ---- people --------------------------------------------------------------------------------
-// "key: value" lines of one model.
-void print_model_status(std::ostream& out, const model_status& status);
+// "key: value" lines of one model; first "vmodel: VMODEL" when `vmodel` (the id asked for) is set.
+void print_model_status(std::ostream& out, const model_status& status, const std::string& vmodel = {});
 // One row per model: ID STATE DEVICE SIZE REQUESTS HITS RPS IDLE.
 void print_models(std::ostream& out, const std::vector<model_status>& models);
 void print_vmodel_status(std::ostream& out, const vmodel_status& status);

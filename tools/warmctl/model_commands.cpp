@@ -139,18 +139,6 @@ void add_retry(CLI::App& app, command_context& ctx) {
   });
 }
 
-// The model's status; an unknown id is a not_found error (exit 1).
-expected<model_status> fetch_status(command_context& ctx, connection& c, const std::string& id) {
-  auto req = c.warm().getModelStatusRequest();
-  req.setId(id);
-  auto reply = ctx.s.wait(req.send());
-  if (auto st = r::from_capnp(reply.getStatus()); !st) return st.error();
-  auto status = r::from_capnp(reply.getModel());
-  if (status.state == model_state::not_found)
-    return make_error(errc::not_found, "no model '" + id + "'");
-  return status;
-}
-
 int print_error(const warm::error& err) {
   std::cerr << "warmctl: " << err.to_string() << "\n";
   return exit_server_error;
@@ -166,20 +154,21 @@ void add_status(CLI::App& app, command_context& ctx) {
   cmd->callback([&ctx, id, version] {
     if (!version->empty()) *id += "@" + *version;
     run_rpc(ctx, [&](connection& c) {
-      auto status = fetch_status(ctx, c, *id);
-      if (!status) return print_error(status.error());
+      auto resolved = resolve_status(ctx, c, *id);
+      if (!resolved) return print_error(resolved.error());
+      const auto& status = resolved->model;
       // In a cluster, where the model's copies are and who loads it (left out when the server
       // runs alone or does not answer clusterInfo).
       std::optional<cluster_copies> where;
-      if (status->state != warm::model_state::not_found) {
-        auto reply = ctx.s.wait(c.warm().clusterInfoRequest().send());
-        if (reply.getStatus().getCode() == r::Status::Code::OK && reply.getCluster().getEnabled())
-          where = copies_of(r::from_capnp(reply.getCluster()), status->id);
-      }
+      auto reply = ctx.s.wait(c.warm().clusterInfoRequest().send());
+      if (reply.getStatus().getCode() == r::Status::Code::OK && reply.getCluster().getEnabled())
+        where = copies_of(r::from_capnp(reply.getCluster()), status.id);
       if (ctx.options.json) {
-        std::cout << dump_json(where ? to_json(*status, *where) : to_json(*status), 2) << "\n";
+        auto doc = where ? to_json(status, *where) : to_json(status);
+        if (!resolved->vmodel.empty()) doc["vmodel"] = resolved->vmodel;
+        std::cout << dump_json(doc, 2) << "\n";
       } else {
-        print_model_status(std::cout, *status);
+        print_model_status(std::cout, status, resolved->vmodel);
         if (where) print_copies(std::cout, *where);
       }
       return exit_ok;
@@ -342,6 +331,48 @@ void add_vmodel(CLI::App& app, command_context& ctx) {
 }
 
 }  // namespace
+
+expected<resolved_status> resolve_status(command_context& ctx, connection& c, const std::string& id) {
+  auto model_status_of = [&](const std::string& model) -> expected<model_status> {
+    auto req = c.warm().getModelStatusRequest();
+    req.setId(model);
+    auto reply = ctx.s.wait(req.send());
+    if (auto st = r::from_capnp(reply.getStatus()); !st) return st.error();
+    return r::from_capnp(reply.getModel());
+  };
+  auto status = model_status_of(id);
+  if (!status) return status.error();
+  if (status->state != model_state::not_found) return resolved_status{std::move(*status), {}};
+  auto active_of = [&](const std::string& vmodel) -> expected<std::string> {  // a vmodel's active model
+    auto req = c.warm().getVModelStatusRequest();
+    req.setId(vmodel);
+    auto reply = ctx.s.wait(req.send());
+    if (auto st = r::from_capnp(reply.getStatus()); !st) return st.error();
+    return r::to_std(reply.getVmodel().getActive());
+  };
+  auto active = active_of(id);
+  if (!active && active.error().code == errc::not_found) {
+    // NAME@V: say what NAME is, when it is something (a version that is not served, or a model
+    // registered on its own, whose version directory is not part of its id).
+    std::string hint;
+    if (auto at = id.rfind('@'); at != std::string::npos && at > 0) {
+      auto name = id.substr(0, at);
+      auto model = model_status_of(name);
+      if (model && model->state != model_state::not_found)
+        hint = ": '" + name + "' is a model registered on its own, not a served model with versions";
+      else if (active_of(name))
+        hint = "; `warmctl versions " + name + "` lists the versions and labels '" + name + "' serves";
+    }
+    return make_error(errc::not_found, "no model or vmodel '" + id + "' is registered" + hint);
+  }
+  if (!active) return active.error();
+  if (active->empty()) return make_error(errc::not_found, "vmodel '" + id + "' serves no model yet");
+  status = model_status_of(*active);
+  if (!status) return status.error();
+  if (status->state == model_state::not_found)
+    return make_error(errc::not_found, "vmodel '" + id + "' serves '" + *active + "', which is not registered");
+  return resolved_status{std::move(*status), id};
+}
 
 void add_model_commands(CLI::App& app, command_context& ctx) {
   add_register(app, ctx);

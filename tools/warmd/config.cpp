@@ -167,8 +167,8 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
   app.add_option("--batch-queue", c.batch_queue, "Dynamic batching: requests queued per model before refusing")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--http", c.http, "Serve KServe V2 HTTP and /metrics on HOST:PORT (loopback unless --allow-remote)");
-  app.add_option("--grpc", c.grpc, "Serve KServe V2 over gRPC on HOST:PORT (loopback unless --allow-remote)");
+  app.add_option("--http", c.http, "Serve KServe V2 HTTP and /metrics on HOST:PORT (loopback unless --allow-remote) or unix:PATH (mode 0600, no token)");
+  app.add_option("--grpc", c.grpc, "Serve KServe V2 over gRPC on HOST:PORT (loopback unless --allow-remote) or unix:PATH (mode 0600, no token)");
   app.add_option("--http-threads", c.http_threads, "HTTP requests served at once (a miss holds one while it loads)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));

@@ -88,14 +88,16 @@ void raise_open_file_limit(std::uint64_t connections) {
         limit.rlim_cur, connections, own);
 }
 
-// Where a front (--http, --grpc) listens and who may use it, from its flag's HOST:PORT; nothing
-// when the value is not HOST:PORT. The token is set once it is read.
+// Where a front (--http, --grpc) listens and who may use it, from its flag's HOST:PORT or
+// unix:PATH; nothing when the value is neither. The token is set once it is read (TCP only: a
+// unix socket's mode 0600 is its access rule).
 std::optional<warm::net::front_access> front_access(
     const std::string& value, bool allow_remote,
     std::shared_ptr<warm::net::login_limiter> limiter) {
   auto address = warm::warmd::parse_listen_address(value);
-  if (!address || address->is_unix) return std::nullopt;
+  if (!address) return std::nullopt;
   warm::net::front_access access;
+  if (address->is_unix) access.unix_path = address->path;
   access.host = address->host;
   access.port = address->port;
   access.allow_remote = allow_remote;
@@ -243,7 +245,7 @@ int main(int argc, char** argv) {
   std::optional<warm::grpc_front::front_options> grpc_options;
   if (!c.grpc.empty()) {
     auto access = front_access(c.grpc, c.allow_remote, limiter);
-    if (!access) return usage("--grpc takes HOST:PORT, not \"" + c.grpc + "\"");
+    if (!access) return usage("--grpc takes HOST:PORT or unix:PATH, not \"" + c.grpc + "\"");
     grpc_options.emplace();
     static_cast<warm::net::front_access&>(*grpc_options) = std::move(*access);
     grpc_options->max_request_bytes = *request_bytes;
@@ -259,7 +261,7 @@ int main(int argc, char** argv) {
   std::optional<warm::http::front_options> http_options;
   if (!c.http.empty()) {
     auto access = front_access(c.http, c.allow_remote, limiter);
-    if (!access) return usage("--http takes HOST:PORT, not \"" + c.http + "\"");
+    if (!access) return usage("--http takes HOST:PORT or unix:PATH, not \"" + c.http + "\"");
     http_options.emplace();
     static_cast<warm::net::front_access&>(*http_options) = std::move(*access);
     http_options->max_request_bytes = *request_bytes;
@@ -296,18 +298,18 @@ int main(int argc, char** argv) {
     if (!token) return usage(token.error().message);
     service_options.token = *token;
 #if WARM_HAVE_GRPC
-    if (grpc_options) grpc_options->token = *token;
+    if (grpc_options && grpc_options->unix_path.empty()) grpc_options->token = *token;
 #endif
-    if (http_options) http_options->token = std::move(*token);
+    if (http_options && http_options->unix_path.empty()) http_options->token = std::move(*token);
   } else {
     auto open_to_local_users = [](const std::string& front, const std::string& address) {
       spdlog::warn("{} on {} has no token: every local user may use it (--token-file)", front,
                    address);
     };
 #if WARM_HAVE_GRPC
-    if (grpc_options) open_to_local_users("gRPC", c.grpc);
+    if (grpc_options && grpc_options->unix_path.empty()) open_to_local_users("gRPC", c.grpc);
 #endif
-    if (http_options) open_to_local_users("HTTP", c.http);
+    if (http_options && http_options->unix_path.empty()) open_to_local_users("HTTP", c.http);
     for (const auto& address : c.listen)
       if (address.rfind("unix:", 0) != 0) open_to_local_users("Cap'n Proto", address);
   }

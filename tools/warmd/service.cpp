@@ -19,6 +19,7 @@
 
 #include "acceptor.hpp"
 #include "net/loopback.hpp"
+#include "net/listen.hpp"
 #include "warm/runtime.hpp"
 
 namespace warm::warmd {
@@ -64,23 +65,10 @@ namespace {
 // A unix socket path that exists: replace it when nobody accepts on it, refuse otherwise.
 expected<void> clear_stale_socket(const std::string& path) {
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return {};  // nothing there
-  if (!S_ISSOCK(st.st_mode))
-    return make_error(errc::invalid_argument, path + " exists and is not a socket");
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return make_error(errc::unavailable, std::string("socket: ") + std::strerror(errno));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  int err = errno;
-  ::close(fd);
-  if (rc == 0) return make_error(errc::unavailable, path + " is in use by another server");
-  if (err != ECONNREFUSED && err != ENOENT)
-    return make_error(errc::unavailable, path + ": " + std::strerror(err));
-  spdlog::info("removing stale socket {}", path);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    return make_error(errc::unavailable, "cannot remove " + path + ": " + std::strerror(errno));
+  const bool there = ::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+  if (auto why = net::clear_stale_socket(path); !why.empty())
+    return make_error(why.find("not a socket") != std::string::npos ? errc::invalid_argument : errc::unavailable, why);
+  if (there) spdlog::info("removed stale socket {}", path);
   return {};
 }
 
