@@ -42,7 +42,8 @@ json must_parse(const std::string& body) {
 }
 
 bool same(const warm::http::v2_request& a, const warm::http::v2_request& b) {
-  if (a.id != b.id || a.binary_output != b.binary_output || a.request.inputs.size() != b.request.inputs.size())
+  if (a.id != b.id || a.binary_output != b.binary_output || a.outputs != b.outputs ||
+      a.output_binary != b.output_binary || a.request.inputs.size() != b.request.inputs.size())
     return false;
   for (std::size_t i = 0; i < a.request.inputs.size(); ++i) {
     const auto& x = a.request.inputs[i];
