@@ -1011,8 +1011,9 @@ TEST_CASE("warmd: a 64 MiB body of empty objects gets 400 without its DOM; warmd
   auto after = peak_rss(d.pid());
   INFO("warmd's peak RSS went from " << before / (1 << 20) << " MiB to " << after / (1 << 20) << " MiB; the request took "
                                      << took << " ms");
-  // The body itself (64 MiB, read once into one buffer) and little more; the DOM took ~2.3 GB.
-  CHECK(after - std::min(after, before) < (160ull << 20));
+  // The body (64 MiB, read by the gate in 1 MiB blocks, then once into the request's buffer) and
+  // little more, with room for AddressSanitizer's quarantine of freed blocks; the DOM took ~2.3 GB.
+  CHECK(after - std::min(after, before) < (256ull << 20));
   CHECK(c.Get("/v2/health/live")->status == 200);
   CHECK(d.stop() == 0);
 }
