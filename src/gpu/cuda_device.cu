@@ -362,12 +362,18 @@ expected<float*> cuda_device::reserve_scratch(std::uint64_t floats) {
 
 expected<int> cuda_device_count() {
   int count = 0;
-  // Without a GPU or driver this fails (35, insufficient driver): the reason users see.
+  // Without a GPU or driver this fails (35, insufficient driver; 100, no device): said so first,
+  // CUDA's own words after.
   if (const cudaError_t status = cudaGetDeviceCount(&count); !ok(status)) {
     (void)cudaGetLastError();
-    return make_error(errc::unavailable, std::string("no CUDA device: ") + describe(status));
+    const bool none = status == cudaErrorInsufficientDriver || status == cudaErrorNoDevice;
+    return make_error(errc::unavailable,
+                      std::string("no CUDA device: ") +
+                          (none ? std::string("this machine has no NVIDIA GPU with a working driver (CUDA: ") +
+                                      describe(status) + ")"
+                                : std::string(describe(status))));
   }
-  if (count <= 0) return make_error(errc::unavailable, "no CUDA device: none found");
+  if (count <= 0) return make_error(errc::unavailable, "no CUDA device: this machine has no NVIDIA GPU");
   return count;
 }
 
