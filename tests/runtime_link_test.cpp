@@ -450,9 +450,12 @@ struct warmd_client {
 TEST_CASE("warmd supervises its runtimes: they die with it and start again with it") {
   warm::test::warmd_process warmd;
   warmd.device = "host:1KiB";  // the runtime has more room: models go there
+  warmd.log_level = "info";
   warmd.write_model("m", {16, 8});
   std::vector<std::string> args{"--runtime", "r1=" + runtime_exe() + " --capacity 64KiB"};
   warmd.start(args);
+  CHECK(eventually([&] { return warmd.log().find("warmd ready: 2 device(s) (1 of them model runtimes)") !=
+                                std::string::npos; }, 5s));
   pid_t first = 0;
   {
     warmd_client c(warmd.address());

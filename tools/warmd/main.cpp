@@ -533,8 +533,10 @@ int main(int argc, char** argv) {
   }
   for (const auto& address : (*service)->bound())
     spdlog::info("listening on {}", address);
-  spdlog::info("warmd ready: {} device(s), policy {}, state {}", c.device.size(), c.policy,
-               c.state);
+  spdlog::info("warmd ready: {} device(s){}, policy {}, state {}", c.device.size() + c.runtime.size(),
+               c.runtime.empty() ? std::string()
+                                 : " (" + std::to_string(c.runtime.size()) + " of them model runtimes)",
+               c.policy, c.state);
 
   ::pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);  // pending stop signals arrive now
   // poll() before read(): ThreadSanitizer runs a deferred handler only inside calls it knows to
