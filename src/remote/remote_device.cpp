@@ -84,6 +84,9 @@ expected<std::pair<int, pid_t>> spawn_runtime(const std::string& command, const 
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);  // warmd is already gone
+    // A process group of its own: a terminal's Ctrl-C (SIGINT to the foreground group) reaches
+    // warmd alone, which stops its runtimes itself instead of seeing them killed under it.
+    setpgid(0, 0);
     int child_end = fds[1];
     if (child_end == 3) child_end = fcntl(3, F_DUPFD_CLOEXEC, 4);
     if (child_end < 0 || dup2(child_end, 3) < 0) _exit(126);  // dup2 clears close-on-exec
