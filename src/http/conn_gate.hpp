@@ -83,6 +83,8 @@ head_scan scan_head(std::string_view bytes, const head_limits& limits, head_prog
 // "Content-Length: 0" before that line in that case. Header names are matched without regard to
 // case, at line starts only. Returns whether it inserted. Pure.
 bool frame_bodyless_request(std::string& bytes, std::size_t empty_line_start);
+// The line frame_bodyless_request inserts.
+inline constexpr std::string_view bodyless_framing = "Content-Length: 0\r\n";
 
 // What the gate reads from a complete head (its bytes up to where its final empty line starts,
 // head_progress::line_start after a complete scan) to decide who reads the body. Header names are

@@ -5,21 +5,10 @@
 #include "net/login_limiter.hpp"
 #include "net/peer_proof.hpp"
 #include "net/token.hpp"
+#include "rpc/bytes.hpp"
 #include "rpc/convert.hpp"
 
 namespace warm::rpc {
-
-namespace {
-
-std::string to_bytes(capnp::Data::Reader data) {
-  return std::string(reinterpret_cast<const char*>(data.begin()), data.size());
-}
-
-capnp::Data::Reader as_data(const std::string& bytes) {
-  return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size());
-}
-
-}  // namespace
 
 authenticator::authenticator(std::string token, Warm::Client warm, login_options login)
     : token_(std::move(token)), warm_(kj::mv(warm)), login_(std::move(login)) {}

@@ -236,28 +236,29 @@ expected<void> check_outputs(const std::vector<tensor>& outputs, const model_io&
                         "; the model declares " + std::to_string(specs.size()) + " (" + names_of(specs) + ")");
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const auto& t = outputs[i];
-    auto name = "output '" + output_name(outputs, io, i) + "'";
+    // Named only when refused: this runs on every inference, the cache-hit path included.
+    auto name = [&] { return "output '" + output_name(outputs, io, i) + "'"; };
     if (i < specs.size() && specs[i].known) {
       const auto& spec = specs[i];
       if (t.type != spec.type)
-        return wrong_output(name + " of " + std::string(to_string(t.type)) + "; the model declares " + describe(spec));
+        return wrong_output(name() + " of " + std::string(to_string(t.type)) + "; the model declares " + describe(spec));
       if (t.shape.size() != spec.shape.size())
-        return wrong_output(name + " of rank " + std::to_string(t.shape.size()) + "; the model declares " +
+        return wrong_output(name() + " of rank " + std::to_string(t.shape.size()) + "; the model declares " +
                             describe(spec));
       for (std::size_t d = 0; d < spec.shape.size(); ++d)
         if (spec.shape[d] >= 0 && t.shape[d] != static_cast<std::uint64_t>(spec.shape[d]))
-          return wrong_output(name + " of shape " + shape_text(t.shape) + "; the model declares " + describe(spec));
+          return wrong_output(name() + " of shape " + shape_text(t.shape) + "; the model declares " + describe(spec));
     }
     if (io.batched) {
       if (t.shape.empty())
-        return wrong_output(name + " without a batch dimension for a batch of " + std::to_string(batch));
+        return wrong_output(name() + " without a batch dimension for a batch of " + std::to_string(batch));
       if (t.shape.front() != batch)
-        return wrong_output(name + " of " + std::to_string(t.shape.front()) + " row" +
+        return wrong_output(name() + " of " + std::to_string(t.shape.front()) + " row" +
                             (t.shape.front() == 1 ? "" : "s") + " for a batch of " + std::to_string(batch));
     }
     auto bytes = bytes_of(t.shape, t.type);
     if (!bytes || t.data.size() != *bytes)
-      return wrong_output(name + " of " + std::to_string(t.data.size()) + " bytes; its shape " + shape_text(t.shape) +
+      return wrong_output(name() + " of " + std::to_string(t.data.size()) + " bytes; its shape " + shape_text(t.shape) +
                           " of " + std::string(to_string(t.type)) + " needs " +
                           (bytes ? std::to_string(*bytes) : std::string("more than 2^62")));
   }

@@ -1,20 +1,9 @@
 #include "peer_links.hpp"
 
 #include "net/peer_proof.hpp"
+#include "rpc/bytes.hpp"
 
 namespace warm::warmd {
-
-namespace {
-
-std::string bytes(capnp::Data::Reader data) {
-  return std::string(reinterpret_cast<const char*>(data.begin()), data.size());
-}
-
-capnp::Data::Reader as_data(const std::string& bytes) {
-  return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size());
-}
-
-}  // namespace
 
 peer_links::peer_links(kj::AsyncIoProvider& io, std::string token,
                        std::chrono::milliseconds connect_timeout)
@@ -57,12 +46,12 @@ std::shared_ptr<peer_link> peer_links::get(const std::string& address) {
             return auth.challengeRequest().send().then(
                 [this, auth, address = p->address](
                     capnp::Response<rpc::Authenticator::ChallengeResults>&& c) mutable {
-                  auto server_nonce = bytes(c.getNonce());
+                  auto server_nonce = rpc::to_bytes(c.getNonce());
                   auto client_nonce = net::peer_nonce();
                   auto prove = auth.proveRequest();
                   prove.setAddress(address);
-                  prove.setNonce(as_data(client_nonce));
-                  prove.setProof(as_data(net::peer_proof(token_, net::peer_role::caller, server_nonce,
+                  prove.setNonce(rpc::as_data(client_nonce));
+                  prove.setProof(rpc::as_data(net::peer_proof(token_, net::peer_role::caller, server_nonce,
                                                       client_nonce, address)));
                   return prove.send().then(
                       [this, server_nonce, client_nonce,
@@ -70,7 +59,7 @@ std::shared_ptr<peer_link> peer_links::get(const std::string& address) {
                         if (reply.getStatus().getCode() != rpc::Status::Code::OK)
                           KJ_FAIL_REQUIRE("the peer refused this instance's login",
                                           reply.getStatus().getMessage());
-                        if (!net::peer_proof_matches(bytes(reply.getProof()), token_,
+                        if (!net::peer_proof_matches(rpc::to_bytes(reply.getProof()), token_,
                                                      net::peer_role::listener, server_nonce,
                                                      client_nonce, address))
                           KJ_FAIL_REQUIRE("the peer does not hold the cluster's token", address);
