@@ -51,6 +51,8 @@ void set_status(Status::Builder out, Status::Code code, std::string_view message
 expected<void> from_capnp(Status::Reader status);
 // An optional error field (ModelStatus.lastError, ModelEvent.error, ...): nullopt when OK.
 std::optional<warm::error> optional_error(Status::Reader status);
+// The other way: OK for nullopt.
+void to_capnp(const std::optional<warm::error>& err, Status::Builder out);
 
 // ---- enums ---------------------------------------------------------------------------------
 

@@ -1,5 +1,7 @@
 #include "warm/runtime.hpp"
 
+#include "runtime/runtime_impl.hpp"
+
 #include <caf/all.hpp>
 
 #include <cstring>
@@ -22,51 +24,9 @@
 
 namespace warm {
 
-struct runtime_impl {
-  runtime_options options;
-  std::shared_ptr<const clock> time;
-  std::vector<std::shared_ptr<device>> devices;
-  std::shared_ptr<route_table> routes = std::make_shared<route_table>();
-  std::unique_ptr<caf::actor_system_config> config;
-  std::unique_ptr<caf::actor_system> system;
-  registry_actor registry;
-  version_manager_actor versions;  // the served models
-  std::shared_ptr<dir_watch> watcher;  // wakes it when their directories change (null: polling alone)
-  loader_pool_actor pool;
-  scorer_actor scorer;  // only when a policy rescores
-  watch_hub_actor hub;
-  std::atomic<std::uint64_t> next_watch{1};
-  std::vector<device_actor> device_actors;
-  std::unique_ptr<warm::batcher> batcher;     // the batch queues of the models that batch
-  std::unique_ptr<warm::executor> executor;  // runs inferences after a miss
-  // One thread freeing withdrawn weights (munmap, cudaFree) for the device actors; declared after
-  // the devices, so it is gone before them.
-  std::unique_ptr<warm::executor> reclaimer;
-  // One thread for the registry's file reads that answer a describe (a large header is parsed
-  // there, never on the registry's thread).
-  std::unique_ptr<warm::executor> describer;
-  std::shared_ptr<runtime_metrics> metrics;
-};
+using runtime_detail::promised;
 
 namespace {
-
-// A callback that fulfils a future. If every copy of the callback is destroyed without being
-// called (a request dropped from a mailbox at shutdown), the future gets `unavailable` instead of
-// a broken promise.
-template <class T>
-std::pair<callback<T>, std::future<expected<T>>> promised() {
-  struct once {
-    std::promise<expected<T>> promise;
-    std::atomic<bool> done{false};
-    void set(expected<T> r) {
-      if (!done.exchange(true)) promise.set_value(std::move(r));
-    }
-    ~once() { set(make_error(errc::unavailable, "the warm runtime stopped before answering")); }
-  };
-  auto state = std::make_shared<once>();
-  auto future = state->promise.get_future();
-  return {[state](expected<T> r) { state->set(std::move(r)); }, std::move(future)};
-}
 
 // Runs the inference for a held lease on inputs check_inputs accepted (`batch` rows) and packages
 // the result, its outputs checked against the model's declaration. The lease is released before
@@ -358,64 +318,6 @@ void runtime::ensure_loaded(const std::string& id, bool sync, callback<void> don
 std::future<expected<void>> runtime::ensure_loaded(const std::string& id, bool sync) {
   auto [cb, future] = promised<void>();
   ensure_loaded(id, sync, std::move(cb));
-  return std::move(future);
-}
-
-// ---- vmodels --------------------------------------------------------------------------------
-
-void runtime::set_vmodel(const std::string& id, const std::string& target, bool auto_delete_target,
-                         std::optional<std::string> expected_target, callback<warm::vmodel_status> done) {
-  caf::anon_send(impl_->registry,
-                 msg::set_vmodel{id, target, auto_delete_target, std::move(expected_target), std::move(done)});
-}
-
-std::future<expected<vmodel_status>> runtime::set_vmodel(const std::string& id, const std::string& target,
-                                                         bool auto_delete_target,
-                                                         std::optional<std::string> expected_target) {
-  auto [cb, future] = promised<warm::vmodel_status>();
-  set_vmodel(id, target, auto_delete_target, std::move(expected_target), std::move(cb));
-  return std::move(future);
-}
-
-void runtime::delete_vmodel(const std::string& id, callback<void> done) {
-  caf::anon_send(impl_->registry, msg::delete_vmodel{id, std::move(done)});
-}
-
-std::future<expected<void>> runtime::delete_vmodel(const std::string& id) {
-  auto [cb, future] = promised<void>();
-  delete_vmodel(id, std::move(cb));
-  return std::move(future);
-}
-
-void runtime::vmodel_status(const std::string& id, callback<warm::vmodel_status> done) {
-  caf::anon_send(impl_->registry, msg::get_vmodel_status{id, std::move(done)});
-}
-
-std::future<expected<vmodel_status>> runtime::vmodel_status(const std::string& id) {
-  auto [cb, future] = promised<warm::vmodel_status>();
-  vmodel_status(id, std::move(cb));
-  return std::move(future);
-}
-
-// ---- served models --------------------------------------------------------------------------
-
-void runtime::serve(served_models_config config, callback<void> done) {
-  caf::anon_send(impl_->versions, msg::serve_models{std::move(config), std::move(done)});
-}
-
-std::future<expected<void>> runtime::serve(served_models_config config) {
-  auto [cb, future] = promised<void>();
-  serve(std::move(config), std::move(cb));
-  return std::move(future);
-}
-
-void runtime::served(callback<std::vector<served_model_status>> done) {
-  caf::anon_send(impl_->versions, msg::served_status{std::move(done)});
-}
-
-std::future<expected<std::vector<served_model_status>>> runtime::served() {
-  auto [cb, future] = promised<std::vector<served_model_status>>();
-  served(std::move(cb));
   return std::move(future);
 }
 
