@@ -1012,8 +1012,14 @@ TEST_CASE("warmd: a 64 MiB body of empty objects gets 400 without its DOM; warmd
   INFO("warmd's peak RSS went from " << before / (1 << 20) << " MiB to " << after / (1 << 20) << " MiB; the request took "
                                      << took << " ms");
   // The body (64 MiB, read by the gate in 1 MiB blocks, then once into the request's buffer) and
-  // little more, with room for AddressSanitizer's quarantine of freed blocks; the DOM took ~2.3 GB.
-  CHECK(after - std::min(after, before) < (256ull << 20));
+  // little more; the DOM took ~2.3 GB. AddressSanitizer keeps freed blocks in quarantine: its
+  // builds get room for them.
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr std::uint64_t bound = 256ull << 20;
+#else
+  constexpr std::uint64_t bound = 160ull << 20;
+#endif
+  CHECK(after - std::min(after, before) < bound);
   CHECK(c.Get("/v2/health/live")->status == 200);
   CHECK(d.stop() == 0);
 }
