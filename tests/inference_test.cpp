@@ -149,6 +149,12 @@ TEST_CASE("inspection shows devices, residents, models and counters") {
   test::runtime_fixture f({"a", "b"});
   f.register_all();
   REQUIRE(f.rt->infer({"a", {test::input()}}).get());
+  // Its only use so far was the miss that loaded it: a use, and idle since.
+  auto first = f.rt->inspect().get();
+  REQUIRE(first);
+  REQUIRE(first->devices.at(0).resident.size() == 1);
+  CHECK(first->devices[0].resident[0].uses == 1);
+  CHECK(first->devices[0].resident[0].idle_seconds >= 0);
   REQUIRE(f.rt->infer({"a", {test::input()}}).get());
   auto snapshot = f.rt->inspect().get();
   REQUIRE(snapshot);
@@ -161,7 +167,7 @@ TEST_CASE("inspection shows devices, residents, models and counters") {
   CHECK(dev.used == test::small_model_bytes);
   REQUIRE(dev.resident.size() == 1);
   CHECK(dev.resident[0].model == "a");
-  CHECK(dev.resident[0].uses == 1);  // the hit; the miss was the load's own reference
+  CHECK(dev.resident[0].uses == 2);  // the miss that waited for the load, and the hit
   REQUIRE(snapshot->models.size() == 1);  // only models used so far have actors
   CHECK(snapshot->models[0].id == "a");
   CHECK(snapshot->models[0].requests == 2);

@@ -86,6 +86,27 @@ TEST_CASE("a withdrawn slot refuses leases and frees its weights when the last l
   CHECK(events.size() == 1);
 }
 
+TEST_CASE("a request that waited for the load is served but not a use: the load was its reference") {
+  loaded l;
+  serving_slot slot("m", *l.dev, l.weights(), [](serving_slot::event) {});
+  auto waited = slot.try_acquire(timestamp{} + std::chrono::seconds(3), false);
+  REQUIRE(waited);
+  CHECK(slot.uses() == 0);  // what the policy is told: nothing beyond the load
+  CHECK(slot.served() == 1);  // what an operator sees
+  CHECK(slot.last_used() == timestamp{} + std::chrono::seconds(3));
+  auto hit = slot.try_acquire(timestamp{} + std::chrono::seconds(4));
+  CHECK(slot.uses() == 1);
+  CHECK(slot.served() == 2);
+  CHECK(slot.last_used() == timestamp{} + std::chrono::seconds(4));
+  hit.reset();
+  waited.reset();
+  slot.withdraw();
+  CHECK_FALSE(slot.try_acquire({}, false));  // refused: neither a use nor served
+  CHECK_FALSE(slot.try_acquire({}));
+  CHECK(slot.uses() == 1);
+  CHECK(slot.served() == 2);
+}
+
 TEST_CASE("notify_when_idle reports the next time the in-flight count drops to zero") {
   loaded l;
   std::vector<serving_slot::event> events;

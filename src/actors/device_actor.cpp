@@ -290,7 +290,7 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
           self->send(s.pool, msg::models_lost{s.config.index, {m.model},
                                               make_error(errc::unavailable, dev.name() + ": " + m.model +
                                                                                 " was lost with the runtime that loaded it"),
-                                              std::chrono::nanoseconds(0)});
+                                              std::chrono::nanoseconds(0), {}});
         }
         tell_pool_if_waiting(self);  // a new model may be a victim for a waiting load
       },
@@ -369,8 +369,9 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
           }
           ++ranked_residents;
           auto& slot = *it->second.slot;
-          auto idle = slot.uses() ? std::chrono::duration<double>(now - slot.last_used()).count() : -1;
-          info.resident.push_back({ranked.model, slot.bytes(), slot.in_flight(), slot.uses(), idle, ranked.score,
+          auto served = slot.served();
+          auto idle = served ? std::chrono::duration<double>(now - slot.last_used()).count() : -1;
+          info.resident.push_back({ranked.model, slot.bytes(), slot.in_flight(), served, idle, ranked.score,
                                    it->second.predicted, it->second.measured});
         }
         info.untracked += s.residents.size() - ranked_residents;

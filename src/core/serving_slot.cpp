@@ -34,7 +34,7 @@ serving_slot::lease serving_slot::try_acquire(timestamp now, bool count_use) {
     release();
     return lease{};
   }
-  if (!count_use) return lease{this};
+  if (!count_use) waited_.fetch_add(1, std::memory_order_relaxed);
   auto ticks = now.time_since_epoch().count();
   if (ticks - last_used_.load(std::memory_order_relaxed) > last_used_resolution)
     last_used_.store(ticks, std::memory_order_relaxed);

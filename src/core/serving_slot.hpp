@@ -81,7 +81,8 @@ class serving_slot : public std::enable_shared_from_this<serving_slot> {
   };
 
   // A lease, or an empty one once the slot is withdrawn. Records a use at `now` unless
-  // `count_use` is false (requests that waited for the load: the load was their reference).
+  // `count_use` is false (requests that waited for the load: the load was their reference, so
+  // uses() leaves them out; served() and last_used() count them).
   // The caller keeps the slot alive (holds its shared_ptr) for as long as the lease lives.
   lease try_acquire(timestamp now, bool count_use = true);
 
@@ -109,6 +110,9 @@ class serving_slot : public std::enable_shared_from_this<serving_slot> {
            refused_.load(std::memory_order_relaxed);
   }
   timestamp last_used() const { return timestamp{timestamp::duration{last_used_.load(std::memory_order_relaxed)}}; }
+  // Every lease granted: uses() and the requests that waited for the load (what an operator calls
+  // the model's uses while it is resident; last_used() covers both). Relaxed: for inspection.
+  std::uint64_t served() const { return uses() + waited_.load(std::memory_order_relaxed); }
 
  private:
   void release();
@@ -137,6 +141,7 @@ class serving_slot : public std::enable_shared_from_this<serving_slot> {
   std::atomic<bool> quiesced_{false};
   std::atomic<bool> want_idle_{false};
   std::atomic<std::uint64_t> refused_{0};
+  std::atomic<std::uint64_t> waited_{0};  // leases granted with count_use false
   std::atomic<timestamp::duration::rep> last_used_{0};
 };
 

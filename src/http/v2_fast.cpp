@@ -178,10 +178,12 @@ std::optional<v2_request> fast_decode_infer_request(std::string_view json,
       std::string_view id;
       if (field.value.get_string().get(id)) return std::nullopt;
       out.id = std::string(id);
-    } else if (key == "inputs"    ? field.value.get_array().get(inputs)
-               : key == "outputs" ? field.value.get_array().get(outputs)
-                                  : (parameters = field.value, false)) {
-      return std::nullopt;
+    } else if (key == "inputs") {
+      if (field.value.get_array().get(inputs)) return std::nullopt;
+    } else if (key == "outputs") {
+      if (field.value.get_array().get(outputs)) return std::nullopt;
+    } else {
+      parameters = field.value;
     }
   }
   if (!has_inputs || inputs.size() == 0 || inputs.size() > max_list) return std::nullopt;
