@@ -88,6 +88,8 @@ struct ModelStatus {
   inputs @19 :List(TensorSpec);  # what it takes, in forward()'s order
   outputs @20 :List(TensorSpec); # what it gives
   batched @21 :Bool;           # every tensor's first dimension is the batch
+  version @22 :UInt64;         # the version directory it is served from (registered, or chosen
+                               # at registration: the highest); 0 for a file named directly
 }
 
 struct TensorSpec {

@@ -6,8 +6,8 @@ started. etcd must not be among them: the instances leave the cluster through it
 leases), so it has to outlive them. With etcd gone first, each instance retried etcd until its
 deadline (seconds) and logged etcd errors on the way out.
 
-Checks that every process is gone within a few seconds of the Ctrl-C, that the instances' logs
-show no etcd errors, and that etcd logged the instances' leases revoked before it stopped.
+Checks that every process is gone within a few seconds of the Ctrl-C, that etcd went after the
+last instance, and that the instances' logs show no etcd errors.
 Takes about 5 s. Skipped (77) without etcd. Usage: cluster_script_test.py WARMD WARMCTL SOURCE_ROOT
 """
 
@@ -39,10 +39,11 @@ def check(ok, what):
 
 
 def alive(pid):
+    """Running: neither gone nor a zombie (tools/cluster, their parent, reaps them in its own order)."""
     try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
 
 
@@ -77,30 +78,35 @@ with tempfile.TemporaryDirectory() as tmp:
 
     started = time.monotonic()
     os.killpg(script.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+    # When each process is first seen gone (polled every 10 ms).
+    gone = {}
+    while time.monotonic() - started < 30 and len(gone) < len(etcd_pids) + len(warmd_pids):
+        for pid in etcd_pids + warmd_pids:
+            if pid not in gone and not alive(pid):
+                gone[pid] = time.monotonic() - started
+        time.sleep(0.01)
     try:
         rest, _ = script.communicate(timeout=30)
         shown += rest
     except subprocess.TimeoutExpired:
         os.killpg(script.pid, signal.SIGKILL)
         check(False, "tools/cluster exited within 30 s of Ctrl-C")
-    took = time.monotonic() - started
     for pid in etcd_pids + warmd_pids:
-        for _ in range(50):
-            if not alive(pid):
-                break
-            time.sleep(0.1)
-        check(not alive(pid), f"process {pid} is gone after Ctrl-C")
+        check(pid in gone, f"process {pid} is gone after Ctrl-C")
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
+    took = max(gone.values(), default=99)
     check(took < 2.5, f"everything stopped within 2.5 s of Ctrl-C (took {took:.1f} s)")
+    if len(gone) == 3:
+        last_instance = max(gone[p] for p in warmd_pids)
+        check(gone[etcd_pids[0]] >= last_instance,
+              f"etcd outlived the instances (etcd gone at {gone[etcd_pids[0]]:.2f} s, the last instance at "
+              f"{last_instance:.2f} s)")
 
     for i in (1, 2):
         log = open(os.path.join(cluster, f"i{i}.log")).read()
         errors = [l for l in log.splitlines() if "etcd" in l.lower() and ("[error]" in l or "[warning]" in l)]
         check(not errors, f"instance i{i} logged no etcd errors while stopping: {errors}")
-    etcd_log = open(os.path.join(cluster, "etcd.log")).read()
-    check(etcd_log.count("revoke") >= 2 or etcd_log.count("LeaseRevoke") >= 2,
-          "etcd was still there when the instances revoked their leases")
 
 print("FAIL" if failures else "PASS", f"({failures} failures)")
 sys.exit(1 if failures else 0)

@@ -78,3 +78,30 @@ TEST_CASE("recording drops expired records: memory follows the recent failures")
   CHECK(table.size() == 1);
   CHECK(table.latest("later", at(131s)));
 }
+
+// A record with its own lifetime (a device whose process died: until it is expected back) lasts
+// exactly that long, longer or shorter than the table's expiry, but never less than 1 ms: a
+// lifetime of zero or below is raised to 1 ms, and one above 1 ms is not cut down to it.
+TEST_CASE("a lasting record expires after its own lifetime, at least 1 ms") {
+  warm::failure_table table(600s);
+  table.record("m", "cuda:0", at(10s), failed("device lost"), 2h);
+  table.record("m", "cuda:1", at(10s), failed("device lost"), 30s);
+  auto records = table.snapshot(at(10s));  // by device: cuda:0, cuda:1
+  REQUIRE(records.size() == 2);
+  CHECK(records[0].expires == at(10s) + 2h);
+  CHECK(records[1].expires == at(10s) + 30s);
+  CHECK(table.next_expiry("m", at(11s)) == at(40s));
+  CHECK_FALSE(table.eligible("m", "cuda:1", at(39s)));
+  CHECK(table.eligible("m", "cuda:1", at(40s)));
+  CHECK_FALSE(table.eligible("m", "cuda:0", at(10s) + 2h - 1ns));  // well past the table's 600 s
+  CHECK(table.eligible("m", "cuda:0", at(10s) + 2h));
+
+  table.record("n", "host", at(100s), failed("device lost"), 0ns);
+  table.record("o", "host", at(100s), failed("device lost"), -5s);
+  for (const char* model : {"n", "o"}) {
+    INFO(model);
+    CHECK(table.next_expiry(model, at(100s)) == at(100s) + 1ms);
+    CHECK_FALSE(table.eligible(model, "host", at(100s)));  // blocks for the 1 ms at least
+    CHECK(table.eligible(model, "host", at(100s) + 1ms));
+  }
+}

@@ -37,6 +37,10 @@ export PKG_CONFIG_PATH="$(dirname "$pc")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 flags=$(pkg-config --define-variable=prefix="$staged_prefix" --cflags --libs --static warm) ||
   fail "pkg-config cannot resolve warm (a Requires entry without its .pc?)"
 echo "pkg-config --cflags --libs --static warm: $flags"
+# Each library once in warm.pc's own Libs (meson's .pc generator repeated libtorch's dozens of
+# times; what the Requires add is theirs).
+repeated=$(grep -E '^Libs:' "$pc" | tr ' ' '\n' | grep -E '^(-l|/)' | sort | uniq -d)
+[ -z "$repeated" ] || fail "warm.pc names these more than once: $repeated"
 
 # 3. Compile and link the example against the staged tree only (no -I into the source tree).
 #    The dependency file proves which warm headers the compiler really used.
@@ -53,11 +57,31 @@ if grep -v "^$staged_prefix/include/warm/" headers.txt; then
 fi
 
 # 4. Run it.
-status=0
-./embed "$tmp/run" >run.log 2>&1 || status=$?
-cat run.log
-[ "$status" -eq 0 ] || fail "the example exited with status $status"
-grep -Eq '^output output \[1, 3\]:( -?[0-9]+\.[0-9]+){3}$' run.log || fail "no output row of 3 values"
-grep -q '^status tiny: LOADED on host' run.log || fail "no LOADED status"
-grep -qx 'ok' run.log || fail "the example did not finish"
+run_example() {  # executable
+  local status=0
+  "./$1" "$tmp/run-$1" >"$1.log" 2>&1 || status=$?
+  cat "$1.log"
+  [ "$status" -eq 0 ] || fail "$1 exited with status $status"
+  grep -Eq '^output output \[1, 3\]:( -?[0-9]+\.[0-9]+){3}$' "$1.log" || fail "$1: no output row of 3 values"
+  grep -q '^status tiny: LOADED on host' "$1.log" || fail "$1: no LOADED status"
+  grep -qx 'ok' "$1.log" || fail "$1 did not finish"
+}
+run_example embed
+
+# 5. The same against the build tree, uninstalled: pkg-config prefers warm-uninstalled.pc where
+#    PKG_CONFIG_PATH names the build's src/runtime.
+flags=$(PKG_CONFIG_PATH="$build/src/runtime" pkg-config --cflags --libs warm) ||
+  fail "pkg-config cannot resolve warm from $build/src/runtime"
+echo "uninstalled: pkg-config --cflags --libs warm: $flags"
+# shellcheck disable=SC2086
+if ! c++ -std=c++17 -O1 -MD -MF embed-here.d "$source/tools/example/embed.cpp" -o embed-here $flags >compile-here.log 2>&1; then
+  cat compile-here.log >&2
+  fail "the example does not build against the uninstalled build tree"
+fi
+here_include=$(PKG_CONFIG_PATH="$build/src/runtime" pkg-config --variable=includedir warm)
+[ "$(realpath "$here_include")" = "$(realpath "$source/include")" ] ||
+  fail "warm-uninstalled.pc's includedir is $here_include, not the source tree's include/"
+tr ' \\' '\n\n' <embed-here.d | grep -qxF "$here_include/warm/runtime.hpp" ||
+  fail "the uninstalled build did not take runtime.hpp from $here_include"
+run_example embed-here
 echo "install_test: ok"

@@ -142,6 +142,30 @@ TEST_CASE("kdf_tuner: the choice changes only for a shadow that paid switch_marg
   for (auto& s : tuner.shadows()) CHECK(s.cost == 50);
 }
 
+// A request that misses a shadow with count n loads the model and counts n uses, no more and no
+// fewer: a shadow's kdf then values it at n x its load seconds. Two models of 100 bytes fill a
+// 200-byte shadow: "a", asked 3 times at once (load 1 s), and "b", asked once (load `b_seconds`).
+// A third evicts the one of lesser value, and a later request for "b" is a hit or a miss.
+TEST_CASE("kdf_tuner: a shadow miss with count n records exactly n uses") {
+  auto cost_of_b_again = [](double b_seconds) {
+    policy_options o;
+    o.capacity = 200;
+    kdf_tuner tuner(o);
+    tuner.on_request("a", 100, 1, at(0), 3);
+    tuner.on_request("b", 100, b_seconds, at(1), 1);
+    tuner.on_request("c", 100, 1, at(2), 1);  // evicts a (worth 3) or b (worth b_seconds)
+    auto before = tuner.shadows();
+    for (auto& s : before) CHECK(s.cost == Approx(2 + b_seconds));
+    tuner.on_request("b", 100, b_seconds, at(3), 1);
+    std::vector<double> paid;
+    for (std::size_t i = 0; i < before.size(); ++i) paid.push_back(tuner.shadows()[i].cost - before[i].cost);
+    return paid;
+  };
+  // b worth 3.5 > 3: a goes, b stays (a hit); worth 2.5 < 3: b goes, and is loaded again.
+  for (double paid : cost_of_b_again(3.5)) CHECK(paid == Approx(0));
+  for (double paid : cost_of_b_again(2.5)) CHECK(paid == Approx(2.5));
+}
+
 TEST_CASE("kdf_tuner: costs halve every half_life sampled requests") {
   policy_options o;
   o.capacity = 1000;

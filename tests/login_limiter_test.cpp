@@ -91,3 +91,24 @@ TEST_CASE("peers tracked stay within max_peers; past it new peers share one limi
   CHECK(f.limiter->allow("fresh", "rpc", f.now));
   CHECK(f.limiter->peers() <= 5);
 }
+
+// Contract 1, the forgetting half: a new peer past max_peers first forgets the tracked peers whose
+// budget has refilled, and then gets a bucket of its own; a peer still limited is remembered.
+TEST_CASE("past max_peers, peers whose budget refilled are forgotten and new peers get their own bucket") {
+  fixture f(1, 3);
+  f.limiter->failed("p0", "rpc", f.now);
+  f.limiter->failed("p1", "rpc", f.now);
+  f.now += 30s;
+  f.limiter->failed("p2", "rpc", f.now);  // half refilled a minute after p0 and p1 failed
+  REQUIRE(f.limiter->peers() == 3);
+  f.now += 30s;  // p0 and p1 full again, p2 at half a token
+  f.limiter->failed("a", "rpc", f.now);
+  CHECK(f.limiter->peers() == 2);  // p0 and p1 forgotten; p2 and a tracked
+  // b has a budget of its own: a's wrong token did not spend it.
+  CHECK(f.limiter->allow("b", "rpc", f.now));
+  CHECK(f.limiter->peers() == 3);
+  CHECK_FALSE(f.limiter->allow("a", "rpc", f.now));
+  CHECK_FALSE(f.limiter->allow("p2", "rpc", f.now));  // still limited: not forgotten, not refilled
+  f.limiter->failed("b", "rpc", f.now);
+  CHECK_FALSE(f.limiter->allow("b", "rpc", f.now));
+}

@@ -232,6 +232,32 @@ TEST_CASE("sieve: the hand passes visited models once, evicts the first unvisite
   CHECK(p.choose_victims("z", 100, none, at(6)) == strings{"y"});
 }
 
+// choose_victims that cannot free the bytes changes nothing: the visited bits it cleared on the
+// way round are set again and the hand stays, so the victims that follow are an untouched SIEVE's.
+TEST_CASE("sieve: a look that finds too little leaves the visited bits and the hand as they were") {
+  auto made = make_policy("sieve", {});
+  REQUIRE(made);
+  auto& p = **made;
+  for (const char* m : {"a", "b", "c", "d"}) p.on_insert(m, 100, 1, at(0));  // a oldest
+  p.on_access("a", at(1), 1);
+  p.on_access("b", at(1), 1);
+  auto listed = [&p] {  // the eviction order, visited models marked
+    strings out;
+    for (auto& r : p.eviction_order(at(2))) out.push_back(r.model + (r.score > 0 ? " visited" : ""));
+    return out;
+  };
+  const strings untouched{"c", "d", "a visited", "b visited"};
+  REQUIRE(listed() == untouched);
+  // c and d pinned: the hand clears a's and b's bits, finds 200 of the 300 bytes, and gives up.
+  auto pinned_cd = [](const std::string& m) { return m == "c" || m == "d"; };
+  CHECK(p.choose_victims("x", 300, pinned_cd, at(2)).empty());
+  CHECK(listed() == untouched);
+  // As if that look never happened: a and b, still visited, are passed over and c goes; the hand
+  // then rests on c, so 200 bytes take c and d.
+  CHECK(p.choose_victims("x", 100, none, at(3)) == strings{"c"});
+  CHECK(p.choose_victims("x", 200, none, at(3)) == strings{"c", "d"});
+}
+
 TEST_CASE("s3fifo: unused models leave S for G, used ones move to M, ghosts reload into M") {
   s3fifo_policy p(1000);  // S's target: 100 bytes
   p.on_insert("a", 100, 1, at(0));

@@ -91,6 +91,7 @@ TEST_CASE("model states, statuses and infos round-trip") {
   s.input_width = 784;
   s.output_width = 10;
   s.batching = batched.batching;
+  s.version = 3;
   auto ms = msg.initRoot<r::ModelStatus>();
   r::to_capnp(s, ms);
   CHECK(ms.getLoadStddevMs() == 4.0);
@@ -110,6 +111,10 @@ TEST_CASE("model states, statuses and infos round-trip") {
   CHECK(b.retry_in_seconds == 9);
   CHECK(b.input_width == 784);
   CHECK(b.batching == s.batching);
+  CHECK(b.version == std::optional<std::uint64_t>(3));
+  s.version.reset();  // a file named directly: no version, and none comes back
+  r::to_capnp(s, ms);
+  CHECK_FALSE(r::from_capnp(ms.asReader()).version);
   CHECK(b.output_width == 10);
 
   vmodel_status v;

@@ -181,6 +181,19 @@ with tempfile.TemporaryDirectory() as tmp:
               f"status m@stable: {out} {err}")
         rc, out, err = ctl(sock, "status", "m@canary")
         check(rc == 1 and "not_found: no model or vmodel 'm@canary'" in err, f"status an unknown label: {rc} {err}")
+        # A model registered on its own from a version directory: --version names that directory.
+        make_model(repo, "p", 1)
+        make_model(repo, "p", 2)
+        rc, out, err = ctl(sock, "register", "plain", "p")
+        check(rc == 0, f"register plain p: {rc} {out} {err}")
+        rc, out, err = ctl(sock, "--json", "status", "plain", "--version", "2")
+        doc = json.loads(out) if rc == 0 else {}
+        check(rc == 0 and doc.get("id") == "plain" and doc.get("version") == 2, f"status plain --version 2: {rc} {out} {err}")
+        rc, out, err = ctl(sock, "status", "plain")
+        check(rc == 0 and re.search(r"^version: +2$", out, re.M), f"status plain shows its version: {out} {err}")
+        rc, out, err = ctl(sock, "status", "plain@1")
+        check(rc == 1 and "'plain' is a model registered on its own, from version 2" in err,
+              f"status plain@1 says which version it serves: {rc} {err}")
         rc, out, err = ctl(sock, "--json", "reload")
         check(rc == 0 and json.loads(out)["models"] == 3, f"reload: {rc} {out} {err}")
     finally:

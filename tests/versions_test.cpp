@@ -58,6 +58,20 @@ TEST_CASE("version policies parse, print and select") {
   CHECK(select_versions(*latest, {}).empty());
 }
 
+// latest:N takes N up to 1000, the documented maximum, inclusive; one more is refused, and the
+// refusal names the bound.
+TEST_CASE("latest:1000 is the largest count taken") {
+  auto most = parse_version_policy("latest:1000");
+  if (!most) FAIL(most.error().message);
+  CHECK(most->which == version_policy::kind::latest);
+  CHECK(most->latest == 1000);
+  CHECK(to_string(*most) == "latest:1000");
+  auto over = parse_version_policy("latest:1001");
+  REQUIRE_FALSE(over);
+  CHECK(over.error().code == errc::invalid_argument);
+  CHECK_THAT(over.error().message, Catch::Contains("1001") && Catch::Contains("1000"));
+}
+
 TEST_CASE("load policies parse") {
   CHECK(parse_load_policy("availability-preserving").value() == availability);
   CHECK(parse_load_policy("resource-preserving").value() == resource);
@@ -94,6 +108,18 @@ TEST_CASE("availability-preserving: the rules' corners") {
   }
   SECTION("an aspired version that is ready is not unloaded") {
     CHECK_FALSE(next(availability, {{1, ready, true}, {2, ready, true}}));
+  }
+}
+
+// "An aspired version is ready" looks at every aspired version, wherever it stands in the list:
+// one ready aspired version is enough for the unaspired ones to go, even when an aspired version
+// examined after it is still new, loading or failed.
+TEST_CASE("availability-preserving: any ready aspired version counts, not only the last one listed") {
+  for (auto pending : {new_, loading, failed}) {
+    INFO("the other aspired version is " << std::string(to_string(pending)));
+    CHECK(next(availability, {{2, ready, true}, {3, pending, true}, {1, ready, false}}) == unload(1));
+    CHECK(next(availability, {{1, ready, false}, {2, ready, true}, {3, pending, true}}) == unload(1));
+    CHECK(next(availability, {{3, pending, true}, {1, ready, false}, {2, ready, true}}) == unload(1));
   }
 }
 

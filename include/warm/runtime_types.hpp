@@ -68,6 +68,9 @@ struct model_status {
   std::uint64_t input_width = 0;
   std::uint64_t output_width = 0;
   std::optional<batching_options> batching;  // its registration's own; none: the runtime's
+  // The version directory it is served from: the registered one, else the one its registration
+  // chose (the highest present); none for a file named directly or an id not registered.
+  std::optional<std::uint64_t> version;
 };
 
 // What a model takes and gives (KServe V2's model metadata), read from its file's header.

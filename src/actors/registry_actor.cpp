@@ -47,6 +47,11 @@ struct model_entry {
 template <class T>
 using once_callback = msg::once_callback<T>;
 
+// The version directory a registration serves: the registered one, else the one resolution chose.
+std::optional<std::uint64_t> served_version(const model_record& record, const model_location& file) {
+  return record.version ? record.version : file.version;
+}
+
 // A status's kind and inputs and outputs, from a resolution's description (none: left empty).
 void set_io(model_status& st, const model_description* d) {
   if (!d) return;
@@ -549,13 +554,15 @@ void status_of(self_ptr self, const std::string& id, std::function<void(model_st
     st.bytes = e.bytes;
     set_io(st, e.io.get());
     st.batching = e.record.batching;
+    st.version = served_version(e.record, e.file);
     return set(std::move(st));
   }
   self->request(e.actor, caf::infinite, msg::model_status_request{})
       .then(
-          [set, io = e.io, batching = e.record.batching](model_status& st) {
+          [set, io = e.io, batching = e.record.batching, version = served_version(e.record, e.file)](model_status& st) {
             set_io(st, io.get());
             st.batching = batching;
+            st.version = version;
             set(std::move(st));
           },
           [set, id](caf::error&) {  // the model actor stopped: unregistered meanwhile

@@ -9,6 +9,7 @@
 namespace warm::net {
 
 class login_limiter;
+struct tls_material;
 
 struct front_access {
   std::string host = "127.0.0.1";
@@ -20,6 +21,10 @@ struct front_access {
   std::string token;          // required with allow_remote; optional otherwise
   // Wrong tokens per client address, one budget shared by every front; null: not limited.
   std::shared_ptr<net::login_limiter> login_limiter;
+  // TCP only (a unix socket stays plain): serve TLS with these certificates, and with
+  // tls->client_ca_pem ask every client for a certificate one of those CAs signed (net/tls.hpp).
+  // Null: plain TCP. A front's set_tls replaces it for the connections that come next.
+  std::shared_ptr<const tls_material> tls;
 };
 
 // Why `access` may not be served ("gRPC address 0.0.0.0 is not loopback; …"): a non-loopback

@@ -208,6 +208,7 @@ void to_capnp(const model_status& s, ModelStatus::Builder out) {
   put(s.io.inputs, out.initInputs(static_cast<unsigned>(s.io.inputs.size())));
   put(s.io.outputs, out.initOutputs(static_cast<unsigned>(s.io.outputs.size())));
   out.setBatched(s.io.batched);
+  out.setVersion(s.version.value_or(0));
 }
 
 namespace {
@@ -252,6 +253,7 @@ model_status from_capnp(ModelStatus::Reader s) {
   out.io.inputs = from_capnp(s.getInputs());
   out.io.outputs = from_capnp(s.getOutputs());
   out.io.batched = s.getBatched();
+  if (s.getVersion() != 0) out.version = s.getVersion();
   return out;
 }
 

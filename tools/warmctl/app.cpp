@@ -42,6 +42,14 @@ std::unique_ptr<CLI::App> make_app(command_context& ctx) {
       ->capture_default_str();
   app->add_option("--token-file", ctx.options.connect.token_file,
                   "File holding the token a TCP listener wants (warmd --token-file)");
+  app->add_flag("--tls", ctx.options.connect.tls,
+                "Connect over TLS, checking warmd's certificate against the system's roots (implied by --tls-*)");
+  app->add_option("--tls-ca", ctx.options.connect.tls_ca, "Check warmd's TLS certificate against the CAs in this PEM file");
+  app->add_option("--tls-cert", ctx.options.connect.tls_cert,
+                  "Mutual TLS: present this certificate chain (PEM) to warmd (warmd --tls-client-ca)");
+  app->add_option("--tls-key", ctx.options.connect.tls_key, "The --tls-cert certificate's private key (PEM)");
+  app->add_option("--tls-server-name", ctx.options.connect.tls_server_name,
+                  "The name warmd's certificate must carry (default: the host of --connect)");
   app->add_option_function<std::string>(
       "--connect-timeout",
       [&ctx](const std::string& text) {

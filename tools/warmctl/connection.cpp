@@ -5,6 +5,8 @@
 
 #include <capnp/rpc.h>
 
+#include "rpc/tls_context.hpp"
+
 namespace warm::ctl {
 namespace {
 
@@ -22,6 +24,39 @@ std::string read_token(const std::string& path) {
   auto last = token.find_last_not_of(" \t\r\n");
   if (first == std::string::npos) throw connection_error("token file '" + path + "' is empty");
   return token.substr(first, last - first + 1);
+}
+
+std::string read_pem(const std::string& path, const char* flag) {
+  std::ifstream in(path);
+  if (!in) throw connection_error(std::string("cannot read ") + flag + " file '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The host of "HOST:PORT" ("[::1]:PORT": ::1): the name a server's certificate must carry.
+std::string host_of(const std::string& address) {
+  auto colon = address.rfind(':');
+  auto host = address.substr(0, colon == std::string::npos ? address.size() : colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
+// The TLS context `options` ask for (its files read here).
+std::shared_ptr<warm::rpc::tls_client> client_tls(const connect_options& options) {
+  if (options.tls_cert.empty() != options.tls_key.empty())
+    throw connection_error("--tls-cert and --tls-key go together");
+  warm::rpc::tls_client_options o;
+  if (!options.tls_ca.empty()) o.ca_pem = read_pem(options.tls_ca, "--tls-ca");
+  if (!options.tls_cert.empty()) {
+    o.cert_pem = read_pem(options.tls_cert, "--tls-cert");
+    o.key_pem = read_pem(options.tls_key, "--tls-key");
+  }
+  try {
+    return warm::rpc::make_tls_client(o);
+  } catch (const kj::Exception& e) {
+    throw connection_error("TLS: " + describe(e));
+  }
 }
 
 // The status code's name as warmctl prints it ("unauthenticated", ...).
@@ -59,9 +94,18 @@ std::unique_ptr<connection> connection::open(kj::AsyncIoContext& io,
                : describe(e);
   };
   std::unique_ptr<connection> conn;
+  const bool tls = options.uses_tls();
+  if (tls && addr.rfind("unix:", 0) == 0) throw connection_error("TLS is for HOST:PORT addresses; " + addr + " is a unix socket");
+  auto context = tls ? client_tls(options) : nullptr;
   try {
     auto address = timer.timeoutAt(deadline, io.provider->getNetwork().parseAddress(addr)).wait(io.waitScope);
     auto stream = timer.timeoutAt(deadline, address->connect()).wait(io.waitScope);
+    if (context) {
+      auto name = options.tls_server_name.empty() ? host_of(addr) : options.tls_server_name;
+      stream = timer.timeoutAt(deadline, context->context->wrapClient(kj::mv(stream), name))
+                   .wait(io.waitScope)
+                   .attach(kj::mv(context));
+    }
     conn = std::make_unique<connection>(kj::mv(stream), addr);
   } catch (const kj::Exception& e) {
     throw connection_error("cannot connect to " + addr + " (is warmd running?): " + why(e));
@@ -101,7 +145,7 @@ session::session() : io_(kj::setupAsyncIo()) {}
 
 connection& session::connect(const connect_options& options) {
   if (conn_) io_.waitScope.poll();  // a close by the server since the last command shows now
-  if (conn_ && (conn_->lost() || options.address != options_.address || options.token_file != options_.token_file))
+  if (conn_ && (conn_->lost() || !options.same_endpoint(options_)))
     conn_.reset();
   if (!conn_) {
     conn_ = connection::open(io_, options);

@@ -31,6 +31,16 @@ struct connect_options {
   // How long connecting may take, up to the server's first answer (its bootstrap, or the
   // authentication): a listener that never accepts or never answers fails instead of hanging.
   std::chrono::milliseconds timeout{5000};
+  // TLS to a HOST:PORT warmd serving --tls-cert: its certificate is checked against tls_ca (PEM;
+  // empty: the system's roots) and must name tls_server_name (empty: HOST); for mutual TLS this
+  // client presents tls_cert with tls_key. Implied by any of the four.
+  bool tls = false;
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
+  bool uses_tls() const { return tls || !tls_ca.empty() || !tls_cert.empty() || !tls_server_name.empty(); }
+  bool same_endpoint(const connect_options& o) const {
+    return address == o.address && token_file == o.token_file && uses_tls() == o.uses_tls() && tls_ca == o.tls_ca &&
+           tls_cert == o.tls_cert && tls_key == o.tls_key && tls_server_name == o.tls_server_name;
+  }
 };
 
 // One open connection. Owns the stream, the RPC system and the `Warm` client; destroying it

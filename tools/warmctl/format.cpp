@@ -245,7 +245,8 @@ json to_json(const model_status& s) {
           {"inputs", tensor_specs_json(s.io.inputs)},
           {"outputs", tensor_specs_json(s.io.outputs)},
           {"batched", s.io.batched},
-          {"batching", batching_json(s.batching)}};
+          {"batching", batching_json(s.batching)},
+          {"version", s.version ? json(*s.version) : json(nullptr)}};
 }
 
 json to_json(const vmodel_status& s) {
@@ -335,6 +336,7 @@ void print_model_status(std::ostream& out, const model_status& s, const std::str
   t.add({"size:",
          s.bytes ? format_bytes(s.bytes) + " (" + std::to_string(s.bytes) + " bytes)" : "-"});
   t.add({"kind:", or_dash(s.kind)});
+  t.add({"version:", s.version ? std::to_string(*s.version) : "-"});
   t.add({"inputs:", tensor_specs_text(s.io.inputs)});
   t.add({"outputs:", tensor_specs_text(s.io.outputs)});
   t.add({"batching:", batching_text(s.batching)});

@@ -352,15 +352,21 @@ expected<resolved_status> resolve_status(command_context& ctx, connection& c, co
   };
   auto active = active_of(id);
   if (!active && active.error().code == errc::not_found) {
-    // NAME@V: say what NAME is, when it is something (a version that is not served, or a model
-    // registered on its own, whose version directory is not part of its id).
+    // NAME@V: a model registered on its own from version directory V is that model (its version
+    // is not part of its id). Otherwise say what NAME is, when it is something: a model
+    // registered from another version, or a served model that does not serve V.
     std::string hint;
     if (auto at = id.rfind('@'); at != std::string::npos && at > 0) {
       auto name = id.substr(0, at);
+      auto wanted = id.substr(at + 1);
       auto model = model_status_of(name);
-      if (model && model->state != model_state::not_found)
-        hint = ": '" + name + "' is a model registered on its own, not a served model with versions";
-      else if (active_of(name))
+      if (model && model->state != model_state::not_found) {
+        if (model->version && std::to_string(*model->version) == wanted)
+          return resolved_status{std::move(*model), {}};
+        hint = ": '" + name + "' is a model registered on its own, " +
+               (model->version ? "from version " + std::to_string(*model->version) : std::string("from a file named directly")) +
+               ", not a served model with versions";
+      } else if (active_of(name))
         hint = "; `warmctl versions " + name + "` lists the versions and labels '" + name + "' serves";
     }
     return make_error(errc::not_found, "no model or vmodel '" + id + "' is registered" + hint);

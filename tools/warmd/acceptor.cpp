@@ -248,6 +248,30 @@ std::size_t rpc_acceptor::unsent_messages() const {
   return n;
 }
 
+// A TLS handshake in progress: counted as an open connection (and, with a token, as a pending
+// login of its peer) until it ends either way.
+struct rpc_acceptor::handshake {
+  handshake(connection_counts& c, std::string from, bool pending) : counts(c), peer(std::move(from)), pending_login(pending) {
+    ++counts.open;
+    if (pending_login) {
+      ++counts.unauthenticated;
+      ++counts.unauthenticated_by_peer[peer];
+    }
+  }
+  ~handshake() {
+    --counts.open;
+    if (!pending_login) return;
+    --counts.unauthenticated;
+    auto it = counts.unauthenticated_by_peer.find(peer);
+    if (it != counts.unauthenticated_by_peer.end() && --it->second == 0) counts.unauthenticated_by_peer.erase(it);
+  }
+  KJ_DISALLOW_COPY(handshake);
+
+  connection_counts& counts;
+  std::string peer;
+  bool pending_login;
+};
+
 void rpc_acceptor::serve(kj::Own<kj::AsyncIoStream>&& raw) {
   bool needs_login = !options_.token.empty();
   std::string peer = peer_of(*raw);
@@ -262,6 +286,27 @@ void rpc_acceptor::serve(kj::Own<kj::AsyncIoStream>&& raw) {
       return;
     }
   }
+  if (!options_.tls) return start(kj::mv(raw), peer);
+  auto tls = options_.tls();
+  auto slot = kj::heap<handshake>(counts_, peer, needs_login);
+  tasks_->add(tls->context->wrapServer(kj::mv(raw))
+                  .then(
+                      [this, peer, slot = kj::mv(slot)](kj::Own<kj::AsyncIoStream>&& stream) mutable {
+                        slot = nullptr;  // counted again, as the connection, by start
+                        start(kj::mv(stream), peer);
+                      },
+                      [this, peer](kj::Exception&& e) {
+                        // At most one line a second: a client cannot fill the log with failures.
+                        auto now = std::chrono::steady_clock::now();
+                        if (now - last_handshake_log_ < std::chrono::seconds(1)) return;
+                        last_handshake_log_ = now;
+                        spdlog::warn("rpc: TLS handshake with {} failed: {}", peer, e.getDescription().cStr());
+                      })
+                  .attach(kj::mv(tls)));
+}
+
+void rpc_acceptor::start(kj::Own<kj::AsyncIoStream>&& raw, const std::string& peer) {
+  bool needs_login = !options_.token.empty();
   auto stream = kj::heap<gated_stream>(kj::mv(raw), login_message_bytes, peer);
   if (!needs_login) stream->open();
   auto c = kj::heap<connection>(kj::mv(stream), options_.receive, counts_, needs_login, live_, peer);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <cstdint>
 #include <memory>
@@ -15,6 +16,7 @@
 
 #include "rpc/authenticator.hpp"
 #include "rpc/server.hpp"
+#include "rpc/tls_context.hpp"
 
 namespace warm::net {
 class login_limiter;
@@ -53,6 +55,11 @@ struct acceptor_options {
   std::uint32_t max_unauthenticated = 64;       // token listeners: pending logins at once
   std::shared_ptr<net::login_limiter> limiter;  // failed logins (null: none counted)
   std::string cluster_address;                  // where the cluster's instances reach this one
+  // Set: every connection begins with a TLS handshake, made with the context this returns when
+  // the connection is accepted (a reload changes it for the connections that come next). The
+  // handshake counts as an open connection, and with a token as a pending login, from accept to
+  // its end; one not done within the context's timeout is closed. Empty: plain TCP.
+  std::function<std::shared_ptr<rpc::tls_server>()> tls;
 };
 
 // Serves the Warm interface (through an Authenticator where a token is set) on every connection
@@ -82,7 +89,11 @@ class rpc_acceptor {
 
  private:
   struct connection;
+  struct handshake;
+  // Admits an accepted stream (the limits), then serves it: at once, or after its TLS handshake.
   void serve(kj::Own<kj::AsyncIoStream>&& stream);
+  // Serves an admitted stream (plain, or TLS once its handshake is done).
+  void start(kj::Own<kj::AsyncIoStream>&& stream, const std::string& peer);
 
   warm::runtime& rt_;
   kj::Timer& timer_;
@@ -93,6 +104,7 @@ class rpc_acceptor {
   std::set<connection*> live_;  // every open connection (each removes itself)
   std::chrono::milliseconds accept_pause_{
       0};  // the next pause after a failed accept (0: none failed)
+  std::chrono::steady_clock::time_point last_handshake_log_{};  // the last failed handshake logged
   kj::Own<kj::TaskSet::ErrorHandler> errors_;
   kj::Own<kj::TaskSet> tasks_;
 };

@@ -112,6 +112,11 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
   app.add_flag("--allow-remote", c.allow_remote, "Let TCP listeners bind non-loopback hosts (needs --token-file)");
   app.add_option("--token-file", c.token_file,
                  "File holding the token every TCP client must present (Cap'n Proto, HTTP, gRPC)");
+  app.add_option("--tls-cert", c.tls_cert,
+                 "Serve TLS on every TCP front with this certificate chain (PEM, leaf first; read again on SIGHUP)");
+  app.add_option("--tls-key", c.tls_key, "The --tls-cert certificate's private key (PEM, unencrypted, mode 600)");
+  app.add_option("--tls-client-ca", c.tls_client_ca,
+                 "Mutual TLS: TCP clients must present a certificate signed by a CA in this file (PEM)");
   app.add_flag("--in-process-code", c.in_process_code,
                "Load and run TorchScript models inside warmd: their code then runs with warmd's rights (by default "
                "they run in a sandboxed model runtime, --runtime)");
@@ -447,6 +452,9 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
     else if (key == "policy") r = string_value(c.policy);
     else if (key == "failure-expiry") r = string_value(c.failure_expiry);
     else if (key == "token-file") r = string_value(c.token_file);
+    else if (key == "tls-cert") r = string_value(c.tls_cert);
+    else if (key == "tls-key") r = string_value(c.tls_key);
+    else if (key == "tls-client-ca") r = string_value(c.tls_client_ca);
     else if (key == "describe-helper") r = string_value(c.describe_helper);
     else if (key == "describe-timeout") r = string_value(c.describe_timeout);
     else if (key == "log-level") r = string_value(c.log_level);

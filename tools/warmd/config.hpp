@@ -34,6 +34,12 @@ struct config {
   std::vector<std::string> listen{"unix:./warm.sock"};
   bool allow_remote = false;
   std::string token_file;
+  // TLS on every TCP front (Cap'n Proto, HTTP, gRPC; docs/configuration.md, TLS): the certificate
+  // chain and key (PEM), and the CA clients' certificates must come from (mutual TLS; empty:
+  // clients present none). Empty cert and key: plain TCP. SIGHUP reads them again.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
   // TorchScript is code: run it inside warmd only when asked (docs/runtimes.md, "Trust").
   bool in_process_code = false;
   std::string describe_helper;  // empty: warm-runtime beside warmd's executable

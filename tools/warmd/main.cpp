@@ -36,6 +36,8 @@
 #include "remote/remote_device.hpp"
 #include "served_config.hpp"
 #include "service.hpp"
+#include "reloads.hpp"
+#include "tls_setup.hpp"
 #include "warm/backend.hpp"
 #include "warm/runtime.hpp"
 #include "warm/units.hpp"
@@ -110,66 +112,6 @@ std::optional<warm::net::front_access> front_access(
 std::chrono::milliseconds at_least_1ms(std::chrono::nanoseconds d) {
   return std::max(std::chrono::milliseconds(1),
                   std::chrono::duration_cast<std::chrono::milliseconds>(d));
-}
-
-// A reload asked over RPC (not a signal number): main's loop runs it.
-constexpr int reload_request = -1;
-
-// The RPC reloads waiting for main's loop, which answers them.
-class reload_queue {
- public:
-  // False (and `done` answered unavailable) once closed.
-  bool push(warm::callback<std::uint32_t> done) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (closed_) {
-      done(warm::make_error(warm::errc::unavailable, "warmd is stopping"));
-      return false;
-    }
-    waiting_.push_back(std::move(done));
-    return true;
-  }
-  std::vector<warm::callback<std::uint32_t>> take() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return std::exchange(waiting_, {});
-  }
-  void close() {
-    std::vector<warm::callback<std::uint32_t>> left;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      closed_ = true;
-      left = std::exchange(waiting_, {});
-    }
-    for (auto& done : left)
-      done(warm::make_error(warm::errc::unavailable, "warmd is stopping"));
-  }
-
- private:
-  std::mutex mutex_;
-  bool closed_ = false;
-  std::vector<warm::callback<std::uint32_t>> waiting_;
-};
-
-// Re-reads what warmd serves and applies it whole: the number of served models, or why nothing
-// changed.
-warm::expected<std::uint32_t> reload(warm::runtime& rt, const warm::warmd::config& c,
-                                     bool serving) {
-  if (!serving)
-    return warm::make_error(
-        warm::errc::invalid_argument,
-        "nothing to reload: warmd serves no versioned models (--model-config, --serve-repo)");
-  auto read = warm::warmd::served_models_for(c.model_config, c.serve_repo, c.repo);
-  if (!read) {
-    spdlog::error("reload refused, nothing changed: {}", read.error().message);
-    return std::move(read).error();
-  }
-  auto count = static_cast<std::uint32_t>(read->models.size());
-  auto applied = rt.serve(std::move(*read)).get();
-  if (!applied) {
-    spdlog::error("reload refused, nothing changed: {}", applied.error().message);
-    return std::move(applied).error();
-  }
-  spdlog::info("reloaded: serving {} versioned model(s)", count);
-  return count;
 }
 
 }  // namespace
@@ -301,7 +243,7 @@ int main(int argc, char** argv) {
     if (grpc_options && grpc_options->unix_path.empty()) grpc_options->token = *token;
 #endif
     if (http_options && http_options->unix_path.empty()) http_options->token = std::move(*token);
-  } else {
+  } else if (c.tls_client_ca.empty()) {  // with mutual TLS, clients prove who they are by certificate
     auto open_to_local_users = [](const std::string& front, const std::string& address) {
       spdlog::warn("{} on {} has no token: every local user may use it (--token-file)", front,
                    address);
@@ -312,6 +254,19 @@ int main(int argc, char** argv) {
     if (http_options && http_options->unix_path.empty()) open_to_local_users("HTTP", c.http);
     for (const auto& address : c.listen)
       if (address.rfind("unix:", 0) != 0) open_to_local_users("Cap'n Proto", address);
+  }
+
+  // TLS on every TCP front (a unix socket stays plain).
+  auto tls = warm::warmd::load_front_tls(c);
+  if (!tls) return usage(tls.error().message);
+  if (*tls) {
+#if WARM_HAVE_GRPC
+    if (grpc_options && grpc_options->unix_path.empty())
+      return usage("--grpc on TCP does not serve TLS yet: give it unix:PATH (behind a TLS proxy), or no --tls-cert");
+#endif
+    if (!c.cluster.empty()) return usage("--cluster: the links between instances do not speak TLS yet; no --tls-cert");
+    service_options.tls = *tls;
+    if (http_options && http_options->unix_path.empty()) http_options->tls = *tls;
   }
 
   std::size_t front_connections = http_options ? http_options->max_connections : 0;
@@ -491,10 +446,10 @@ int main(int argc, char** argv) {
 #endif
   // Reloads (SIGHUP, and the RPC `reload`) run on this thread, one at a time: each re-reads the
   // served-models file (and the repositories, with --serve-repo) and applies it whole.
-  reload_queue reloads;
+  warm::warmd::reload_queue reloads;
   service_options.server.reload = [&reloads](warm::callback<std::uint32_t> done) {
     if (!reloads.push(std::move(done))) return;
-    int wake = reload_request;
+    int wake = warm::warmd::reload_request;
     [[maybe_unused]] auto n = ::write(signal_pipe[1], &wake, sizeof wake);
   };
   if (served) {
@@ -562,17 +517,23 @@ int main(int argc, char** argv) {
       if (now != repository_dirs) {
         repository_dirs = std::move(now);
         spdlog::info("the repositories' model directories changed: reloading the served models");
-        static_cast<void>(reload(**rt, c, serving));  // it logs what it did
+        static_cast<void>(warm::warmd::reload(**rt, c, serving));  // it logs what it did
       }
       continue;
     }
     while (::read(signal_pipe[0], &signal_number, sizeof signal_number) < 0 && errno == EINTR) {
     }
-    if (signal_number != SIGHUP && signal_number != reload_request) break;
+    if (signal_number != SIGHUP && signal_number != warm::warmd::reload_request) break;
     auto waiting = reloads.take();
+    if (signal_number == SIGHUP && *tls) {
+      if (auto renewed = warm::warmd::reload_front_tls(c)) {
+        if (auto set = (*service)->set_tls(renewed); !set)
+          spdlog::error("SIGHUP: Cap'n Proto listeners keep their TLS certificates: {}", set.error().to_string());
+      }
+    }
     if (signal_number == SIGHUP) spdlog::info("SIGHUP: reloading the served models");
     if (c.serve_repo) repository_dirs = warm::warmd::repository_models(c.repo);
-    auto outcome = reload(**rt, c, serving);
+    auto outcome = warm::warmd::reload(**rt, c, serving);
     for (auto& done : waiting)
       done(outcome);
   }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <mutex>
 
 #include <capnp/message.h>
 #include <capnp/rpc-twoparty.h>
@@ -20,6 +21,8 @@
 #include "acceptor.hpp"
 #include "net/loopback.hpp"
 #include "net/listen.hpp"
+#include "net/tls.hpp"
+#include "rpc/tls_context.hpp"
 #include "warm/runtime.hpp"
 
 namespace warm::warmd {
@@ -92,6 +95,12 @@ struct service::impl {
   kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop;  // set by the RPC thread once it runs
   kj::Own<kj::Thread> thread;
   bool stopped = false;
+  // The RPC thread's executor while its loop runs (set_tls), under `executor_lock`.
+  std::mutex executor_lock;
+  const kj::Executor* executor = nullptr;
+  // The TLS context new TCP connections get; RPC thread only.
+  std::shared_ptr<rpc::tls_server> tls;
+  kj::Timer* timer = nullptr;  // the RPC thread's, while it runs
 
   // The RPC thread's body. Reports the start (bound or the error) through `started`.
   void run(std::promise<expected<void>>& started) {
@@ -99,6 +108,8 @@ struct service::impl {
     try {
       auto io = kj::setupAsyncIo();
       auto& net = io.provider->getNetwork();
+      timer = &io.provider->getTimer();
+      if (options.tls) tls = rpc::make_tls_server(*options.tls, *timer, options.login_timeout);
       auto in_flight = std::make_shared<std::atomic<std::uint64_t>>(0);
       auto all_watchers = std::make_shared<std::uint32_t>(0);
       connection_counts counts;
@@ -145,6 +156,7 @@ struct service::impl {
           bound.push_back(host + ":" + std::to_string(l.receiver->getPort()));
           accepting.token = options.token;  // empty: no login (loopback only)
           accepting.cluster_address = options.cluster_address;
+          if (tls) accepting.tls = [this] { return tls; };
         }
         l.server = kj::heap<rpc_acceptor>(*rt, io.provider->getTimer(), std::move(accepting),
                                           in_flight, all_watchers, counts);
@@ -157,9 +169,17 @@ struct service::impl {
 
       auto paf = kj::newPromiseAndCrossThreadFulfiller<void>();
       stop = kj::mv(paf.fulfiller);
+      {
+        std::lock_guard<std::mutex> hold(executor_lock);
+        executor = &kj::getCurrentThreadExecutor();
+      }
       started.set_value(expected<void>{});
       reported = true;
       paf.promise.wait(io.waitScope);
+      {
+        std::lock_guard<std::mutex> hold(executor_lock);
+        executor = nullptr;  // set_tls from now on: unavailable
+      }
 
       // Stop accepting; connections stay open while calls finish.
       for (auto& l : listeners) {
@@ -248,6 +268,22 @@ void service::stop() {
 
 const std::vector<std::string>& service::bound() const {
   return impl_->bound;
+}
+
+expected<void> service::set_tls(std::shared_ptr<const net::tls_material> material) {
+  if (!impl_->options.tls || !material)
+    return make_error(errc::invalid_argument, "the Cap'n Proto listeners were started without TLS");
+  std::lock_guard<std::mutex> hold(impl_->executor_lock);  // the loop runs while it is held
+  if (!impl_->executor) return make_error(errc::unavailable, "the RPC thread has stopped");
+  auto* i = impl_.get();
+  return impl_->executor->executeSync([i, &material]() -> expected<void> {
+    try {
+      i->tls = rpc::make_tls_server(*material, *i->timer, i->options.login_timeout);
+      return {};
+    } catch (const kj::Exception& e) {
+      return make_error(errc::invalid_argument, std::string("TLS: ") + e.getDescription().cStr());
+    }
+  });
 }
 
 }  // namespace warm::warmd

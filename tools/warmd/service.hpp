@@ -21,6 +21,7 @@ class runtime;
 }
 namespace warm::net {
 class login_limiter;
+struct tls_material;
 }
 
 namespace warm::warmd {
@@ -69,6 +70,10 @@ struct service_options {
   // Makes server.relay on the RPC thread once its event loop runs (warmd's cluster relay connects
   // to peers on that loop); destroyed there before the loop. Empty: server.relay as given.
   std::function<decltype(rpc::server_options::relay)(kj::AsyncIoProvider&)> relay_factory;
+  // TCP listeners serve TLS with these certificates (net/tls.hpp; with a client CA, clients must
+  // present a certificate it signed); the TLS handshake must end within login_timeout. Unix
+  // sockets stay plain. Null: plain TCP.
+  std::shared_ptr<const net::tls_material> tls;
 };
 
 // Owns the RPC thread. Thread-safe to stop() from any other thread, once.
@@ -88,6 +93,13 @@ class service {
 
   // The bound addresses in binding order: TCP (with the actual port, e.g. for port 0), then unix.
   const std::vector<std::string>& bound() const;
+
+  // Serves TLS with `tls` on the TCP listeners from the next connection on (connections open and
+  // handshakes begun keep the certificates they began with). Only where the service was started
+  // with TLS; invalid_argument otherwise, or when kj cannot make a context of `tls` (the old one
+  // then stays). Waits for the RPC thread. Call it from the thread that calls stop() (warmd's main
+  // thread), never during a stop: unavailable once stopped.
+  expected<void> set_tls(std::shared_ptr<const net::tls_material> tls);
 
   struct impl;
 
