@@ -179,6 +179,20 @@ TEST_CASE("the cluster is full when its live instances' used bytes reach the fra
   CHECK_FALSE(cluster_is_full({}, 0.9));
 }
 
+// An overcommitted device (used above its capacity, as a record can say after loads raced)
+// counts at most its capacity: its excess does not fill the room the other instances still have.
+TEST_CASE("an overcommitted device counts at most its capacity toward a full cluster") {
+  std::vector<member> ms{instance("a", 100, 150), instance("b", 100, 20)};
+  CHECK_FALSE(cluster_is_full(ms, 0.8));  // 100 + 20 of 200 (not 170)
+  ms[1].record.devices[0].used = 59;
+  CHECK_FALSE(cluster_is_full(ms, 0.8));  // 159 of 200
+  ms[1].record.devices[0].used = 60;
+  CHECK(cluster_is_full(ms, 0.8));        // 160 of 200: exactly the fraction
+  ms[0].record.devices[0].used = 1000;    // however far over, still 100
+  CHECK(cluster_is_full(ms, 0.8));
+  CHECK_FALSE(cluster_is_full(ms, 0.81));
+}
+
 TEST_CASE("placement of a copy passes over the instances excluded") {
   placement_inputs in;
   in.members = {instance("a", 1000, 0), instance("b", 1000, 500), instance("c", 1000, 600)};

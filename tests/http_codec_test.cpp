@@ -446,6 +446,61 @@ TEST_CASE("the fast path takes the common requests and decodes them as the gener
   CHECK(fast_path_takes(header, &binary));
 }
 
+// Several requested outputs: the fast path keeps every one, in order, each with its own
+// binary_data, and an output without one takes the request's binary_data_output (never the
+// output before it), exactly as the general parser decodes the same body.
+TEST_CASE("the fast path keeps several requested outputs in order with their own parameters") {
+  const std::string input =
+      R"("inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}])";
+  const std::string bin = R"({"name":"output","parameters":{"binary_data":true}})";
+  const std::string js = R"({"name":"output","parameters":{"binary_data":false}})";
+  const std::string plain = R"({"name":"output"})";
+  const std::string no_flag = R"({"name":"output","parameters":{}})";
+  const std::string request_binary = R"(,"parameters":{"binary_data_output":true})";
+  const std::string request_json = R"(,"parameters":{"binary_data_output":false})";
+  using flags = std::vector<bool>;
+  struct example {
+    std::string rest;  // after the inputs
+    bool binary_output;
+    flags output_binary;
+  };
+  const example examples[] = {
+      {R"(,"outputs":[)" + bin + "," + plain + "," + plain + "]", false, {true, false, false}},
+      {R"(,"outputs":[)" + js + "," + bin + "," + no_flag + "," + bin + "]", false,
+       {false, true, false, true}},
+      {request_binary + R"(,"outputs":[)" + js + "," + plain + "," + bin + "," + no_flag + "]",
+       true, {false, true, true, true}},
+      {request_json + R"(,"outputs":[)" + bin + "," + no_flag + "," + js + "," + plain + "]",
+       false, {true, false, false, false}},
+      {R"(,"outputs":[)" + plain + "," + bin + "]" + request_binary, true, {true, true}},  // after
+  };
+  for (const auto& e : examples) {
+    const std::string body = "{" + input + e.rest + "}";
+    INFO(body);
+    auto fast = fast_decode_infer_request(body, nullptr, {});
+    REQUIRE(fast);  // the fast path takes it: what it decodes is what is served
+    auto general = decode_infer_request_general(body, nullptr, {});
+    REQUIRE(general);
+    const std::vector<std::string> names(e.output_binary.size(), "output");
+    CHECK(fast->binary_output == e.binary_output);
+    CHECK(fast->outputs == names);
+    CHECK(fast->output_binary == e.output_binary);
+    CHECK(binary_outputs(*fast, 1) == e.output_binary);  // what the answer is written with
+    CHECK(general->binary_output == e.binary_output);
+    CHECK(general->outputs == names);
+    CHECK(general->output_binary == e.output_binary);
+    CHECK(fast_path_takes(body));  // and the rest of the request agrees too
+  }
+  // Outputs named otherwise go to the general parser, which keeps the names in order.
+  const std::string named =
+      "{" + input + R"(,"outputs":[{"name":"b"},)" + bin + R"(,{"name":"a"}]})";
+  CHECK_FALSE(fast_decode_infer_request(named, nullptr, {}));
+  auto decoded = decode_infer_request(named);
+  REQUIRE(decoded);
+  CHECK(decoded->outputs == std::vector<std::string>{"b", "output", "a"});
+  CHECK(decoded->output_binary == flags{false, true, false});
+}
+
 TEST_CASE("the fast path declines what it cannot tell apart, and the general parser decides") {
   // "-0" in a shape is nlohmann's signed integer (refused) but simdjson's 0.
   CHECK_FALSE(fast_path_takes(R"({"inputs":[{"name":"a","shape":[-0,2],"datatype":"FP32","data":[]}]})"));

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -193,5 +194,40 @@ TEST_CASE("symlinks inside the root: openat2 follows them, the component walk re
   CHECK_THAT(walked.error().message, Catch::Contains("outside the repository root"));
   fs::create_directory_symlink(root.path() + "/m", root / "absolute");  // absolute: refused by both
   CHECK_FALSE(warm::open_beneath(root_fd, "absolute/1/model.safetensors", "absolute", warm::beneath_walk::openat2));
+  ::close(root_fd);
+}
+
+// A path with '..' that leads out of the root is refused by each walk even when what it names
+// EXISTS outside (a real, readable file): the component walk refuses any '..' component itself,
+// openat2 refuses a step above the root (RESOLVE_BENEATH); neither relies on the target missing.
+TEST_CASE("'..' out of the root is refused by every walk though the file it leads to exists") {
+  warm::test::temp_dir dir;
+  make_model(dir / "root/m/1/model.safetensors");
+  warm::test::write_file(dir / "secret", "root:*:20000:0:99999:7:::\n");
+  const std::string root = dir / "root";
+  auto root_fd = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(root_fd >= 0);
+  const std::pair<warm::beneath_walk, const char*> walks[] = {
+      {warm::beneath_walk::openat2, "openat2"},
+      {warm::beneath_walk::components, "component walk"},
+      {warm::beneath_walk::automatic, "automatic"}};
+  for (const char* escape : {"../secret", "m/../../secret", "m/1/../../../secret",
+                             "m/1/../../../root/m/1/model.safetensors"}) {  // out, then back in
+    INFO(escape);
+    REQUIRE(fs::is_regular_file(root + "/" + escape));  // the path does name a real file
+    for (const auto& [walk, walk_name] : walks) {
+      INFO(walk_name);
+      auto r = warm::open_beneath(root_fd, escape, escape, walk);
+      CHECK_FALSE(r);
+      if (!r) {
+        CHECK(r.error().code == warm::errc::invalid_argument);
+        CHECK_THAT(r.error().message, Catch::Contains("outside the repository root"));
+      }
+    }
+  }
+  for (const auto& [walk, walk_name] : walks) {  // the plain path beside them opens
+    INFO(walk_name);
+    CHECK(warm::open_beneath(root_fd, "m/1/model.safetensors", "m", walk));
+  }
   ::close(root_fd);
 }

@@ -62,6 +62,20 @@ TEST_CASE("eviction cost: whole models, the cheaper of in order and one alone, b
   CHECK(cluster::eviction_cost(v, 50) == 0);    // no candidates: no value known
 }
 
+// The boundary of "one alone": a candidate holding exactly the bytes to free frees enough, so
+// evicting it alone is a valid choice (bytes >= needed, not >); one byte more and it is not.
+TEST_CASE("eviction cost: a candidate holding exactly the bytes to free may go alone") {
+  auto v = view(100, 90, {{10, 4}, {20, 1}});  // in eviction order
+  CHECK(cluster::eviction_cost(v, 30) == 1);   // 20 bytes: the second alone (1), not both (5)
+  CHECK(cluster::eviction_cost(v, 31) == 5);   // 21 bytes: no one alone is enough, both in order
+  v.reserved = 15;                             // 5 bytes to free already: the second alone (1)
+  CHECK(cluster::eviction_cost(v, 15) == 0);   // 20 bytes: still the second alone, nothing more
+  // And so in the ranking: the instance whose exact-sized candidate costs 1 beats one costing 3.
+  cluster::placement_request r{30, 0.0};
+  std::vector<instance_view> all{view(100, 90, {{30, 3}}), view(100, 90, {{10, 4}, {20, 1}})};
+  CHECK(cluster::rank_instances(all, r, placement_rule::warm) == std::vector<std::size_t>{1, 0});
+}
+
 TEST_CASE("warm placement ranks by the value a load gives up, then its wait, then room") {
   cluster::placement_request r{20, 2.0};
   std::vector<instance_view> all{
