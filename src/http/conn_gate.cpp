@@ -90,6 +90,8 @@ struct conn_gate::impl {
   static constexpr std::chrono::milliseconds linger_time{20};
   std::atomic<bool> stopping{false};
   bool stopped = false;
+  clock::time_point handshake_logged{};  // poll thread: handshake_failed's last line
+  std::size_t handshakes_unlogged = 0;
 
   impl(gate_options o, serve_fn s)
       : options(std::move(o)), serve(std::move(s)),
@@ -157,13 +159,31 @@ struct conn_gate::impl {
   }
 
   void drop(connection& c) {
-    close_socket(c.fd);
+    close_connection(c);
     forget(c);
   }
 
   void refuse(connection& c, int status, const char* reason, const char* message) {
-    answer_and_close(c.fd, status, reason, message);
+    answer_and_close(c, status, reason, message);
     forget(c);
+  }
+
+  // A failed TLS handshake, logged at most once a second (with a count of those not logged).
+  // Poll thread only.
+  void handshake_failed(const connection& c, const std::string& why) {
+    if (why.empty()) return;  // the client went away: nothing to tell
+    auto now = clock::now();
+    if (now - handshake_logged < std::chrono::seconds(1)) {
+      ++handshakes_unlogged;
+      return;
+    }
+    std::string line = "http: TLS handshake with " + (c.peer.empty() ? std::string("a client") : c.peer) +
+                       " failed: " + why;
+    if (handshakes_unlogged)
+      line += " (and " + std::to_string(handshakes_unlogged) + " more failed since the last such line)";
+    handshake_logged = now;
+    handshakes_unlogged = 0;
+    log(line);
   }
 
   // Gives back the room a connection's body took; the poll thread may let a waiting body in.
@@ -241,6 +261,7 @@ struct conn_gate::impl {
   next linger(connection& c, pool& p) {
     head_progress progress;
     auto until = clock::now() + linger_time;
+    short events = POLLIN;  // what the socket is waited for
     for (;;) {
       switch (scan_head(c.pending, options.limits, &progress)) {
         case head_scan::complete: {
@@ -255,34 +276,49 @@ struct conn_gate::impl {
       }
       auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock::now()).count();
       if (left <= 0 || p.queued.load() > 0) return next::wait;
-      pollfd poll_fd{c.fd, POLLIN, 0};
-      if (::poll(&poll_fd, 1, static_cast<int>(left)) <= 0) continue;
+      if (!tls_pending(c)) {  // bytes a TLS session already holds are not waited for
+        pollfd poll_fd{c.fd, events, 0};
+        if (::poll(&poll_fd, 1, static_cast<int>(left)) <= 0) continue;
+      }
       char buffer[16 << 10];
-      ssize_t n = ::recv(c.fd, buffer, sizeof buffer, MSG_DONTWAIT);
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
-      if (n <= 0) {
+      auto got = receive_some(c, buffer, sizeof buffer);
+      events = got.wait ? got.wait : POLLIN;
+      if (got.n < 0 && got.wait) continue;
+      if (got.n <= 0) {
         drop(c);
         return next::closed;
       }
-      c.pending.append(buffer, static_cast<std::size_t>(n));
+      c.pending.append(buffer, static_cast<std::size_t>(got.n));
       if (c.pending.size() > options.limits.max_bytes + (64 << 10)) return next::wait;  // the gate reads the rest
     }
   }
 
   // Receives what a waiting connection sent; false when it was closed or handed on.
   bool receive(connection& c) {
+    std::string why;
+    switch (continue_handshake(c, why)) {  // TLS: on this thread, never on a worker
+      case handshake::done: break;
+      case handshake::waiting: return true;
+      case handshake::failed:
+        handshake_failed(c, why);
+        drop(c);
+        return false;
+    }
     if (c.need) return receive_body(c);
     char buffer[16 << 10];
     bool ended = false;
     for (;;) {
-      ssize_t n = ::recv(c.fd, buffer, sizeof buffer, MSG_DONTWAIT);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      if (n <= 0) {  // end of stream or an error: a whole head sent before it is still served
+      auto got = receive_some(c, buffer, sizeof buffer);
+      if (got.n < 0 && got.wait) {
+        c.events = got.wait;
+        break;
+      }
+      if (got.n <= 0) {  // end of stream or an error: a whole head sent before it is still served
         ended = true;
         break;
       }
-      c.pending.append(buffer, static_cast<std::size_t>(n));
+      c.events = POLLIN;
+      c.pending.append(buffer, static_cast<std::size_t>(got.n));
       if (c.pending.size() >= options.limits.max_bytes) break;  // enough to judge; never more
     }
     if (judge(c)) {
@@ -303,15 +339,18 @@ struct conn_gate::impl {
         c.blocks.back().reserve(std::min(left, block_size));
       }
       std::size_t want = std::min({sizeof body_buffer, left, block_size - c.blocks.back().size()});
-      ssize_t n = ::recv(c.fd, body_buffer, want, MSG_DONTWAIT);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-      if (n <= 0) {  // the client went away before its body was whole
+      auto got = receive_some(c, body_buffer, want);
+      if (got.n < 0 && got.wait) {
+        c.events = got.wait;
+        return true;
+      }
+      if (got.n <= 0) {  // the client went away before its body was whole
         drop(c);
         return false;
       }
-      c.blocks.back().append(body_buffer, static_cast<std::size_t>(n));
-      c.block_bytes += static_cast<std::size_t>(n);
+      c.events = POLLIN;
+      c.blocks.back().append(body_buffer, static_cast<std::size_t>(got.n));
+      c.block_bytes += static_cast<std::size_t>(got.n);
       if (c.pending.size() + c.block_bytes >= c.need) {
         c.need = 0;
         dispatch(std::move(c), false);
@@ -378,7 +417,9 @@ struct conn_gate::impl {
     c.reading_at = clock::now();
     if (c.expect_continue) {
       static constexpr std::string_view go_on = "HTTP/1.1 100 Continue\r\n\r\n";
-      [[maybe_unused]] auto sent = ::send(c.fd, go_on.data(), go_on.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      auto sent = send_some(c, go_on.data(), go_on.size());
+      // TLS: a record half sent must be finished before any other; the gate does not wait for it.
+      if (c.ssl && sent.n != static_cast<ssize_t>(go_on.size())) c.broken = true;
     }
   }
 
@@ -406,6 +447,10 @@ struct conn_gate::impl {
   // Closes a waiting connection whose time is up (with 408 when it began a request); otherwise
   // lowers `next` to its next deadline. True when closed.
   bool expire(connection& c, clock::time_point now, clock::time_point& next) {
+    if (c.broken) {  // TLS: its session failed, or cannot write what the gate began
+      drop(c);
+      return true;
+    }
     if (c.need) {  // its body is being read
       auto deadline = c.head_at + options.body_timeout;
       auto received = c.pending.size() + c.block_bytes - c.head_size;
@@ -424,7 +469,9 @@ struct conn_gate::impl {
     auto head_timeout = options.header_timeout;
     if (c.fresh && options.first_header_timeout.count() > 0)
       head_timeout = std::min(head_timeout, options.first_header_timeout);
-    auto limit = c.since + (c.pending.empty() ? options.idle_timeout : head_timeout);
+    // A TLS handshake counts toward the first head's deadline: it is closed, unanswered, at it.
+    const bool handshaking = c.ssl && !c.handshaken;
+    auto limit = c.since + (c.pending.empty() && !handshaking ? options.idle_timeout : head_timeout);
     if (now >= limit) {
       if (c.pending.empty()) drop(c);
       else refuse(c, 408, "Request Timeout", "request head not received in time");
@@ -455,18 +502,23 @@ struct conn_gate::impl {
       }
       waiting.swap(still);
       polled.assign(1, pollfd{wake, POLLIN, 0});
-      for (auto& c : waiting) polled.push_back(pollfd{c.fd, POLLIN, 0});
+      bool held = false;  // a TLS session holds bytes poll() does not see: do not wait
+      for (auto& c : waiting) {
+        polled.push_back(pollfd{c.fd, c.events, 0});
+        held = held || tls_pending(c);
+      }
       auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(next - clock::now()).count() + 1;
-      int r = ::poll(polled.data(), polled.size(), static_cast<int>(std::max<long long>(0, timeout)));
+      int r = ::poll(polled.data(), polled.size(), held ? 0 : static_cast<int>(std::max<long long>(0, timeout)));
       if (r < 0 && errno != EINTR) break;
-      if (r <= 0) continue;
+      if (r < 0 || (r == 0 && !held)) continue;
       if (polled[0].revents) {
         std::uint64_t count;
         [[maybe_unused]] auto n = ::read(wake, &count, sizeof count);
       }
       still.clear();
       for (std::size_t i = 0; i < waiting.size(); ++i) {
-        if (polled[i + 1].revents == 0 || receive(waiting[i])) still.push_back(std::move(waiting[i]));
+        bool ready = polled[i + 1].revents != 0 || tls_pending(waiting[i]);
+        if (!ready || receive(waiting[i])) still.push_back(std::move(waiting[i]));
       }
       waiting.swap(still);
     }
@@ -492,18 +544,22 @@ conn_gate::conn_gate(gate_options options, serve_fn serve)
 
 conn_gate::~conn_gate() { stop(); }
 
-void conn_gate::admit(int fd) {
-  if (impl_->stopping) return answer_and_close(fd, 503, "Service Unavailable", "too many open connections");
+void conn_gate::admit(int fd, const tls_context* tls) {
+  // A TLS client waits for a handshake: a refusal in clear text would only confuse it.
+  auto refuse = [fd, tls](const char* message) {
+    if (tls) return close_socket(fd);
+    answer_and_close(fd, 503, "Service Unavailable", message);
+  };
+  if (impl_->stopping) return refuse("too many open connections");
   connection c;
   c.fd = fd;
   c.peer = address_of(fd);
   std::string line;
   auto admitted = impl_->admit(c.peer, line);
   if (!line.empty()) impl_->log(line);
-  if (admitted == impl::admission::full)
-    return answer_and_close(fd, 503, "Service Unavailable", "too many open connections");
-  if (admitted == impl::admission::address_full)
-    return answer_and_close(fd, 503, "Service Unavailable", "too many open connections from this address");
+  if (admitted == impl::admission::full) return refuse("too many open connections");
+  if (admitted == impl::admission::address_full) return refuse("too many open connections from this address");
+  if (tls && !(c.ssl = tls->open(fd))) return impl_->drop(c);  // out of memory
   impl_->wait_for_head(std::move(c));
 }
 

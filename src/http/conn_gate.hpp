@@ -35,6 +35,16 @@
 //     connection back to the gate to wait for the next one (keep-alive) — unless that next head
 //     (and its body, if any) arrives whole within 20 ms while no other request waits for a worker
 //     of the same pool, and belongs to that pool: then the same worker serves it.
+//
+// TLS (a connection admitted with a tls_context): its handshake is part of rule 2. It runs on the
+// poll thread, never waiting (OpenSSL's wants to read or to write become the events polled), and
+// must be complete, with the first head after it, within the first head's deadline; a connection
+// that is not through it by then, or whose handshake fails (no TLS, a client certificate no
+// client CA signed), is closed without an answer. A refusal by rule 1 closes a TLS connection
+// without an answer too. After it, every byte the gate, the workers and the linger read or write
+// goes through the connection's session (gate_connection.hpp), bytes the session already holds
+// being read before any wait in poll(); the gate's own answers (408, 431, 503) are sent through
+// it, and a connection is closed with a close_notify sent, never awaited.
 #pragma once
 
 #include <chrono>
@@ -50,6 +60,8 @@ class Stream;
 }
 
 namespace warm::http {
+
+class tls_context;
 
 // Bounds on a request head, checked before anything parses it.
 struct head_limits {
@@ -161,8 +173,10 @@ class conn_gate {
   ~conn_gate();  // stop()s if needed
 
   // Takes ownership of an accepted socket (answers 503 and closes it when refused by rule 1, or
-  // stopped). Thread-safe; never blocks on the client.
-  void admit(int fd);
+  // stopped). With `tls`, the connection is served through a session of that context (borrowed
+  // for the call only; the session keeps the context alive), refusals closing it unanswered.
+  // Thread-safe; never blocks on the client.
+  void admit(int fd, const tls_context* tls = nullptr);
 
   // Closes every waiting connection, lets requests being served finish, joins the threads.
   void stop();

@@ -1,6 +1,14 @@
 // The pieces of the HTTP front's connection gate (conn_gate.cpp) that its connections and the
-// workers' streams share: a connection's state, the stream a worker serves one request from, and
-// the per-request flags a handler sets on its worker thread. Internal to src/http.
+// workers' streams share: a connection's state, its reads and writes (plain, or through its TLS
+// session), the stream a worker serves one request from, and the per-request flags a handler sets
+// on its worker thread. Internal to src/http.
+//
+// TLS: a connection's session does its handshake on the gate's poll thread (continue_handshake),
+// then carries every byte both ways: the gate's reads of heads and bodies, its own answers, the
+// worker's stream and the 20 ms linger. A session may hold decrypted bytes that poll() cannot see
+// (tls_pending()): whoever is about to wait in poll() for a connection looks there first. A
+// connection belongs to one thread at a time (the acceptor's, the poll thread's, then one
+// worker's), and so does its session.
 #pragma once
 
 #include <httplib.h>
@@ -17,6 +25,7 @@
 #include <string>
 
 #include "http/conn_gate.hpp"
+#include "http/tls_context.hpp"
 
 namespace warm::http::gate {
 
@@ -30,12 +39,18 @@ extern thread_local bool close_requested;
 
 // Shuts the socket down and closes it.
 void close_socket(int fd);
-// Best effort: a short JSON answer to a connection about to be closed, never blocking; closes it.
+// Best effort: a short JSON answer to a plain connection about to be closed, never blocking;
+// closes it.
 void answer_and_close(int fd, int status, const char* reason, const char* message);
 
 // A connection's socket and the bytes received from it that no request has consumed yet.
 struct connection {
   int fd = -1;
+  ssl_ptr ssl;              // TLS: its session (freed with the connection); null: plain
+  bool handshaken = false;  // TLS: the handshake is complete
+  bool broken = false;      // TLS: a session call failed, or a write of the gate's was cut short:
+                            // no more reads or writes, no close_notify; the gate closes it
+  short events = POLLIN;    // what the gate polls its socket for (a handshake may wait to write)
   std::string pending;
   std::string peer;         // the address it counts against (address_of)
   clock::time_point since;  // when it began waiting for a head
@@ -56,6 +71,34 @@ struct connection {
   bool expect_continue = false;  // the client waits for 100 Continue before it sends the body
 };
 
+// One read or write that never waits.
+struct io_result {
+  ssize_t n = 0;   // > 0: bytes read or written; 0: the peer closed (a read); < 0: none, see wait
+  short wait = 0;  // with n < 0: poll for these events and try again; 0: the connection failed
+};
+// Reads up to `size` bytes (decrypted, with TLS) into `buffer`. A TLS session's records may need
+// a write (then wait is POLLOUT).
+io_result receive_some(connection& c, char* buffer, std::size_t size);
+// Writes some of `size` bytes (at least one, or none with wait or failure); TLS: a write that
+// returned wait must be tried again with the same bytes, or the connection closed.
+io_result send_some(connection& c, const char* data, std::size_t size);
+// TLS: decrypted bytes held by the session, which poll() on the socket does not report. Read them
+// (receive_some) before waiting for the socket. False for a plain connection.
+bool tls_pending(const connection& c);
+
+enum class handshake { done, waiting, failed };
+// TLS: advances the handshake as far as it goes without waiting. waiting: poll for c.events;
+// failed: `why` gets OpenSSL's reason (a client without TLS, or without an accepted certificate),
+// and the connection is to be closed. done (sets c.handshaken) also for a plain connection.
+handshake continue_handshake(connection& c, std::string& why);
+
+// Closes a connection's socket; TLS after its handshake: sends close_notify first, best effort
+// (never waiting, nor for the peer's), then frees the session. Idempotent.
+void close_connection(connection& c);
+// answer_and_close for a connection: through its session once its handshake is complete; before
+// it, the socket is closed without an answer (the client expects a handshake, not HTTP).
+void answer_and_close(connection& c, int status, const char* reason, const char* message);
+
 // When a body of which `body` bytes have arrived since `start` falls below `rate` bytes a second
 // on average, counted from `after` past `start` (time_point::max() for rate 0).
 clock::time_point slow_body_at(clock::time_point start, std::uint64_t body, std::uint64_t rate,
@@ -74,7 +117,7 @@ class gate_stream final : public httplib::Stream {
         rate_(rate), rate_after_(rate_after) {}
 
   bool is_readable() const override {
-    return pos_ < c_.pending.size() || !c_.blocks.empty() || wait(POLLIN, read_deadline());
+    return pos_ < c_.pending.size() || !c_.blocks.empty() || tls_pending(c_) || wait(POLLIN, read_deadline());
   }
   bool is_writable() const override { return wait(POLLOUT, clock::now() + write_timeout); }
 
@@ -89,16 +132,17 @@ class gate_stream final : public httplib::Stream {
       c_.pending.clear();
       pos_ = 0;
       auto until = read_deadline();
-      if (!wait(POLLIN, until)) {
-        if (clock::now() >= until) request_timed_out = true;
-        return -1;
-      }
       char buffer[16 << 10];
-      ssize_t n;
-      do n = ::recv(c_.fd, buffer, sizeof buffer, 0);
-      while (n < 0 && errno == EINTR);
-      if (n <= 0) return n;
-      c_.pending.assign(buffer, static_cast<std::size_t>(n));
+      io_result got{-1, 0};
+      for (;;) {  // a read before any wait: a TLS session may hold bytes already
+        if (clock::now() >= until || (got = receive_some(c_, buffer, sizeof buffer)).wait == 0) break;
+        if (!wait(got.wait, until)) break;
+      }
+      if (got.n <= 0) {
+        if (got.n < 0 && clock::now() >= until) request_timed_out = true;
+        return got.n;
+      }
+      c_.pending.assign(buffer, static_cast<std::size_t>(got.n));
     }
     std::size_t n = std::min(size, c_.pending.size() - pos_);
     if (budget_) {
@@ -115,12 +159,18 @@ class gate_stream final : public httplib::Stream {
     return static_cast<ssize_t>(n);
   }
 
+  // Some of the bytes, as soon as the socket takes them; -1 when it takes none within write_timeout.
   ssize_t write(const char* ptr, std::size_t size) override {
-    if (!wait(POLLOUT, clock::now() + write_timeout)) return -1;
-    ssize_t n;
-    do n = ::send(c_.fd, ptr, size, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    return n;
+    if (size == 0) return 0;
+    auto until = clock::now() + write_timeout;
+    for (;;) {
+      auto sent = send_some(c_, ptr, size);
+      if (sent.n >= 0 || sent.wait == 0) return sent.n;
+      if (!wait(sent.wait, until)) {
+        if (c_.ssl) c_.broken = true;  // the session waits for these very bytes: nothing else may follow
+        return -1;
+      }
+    }
   }
 
   void get_remote_ip_and_port(std::string& ip, int& port) const override { address(::getpeername, ip, port); }

@@ -11,11 +11,13 @@
 #include <algorithm>
 #include <charconv>
 #include <future>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "http/conn_gate.hpp"
 #include "http/decode_budget.hpp"
+#include "http/tls_context.hpp"
 #include "net/front_access.hpp"
 #include "net/login_limiter.hpp"
 #include "net/token.hpp"
@@ -156,8 +158,8 @@ class gated_server final : public httplib::Server {
   void stop_gate() {
     if (gate_) gate_->stop();
   }
-  // Hands an accepted socket of another listener (a unix socket's) to the gate.
-  void admit(int fd) { gate_->admit(fd); }
+  // Hands an accepted socket of the front's listener to the gate, served through `tls` if any.
+  void admit(int fd, const tls_context* tls) { gate_->admit(fd, tls); }
 
  private:
   bool process_and_close_socket(socket_t sock) override {
@@ -234,8 +236,15 @@ struct front::impl {
   gated_server server;
   int port = 0;
   bool stopped = false;
+  mutable std::mutex tls_mutex;
+  std::shared_ptr<const tls_context> tls;  // under tls_mutex; new connections' TLS, null: plain
 
   impl(runtime& r, front_options o) : rt(r), options(std::move(o)) {}
+
+  std::shared_ptr<const tls_context> current_tls() const {
+    std::lock_guard<std::mutex> lock(tls_mutex);
+    return tls;
+  }
 
   // False when the request does not carry the token, with `retry_after` set when the address's
   // failed logins are over the limit. The token is compared first: the right one is never
@@ -462,6 +471,12 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
   if (auto problem = net::access_problem(options, "HTTP"); !problem.empty())
     return make_error(errc::invalid_argument, problem);
   auto i = std::make_unique<impl>(rt, std::move(options));
+  const bool tcp = i->options.unix_path.empty();
+  if (tcp && i->options.tls) {
+    auto context = tls_context::make(*i->options.tls);
+    if (!context) return context.error();
+    i->tls = std::move(*context);
+  }
   gate_options gate;
   gate.limits.max_bytes = i->options.max_header_bytes;
   gate.limits.max_lines = i->options.max_header_lines;
@@ -486,7 +501,6 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
   // clients (docs/performance.md). Keep connections for as long as clients do.
   i->server.set_keep_alive_max_count(1u << 20);
   i->routes();
-  const bool tcp = i->options.unix_path.empty();
   std::string why;
   std::uint16_t bound = 0;
   int fd = tcp ? net::listen_tcp(i->options.host, i->options.port, bound, why) : net::listen_unix(i->options.unix_path, why);
@@ -495,7 +509,12 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
   i->port = bound;
   auto* raw = i.get();
   i->listener = std::make_unique<socket_acceptor>(
-      fd, tcp, [raw](int accepted) { raw->server.admit(accepted); }, i->options.log);
+      fd, tcp,
+      [raw](int accepted) {
+        auto tls = raw->current_tls();  // held while the gate opens a session of it
+        raw->server.admit(accepted, tls.get());
+      },
+      i->options.log);
   return std::unique_ptr<front>(new front(std::move(i)));
 }
 
@@ -509,6 +528,19 @@ void front::stop() {
   impl_->listener->stop();
   if (!impl_->options.unix_path.empty()) ::unlink(impl_->options.unix_path.c_str());
   impl_->server.stop_gate();
+}
+
+expected<void> front::set_tls(std::shared_ptr<const net::tls_material> tls) {
+  if (!impl_->options.unix_path.empty()) return {};
+  const bool serving_tls = impl_->current_tls() != nullptr;
+  if (!tls && serving_tls) return make_error(errc::invalid_argument, "TLS cannot be turned off while serving");
+  if (tls && !serving_tls) return make_error(errc::invalid_argument, "TLS cannot be turned on while serving");
+  if (!tls) return {};
+  auto context = tls_context::make(*tls);  // outside the lock: new connections do not wait for it
+  if (!context) return context.error();
+  std::lock_guard<std::mutex> lock(impl_->tls_mutex);
+  impl_->tls = std::move(*context);
+  return {};
 }
 
 std::uint16_t front::port() const { return static_cast<std::uint16_t>(impl_->port); }

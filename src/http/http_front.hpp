@@ -17,6 +17,9 @@
 // within its route's limit) has arrived, within bounds of size and time (front_options), so slow
 // or endless headers and bodies cannot starve the others; health checks and /metrics have threads
 // of their own. With a token, every endpoint but /v2/health/* needs "Authorization: Bearer TOKEN".
+// With TLS (front_access::tls, TCP only), every connection is served over TLS, its handshake done
+// by the connection gate within the first head's deadline (conn_gate.hpp); set_tls replaces the
+// certificates for the connections that come next.
 #pragma once
 
 #include <chrono>
@@ -76,13 +79,22 @@ struct front_options : net::front_access {
 class front {
  public:
   // Binds host:port and starts serving before it returns. invalid_argument for a non-loopback
-  // host without allow_remote, allow_remote without a token, or threads == 0; unavailable when
-  // the address cannot be bound. `rt` is borrowed and must outlive the front.
+  // host without allow_remote, allow_remote without a token, threads == 0, or TLS material that
+  // OpenSSL does not take (tls_context.hpp); unavailable when the address cannot be bound. `rt` is
+  // borrowed and must outlive the front. options.tls is ignored on a unix socket.
   static expected<std::unique_ptr<front>> start(runtime& rt, front_options options);
   ~front();  // stop()s if needed
 
   // Stops accepting; requests being served finish (bounded by request_timeout); joins threads.
   void stop();
+
+  // The certificates, key and client CAs that connections accepted from now on are served with
+  // (a reload: warmd's SIGHUP); connections already open keep theirs to their end. Thread-safe;
+  // the context is built (a few milliseconds) before it replaces the old one. invalid_argument,
+  // the front serving on as before, when `tls` does not load into OpenSSL, when it is null on a
+  // front serving TLS (a reload does not turn TLS off), or non-null on a TCP front started
+  // without TLS (nor on). A front on a unix socket serves no TLS: any `tls` is accepted and unused.
+  expected<void> set_tls(std::shared_ptr<const net::tls_material> tls);
 
   std::uint16_t port() const;
   std::string address() const;  // "HOST:PORT" as bound

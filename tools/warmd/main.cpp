@@ -529,6 +529,10 @@ int main(int argc, char** argv) {
       if (auto renewed = warm::warmd::reload_front_tls(c)) {
         if (auto set = (*service)->set_tls(renewed); !set)
           spdlog::error("SIGHUP: Cap'n Proto listeners keep their TLS certificates: {}", set.error().to_string());
+        if (http && !c.http.empty() && c.http.rfind("unix:", 0) != 0) {
+          if (auto set = http->set_tls(renewed); !set)
+            spdlog::error("SIGHUP: the HTTP front keeps its TLS certificates: {}", set.error().to_string());
+        }
       }
     }
     if (signal_number == SIGHUP) spdlog::info("SIGHUP: reloading the served models");
