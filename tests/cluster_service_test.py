@@ -72,7 +72,7 @@ def start(tmp, name, *extra, repo="repo"):
     sock = os.path.join(tmp, name + ".sock")
     proc = subprocess.Popen([warmd, "--repo", os.path.join(tmp, repo), "--state", os.path.join(tmp, name + "-state"),
                              "--device", "host:64MiB", "--listen", "unix:" + sock, *extra],
-                            stdout=log, stderr=subprocess.STDOUT)
+                            stdout=open(log.name, "a"), stderr=subprocess.STDOUT)
     for _ in range(200):
         if os.path.exists(sock) or proc.poll() is not None:
             break

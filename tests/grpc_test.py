@@ -54,7 +54,7 @@ def start(tmp, name, *extra, device="host:64MiB", open_files=None):
     limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))) if open_files else None
     proc = subprocess.Popen([warmd, "--repo", os.path.join(tmp, "repo"), "--state", os.path.join(tmp, name + "-state"),
                              "--device", device, "--listen", "unix:" + sock, "--grpc", "127.0.0.1:0",
-                             "--log-level", "info", *extra], stdout=log, stderr=subprocess.STDOUT, preexec_fn=limit)
+                             "--log-level", "info", *extra], stdout=open(log.name, "a"), stderr=subprocess.STDOUT, preexec_fn=limit)
     for _ in range(200):
         if os.path.exists(sock) or proc.poll() is not None:
             break

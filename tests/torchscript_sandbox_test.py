@@ -163,7 +163,7 @@ with tempfile.TemporaryDirectory() as tmp:
     proc = subprocess.Popen([warmd, "--repo", repo, "--state", os.path.join(tmp, "state"), "--device", "host:64MiB",
                              "--runtime", f"rt={warm_runtime} --capacity 256MiB", "--listen", "unix:" + sock,
                              "--http", "127.0.0.1:0", "--describe-timeout", "15s", "--failure-expiry", "1s"],
-                            stdout=log, stderr=subprocess.STDOUT)
+                            stdout=open(log.name, "a"), stderr=subprocess.STDOUT)
     try:
         for _ in range(400):
             log.seek(0)

@@ -75,7 +75,7 @@ def start(tmp, name, *extra):
     proc = subprocess.Popen([warmd, "--repo", os.path.join(tmp, "repo"), "--state", os.path.join(tmp, name + "-state"),
                              "--device", "host:64MiB", "--listen", "unix:" + sock, "--http", "127.0.0.1:0",
                              "--poll-seconds", "0.05", "--version-settle", "100ms", *extra],
-                            stdout=log, stderr=subprocess.STDOUT)
+                            stdout=open(log.name, "a"), stderr=subprocess.STDOUT)
     for _ in range(200):
         if os.path.exists(sock) or proc.poll() is not None:
             break

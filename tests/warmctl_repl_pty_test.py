@@ -74,7 +74,7 @@ with tempfile.TemporaryDirectory() as tmp:
     log = open(os.path.join(tmp, "warmd.log"), "w+")
     daemon = subprocess.Popen([warmd, "--repo", os.path.join(tmp, "repo"), "--state", os.path.join(tmp, "state"),
                                "--device", "host:64MiB", "--listen", "unix:" + sock],
-                              stdout=log, stderr=subprocess.STDOUT)
+                              stdout=open(log.name, "a"), stderr=subprocess.STDOUT)
     term = None
     try:
         for _ in range(100):
