@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "net/listen.hpp"
+#include "net/tls_relay.hpp"
 
 namespace warm::grpc_front {
 namespace {
@@ -69,12 +70,15 @@ struct fd_acceptor::impl {
   std::uint16_t port = 0;
   std::thread thread;
   std::function<void(int)> take;
+  std::unique_ptr<net::tls_relay> relay;  // with TLS
 
-  std::mutex mutex;  // guards live (the accepting thread and open_connections())
+  std::mutex mutex;  // guards live (the accepting thread, the relay's and open_connections())
   struct accepted {
-    int fd;
+    int fd;  // the accepted socket: counted while open
     ino_t inode;
     std::string peer;
+    int handed = -1;  // what `take` received (fd, or the relay's plaintext end); -1: not yet
+    ino_t handed_inode = 0;
   };
   std::vector<accepted> live;
 
@@ -97,9 +101,28 @@ struct fd_acceptor::impl {
         live.end());
   }
 
-  static bool same_socket(const accepted& a) {
+  static bool same_socket(int fd, ino_t inode) {
     struct stat st {};
-    return ::fstat(a.fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == a.inode;
+    return fd >= 0 && ::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == inode;
+  }
+  static bool same_socket(const accepted& a) { return same_socket(a.fd, a.inode); }
+
+  // The relay handed over connection `tcp` as `plain`.
+  void handed(int tcp, int plain) {
+    struct stat st {};
+    if (::fstat(plain, &st) != 0) {
+      ::close(plain);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (auto& a : live)
+        if (a.fd == tcp && same_socket(a)) {
+          a.handed = plain;
+          a.handed_inode = st.st_ino;
+        }
+    }
+    take(plain);
   }
 
   void admit(int fd) {
@@ -108,6 +131,7 @@ struct fd_acceptor::impl {
       ::close(fd);
       return;
     }
+    std::string peer = peer_of(fd);
     {
       std::lock_guard<std::mutex> lock(mutex);
       // A number the kernel gave out again was closed by its owner in between.
@@ -116,16 +140,20 @@ struct fd_acceptor::impl {
           live.end());
       if (live.size() >= options.max_connections) sweep();
       if (live.size() >= options.max_connections) {
-        log("grpc: closing a connection from " + peer_of(fd) + ": " + std::to_string(live.size()) +
+        log("grpc: closing a connection from " + peer + ": " + std::to_string(live.size()) +
             " connections are open (the limit)");
         ::close(fd);
         return;
       }
-      live.push_back({fd, st.st_ino, peer_of(fd)});
+      // A plain socket is handed over as it is; one with TLS once the relay has done its handshake.
+      live.push_back({fd, st.st_ino, peer, relay ? -1 : fd, relay ? 0 : st.st_ino});
     }
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    take(fd);
+    if (relay)
+      relay->add(fd, std::move(peer));
+    else
+      take(fd);
   }
 
   // Waits for the listening socket (or only for `pause`, after a failed accept); false once
@@ -177,6 +205,16 @@ expected<std::unique_ptr<fd_acceptor>> fd_acceptor::listen(acceptor_options opti
   i->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (i->wake_fd < 0)
     return make_error(errc::unavailable, std::string("eventfd: ") + std::strerror(errno));
+  if (i->options.tls) {
+    net::relay_options relay;
+    relay.handshake_timeout = i->options.handshake_timeout;
+    relay.log = i->options.log;
+    auto* raw = i.get();
+    auto started = net::tls_relay::start(
+        i->options.tls, [raw](int tcp, int plain) { raw->handed(tcp, plain); }, std::move(relay));
+    if (!started) return make_error(errc::unavailable, "gRPC: " + started.error().message);
+    i->relay = std::move(*started);
+  }
   return std::unique_ptr<fd_acceptor>(new fd_acceptor(std::move(i)));
 }
 
@@ -198,8 +236,13 @@ void fd_acceptor::stop() {
   while (::write(impl_->wake_fd, &one, sizeof one) < 0 && errno == EINTR) {
   }
   impl_->thread.join();
+  if (impl_->relay) impl_->relay->stop();
   ::close(impl_->listen_fd);
   impl_->listen_fd = -1;
+}
+
+void fd_acceptor::set_tls(std::shared_ptr<const net::ssl_server> tls) {
+  if (impl_->relay) impl_->relay->set_server(std::move(tls));
 }
 
 std::uint16_t fd_acceptor::port() const {
@@ -208,8 +251,8 @@ std::uint16_t fd_acceptor::port() const {
 
 std::string fd_acceptor::peer(int fd) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  for (const auto& a : impl_->live)
-    if (a.fd == fd) return impl::same_socket(a) ? a.peer : std::string();
+  for (const auto& a : impl_->live)  // a number given out again may be in an older entry too
+    if (a.handed == fd && impl::same_socket(a.handed, a.handed_inode)) return a.peer;
   return {};
 }
 

@@ -11,12 +11,17 @@
 //     the count reaches the limit.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "warm/error.hpp"
+
+namespace warm::net {
+class ssl_server;
+}
 
 namespace warm::grpc_front {
 
@@ -25,6 +30,10 @@ struct acceptor_options {
   std::uint16_t port = 0;  // 0: any free port
   std::string unix_path;   // non-empty: a unix socket instead (net/listen.hpp), removed at stop
   std::size_t max_connections = 1024;
+  // TCP only: serve TLS with this context (ALPN "h2"); null: plain. A handshake not done within
+  // handshake_timeout is closed.
+  std::shared_ptr<const net::ssl_server> tls;
+  std::chrono::milliseconds handshake_timeout{5000};
   // Told of refused connections, failed accepts and the recovery from them (a line each, without
   // a trailing newline); may be empty.
   std::function<void(const std::string&)> log;
@@ -37,15 +46,21 @@ class fd_acceptor {
   ~fd_acceptor();  // stop()s
 
   // Starts the accepting thread. `take` receives each accepted socket (non-blocking, close-on-exec,
-  // TCP_NODELAY) and owns it from then on; it runs on that thread.
+  // TCP_NODELAY), or with TLS the plaintext end of its relay once its handshake succeeded, and owns
+  // it from then on; it runs on the accepting thread, or with TLS on the relay's.
   void serve(std::function<void(int fd)> take);
+
+  // New connections' TLS from now on (a reload); those open keep theirs. Ignored by an acceptor
+  // that serves no TLS.
+  void set_tls(std::shared_ptr<const net::ssl_server> tls);
 
   // Closes the listening socket and joins the thread. Accepted sockets are their owner's.
   void stop();
 
   std::uint16_t port() const;
 
-  // The address of the client on accepted socket `fd` while it is open; empty otherwise.
+  // The address of the client on socket `fd` (one that `take` received) while it is open; empty
+  // otherwise.
   std::string peer(int fd);
 
   // Accepted sockets still open, as the last check saw them (checks them again first).

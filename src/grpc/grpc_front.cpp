@@ -21,6 +21,7 @@
 #include "net/front_access.hpp"
 #include "net/login_limiter.hpp"
 #include "net/token.hpp"
+#include "net/tls_server.hpp"
 #include "v2/v2_common.hpp"
 #include "warm/runtime.hpp"
 
@@ -522,6 +523,7 @@ struct front::impl {
   std::unique_ptr<fd_acceptor> acceptor;
   std::unique_ptr<dispatcher> calls;
   std::unique_ptr<::grpc::Server> server;
+  bool serving_tls = false;
   bool stopped = false;
 };
 
@@ -537,6 +539,17 @@ void front::stop() {
   impl_->acceptor->stop();
   impl_->server->Shutdown(std::chrono::system_clock::now() + impl_->options.request_timeout);
   impl_->server->Wait();
+}
+
+expected<void> front::set_tls(std::shared_ptr<const net::tls_material> tls) {
+  if (!impl_->options.unix_path.empty()) return {};
+  if (!tls && impl_->serving_tls) return make_error(errc::invalid_argument, "TLS cannot be turned off while serving");
+  if (tls && !impl_->serving_tls) return make_error(errc::invalid_argument, "TLS cannot be turned on while serving");
+  if (!tls) return {};
+  auto context = net::ssl_server::make(*tls, "h2");
+  if (!context) return context.error();
+  impl_->acceptor->set_tls(std::move(*context));
+  return {};
 }
 
 std::uint16_t front::port() const {
@@ -561,8 +574,20 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
     return make_error(errc::invalid_argument, problem);
   auto i = std::make_unique<impl>();
   i->options = std::move(options);
-  auto acceptor = fd_acceptor::listen(
-      {i->options.host, i->options.port, i->options.unix_path, i->options.max_connections, i->options.log});
+  acceptor_options listening;
+  listening.host = i->options.host;
+  listening.port = i->options.port;
+  listening.unix_path = i->options.unix_path;
+  listening.max_connections = i->options.max_connections;
+  listening.log = i->options.log;
+  if (i->options.unix_path.empty() && i->options.tls) {
+    auto context = net::ssl_server::make(*i->options.tls, "h2");  // gRPC clients ask for HTTP/2 by ALPN
+    if (!context) return make_error(errc::invalid_argument, "gRPC: " + context.error().message);
+    listening.tls = std::move(*context);
+    listening.handshake_timeout = i->options.idle_timeout;
+    i->serving_tls = true;
+  }
+  auto acceptor = fd_acceptor::listen(std::move(listening));
   if (!acceptor) return make_error(errc::unavailable, "gRPC: " + acceptor.error().message);
   i->acceptor = std::move(*acceptor);
   i->handler = std::make_unique<service>(rt, i->options, *i->acceptor);

@@ -23,6 +23,11 @@
 // The calls run on the front's own `threads`; past `threads + queued_calls` in flight a call gets
 // RESOURCE_EXHAUSTED at once. Connections are accepted by warm (fd_acceptor.hpp: bounded, and
 // never stopped by running out of descriptors) and handed to gRPC.
+//
+// With TLS (front_access::tls, TCP only) every connection is served over TLS 1.2 or 1.3 with ALPN
+// "h2": warm's relay does the handshake (within idle_timeout; mutual TLS with the material's client
+// CA) and hands gRPC the plaintext (net/tls_relay.hpp); set_tls replaces the certificates for the
+// connections that come next.
 #pragma once
 
 #include <chrono>
@@ -72,6 +77,13 @@ class front {
 
   // Stops accepting; calls being served finish (bounded by request_timeout).
   void stop();
+
+  // The certificates, key and client CAs that connections accepted from now on are served with (a
+  // reload: warmd's SIGHUP); connections already open keep theirs. Thread-safe. invalid_argument,
+  // the front serving on as before, when `tls` does not load into OpenSSL, when it is null on a
+  // front serving TLS, or non-null on a TCP front started without TLS. A front on a unix socket
+  // serves no TLS: any `tls` is accepted and unused.
+  expected<void> set_tls(std::shared_ptr<const net::tls_material> tls);
 
   // Accepted connections still open (gRPC closes them on its own; this looks again).
   std::size_t open_connections();

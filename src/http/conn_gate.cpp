@@ -544,7 +544,7 @@ conn_gate::conn_gate(gate_options options, serve_fn serve)
 
 conn_gate::~conn_gate() { stop(); }
 
-void conn_gate::admit(int fd, const tls_context* tls) {
+void conn_gate::admit(int fd, const net::ssl_server* tls) {
   // A TLS client waits for a handshake: a refusal in clear text would only confuse it.
   auto refuse = [fd, tls](const char* message) {
     if (tls) return close_socket(fd);

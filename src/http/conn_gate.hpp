@@ -36,7 +36,7 @@
 //     (and its body, if any) arrives whole within 20 ms while no other request waits for a worker
 //     of the same pool, and belongs to that pool: then the same worker serves it.
 //
-// TLS (a connection admitted with a tls_context): its handshake is part of rule 2. It runs on the
+// TLS (a connection admitted with an ssl_server): its handshake is part of rule 2. It runs on the
 // poll thread, never waiting (OpenSSL's wants to read or to write become the events polled), and
 // must be complete, with the first head after it, within the first head's deadline; a connection
 // that is not through it by then, or whose handshake fails (no TLS, a client certificate no
@@ -59,9 +59,11 @@ namespace httplib {
 class Stream;
 }
 
-namespace warm::http {
+namespace warm::net {
+class ssl_server;
+}
 
-class tls_context;
+namespace warm::http {
 
 // Bounds on a request head, checked before anything parses it.
 struct head_limits {
@@ -176,7 +178,7 @@ class conn_gate {
   // stopped). With `tls`, the connection is served through a session of that context (borrowed
   // for the call only; the session keeps the context alive), refusals closing it unanswered.
   // Thread-safe; never blocks on the client.
-  void admit(int fd, const tls_context* tls = nullptr);
+  void admit(int fd, const net::ssl_server* tls = nullptr);
 
   // Closes every waiting connection, lets requests being served finish, joins the threads.
   void stop();

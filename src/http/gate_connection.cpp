@@ -104,7 +104,7 @@ handshake continue_handshake(connection& c, std::string& why) {
   }
   c.broken = true;
   if (error == SSL_ERROR_SSL) {
-    why = tls_error_text();
+    why = net::tls_error_text();
     long verified = SSL_get_verify_result(c.ssl.get());
     if (verified != X509_V_OK) why += std::string(" (") + X509_verify_cert_error_string(verified) + ")";
   } else {

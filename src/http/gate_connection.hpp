@@ -25,7 +25,7 @@
 #include <string>
 
 #include "http/conn_gate.hpp"
-#include "http/tls_context.hpp"
+#include "net/tls_server.hpp"
 
 namespace warm::http::gate {
 
@@ -46,7 +46,7 @@ void answer_and_close(int fd, int status, const char* reason, const char* messag
 // A connection's socket and the bytes received from it that no request has consumed yet.
 struct connection {
   int fd = -1;
-  ssl_ptr ssl;              // TLS: its session (freed with the connection); null: plain
+  net::ssl_ptr ssl;         // TLS: its session (freed with the connection); null: plain
   bool handshaken = false;  // TLS: the handshake is complete
   bool broken = false;      // TLS: a session call failed, or a write of the gate's was cut short:
                             // no more reads or writes, no close_notify; the gate closes it

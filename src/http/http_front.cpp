@@ -17,7 +17,7 @@
 
 #include "http/conn_gate.hpp"
 #include "http/decode_budget.hpp"
-#include "http/tls_context.hpp"
+#include "net/tls_server.hpp"
 #include "net/front_access.hpp"
 #include "net/login_limiter.hpp"
 #include "net/token.hpp"
@@ -159,7 +159,7 @@ class gated_server final : public httplib::Server {
     if (gate_) gate_->stop();
   }
   // Hands an accepted socket of the front's listener to the gate, served through `tls` if any.
-  void admit(int fd, const tls_context* tls) { gate_->admit(fd, tls); }
+  void admit(int fd, const net::ssl_server* tls) { gate_->admit(fd, tls); }
 
  private:
   bool process_and_close_socket(socket_t sock) override {
@@ -237,11 +237,11 @@ struct front::impl {
   int port = 0;
   bool stopped = false;
   mutable std::mutex tls_mutex;
-  std::shared_ptr<const tls_context> tls;  // under tls_mutex; new connections' TLS, null: plain
+  std::shared_ptr<const net::ssl_server> tls;  // under tls_mutex; new connections' TLS, null: plain
 
   impl(runtime& r, front_options o) : rt(r), options(std::move(o)) {}
 
-  std::shared_ptr<const tls_context> current_tls() const {
+  std::shared_ptr<const net::ssl_server> current_tls() const {
     std::lock_guard<std::mutex> lock(tls_mutex);
     return tls;
   }
@@ -473,7 +473,7 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
   auto i = std::make_unique<impl>(rt, std::move(options));
   const bool tcp = i->options.unix_path.empty();
   if (tcp && i->options.tls) {
-    auto context = tls_context::make(*i->options.tls);
+    auto context = net::ssl_server::make(*i->options.tls, "http/1.1");
     if (!context) return context.error();
     i->tls = std::move(*context);
   }
@@ -536,7 +536,7 @@ expected<void> front::set_tls(std::shared_ptr<const net::tls_material> tls) {
   if (!tls && serving_tls) return make_error(errc::invalid_argument, "TLS cannot be turned off while serving");
   if (tls && !serving_tls) return make_error(errc::invalid_argument, "TLS cannot be turned on while serving");
   if (!tls) return {};
-  auto context = tls_context::make(*tls);  // outside the lock: new connections do not wait for it
+  auto context = net::ssl_server::make(*tls, "http/1.1");  // outside the lock: new connections do not wait for it
   if (!context) return context.error();
   std::lock_guard<std::mutex> lock(impl_->tls_mutex);
   impl_->tls = std::move(*context);

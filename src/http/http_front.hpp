@@ -80,7 +80,7 @@ class front {
  public:
   // Binds host:port and starts serving before it returns. invalid_argument for a non-loopback
   // host without allow_remote, allow_remote without a token, threads == 0, or TLS material that
-  // OpenSSL does not take (tls_context.hpp); unavailable when the address cannot be bound. `rt` is
+  // OpenSSL does not take (net/tls_server.hpp); unavailable when the address cannot be bound. `rt` is
   // borrowed and must outlive the front. options.tls is ignored on a unix socket.
   static expected<std::unique_ptr<front>> start(runtime& rt, front_options options);
   ~front();  // stop()s if needed

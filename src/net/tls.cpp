@@ -10,17 +10,11 @@
 
 #include <vector>
 
+#include "net/pem.hpp"
+
 namespace warm::net {
 
 namespace {
-
-template <class T, void (*Free)(T*)>
-struct freer {
-  void operator()(T* p) const { Free(p); }
-};
-using bio_ptr = std::unique_ptr<BIO, freer<BIO, BIO_free_all>>;
-using x509_ptr = std::unique_ptr<X509, freer<X509, X509_free>>;
-using pkey_ptr = std::unique_ptr<EVP_PKEY, freer<EVP_PKEY, EVP_PKEY_free>>;
 
 // What a failed read or check says.
 struct failure {
@@ -64,26 +58,6 @@ file_text read_file(const std::string& path, bool secret) {
   return {std::move(text), {}};
 }
 
-bio_ptr memory_bio(const std::string& text) {
-  return bio_ptr(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
-}
-
-// Every certificate in a PEM text, in order (none when the text holds none or is malformed).
-std::vector<x509_ptr> certificates(const std::string& pem) {
-  std::vector<x509_ptr> out;
-  auto bio = memory_bio(pem);
-  while (bio) {
-    X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr);
-    if (!cert) break;
-    out.emplace_back(cert);
-  }
-  ERR_clear_error();  // the read past the last certificate leaves an error behind
-  return out;
-}
-
-// A password callback that has none: an encrypted key fails to load instead of prompting.
-int no_password(char*, int, int, void*) { return 0; }
-
 std::string text_of(BIO* bio) {
   char* data = nullptr;
   long n = BIO_get_mem_data(bio, &data);
@@ -107,11 +81,9 @@ bool load_tls(const tls_files& files, tls_material& out, std::string& error) {
   m.cert_pem = std::move(cert.text);
   m.key_pem = std::move(key.text);
 
-  auto chain = certificates(m.cert_pem);
+  auto chain = pem_certificates(m.cert_pem);
   if (chain.empty()) return refuse(bad(files.cert, "holds no PEM certificate"));
-  auto key_bio = memory_bio(m.key_pem);
-  pkey_ptr pkey(key_bio ? PEM_read_bio_PrivateKey(key_bio.get(), nullptr, no_password, nullptr) : nullptr);
-  ERR_clear_error();
+  auto pkey = pem_private_key(m.key_pem);
   if (!pkey) return refuse(bad(files.key, "holds no unencrypted PEM private key"));
   if (X509_check_private_key(chain.front().get(), pkey.get()) != 1) {
     ERR_clear_error();
@@ -121,7 +93,7 @@ bool load_tls(const tls_files& files, tls_material& out, std::string& error) {
   if (!files.client_ca.empty()) {
     auto ca = read_file(files.client_ca, false);
     if (!ca.error.empty()) return refuse({ca.error});
-    if (certificates(ca.text).empty()) return refuse(bad(files.client_ca, "holds no PEM certificate"));
+    if (pem_certificates(ca.text).empty()) return refuse(bad(files.client_ca, "holds no PEM certificate"));
     m.client_ca_pem = std::move(ca.text);
   }
 

@@ -1,5 +1,6 @@
 #include "rpc/tls_context.hpp"
 
+#include "net/pem.hpp"
 #include "net/tls.hpp"
 
 namespace warm::rpc {
@@ -8,26 +9,12 @@ namespace {
 
 std::vector<kj::TlsCertificate> parse_all(const std::string& pem) {
   std::vector<kj::TlsCertificate> out;
-  for (const auto& one : pem_certificates(pem))
+  for (const auto& one : net::pem_certificate_blocks(pem))
     out.emplace_back(kj::StringPtr(one.c_str()));
   return out;
 }
 
 }  // namespace
-
-std::vector<std::string> pem_certificates(const std::string& pem) {
-  static const std::string begin = "-----BEGIN CERTIFICATE-----";
-  static const std::string end = "-----END CERTIFICATE-----";
-  std::vector<std::string> out;
-  for (auto at = pem.find(begin); at != std::string::npos; at = pem.find(begin, at)) {
-    auto stop = pem.find(end, at);
-    if (stop == std::string::npos) break;
-    stop += end.size();
-    out.push_back(pem.substr(at, stop - at) + "\n");
-    at = stop;
-  }
-  return out;
-}
 
 std::shared_ptr<tls_server> make_tls_server(const net::tls_material& material, kj::Timer& timer,
                                             std::chrono::nanoseconds handshake_timeout) {

@@ -51,8 +51,4 @@ struct tls_client {
 // A client context for `options`. Throws kj::Exception when a PEM block does not parse.
 std::shared_ptr<tls_client> make_tls_client(const tls_client_options& options);
 
-// Every "-----BEGIN CERTIFICATE-----" block of a PEM text, each on its own (kj trusts only the
-// first certificate of each TlsCertificate it is given, so a bundle must be split). Pure.
-std::vector<std::string> pem_certificates(const std::string& pem);
-
 }  // namespace warm::rpc

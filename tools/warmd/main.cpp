@@ -261,8 +261,7 @@ int main(int argc, char** argv) {
   if (!tls) return usage(tls.error().message);
   if (*tls) {
 #if WARM_HAVE_GRPC
-    if (grpc_options && grpc_options->unix_path.empty())
-      return usage("--grpc on TCP does not serve TLS yet: give it unix:PATH (behind a TLS proxy), or no --tls-cert");
+    if (grpc_options && grpc_options->unix_path.empty()) grpc_options->tls = *tls;
 #endif
     if (!c.cluster.empty()) return usage("--cluster: the links between instances do not speak TLS yet; no --tls-cert");
     service_options.tls = *tls;
@@ -271,7 +270,8 @@ int main(int argc, char** argv) {
 
   std::size_t front_connections = http_options ? http_options->max_connections : 0;
 #if WARM_HAVE_GRPC
-  if (grpc_options) front_connections += grpc_options->max_connections;
+  // With TLS a gRPC connection holds three descriptors: its socket and both ends of its relay.
+  if (grpc_options) front_connections += grpc_options->max_connections * (grpc_options->tls ? 3 : 1);
 #endif
   raise_open_file_limit(c.max_connections + front_connections);
 
@@ -533,6 +533,12 @@ int main(int argc, char** argv) {
           if (auto set = http->set_tls(renewed); !set)
             spdlog::error("SIGHUP: the HTTP front keeps its TLS certificates: {}", set.error().to_string());
         }
+#if WARM_HAVE_GRPC
+        if (grpc && c.grpc.rfind("unix:", 0) != 0) {
+          if (auto set = grpc->set_tls(renewed); !set)
+            spdlog::error("SIGHUP: the gRPC front keeps its TLS certificates: {}", set.error().to_string());
+        }
+#endif
       }
     }
     if (signal_number == SIGHUP) spdlog::info("SIGHUP: reloading the served models");

@@ -1,4 +1,4 @@
-#include "http/tls_context.hpp"
+#include "net/tls_server.hpp"
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -10,33 +10,33 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <vector>
 
+#include "net/pem.hpp"
 #include "net/tls.hpp"
 
-namespace warm::http {
+namespace warm::net {
 
 namespace {
 
-template <class T, void (*Free)(T*)>
-struct freer {
-  void operator()(T* p) const { Free(p); }
-};
-using bio_ptr = std::unique_ptr<BIO, freer<BIO, BIO_free_all>>;
-using x509_ptr = std::unique_ptr<X509, freer<X509, X509_free>>;
-using pkey_ptr = std::unique_ptr<EVP_PKEY, freer<EVP_PKEY, EVP_PKEY_free>>;
-using ctx_ptr = std::unique_ptr<SSL_CTX, freer<SSL_CTX, SSL_CTX_free>>;
+using ctx_ptr = std::unique_ptr<SSL_CTX, openssl_free<SSL_CTX, SSL_CTX_free>>;
 
 // The socket BIO of a session: OpenSSL's own writes with write(2) (SIGPIPE on a reset peer) and
 // blocks on a blocking socket; this one sends with MSG_NOSIGNAL and reads and writes with
-// MSG_DONTWAIT, so the gate's sockets stay as they are (blocking; plain ones are read the same
-// way) and no session call ever waits. The descriptor is the BIO's data; it is never closed here.
-int socket_of(BIO* b) { return static_cast<int>(reinterpret_cast<std::intptr_t>(BIO_get_data(b))); }
+// MSG_DONTWAIT, so a front's sockets stay as they are (the HTTP gate's block; its plain ones are
+// read the same way) and no session call ever waits. The descriptor is the BIO's data; it is never
+// closed here.
+int socket_of(BIO* b) {
+  return static_cast<int>(reinterpret_cast<std::intptr_t>(BIO_get_data(b)));
+}
 
 int bio_write(BIO* b, const char* data, int size) {
   BIO_clear_retry_flags(b);
   ssize_t n;
-  do n = ::send(socket_of(b), data, static_cast<std::size_t>(size), MSG_DONTWAIT | MSG_NOSIGNAL);
+  do
+    n = ::send(socket_of(b), data, static_cast<std::size_t>(size), MSG_DONTWAIT | MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_write(b);
   return static_cast<int>(n);
@@ -45,13 +45,16 @@ int bio_write(BIO* b, const char* data, int size) {
 int bio_read(BIO* b, char* data, int size) {
   BIO_clear_retry_flags(b);
   ssize_t n;
-  do n = ::recv(socket_of(b), data, static_cast<std::size_t>(size), MSG_DONTWAIT);
+  do
+    n = ::recv(socket_of(b), data, static_cast<std::size_t>(size), MSG_DONTWAIT);
   while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_read(b);
   return static_cast<int>(n);
 }
 
-int bio_puts(BIO* b, const char* text) { return bio_write(b, text, static_cast<int>(std::strlen(text))); }
+int bio_puts(BIO* b, const char* text) {
+  return bio_write(b, text, static_cast<int>(std::strlen(text)));
+}
 
 long bio_ctrl(BIO*, int command, long, void*) {
   return command == BIO_CTRL_FLUSH ? 1 : 0;  // nothing is buffered here; nothing else applies
@@ -77,34 +80,24 @@ const BIO_METHOD* socket_method() {
   return method;
 }
 
-bio_ptr memory_bio(const std::string& text) {
-  return bio_ptr(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
+// ALPN's wire form of `name` (its length, then its bytes), kept for the process: a session's
+// handshake may run after its ssl_server was replaced, while the SSL_CTX it holds lives on.
+const std::string* interned_alpn(const std::string& name) {
+  static std::mutex mutex;
+  static std::set<std::string> names;  // nodes never move
+  std::lock_guard<std::mutex> lock(mutex);
+  return &*names.insert(static_cast<char>(name.size()) + name).first;
 }
 
-// Every certificate in a PEM text, in order.
-std::vector<x509_ptr> certificates(const std::string& pem) {
-  std::vector<x509_ptr> out;
-  auto bio = memory_bio(pem);
-  while (bio) {
-    X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr);
-    if (!cert) break;
-    out.emplace_back(cert);
-  }
-  ERR_clear_error();  // the read past the last certificate leaves an error behind
-  return out;
-}
-
-int no_password(char*, int, int, void*) { return 0; }
-
-// ALPN: http/1.1 when the client offers it; a client that offers only other protocols is refused
-// (RFC 7301: no_application_protocol).
-int select_alpn(SSL*, const unsigned char** out, unsigned char* out_length, const unsigned char* offered,
-                unsigned int offered_length, void*) {
-  static const unsigned char ours[] = "\x08http/1.1";
+int select_alpn(SSL*, const unsigned char** out, unsigned char* out_length,
+                const unsigned char* offered, unsigned int offered_length, void* wire) {
+  const auto& ours = *static_cast<const std::string*>(wire);
   unsigned char* chosen = nullptr;
-  if (SSL_select_next_proto(&chosen, out_length, ours, sizeof ours - 1, offered, offered_length) !=
-      OPENSSL_NPN_NEGOTIATED)
-    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  if (SSL_select_next_proto(&chosen, out_length,
+                            reinterpret_cast<const unsigned char*>(ours.data()),
+                            static_cast<unsigned int>(ours.size()), offered,
+                            offered_length) != OPENSSL_NPN_NEGOTIATED)
+    return SSL_TLSEXT_ERR_ALERT_FATAL;  // RFC 7301: no_application_protocol
   *out = chosen;
   return SSL_TLSEXT_ERR_OK;
 }
@@ -126,37 +119,42 @@ std::string tls_error_text() {
   return text;
 }
 
-expected<std::shared_ptr<const tls_context>> tls_context::make(const net::tls_material& m) {
+expected<std::shared_ptr<const ssl_server>> ssl_server::make(const tls_material& m,
+                                                             const std::string& alpn) {
+  if (alpn.empty() || alpn.size() > 255)
+    return make_error(errc::invalid_argument, "TLS: an ALPN name of 1 to 255 bytes");
   ERR_clear_error();
   ctx_ptr ctx(SSL_CTX_new(TLS_server_method()));
   if (!ctx || !socket_method()) return refused("cannot make a context");
   SSL_CTX* c = ctx.get();
   SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
-  SSL_CTX_set_options(c, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION |
-                             SSL_OP_IGNORE_UNEXPECTED_EOF);
+  SSL_CTX_set_options(c, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
+                             SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF);
   // Writes return once a record is sent (httplib loops), may be retried from a moved buffer, and
   // an idle session gives its read and write buffers back.
-  SSL_CTX_set_mode(c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+  SSL_CTX_set_mode(c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                          SSL_MODE_RELEASE_BUFFERS);
   SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
   SSL_CTX_set_num_tickets(c, 1);
-  static const unsigned char session_context[] = "warm-http";
-  SSL_CTX_set_session_id_context(c, session_context, sizeof session_context - 1);
-  SSL_CTX_set_alpn_select_cb(c, select_alpn, nullptr);
+  // Tickets of one front's protocol are not taken by another's.
+  SSL_CTX_set_session_id_context(c, reinterpret_cast<const unsigned char*>(alpn.data()),
+                                 static_cast<unsigned int>(alpn.size()));
 
-  auto chain = certificates(m.cert_pem);
-  if (chain.empty()) return make_error(errc::invalid_argument, "TLS: the certificate file holds no PEM certificate");
+  auto chain = pem_certificates(m.cert_pem);
+  if (chain.empty())
+    return make_error(errc::invalid_argument, "TLS: the certificate file holds no PEM certificate");
   if (SSL_CTX_use_certificate(c, chain.front().get()) != 1) return refused("the certificate");
   for (std::size_t i = 1; i < chain.size(); ++i)
     if (SSL_CTX_add1_chain_cert(c, chain[i].get()) != 1) return refused("the certificate chain");
-  auto key_bio = memory_bio(m.key_pem);
-  pkey_ptr key(key_bio ? PEM_read_bio_PrivateKey(key_bio.get(), nullptr, no_password, nullptr) : nullptr);
+  auto key = pem_private_key(m.key_pem);
   if (!key) return refused("the private key");
   if (SSL_CTX_use_PrivateKey(c, key.get()) != 1 || SSL_CTX_check_private_key(c) != 1)
     return refused("the private key");
 
   if (!m.client_ca_pem.empty()) {
-    auto cas = certificates(m.client_ca_pem);
-    if (cas.empty()) return make_error(errc::invalid_argument, "TLS: the client CA file holds no PEM certificate");
+    auto cas = pem_certificates(m.client_ca_pem);
+    if (cas.empty())
+      return make_error(errc::invalid_argument, "TLS: the client CA file holds no PEM certificate");
     X509_STORE* store = SSL_CTX_get_cert_store(c);
     STACK_OF(X509_NAME)* names = sk_X509_NAME_new_null();
     if (!names) return refused("the client CAs");
@@ -171,13 +169,16 @@ expected<std::shared_ptr<const tls_context>> tls_context::make(const net::tls_ma
     }
     SSL_CTX_set_verify(c, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
   }
+  SSL_CTX_set_alpn_select_cb(c, select_alpn, const_cast<std::string*>(interned_alpn(alpn)));
   ERR_clear_error();
-  return std::shared_ptr<const tls_context>(new tls_context(ctx.release(), m.subject));
+  return std::shared_ptr<const ssl_server>(new ssl_server(ctx.release(), m.subject));
 }
 
-tls_context::~tls_context() { SSL_CTX_free(ctx_); }
+ssl_server::~ssl_server() {
+  SSL_CTX_free(ctx_);
+}
 
-ssl_ptr tls_context::open(int fd) const {
+ssl_ptr ssl_server::open(int fd) const {
   ssl_ptr ssl(SSL_new(ctx_));
   BIO* bio = ssl ? BIO_new(socket_method()) : nullptr;
   if (!bio) {
@@ -190,4 +191,4 @@ ssl_ptr tls_context::open(int fd) const {
   return ssl;
 }
 
-}  // namespace warm::http
+}  // namespace warm::net
