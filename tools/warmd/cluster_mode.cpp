@@ -69,7 +69,8 @@ expected<std::unique_ptr<registry_storage>> cluster_registry(const config& c) {
   return node::open_etcd_registry(std::move(o));
 }
 
-expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, runtime& rt, std::string token) {
+expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, runtime& rt, std::string token,
+                                                            std::shared_ptr<const peer_tls> tls) {
   node::membership_options o;
   o.endpoints = c.cluster;
   auto access = etcd_options(c);
@@ -103,6 +104,7 @@ expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, run
   auto advertised = o.address;
   peer_client::options po;
   po.token = std::move(token);
+  po.tls = tls;
   po.fallback = [&rt](infer_request request, callback<infer_result> done) { rt.infer(std::move(request), std::move(done)); };
   po.log = [](const std::string& line) { spdlog::warn("{}", line); };
   auto peers = peer_client::start(std::move(po));
@@ -142,6 +144,7 @@ expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, run
   auto mode = std::unique_ptr<cluster_mode>(new cluster_mode(std::move(name), rt, std::move(*m), std::move(*peers),
                                                              std::move(*placing), std::move(*copies)));
   mode->adopter_ = std::move(adopter);
+  mode->tls_ = std::move(tls);
   return mode;
 }
 
@@ -222,7 +225,7 @@ void cluster_mode::relayed(bool answered) { ++(answered ? relay_answered_ : rela
 
 std::function<decltype(rpc::server_options::relay)(kj::AsyncIoProvider&)> cluster_mode::relay_factory(std::string token) {
   return [this, token](kj::AsyncIoProvider& io) -> decltype(rpc::server_options::relay) {
-    auto relay = std::make_shared<rpc_relay>(io, *this, token, std::chrono::seconds(60),
+    auto relay = std::make_shared<rpc_relay>(io, *this, token, tls_, std::chrono::seconds(60),
                                              [](const std::string& line) { spdlog::warn("{}", line); });
     return [relay](rpc::infer_context context, std::function<kj::Promise<void>()> serve_here) {
       return relay->infer(context, std::move(serve_here));

@@ -36,8 +36,10 @@ class cluster_mode {
   // invalid_argument for bad flags (names, an address that cannot be advertised). Does not wait
   // for etcd: an instance whose etcd is down serves alone and joins once etcd answers.
   // `token` is the cluster's (the listeners' token): forwards present it to peers reached over TCP
-  // with remote access.
-  static expected<std::unique_ptr<cluster_mode>> start(const config& c, runtime& rt, std::string token);
+  // with remote access. `tls`: peers reached over TCP are dialled with TLS (peer_tls.hpp); null:
+  // without.
+  static expected<std::unique_ptr<cluster_mode>> start(const config& c, runtime& rt, std::string token,
+                                                       std::shared_ptr<const peer_tls> tls = nullptr);
   ~cluster_mode();
 
   // This instance's view of the cluster (Warm.clusterInfo); answers at once, on the caller's
@@ -95,6 +97,7 @@ class cluster_mode {
   };
   std::shared_ptr<adoption_hook> adopter_;
   std::atomic<std::uint64_t> relay_answered_{0}, relay_fell_back_{0};
+  std::shared_ptr<const peer_tls> tls_;  // null: peers are dialled without TLS
 };
 
 // The registry of the cluster the flags name, kept in etcd and shared by its instances

@@ -25,6 +25,7 @@
 #include "config.hpp"
 #if WARM_HAVE_CLUSTER
 #include "cluster_mode.hpp"
+#include "peer_tls.hpp"
 #include "storage/registry_storage.hpp"
 #endif
 #include "file_checks.hpp"
@@ -263,7 +264,6 @@ int main(int argc, char** argv) {
 #if WARM_HAVE_GRPC
     if (grpc_options && grpc_options->unix_path.empty()) grpc_options->tls = *tls;
 #endif
-    if (!c.cluster.empty()) return usage("--cluster: the links between instances do not speak TLS yet; no --tls-cert");
     service_options.tls = *tls;
     if (http_options && http_options->unix_path.empty()) http_options->tls = *tls;
   }
@@ -464,8 +464,18 @@ int main(int argc, char** argv) {
   // Cluster mode: the membership starts with the runtime, before the listeners; it leaves the
   // cluster first at shutdown, so that peers stop counting on this instance before it stops.
   std::unique_ptr<warm::warmd::cluster_mode> cluster;
+  std::shared_ptr<warm::warmd::peer_tls> peer_tls;
   if (!c.cluster.empty()) {
-    auto joined = warm::warmd::cluster_mode::start(c, **rt, service_options.token);
+    // With TLS, instances dial each other with it: this instance's certificate presented, theirs
+    // checked against --tls-client-ca and the host each advertises.
+    if (*tls) {
+      auto advertised = warm::warmd::advertised_address(c);
+      if (!advertised) return usage(advertised.error().message);
+      if (auto problem = warm::warmd::advertised_tls_problem(*advertised, **tls); !problem.empty())
+        return usage("--cluster with TLS: " + problem);
+      peer_tls = std::make_shared<warm::warmd::peer_tls>(**tls);
+    }
+    auto joined = warm::warmd::cluster_mode::start(c, **rt, service_options.token, peer_tls);
     if (!joined) {
       spdlog::error("cannot join the cluster: {}", joined.error().to_string());
       return joined.error().code == warm::errc::invalid_argument ? exit_usage : exit_failure;
@@ -533,6 +543,9 @@ int main(int argc, char** argv) {
           if (auto set = http->set_tls(renewed); !set)
             spdlog::error("SIGHUP: the HTTP front keeps its TLS certificates: {}", set.error().to_string());
         }
+#if WARM_HAVE_CLUSTER
+        if (peer_tls) peer_tls->set(*renewed);  // for the peers dialled from now on
+#endif
 #if WARM_HAVE_GRPC
         if (grpc && c.grpc.rfind("unix:", 0) != 0) {
           if (auto set = grpc->set_tls(renewed); !set)

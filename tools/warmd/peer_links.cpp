@@ -5,9 +5,11 @@
 
 namespace warm::warmd {
 
-peer_links::peer_links(kj::AsyncIoProvider& io, std::string token,
-                       std::chrono::milliseconds connect_timeout)
-    : io_(io), token_(std::move(token)), connect_timeout_(connect_timeout) {}
+peer_links::peer_links(kj::AsyncIoProvider& io, std::string token, std::chrono::milliseconds connect_timeout,
+                       std::shared_ptr<const peer_tls> tls)
+    : io_(io), token_(std::move(token)), connect_timeout_(connect_timeout) {
+  if (tls) tls_.emplace(std::move(tls));
+}
 
 std::shared_ptr<peer_link> peer_links::get(const std::string& address) {
   auto& slot = links_[address];
@@ -21,6 +23,11 @@ std::shared_ptr<peer_link> peer_links::get(const std::string& address) {
           .then([](kj::Own<kj::NetworkAddress> a) {
             auto c = a->connect();
             return c.attach(kj::mv(a));
+          })
+          .then([this, p](kj::Own<kj::AsyncIoStream> s) -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+            if (!tls_ || p->address.rfind("unix:", 0) == 0) return kj::mv(s);
+            p->tls = tls_->context();
+            return p->tls->context->wrapClient(kj::mv(s), host_of(p->address));
           })
           .then([this, p](kj::Own<kj::AsyncIoStream> s) -> kj::Promise<rpc::Warm::Client> {
             p->stream = kj::mv(s);

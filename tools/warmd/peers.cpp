@@ -68,7 +68,7 @@ struct peer_client::impl {
     kj::TaskSet forwards(errors);
     io = &context;
     tasks = &forwards;
-    peers = std::make_unique<peer_links>(*context.provider, opts.token, opts.connect_timeout);
+    peers = std::make_unique<peer_links>(*context.provider, opts.token, opts.connect_timeout, opts.tls);
     {
       std::lock_guard<std::mutex> lock(mutex);
       executor = kj::getCurrentThreadExecutor().addRef();

@@ -22,10 +22,13 @@
 
 namespace warm::warmd {
 
+class peer_tls;
+
 class peer_client {
  public:
   struct options {
     std::string token;  // empty: peers are reached without a token (Unix sockets, loopback)
+    std::shared_ptr<const peer_tls> tls;  // null: peers are reached without TLS (peer_tls.hpp)
     std::chrono::milliseconds connect_timeout{2000};
     std::chrono::milliseconds call_timeout{60000};
     // Serves a request that could not be forwarded (marked forwarded: it is not passed on again).

@@ -5,9 +5,10 @@
 namespace warm::warmd {
 
 rpc_relay::rpc_relay(kj::AsyncIoProvider& io, cluster_mode& cluster, std::string token,
-                     std::chrono::milliseconds call_timeout, std::function<void(const std::string&)> log)
+                     std::shared_ptr<const peer_tls> tls, std::chrono::milliseconds call_timeout,
+                     std::function<void(const std::string&)> log)
     : cluster_(cluster),
-      links_(io, std::move(token), std::chrono::seconds(2)),
+      links_(io, std::move(token), std::chrono::seconds(2), std::move(tls)),
       call_timeout_(call_timeout),
       log_(std::move(log)) {}
 
