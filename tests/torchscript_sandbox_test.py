@@ -85,6 +85,13 @@ class Spinner(torch.nn.Module):
     def forward(self, x):
         return x
 
+class Looper(torch.nn.Module):
+    def forward(self, x):
+        i = 1
+        while i > 0:
+            i += 1
+        return x + i
+
 class Good(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -102,6 +109,7 @@ save("reader", Reader(secret, 16))
 save("writer", Writer(target + ".infer"))
 save("loadwriter", LoadWriter(target + ".load"))
 save("spinner", Spinner())
+save("looper", Looper())
 good = save("good", Good())
 d = os.path.join(out, "bomb", "1")
 os.makedirs(d, exist_ok=True)
@@ -161,7 +169,7 @@ with tempfile.TemporaryDirectory() as tmp:
     log = open(os.path.join(tmp, "warmd.log"), "w+")
     sock = os.path.join(tmp, "w.sock")
     proc = subprocess.Popen([warmd, "--repo", repo, "--state", os.path.join(tmp, "state"), "--device", "host:64MiB",
-                             "--runtime", f"rt={warm_runtime} --capacity 256MiB", "--listen", "unix:" + sock,
+                             "--runtime", f"rt={warm_runtime} --capacity 256MiB --call-cpu-seconds 2", "--listen", "unix:" + sock,
                              "--http", "127.0.0.1:0", "--describe-timeout", "15s", "--failure-expiry", "1s"],
                             stdout=open(log.name, "a"), stderr=subprocess.STDOUT)
     try:
@@ -214,6 +222,33 @@ with tempfile.TemporaryDirectory() as tmp:
         rc, out = ctl(sock, "register", "bomb", "bomb")
         check(rc != 0 and "ratio" in out, f"the bomb was not refused for its ratio: {out}")
         check(rss_mib(proc.pid) - before < 64, "warmd grew on the bomb")
+
+        # A forward() that never ends: past 2 s of CPU (--call-cpu-seconds) the runtime ends itself,
+        # naming the model; warmd fails the request, blames the model, and starts the runtime again.
+        rc, out = ctl(sock, "register", "looper", "looper")
+        check(rc == 0, f"register looper: {out}")
+        started = time.monotonic()
+        code, body = infer(port, "looper", [0.0])
+        took = time.monotonic() - started
+        check(code != 200, f"looper's endless forward() answered: {code} {body}")
+        check(took < 30, f"looper's request took {took:.1f} s (the runtime's limit is 2 s of CPU)")
+        def logged(pattern):  # the lines may reach the log after the answer
+            for _ in range(200):
+                log.seek(0)
+                if re.search(pattern, log.read()):
+                    return True
+                time.sleep(0.05)
+            return False
+        check(logged(r"model looper\S* used [0-9.]+ s of CPU in one inference"),
+              "the runtime says which model went past its CPU limit")
+        check(logged(r"rt: the runtime \(pid \d+\) exited with status 3"), "warmd saw the runtime end with status 3")
+        code, body = infer(port, "good", [1.0, 1.0, 1.0, 1.0])
+        for _ in range(60):  # the runtime starts again after its back-off
+            if code == 200:
+                break
+            time.sleep(0.5)
+            code, body = infer(port, "good", [1.0, 1.0, 1.0, 1.0])
+        check(code == 200, f"good answers from the restarted runtime: {code} {body}")
 
         # A describe that never ends is stopped at the deadline; other registrations go on.
         result = {}

@@ -12,7 +12,8 @@
 // read only its repositories (--repo, and WARM_RUNTIME_REPOS from warmd) and the system's
 // libraries, write nothing, start no program, open no network socket; its address space is
 // limited (--memory-limit), and when started as root it runs as --user (default nobody). Loads
-// from anywhere else are refused. `--describe` is the short-lived helper warmd runs to describe
+// from anywhere else are refused. A load or inference past --call-cpu-seconds of CPU or
+// --call-seconds of running time ends the process with status 3 (call_watch.hpp). `--describe` is the short-lived helper warmd runs to describe
 // a TorchScript file (handed over as descriptor 3) in a sandbox of its own.
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
@@ -40,6 +41,8 @@
 #include "warm/units.hpp"
 
 namespace {
+
+constexpr int exit_runaway = 3;  // a call into model code went past its limits
 
 // Closes every descriptor from `first` up: nothing warmd (or whoever started it) held open
 // reaches the sandbox by accident.
@@ -185,6 +188,7 @@ int main(int argc, char** argv) {
   unsigned threads = 0, loading_threads = 1, backend_threads = 1;
   bool no_sandbox = false, describe_mode = false;
   std::uint64_t describe_memory = std::uint64_t{8} << 30, cpu_seconds = 20;
+  double call_cpu_seconds = 60, call_seconds = 300;
   app.add_option("--capacity", capacity, "memory models may take (e.g. 4GiB)")->capture_default_str();
   app.add_option("--capacity-file", capacity_file,
                  "a file holding the capacity to report, read at every status (resizable while running)");
@@ -199,6 +203,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--memory-limit", memory_limit,
                  "address space the process may take (e.g. 16GiB; 0: 4 x capacity + 8 GiB: libraries map much)")
+      ->capture_default_str();
+  app.add_option("--call-cpu-seconds", call_cpu_seconds,
+                 "CPU time one load or inference may use on its thread; past it the runtime exits (0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--call-seconds", call_seconds,
+                 "time one load or inference may run, waits included; past it the runtime exits (0: none)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--user", user, "the user to run as when started as root")->capture_default_str();
   app.add_flag("--no-sandbox", no_sandbox,
@@ -243,6 +255,15 @@ int main(int argc, char** argv) {
   options.threads = threads;
   options.loading_threads = loading_threads;
   options.repositories = repositories;
+  // Model code that does not return cannot be stopped inside its thread: the process ends, and
+  // warmd fails the model that was running and starts the runtime again.
+  options.limits.cpu = std::chrono::milliseconds(static_cast<std::int64_t>(call_cpu_seconds * 1000));
+  options.limits.running = std::chrono::milliseconds(static_cast<std::int64_t>(call_seconds * 1000));
+  options.on_runaway = [](const std::string& model, const std::string& why) {
+    std::cerr << "warm-runtime: model " << model << " " << why << ": exiting, since its thread cannot be stopped"
+              << std::endl;
+    std::_Exit(exit_runaway);
+  };
   warm::set_backend_threads(static_cast<int>(backend_threads));
   warm::code_policy code;
   code.in_process = true;  // this process is where models' code runs: it confines itself below

@@ -35,6 +35,13 @@ kj::Promise<T> on_worker(executor& pool, std::function<T()> work) {
 
 using model_ptr = std::shared_ptr<const resident_model>;
 
+// A call into model code on this thread, watched until it is destroyed; none when calls are not
+// watched (`watch` null).
+std::optional<call_watch::call> watched(call_watch* watch, const std::string& model, const char* what) {
+  if (!watch) return std::nullopt;
+  return watch->begin(model, what);
+}
+
 class runtime_server final : public remote::ModelRuntime::Server {
  public:
   explicit runtime_server(const runtime_server_options& o)
@@ -48,6 +55,7 @@ class runtime_server final : public remote::ModelRuntime::Server {
     auto dev = make_device(spec);
     if (!dev) throw std::runtime_error(dev.error().message);
     dev_ = std::move(*dev);
+    if (o.on_runaway) watch_ = std::make_unique<call_watch>(o.limits, o.on_runaway);
   }
 
  private:
@@ -88,7 +96,9 @@ class runtime_server final : public remote::ModelRuntime::Server {
       write_error(*refused, context.getResults().initError());
       return kj::READY_NOW;
     }
-    return on_worker<expected<std::uint64_t>>(describing_, [where]() -> expected<std::uint64_t> {
+    return on_worker<expected<std::uint64_t>>(describing_,
+                                              [where, watch = watch_.get()]() -> expected<std::uint64_t> {
+             auto watching = watched(watch, where.path, "size prediction");
              auto described = describe_model(where);
              if (!described) return std::move(described).error();
              return described->predicted_bytes;
@@ -120,7 +130,11 @@ class runtime_server final : public remote::ModelRuntime::Server {
     }
     auto& dev = *dev_;
     return on_worker<expected<std::unique_ptr<resident_model>>>(
-               loading_, [&dev, where, reserved]() { return load_here(dev, where, reserved); })
+               loading_,
+               [&dev, where, reserved, watch = watch_.get(), id]() {
+                 auto watching = watched(watch, id, "load");
+                 return load_here(dev, where, reserved);
+               })
         .then([this, context, id](expected<std::unique_ptr<resident_model>> model) mutable {
           auto results = context.getResults();
           std::unique_lock<std::mutex> lock(mutex_);
@@ -188,7 +202,9 @@ class runtime_server final : public remote::ModelRuntime::Server {
       return kj::READY_NOW;
     }
     auto batch = params.getBatch();
-    auto work = [model, inputs = std::move(*inputs), batch]() mutable -> expected<std::vector<tensor>> {
+    auto work = [model, inputs = std::move(*inputs), batch, watch = watch_.get(),
+                 id]() mutable -> expected<std::vector<tensor>> {
+      auto watching = watched(watch, id, "inference");
       // warmd checked the inputs; another client may not have.
       auto checked = check_inputs(inputs, model->io(), model->max_batch());
       if (!checked) return std::move(checked).error();
@@ -253,6 +269,8 @@ class runtime_server final : public remote::ModelRuntime::Server {
 
   runtime_server_options options_;
   std::unique_ptr<device> dev_;
+  // Null: calls are not watched. Before the executors: destroyed after them, once no call runs.
+  std::unique_ptr<call_watch> watch_;
   executor inference_;
   executor loading_;
   executor describing_;  // predictSize reads files apart from loads, so it never queues behind one

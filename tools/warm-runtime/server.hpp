@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "call_watch.hpp"
 #include "runtime.capnp.h"
 
 namespace warm {
@@ -28,6 +29,10 @@ struct runtime_server_options {
   // process's memory is not measured (rssBytes 0). Opened before the sandbox hides /proc.
   int statm_fd = -1;
   std::chrono::milliseconds rss_period{50};  // how often the process's memory is sampled
+  // Bounds on each load and inference (call_watch.hpp), and what is done with a call past them
+  // (warm-runtime ends the process); null: calls are not watched.
+  call_limits limits;
+  call_watch::runaway_fn on_runaway;
 };
 
 // The capability to serve; one object may serve several connections (they share its models).
