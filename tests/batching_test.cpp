@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <atomic>
 #include <cstdio>
 #include <future>
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include "support/runtime_fixture.hpp"
+#include "warm/model_repository.hpp"
+#include "warm/model_writer.hpp"
 
 using namespace warm;
 using namespace std::chrono_literals;
@@ -129,6 +132,49 @@ TEST_CASE("a batch waiting for its delay holds no inference thread; stopping ans
   auto r = waiting.get();
   REQUIRE(r);
   CHECK(r->outputs.front().shape == std::vector<std::uint64_t>{1, 8});
+}
+
+TEST_CASE("rows leased before a reload and rows leased after it never share a pass") {
+  // Reference answers of the old weights (seed 1, the fixture's "a") and of the new (seed 77).
+  test::runtime_fixture plain({"a"});
+  plain.register_all();
+  const auto file = plain.dir / ("repo/a/1/" + std::string(model_file_name));
+  auto answer_of = [](runtime& rt, int k) {
+    auto r = rt.infer({"a", {rows_input(k, 1)}}).get();
+    REQUIRE(r);
+    return floats_of(r->outputs.front());
+  };
+  const auto old_answer = answer_of(*plain.rt, 0);
+  auto rewrite = [](const std::filesystem::path& to) {  // new weights, as a new file in its place
+    auto fresh = to.parent_path() / "fresh.safetensors";
+    REQUIRE(write_dense_model(fresh, {{16, 8}, activation::relu, 77}));
+    std::filesystem::rename(fresh, to);
+  };
+  rewrite(file);
+  REQUIRE(plain.rt->unload("a").get());
+  const auto new_answer = answer_of(*plain.rt, 1);
+  REQUIRE(old_answer != answer_of(*plain.rt, 0));  // the weights did change
+
+  // Passes of 2 rows, a long delay: the first request waits in the queue on the old weights'
+  // lease while the model is unloaded and loaded again from the new file; the second, leased on
+  // the new weights, fills the batch.
+  test::runtime_fixture f({"a"}, {"host:64KiB"}, 2, batching(2, 60s));
+  f.register_all();
+  REQUIRE(f.rt->ensure_loaded("a", true).get());
+  auto before = f.rt->infer({"a", {rows_input(0, 1)}});
+  REQUIRE(before.wait_for(100ms) == std::future_status::timeout);  // queued, holding its lease
+  rewrite(f.dir / ("repo/a/1/" + std::string(model_file_name)));
+  REQUIRE(f.rt->unload("a").get());
+  auto after = f.rt->infer({"a", {rows_input(1, 1)}});
+  REQUIRE(before.wait_for(20s) == std::future_status::ready);
+  REQUIRE(after.wait_for(20s) == std::future_status::ready);
+  auto old_rows = before.get();
+  auto new_rows = after.get();
+  REQUIRE(old_rows);
+  REQUIRE(new_rows);
+  CHECK(floats_of(old_rows->outputs.front()) == old_answer);
+  CHECK(floats_of(new_rows->outputs.front()) == new_answer);
+  CHECK(f.rt->metrics().batch_rows.read().count == 2);  // one pass per set of weights
 }
 
 TEST_CASE("a model's own batching options replace the defaults, and outlive a restart") {
