@@ -117,11 +117,12 @@ struct load_stats {
 };
 
 // A model resident on a device, as a backend loaded it (warm/backend.hpp). Destroying it unloads
-// the model and returns its bytes to the device. Immutable once loaded: concurrent inferences may
-// share it.
+// the model and returns its bytes to the device: never on a thread that runs actors (the
+// reclaimer's job; a destruction there is counted, common/actor_threads.hpp). Immutable once
+// loaded: concurrent inferences may share it.
 class resident_model {
  public:
-  virtual ~resident_model() = default;
+  virtual ~resident_model();
   resident_model(const resident_model&) = delete;
   resident_model& operator=(const resident_model&) = delete;
 

@@ -344,6 +344,19 @@ void on_reserved(self_ptr self, const msg::registration& who, msg::reserve_resul
   dispatch(self);
 }
 
+// Frees weights the pool no longer wants on the reclaimer (config.reclaim), never on this actor's
+// thread. `device` stays blocked until their bytes are back: then the reclaimer tells the pool
+// (device_freed), which unblocks it and dispatches the loads waiting for room.
+void drop(self_ptr self, std::size_t device, std::unique_ptr<resident_model> model) {
+  if (!model) return;
+  self->state.blocked[device] = true;
+  auto weak_self = caf::actor_cast<caf::weak_actor_ptr>(self);
+  self->state.config.reclaim([weights = std::shared_ptr<resident_model>(std::move(model)), weak_self, device]() mutable {
+    weights.reset();
+    if (auto pool = caf::actor_cast<loader_pool_actor>(weak_self.lock())) caf::anon_send(pool, msg::device_freed{device});
+  });
+}
+
 // A worker's answer to a load job.
 void on_loaded(self_ptr self, loader_worker_actor worker, const msg::registration& who, msg::load_result& m) {
   auto& s = self->state;
@@ -354,8 +367,7 @@ void on_loaded(self_ptr self, loader_worker_actor worker, const msg::registratio
   auto& r = *found;
   auto device = r.device;
   if (r.cancelled) {
-    m.model.reset();  // frees the bytes
-    s.blocked[device] = false;
+    drop(self, device, std::move(*m.model));
     self->send(r.owner, msg::load_cancelled{});
     finish(self, r.model);
   } else if (m.model && (*m.model)->shortfall() > 0) {
@@ -384,8 +396,7 @@ void settle(self_ptr self, load_record& r, msg::load_result loaded) {
     if (!found) return dispatch(self);
     auto& r = *found;
     if (r.cancelled) {
-      model->reset();  // frees the bytes
-      s.blocked[r.device] = false;
+      drop(self, r.device, std::move(*model));
       self->send(r.owner, msg::load_cancelled{});
       finish(self, r.model);
     } else if (m.reservation) {
@@ -394,7 +405,8 @@ void settle(self_ptr self, load_record& r, msg::load_result loaded) {
     } else {
       auto measured = (*model)->measured_bytes();
       auto reserved = (*model)->bytes();
-      model->reset();  // attempt_failed unblocks the device
+      auto device = r.device;
+      auto weights = std::move(*model);
       auto& dev = *s.config.devices[r.device];
       auto code = measured > dev.capacity() ? errc::model_too_large : m.error.code;
       r.measured = r.bytes = measured;  // a retry reserves what the model takes
@@ -402,7 +414,8 @@ void settle(self_ptr self, load_record& r, msg::load_result loaded) {
                      make_error(code, r.model + ": it takes " + format_bytes(measured) + " on " + dev.name() +
                                           " once loaded, more than the " + format_bytes(reserved) +
                                           " reserved, and the rest does not fit: " + m.error.message),
-                     std::nullopt);
+                     std::nullopt);  // requeues it or fails it: `r` may be gone
+      drop(self, device, std::move(weights));  // the device waits for these bytes to come back
     }
     dispatch(self);
   };
@@ -518,6 +531,7 @@ loader_pool_actor::behavior_type loader_pool(self_ptr self, std::shared_ptr<load
 }  // namespace
 
 loader_pool_actor spawn_loader_pool(caf::actor_system& system, loader_pool_config config) {
+  if (!config.reclaim) throw std::logic_error("loader_pool_config::reclaim is required");
   return system.spawn(loader_pool, std::make_shared<loader_pool_config>(std::move(config)));
 }
 

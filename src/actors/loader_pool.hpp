@@ -51,9 +51,12 @@ struct loader_pool_config {
   std::uint32_t max_attempts = 3;
   std::chrono::nanoseconds failure_expiry = std::chrono::minutes(10);
   std::shared_ptr<runtime_metrics> metrics;  // null: the pool keeps private ones
+  // Where weights the pool drops (a load cancelled or refused after it finished) are freed: off
+  // the pool's thread, like the device actors' (serving_slot::reclaim_fn). Required.
+  serving_slot::reclaim_fn reclaim;
 };
 
-// Spawns the pool and its workers. Device actors are attached afterwards (they need the pool's
+// Spawns the pool and its workers (std::logic_error without config.reclaim). Device actors are attached afterwards (they need the pool's
 // handle): send them to the pool through attach_devices().
 loader_pool_actor spawn_loader_pool(caf::actor_system& system, loader_pool_config config);
 void attach_devices(const loader_pool_actor& pool, std::vector<device_actor> device_actors);

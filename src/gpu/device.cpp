@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "common/actor_threads.hpp"
 #include "gpu/upload_pipeline.hpp"
 #include "warm/device.hpp"
 #include "warm/units.hpp"
@@ -52,6 +53,8 @@ void memory_reservation::absorb(memory_reservation other) {
   bytes_ += std::exchange(other.bytes_, 0);
   other.owner_ = nullptr;
 }
+
+resident_model::~resident_model() { actor_threads::note_weights_freed(); }
 
 void resident_model::settle(memory_reservation more) {
   // A backend that measures overrides this; one that does not has nothing to settle.

@@ -15,6 +15,7 @@
 #include "actors/version_manager.hpp"
 #include "actors/watch_hub.hpp"
 #include "warm/caf/actors.hpp"
+#include "common/actor_threads.hpp"
 #include "runtime/batcher.hpp"
 #include "runtime/checked_outputs.hpp"
 #include "runtime/executor.hpp"
@@ -27,6 +28,14 @@ namespace warm {
 using runtime_detail::promised;
 
 namespace {
+
+// Marks every thread the actor system starts as one that runs actors (common/actor_threads.hpp).
+class actor_thread_marker final : public caf::thread_hook {
+ public:
+  void init(caf::actor_system&) override {}
+  void thread_started() override { actor_threads::enter(); }
+  void thread_terminates() override { actor_threads::leave(); }
+};
 
 // Runs the inference for a held lease on inputs check_inputs accepted (`batch` rows) and packages
 // the result, its outputs checked against the model's declaration. The lease is released before
@@ -124,11 +133,13 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
 
   impl->config = std::make_unique<caf::actor_system_config>();
   if (options.scheduler_threads) impl->config->set("scheduler.max-threads", options.scheduler_threads);
+  impl->config->add_thread_hook<actor_thread_marker>();
   impl->system = std::make_unique<caf::actor_system>(*impl->config);
   if (options.blas_threads) set_backend_threads(static_cast<int>(options.blas_threads));
   auto threads = options.inference_threads ? options.inference_threads : std::max(1u, std::thread::hardware_concurrency());
   impl->executor = std::make_unique<warm::executor>(threads);
   impl->reclaimer = std::make_unique<warm::executor>(1);
+  auto reclaim = [reclaimer = impl->reclaimer.get()](std::function<void()> task) { reclaimer->submit(std::move(task)); };
   impl->describer = std::make_unique<warm::executor>(4);  // a slow describe (a helper at its deadline) holds one
 
   impl->metrics = std::make_shared<runtime_metrics>(impl->devices.size());
@@ -141,14 +152,12 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   pool.max_concurrent_loads = options.max_concurrent_loads;
   pool.max_attempts = options.max_load_attempts;
   pool.failure_expiry = options.failure_expiry;
+  pool.reclaim = reclaim;
   impl->pool = spawn_loader_pool(*impl->system, std::move(pool));
   for (std::size_t i = 0; i < impl->devices.size(); ++i)
     impl->device_actors.push_back(
         spawn_device_actor(*impl->system,
-                           {i, impl->devices[i], std::move(policies[i]), impl->time, impl->metrics,
-                            [reclaimer = impl->reclaimer.get()](std::function<void()> task) {
-                              reclaimer->submit(std::move(task));
-                            }},
+                           {i, impl->devices[i], std::move(policies[i]), impl->time, impl->metrics, reclaim},
                            impl->pool));
   attach_devices(impl->pool, impl->device_actors);
   if (policies_rescore) {
