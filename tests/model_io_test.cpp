@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/code_helper.hpp"
 #include "warm/model_io.hpp"
 
 namespace {
@@ -99,4 +100,26 @@ TEST_CASE("check_outputs refuses data that its shape does not hold, a shape whos
   huge.type = warm::dtype::f64;
   huge.shape = {std::uint64_t{1} << 61};  // x 8 bytes wraps to 0, which empty data would match
   CHECK_THAT(refusal({huge}, free_form, 1), Catch::Contains("of 0 bytes") && Catch::Contains("needs more than 2^62"));
+}
+
+// A code model's declaration comes from its describe helper, which ran the untrusted archive: its
+// answer is untrusted input too. -1 is a dynamic dimension; anything below it is refused, never
+// passed on as a declaration for check_outputs to hold answers to.
+TEST_CASE("a describe helper's declaration with a dimension below -1 is refused") {
+  auto answer = [](const std::string& dim) {
+    return R"({"kind": "torchscript", "predicted_bytes": 64, "layers": 0, "activation": "", "io": )"
+           R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, )" + dim + R"(], "known": true}], )"
+           R"("outputs": [], "batched": false}})";
+  };
+  auto described = warm::description_from_json(answer("4"), "m.pt");
+  REQUIRE(described);
+  REQUIRE(described->io.inputs.size() == 1);
+  CHECK(described->io.inputs[0].shape == std::vector<std::int64_t>{-1, 4});
+  for (const char* dim : {"-2", "-9223372036854775808"}) {
+    INFO(dim);
+    auto refused = warm::description_from_json(answer(dim), "m.pt");
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == warm::errc::invalid_argument);
+    CHECK(refused.error().message == "m.pt: the describe helper's answer gives tensor 'x' a negative dimension");
+  }
 }

@@ -45,6 +45,12 @@ TEST_CASE("a tensor whose data matches its shape is read as it was written") {
   CHECK(refusal(read("F32", {2, 3}, 23)) == "tensor 'y': 23 bytes do not match its shape [2, 3] of F32");
 }
 
+TEST_CASE("a tensor with more data than its shape holds is refused, not cut to its shape") {
+  CHECK(refusal(read("F32", {2, 3}, 25)) == "tensor 'y': 25 bytes do not match its shape [2, 3] of F32");
+  CHECK(refusal(read("I64", {4, 0, 5}, 8)) == "tensor 'y': 8 bytes do not match its shape [4, 0, 5] of I64");
+  CHECK(refusal(read("U8", {}, 2)) == "tensor 'y': 2 bytes do not match its shape [] of U8");  // a scalar is 1 byte
+}
+
 TEST_CASE("a shape whose byte count overflows is refused, never wrapped to what the data holds") {
   // 2^61 x 8 bytes is 2^64: wrapped, 0, which empty data would match.
   CHECK(refusal(read("F64", {std::uint64_t{1} << 61}, 0)) ==

@@ -24,6 +24,13 @@ TEST_CASE("byte sizes parse in the units people type") {
   CHECK(warm::format_bytes(64ull << 20) == "64.0 MiB");
 }
 
+TEST_CASE("byte sizes are written in the largest unit they reach, at its exact boundary too") {
+  CHECK(warm::format_bytes(1023) == "1023 B");
+  CHECK(warm::format_bytes(1024) == "1.00 KiB");
+  CHECK(warm::format_bytes(1ull << 20) == "1.00 MiB");
+  CHECK(warm::format_bytes(1ull << 30) == "1.00 GiB");
+}
+
 TEST_CASE("device specs parse as users write them") {
   auto host = warm::parse_device_spec("host:4GiB");
   REQUIRE(host);
