@@ -8,15 +8,6 @@
 
 namespace warm::v2 {
 
-const char* triton_state(model_state state) noexcept {
-  switch (state) {
-    case model_state::loaded: return "READY";
-    case model_state::queued:
-    case model_state::loading: return "LOADING";
-    default: return "UNAVAILABLE";
-  }
-}
-
 expected<model_state> state_of(runtime& rt, const std::string& id, std::chrono::milliseconds limit) {
   auto st = wait(rt.status(id), limit);
   if (!st) return st.error();

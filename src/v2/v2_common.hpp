@@ -27,8 +27,19 @@ expected<T> wait(std::future<expected<T>> f, std::chrono::milliseconds limit) {
   return f.get();
 }
 
-// Triton's name for a model state in a repository index: READY, LOADING or UNAVAILABLE.
-const char* triton_state(model_state state) noexcept;
+// Triton's name for a model state in a repository index: READY, LOADING or UNAVAILABLE. Inline:
+// src/http's V2 codec library uses it without linking this layer's runtime calls.
+inline const char* triton_state(model_state state) noexcept {
+  switch (state) {
+    case model_state::loaded:
+      return "READY";
+    case model_state::queued:
+    case model_state::loading:
+      return "LOADING";
+    default:
+      return "UNAVAILABLE";
+  }
+}
 
 // The state a model id reports, or a vmodel id's active model's; not_found for neither.
 expected<model_state> state_of(runtime& rt, const std::string& id, std::chrono::milliseconds limit);
