@@ -197,6 +197,22 @@ struct tls_relay::impl {
   // What one direction's turn ended on.
   enum class turn { waits, more, failed };
 
+  // A session call that returned `result` <= 0: what it waits for on the TCP socket (added to
+  // `tcp`), or failed.
+  static turn waiting(link& l, int result, short& tcp) {
+    switch (need_of(l.ssl.get(), result)) {
+      case need::read:
+        tcp |= POLLIN;
+        return turn::waits;
+      case need::write:
+        tcp |= POLLOUT;
+        return turn::waits;
+      default:
+        ERR_clear_error();
+        return turn::failed;
+    }
+  }
+
   // Client to server: decrypted bytes written to `plain`. Adds what it waits for to `tcp` and
   // `plain` (POLLIN/POLLOUT); `more` when it stopped only because its turn ran out.
   turn to_server(link& l, short& tcp, short& plain) {
@@ -234,17 +250,7 @@ struct tls_relay::impl {
         l.client_done = true;  // close_notify, or a FIN (SSL_OP_IGNORE_UNEXPECTED_EOF)
         continue;
       }
-      switch (need_of(l.ssl.get(), r)) {
-        case need::read:
-          tcp |= POLLIN;
-          return turn::waits;
-        case need::write:
-          tcp |= POLLOUT;
-          return turn::waits;
-        default:
-          ERR_clear_error();
-          return turn::failed;
-      }
+      return waiting(l, r, tcp);
     }
   }
 
@@ -262,17 +268,7 @@ struct tls_relay::impl {
           moved += static_cast<std::size_t>(r);
           continue;
         }
-        switch (need_of(l.ssl.get(), r)) {  // a retry must offer these same bytes
-          case need::read:
-            tcp |= POLLIN;
-            return turn::waits;
-          case need::write:
-            tcp |= POLLOUT;
-            return turn::waits;
-          default:
-            ERR_clear_error();
-            return turn::failed;
-        }
+        return waiting(l, r, tcp);  // a retry must offer these same bytes
       }
       if (l.server_done) return turn::waits;  // for nothing more this way
       ssize_t n = ::recv(l.plain, buffer, sizeof buffer, MSG_DONTWAIT);
