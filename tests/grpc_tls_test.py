@@ -38,6 +38,7 @@ except ImportError as e:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from etcd_process import wait_for  # noqa: E402
 from tls_certs import make_ca, make_cert  # noqa: E402
 
 warmd, warmctl, root = sys.argv[1:4]
@@ -51,15 +52,6 @@ def check(ok, what):
     if not ok:
         failures += 1
         print("FAIL:", what)
-
-
-def wait_for(predicate, seconds=20):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 class Warmd:
