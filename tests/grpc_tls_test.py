@@ -148,6 +148,19 @@ def infer_request(model, rows, width, value=0.25):
     return r
 
 
+def registered(stub, model, metadata=()):
+    """Waits until --serve-repo has registered `model` (it does so after warmd starts serving)."""
+    def known():
+        try:
+            stub.ModelMetadata(pb.ModelMetadataRequest(name=model), metadata=metadata, timeout=10)
+            return True
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.NOT_FOUND:
+                raise
+            return False
+    return wait_for(known, 30)
+
+
 def served_over_tls(d, ca, reference):
     stub = rpc.GRPCInferenceServiceStub(channel(d.port, ca))
     check(stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live, "ServerLive over TLS")
@@ -164,6 +177,8 @@ def served_over_tls(d, ca, reference):
           "a wrong token is logged against 127.0.0.1: " + "\n".join(
               l for l in d.log().splitlines() if "failed login" in l)[-500:])
 
+    for model in ("small", "wide"):
+        check(registered(stub, model, AUTH), f"--serve-repo registers {model}")
     small = stub.ModelInfer(infer_request("small", 2, 8), metadata=AUTH, timeout=30)
     check([(o.name, list(o.shape)) for o in small.outputs] == [("output", [2, 4])], f"small outputs {small.outputs}")
 
@@ -177,6 +192,7 @@ def served_over_tls(d, ca, reference):
     out = big.raw_output_contents[0] if big.raw_output_contents else b""
     check(len(out) == 1000 * 1024 * 4, f"a 4 MB answer over TLS has {len(out)} bytes")
     plain = rpc.GRPCInferenceServiceStub(grpc.insecure_channel(f"127.0.0.1:{reference.port}"))
+    check(registered(plain, "wide"), "--serve-repo registers wide on the plain instance")
     expected = plain.ModelInfer(wide, timeout=60).raw_output_contents[0]
     check(out == expected, "the 4 MB answer over TLS is the plain front's, byte for byte")
 
