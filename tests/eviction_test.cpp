@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "actors/protocol/registry_protocol.hpp"
 #include "gpu/host_device.hpp"
+#include "runtime/runtime_actors.hpp"
 #include "support/runtime_fixture.hpp"
-#include "warm/caf/actors.hpp"
-#include "warm/caf/messages.hpp"
 
 using namespace std::chrono_literals;
 using namespace warm;
@@ -28,16 +28,16 @@ namespace {
 const std::string two_models = "host:" + std::to_string(2 * small_model_bytes + 100);
 
 // Holds a lease on `id` (loading it if needed) until the returned object is destroyed.
-std::shared_ptr<msg::acquired> hold(runtime& rt, const std::string& id) {
-  auto promise = std::make_shared<std::promise<expected<msg::acquired>>>();
+std::shared_ptr<acquired> hold(runtime& rt, const std::string& id) {
+  auto promise = std::make_shared<std::promise<expected<acquired>>>();
   auto future = promise->get_future();
   caf::anon_send(actors_of(rt).registry,
-                 msg::use_model{id, msg::use_kind::wait, {}, [promise](expected<msg::acquired> a) {
+                 msg::use_model{id, use_kind::wait, {}, [promise](expected<acquired> a) {
                                   promise->set_value(std::move(a));
                                 }});
   auto a = future.get();
   REQUIRE(a);
-  return std::make_shared<msg::acquired>(std::move(*a));
+  return std::make_shared<acquired>(std::move(*a));
 }
 
 std::vector<std::string> resident(runtime& rt) {

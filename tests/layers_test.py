@@ -12,8 +12,8 @@ reads that block and checks every `#include "..."` in src/ and include/warm/:
     equal rank are siblings and may not include each other;
   - every src/ folder and every header under include/warm/ has a line in the block, and every
     include can be placed in a folder (a new folder or header is added to the table, not skipped);
-  - the headers include/warm/meson.build installs include only each other, so the installed tree
-    compiles without src/.
+  - headers under include/ include only headers under include/, and those include/warm/meson.build
+    installs include only each other, so the installed tree compiles without src/.
 
 Fails naming each offending file, line and include. Prints what it checked, so an empty pass is
 visible (and fails too).
@@ -118,6 +118,9 @@ def main():
             checked += 1
             where = f"{path}:{number}: #include \"{include}\""
             public = str(path.relative_to("include")) if path.parts[0] == "include" else None
+            if public is not None and not (root / "include" / include).is_file():
+                problems.append(f"{where}: a header under include/ includes one that is not under "
+                                "include/ (the embedding API must compile without src/)")
             if public in installed and include not in installed:
                 problems.append(f"{where}: an installed header includes a header that is not "
                                 "installed (include/warm/meson.build)")

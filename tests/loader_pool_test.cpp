@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "actors/loader_pool.hpp"
+#include "actors/protocol/device_protocol.hpp"
+#include "actors/protocol/loader_pool_protocol.hpp"
+#include "actors/protocol/model_protocol.hpp"
 #include "gpu/host_device.hpp"
-#include "warm/caf/messages.hpp"
 
 using namespace std::chrono_literals;
 using namespace warm;

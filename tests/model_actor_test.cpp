@@ -16,9 +16,11 @@
 #include <vector>
 
 #include "actors/model_actor.hpp"
+#include "actors/protocol/device_protocol.hpp"
+#include "actors/protocol/loader_pool_protocol.hpp"
+#include "actors/protocol/model_protocol.hpp"
 #include "storage/located_file.hpp"
 #include "support/test_files.hpp"
-#include "warm/caf/messages.hpp"
 #include "warm/model_writer.hpp"
 
 using namespace std::chrono_literals;
@@ -48,7 +50,7 @@ caf::behavior recording_pool(caf::event_based_actor*, std::shared_ptr<seen> log)
 // A device that takes unloads and ignores them. (It takes an argument because CAF 0.17 reads a
 // null argument tuple for an actor spawned without one, which UBSan reports.)
 caf::behavior quiet_device(caf::event_based_actor*, std::shared_ptr<seen>) {
-  return {[](msg::unload&) {}};
+  return {[](msg::withdraw_slot&) {}};
 }
 
 // A client: requests one use of `model` when told to, and records the answer.
@@ -118,7 +120,7 @@ struct fixture {
   }
 
   // A new client requests one use; runs until the model has handled it (and told the pool).
-  void use(msg::use_kind kind = msg::use_kind::wait) {
+  void use(use_kind kind = use_kind::wait) {
     clients.push_back(sys->spawn(client, log, model));
     sched->run();
     caf::anon_send(clients.back(), msg::model_use{kind, time->now()});
@@ -268,7 +270,7 @@ TEST_CASE("uses held for a look at the file are answered not_found when the mode
 
 TEST_CASE("a proactive use is answered at once; a waiting one that follows rides on its load") {
   fixture f;
-  f.use(msg::use_kind::proactive);
+  f.use(use_kind::proactive);
   CHECK(f.log->answers == std::vector<std::string>{"proactive"});
   CHECK(f.log->enqueues == std::vector<bool>{false});
   f.use();  // now someone waits: the pool hears it (promoted), but still one load
@@ -302,10 +304,11 @@ TEST_CASE("a client's use is answered to its own callback, and `unavailable` if 
   fixture f;
   std::vector<std::string> got;
   auto use_with_callback = [&] {
-    auto record = [&got](expected<msg::acquired> a) {
+    auto record = [&got](expected<acquired> a) {
       got.push_back(!a ? a.error().message : a->hit ? "hit" : "miss");
     };
-    caf::anon_send(f.model, msg::client_use{msg::use_kind::wait, f.time->now(), msg::once_callback<msg::acquired>(record)});
+    caf::anon_send(f.model,
+                   msg::client_use{use_kind::wait, f.time->now(), once_callback<acquired>(record)});
     f.sched->run();
   };
   use_with_callback();
@@ -318,7 +321,7 @@ TEST_CASE("a client's use is answered to its own callback, and `unavailable` if 
   use_with_callback();
   CHECK(got.back() == "hit");
 
-  f.from_device(msg::unload{"m", slot, eviction_reason::capacity});  // evicted
+  f.from_device(msg::slot_evicted{slot});  // evicted
   use_with_callback();  // waits for a new load
   CHECK(f.log->enqueues.size() == 2);
   CHECK(got.size() == 2);

@@ -19,11 +19,11 @@
 #include <mutex>
 #include <optional>
 
+#include "actors/protocol/registry_protocol.hpp"
 #include "actors/registry_actor.hpp"
 #include "storage/registry_store.hpp"
 #include "support/runtime_fixture.hpp"
 #include "support/test_files.hpp"
-#include "warm/caf/messages.hpp"
 #include "warm/model_writer.hpp"
 
 using namespace std::chrono_literals;

@@ -10,10 +10,10 @@
 #include <random>
 #include <thread>
 
-#include "support/runtime_fixture.hpp"
-#include "warm/caf/messages.hpp"
+#include "actors/protocol/registry_protocol.hpp"
 #include "policy/cache_policy.hpp"
-#include "warm/caf/actors.hpp"
+#include "runtime/runtime_actors.hpp"
+#include "support/runtime_fixture.hpp"
 
 using namespace std::chrono_literals;
 using namespace warm;
@@ -22,15 +22,16 @@ using warm::test::small_model_bytes;
 
 namespace {
 
-std::shared_ptr<msg::acquired> hold(runtime& rt, const std::string& id) {
-  auto promise = std::make_shared<std::promise<expected<msg::acquired>>>();
+std::shared_ptr<acquired> hold(runtime& rt, const std::string& id) {
+  auto promise = std::make_shared<std::promise<expected<acquired>>>();
   auto future = promise->get_future();
-  caf::anon_send(actors_of(rt).registry, msg::use_model{id, msg::use_kind::wait, {}, [promise](expected<msg::acquired> a) {
-                                                           promise->set_value(std::move(a));
-                                                         }});
+  caf::anon_send(actors_of(rt).registry,
+                 msg::use_model{id, use_kind::wait, {}, [promise](expected<acquired> a) {
+                                  promise->set_value(std::move(a));
+                                }});
   auto a = future.get();
   if (!a) return nullptr;
-  return std::make_shared<msg::acquired>(std::move(*a));
+  return std::make_shared<acquired>(std::move(*a));
 }
 
 // Two clients hammer 11 models on a device with room for four while m0 stays pinned; returns

@@ -7,6 +7,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include "actors/protocol/device_protocol.hpp"
+#include "actors/protocol/loader_pool_protocol.hpp"
+#include "actors/protocol/model_protocol.hpp"
 #include "policy/load_penalty.hpp"
 #include "warm/units.hpp"
 
@@ -112,7 +115,7 @@ void evict(self_ptr self, const std::vector<std::string>& victims) {
     auto slot = s.residents[model].slot;
     withdraw(self, model, eviction_reason::capacity);
     ++s.evictions;
-    self->send(owner, msg::unload{model, std::move(slot), eviction_reason::capacity});
+    self->send(owner, msg::slot_evicted{std::move(slot)});
   }
 }
 
@@ -150,7 +153,7 @@ void lose_models(self_ptr self, const device_event& e) {
     if (!host_id.empty() && std::find(e.in_flight.begin(), e.in_flight.end(), host_id) != e.in_flight.end())
       lost.in_flight.push_back(model);  // its inference was running when the process died
     withdraw(self, model, eviction_reason::lost);
-    self->send(r.owner, msg::unload{model, r.slot, eviction_reason::lost});
+    self->send(r.owner, msg::slot_evicted{r.slot});
     lost.models.push_back(model);
   }
   for (auto& w : std::exchange(s.settling, {})) w.promise.deliver(msg::reserve_result{nullptr, e.reason});
@@ -274,7 +277,7 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
           // A newer incarnation of the model (re-registered) replaces a stale copy.
           auto stale = s.residents[m.model];
           withdraw(self, m.model, eviction_reason::replaced);
-          self->send(stale.owner, msg::unload{m.model, stale.slot, eviction_reason::replaced});
+          self->send(stale.owner, msg::slot_evicted{stale.slot});
         }
         s.residents[m.model] = resident{slot, m.owner, 0, s.config.time->now(), m.predicted, measured};
         s.metrics->models_loaded.set(static_cast<std::int64_t>(s.residents.size()));
@@ -286,7 +289,7 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
         self->send(m.owner, msg::load_done{dev.name(), slot, m.seconds});
         if (lost_already) {
           withdraw(self, m.model, eviction_reason::lost);
-          self->send(m.owner, msg::unload{m.model, slot, eviction_reason::lost});
+          self->send(m.owner, msg::slot_evicted{slot});
           self->send(s.pool, msg::models_lost{s.config.index, {m.model},
                                               make_error(errc::unavailable, dev.name() + ": " + m.model +
                                                                                 " was lost with the runtime that loaded it"),
@@ -294,7 +297,7 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
         }
         tell_pool_if_waiting(self);  // a new model may be a victim for a waiting load
       },
-      [=](msg::unload& m) {
+      [=](msg::withdraw_slot& m) {
         auto& s = self->state;
         auto it = s.residents.find(m.model);
         if (it != s.residents.end() && it->second.slot == m.slot)
@@ -317,13 +320,16 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
       [=](msg::device_changed& m) {
         auto& s = self->state;
         switch (m.event.what) {
-          case device_event::kind::models_lost: lose_models(self, m.event); break;
+          case device_event::kind::models_lost:
+            lose_models(self, m.event);
+            break;
           case device_event::kind::capacity_changed:
             s.config.policy->set_capacity(s.config.dev->capacity());
             fit_capacity(self);
             retry_settles(self);
             break;
-          case device_event::kind::ready: break;
+          case device_event::kind::ready:
+            break;
         }
         // Room, or the device itself, may be back: the pool looks at its queue again.
         s.pool_waiting = false;
@@ -340,12 +346,15 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
         return msg::scores_collected{rescorer->score_inputs(now), rescorer->bias(), now};
       },
       [=](msg::swap_scores& m) {
-        if (auto* rescorer = self->state.config.policy->rescorer()) rescorer->swap_scores(std::move(m.heap));
+        if (auto* rescorer = self->state.config.policy->rescorer())
+          rescorer->swap_scores(std::move(m.heap));
         ++self->state.swaps;
       },
       [=](msg::pin_model& m) {
-        if (m.pinned) self->state.pinned.insert(m.model);
-        else self->state.pinned.erase(m.model);
+        if (m.pinned)
+          self->state.pinned.insert(m.model);
+        else
+          self->state.pinned.erase(m.model);
       },
       [=](msg::inspect_device& m) {
         auto& s = self->state;

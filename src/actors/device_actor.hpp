@@ -2,35 +2,22 @@
 // the cache policy for victims, and makes room before a load. It never over-commits: bytes are
 // charged by the device's budget when reserved and return when a buffer is freed.
 //
-// Interface: warm::device_actor (warm/caf/messages.hpp). All from within the runtime:
-//   reserve{model, bytes}           request from the loader pool → reserve_result.
-//       model_too_large if bytes exceed the capacity; otherwise evicts policy-chosen victims that
-//       have no inference in flight (telling each owner unload{reason capacity}) and reserves
-//       the bytes, or answers capacity_exhausted and sends the pool device_freed once anything
-//       frees (a quiesced eviction, an idle model). With `settle` (the rest of a loaded model's
-//       measured size) a refusal whose room is already draining is answered once the bytes are
-//       back, before the pool hears of them.
-//   install{model, owner, weights}  from the pool → load_done{slot} to the owner (model actor).
-//   unload{model, slot, unload}     from a model actor (an operator's unload, unregistration)
-//       → withdraws the slot.
-//   slot_released{...}              from a slot's last lease (any thread).
-//   collect_scores / swap_scores    from the scorer.
-//   inspect_device{done}            → device_info.
+// Interface: warm::device_actor (actors/protocol/forward.hpp); what it is sent, by whom, and what
+// it answers: actors/protocol/device_protocol.hpp. All from within the runtime.
 // On exit every slot it holds is withdrawn, so the weights are freed once leases end.
 // Withdrawn weights are freed by the reclaimer (config.reclaim), never in a handler here: a
 // withdrawn slot counts as draining until its quiesced event arrives, after the bytes are back.
 #pragma once
 
-
 #include <cstddef>
 #include <memory>
 
+#include "actors/protocol/forward.hpp"
+#include "core/serving_slot.hpp"
 #include "policy/cache_policy.hpp"
-#include "warm/caf/messages.hpp"
 #include "warm/clock.hpp"
 #include "warm/device.hpp"
 #include "warm/metrics.hpp"
-#include "core/serving_slot.hpp"
 
 namespace warm {
 

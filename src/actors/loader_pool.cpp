@@ -6,6 +6,10 @@
 #include <unordered_map>
 #include <variant>
 
+#include "actors/protocol/device_protocol.hpp"
+#include "actors/protocol/loader_pool_protocol.hpp"
+#include "actors/protocol/loader_worker_protocol.hpp"
+#include "actors/protocol/model_protocol.hpp"
 #include "core/crash_suspects.hpp"
 #include "core/failure_table.hpp"
 #include "core/load_queue.hpp"

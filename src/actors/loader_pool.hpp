@@ -12,16 +12,8 @@
 // Reservations count against max_concurrent_loads, so at most that many loads hold bytes
 // without being resident.
 //
-// Interface: warm::loader_pool_actor (warm/caf/messages.hpp):
-//   enqueue_load{who, owner, where, bytes, waiting, when} from a model actor. Queues (or
-//       promotes) the load; answers load_failed at once when no device may take it. A load of
-//       an earlier registration of the same id (a smaller generation) is cancelled if queued,
-//       or followed by this one once it is over.
-//   load_waiters{who, waiters}     from a model actor (inspection only).
-//   cancel_load{who}               from a model actor (unload, unregistration) → load_cancelled
-//       when it was queued or in flight; nothing when there was no load.
-//   device_freed{device}           from a device actor that refused a reservation earlier.
-//   attach_devices / inspect_loads from the runtime → queue, running loads, failures, counters.
+// Interface: warm::loader_pool_actor (actors/protocol/forward.hpp); what it is sent, by whom, and
+// what it answers: actors/protocol/loader_pool_protocol.hpp.
 // The pool asks a device to reserve (request reserve → reserve_result) and a worker to load
 // (request load_job → load_result); both answers come back as CAF responses.
 //
@@ -30,12 +22,12 @@
 // with the last error and the time when a record next expires. model_too_large is never retried.
 #pragma once
 
-
 #include <chrono>
 #include <memory>
 #include <vector>
 
-#include "warm/caf/messages.hpp"
+#include "actors/protocol/forward.hpp"
+#include "core/serving_slot.hpp"
 #include "warm/clock.hpp"
 #include "warm/device.hpp"
 #include "warm/metrics.hpp"

@@ -8,6 +8,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "actors/protocol/device_protocol.hpp"
+#include "actors/protocol/loader_pool_protocol.hpp"
+#include "actors/protocol/model_protocol.hpp"
+#include "actors/protocol/watch_hub_protocol.hpp"
 #include "core/rate_meter.hpp"
 #include "storage/located_file.hpp"
 
@@ -19,13 +23,13 @@ namespace {
 struct waiter {
   timestamp arrival;
   caf::typed_response_promise<msg::granted> promise;
-  msg::once_callback<msg::acquired> client;
+  once_callback<acquired> client;
   bool to_client = false;
 
-  void answer(expected<msg::acquired> result) {
+  void answer(expected<acquired> result) {
     if (to_client) return client(std::move(result));
     if (result)
-      promise.deliver(msg::granted{std::make_shared<msg::acquired>(std::move(*result))});
+      promise.deliver(msg::granted{std::make_shared<acquired>(std::move(*result))});
     else
       promise.deliver(to_caf_error(result.error()));
   }
@@ -63,7 +67,7 @@ struct model_state_data {
   std::optional<file_seen> failed_file;  // the file as the failed load saw it
   std::function<void(std::function<void()>)> offload;
   // Uses that would fail fast, held while the file is looked at (file_checked answers).
-  std::vector<std::pair<msg::use_kind, waiter>> held;
+  std::vector<std::pair<use_kind, waiter>> held;
   bool checking = false;
 
   // Stopping (runtime shutdown) answers whoever still waits.
@@ -123,7 +127,7 @@ void stop_if_done(self_ptr self) {
   if (self->state.unregistered && !self->state.load_pending) self->quit();
 }
 
-msg::acquired acquired(const model_state_data& s, serving_slot::lease lease, bool hit, double wait_ms) {
+acquired lease_of(const model_state_data& s, serving_slot::lease lease, bool hit, double wait_ms) {
   return {s.id, s.slot, std::move(lease), hit, wait_ms};
 }
 
@@ -138,7 +142,7 @@ void answer_waiters(self_ptr self) {
       s.waiters.push_back(std::move(w));
       continue;
     }
-    w.answer(acquired(s, std::move(lease), false, ms_between(w.arrival, now)));
+    w.answer(lease_of(s, std::move(lease), false, ms_between(w.arrival, now)));
   }
   if (!s.waiters.empty()) {
     drop_slot(self);
@@ -184,13 +188,13 @@ model_status status_of(model_state_data& s) {
 // A use, as far as it can be answered at once: a lease (a hit), an error (unregistered, or failing
 // fast until retry_at), or an empty lease for a proactive use (its load queued). nullopt: the
 // use must wait for the load (wait_for_load).
-std::optional<expected<msg::acquired>> use_now(self_ptr self, msg::use_kind kind, timestamp arrival) {
+std::optional<expected<acquired>> use_now(self_ptr self, use_kind kind, timestamp arrival) {
   auto& s = self->state;
   auto now = s.time->now();
   if (s.unregistered) return make_error(errc::not_found, "model '" + s.id + "' is not registered");
   if (s.slot) {
     auto lease = s.slot->try_acquire(now);
-    if (lease) return acquired(s, std::move(lease), true, 0);
+    if (lease) return lease_of(s, std::move(lease), true, 0);
     drop_slot(self);  // withdrawn: the eviction notice is on its way
   }
   ++s.misses;
@@ -202,9 +206,9 @@ std::optional<expected<msg::acquired>> use_now(self_ptr self, msg::use_kind kind
                         s.last_error->message);
     set_state(self, model_state::not_loaded);
   }
-  if (kind == msg::use_kind::proactive) {
+  if (kind == use_kind::proactive) {
     if (!s.load_pending) request_load(self, false, s.last_used);
-    return msg::acquired{s.id, nullptr, {}, false, 0};
+    return acquired{s.id, nullptr, {}, false, 0};
   }
   return std::nullopt;
 }
@@ -219,7 +223,7 @@ bool must_look(const model_state_data& s) {
 }
 
 // Holds a use that must_look, and asks the offload for the file once per look.
-void hold(self_ptr self, msg::use_kind kind, waiter w) {
+void hold(self_ptr self, use_kind kind, waiter w) {
   auto& s = self->state;
   s.held.emplace_back(kind, std::move(w));
   if (s.checking) return;
@@ -249,7 +253,7 @@ caf::result<msg::granted> on_use(self_ptr self, msg::model_use& m) {
   }
   if (auto now = use_now(self, m.kind, m.arrival)) {
     if (!*now) return to_caf_error(now->error());
-    return msg::granted{std::make_shared<msg::acquired>(std::move(**now))};
+    return msg::granted{std::make_shared<acquired>(std::move(**now))};
   }
   auto promise = self->make_response_promise<msg::granted>();
   wait_for_load(self, {m.arrival, promise, {}, false});
@@ -271,7 +275,7 @@ caf::result<void> on_unload(self_ptr self) {
     return to_caf_error(
         make_error(errc::unavailable, "model '" + s.id + "' is loading for waiting requests; unload it once loaded"));
   if (s.load_pending) self->send(s.pool, msg::cancel_load{s.who()});
-  if (s.slot) self->send(s.slot_device, msg::unload{s.id, s.slot, eviction_reason::unload});
+  if (s.slot) self->send(s.slot_device, msg::withdraw_slot{s.id, s.slot});
   drop_slot(self);
   return caf::unit;
 }
@@ -333,7 +337,7 @@ model_actor::behavior_type model_behavior(self_ptr self, std::shared_ptr<model_a
         s.progress.reset();
         auto device = caf::actor_cast<device_actor>(self->current_sender());
         if (s.unregistered) {
-          self->send(device, msg::unload{s.id, m.slot, eviction_reason::unload});
+          self->send(device, msg::withdraw_slot{s.id, m.slot});
           return stop_if_done(self);
         }
         drop_slot(self);
@@ -376,11 +380,10 @@ model_actor::behavior_type model_behavior(self_ptr self, std::shared_ptr<model_a
           set_state(self, model_state::not_loaded);  // an operator's unload cancelled it
         stop_if_done(self);
       },
-      [=](msg::unload& m) -> caf::result<void> {
-        if (m.reason == eviction_reason::unload) return on_unload(self);
-        // Evicted by the device (for room, or replaced by a newer registration's copy).
+      [=](msg::unload_loaded&) -> caf::result<void> { return on_unload(self); },
+      [=](msg::slot_evicted& m) {
+        // Evicted by the device (for room, replaced by a newer registration's copy, or lost).
         if (self->state.slot == m.slot) drop_slot(self);
-        return caf::unit;
       },
       [=](msg::forget_failure&) { forget_failure(self); },
       [=](msg::file_checked& m) { on_file_checked(self, m); },
@@ -390,12 +393,13 @@ model_actor::behavior_type model_behavior(self_ptr self, std::shared_ptr<model_a
         // Always told, pending load or not: the pool also forgets the model's failure records,
         // so a model registered again under this id starts with a clean slate.
         self->send(s.pool, msg::cancel_load{s.who()});
-        if (s.slot) self->send(s.slot_device, msg::unload{s.id, s.slot, eviction_reason::unload});
+        if (s.slot) self->send(s.slot_device, msg::withdraw_slot{s.id, s.slot});
         drop_slot(self);
         set_state(self, model_state::not_found);
         auto gone = make_error(errc::not_found, "model '" + s.id + "' was unregistered");
         fail_waiters(self, gone);
-        for (auto& h : std::exchange(s.held, {})) h.second.answer(gone);  // a look may be under way
+        for (auto& h : std::exchange(s.held, {}))
+          h.second.answer(gone);  // a look may be under way
         stop_if_done(self);
       },
   };

@@ -12,37 +12,18 @@
 // the load's error: one load per cold start however many requests arrive. A use while the model
 // is LOADED is answered at once (the hit path normally never gets here: see route_table).
 //
-// Interface: warm::model_actor (warm/caf/messages.hpp):
-//   client_use{kind, arrival, done} from the registry: a client's use, answered to the client's
-//       callback `done` (a lease; empty for a proactive use; or an error), at once or, when it
-//       waits, once the load is over. Dropped uncalled, the callback answers `unavailable`.
-//   model_use{kind, arrival}        request from the registry (its own use: a vmodel's target) →
-//       granted, the same answer as a response; a waiting one through a response promise.
-//   model_status_request{}          request → model_status.
-//   unload{reason unload}           request from the registry (an operator): unloads a loaded
-//       copy or cancels a queued background load; the model stays registered.
-//   unload{reason capacity|replaced, slot}  from a device actor: the slot was evicted.
-//   model_unregister{}              from the registry: cancels the queued load, unloads, fails
-//       waiters with not_found; the actor stops once no load of it is in flight.
-//   load_started / load_failed / load_cancelled  from the loader pool.
-//   load_done{slot}                 from a device actor.
-//   forget_failure{}                request from the registry (an operator's retry): the failure
-//       is forgotten here and in the pool; the next use loads.
-//   file_checked{file}              from the offload. While LOADING_FAILED, a use that would fail
-//       fast is held while the model's file is looked at: if it changed since the failed load
-//       looked (size, mtime, inode; appeared or vanished), the failure is forgotten as a retry's
-//       and the held uses wait for a new load; otherwise they fail fast.
+// Interface: warm::model_actor (actors/protocol/forward.hpp); what it is sent, by whom, and what
+// it answers: actors/protocol/model_protocol.hpp.
 // It tells the pool its registration {id, generation}, so that the pool tells its loads from
 // those of an earlier or later registration of the same id.
 #pragma once
-
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "actors/protocol/forward.hpp"
 #include "core/route_table.hpp"
-#include "warm/caf/messages.hpp"
 #include "warm/clock.hpp"
 #include "warm/model_repository.hpp"
 

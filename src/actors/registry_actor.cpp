@@ -4,6 +4,8 @@
 
 #include "actors/gather.hpp"
 #include "actors/model_actor.hpp"
+#include "actors/protocol/model_protocol.hpp"
+#include "actors/protocol/registry_protocol.hpp"
 #include "actors/registry_impl.hpp"
 #include "actors/registry_writer.hpp"
 #include "core/batch_plan.hpp"
@@ -32,15 +34,15 @@ void with_actor(self_ptr self, model_entry& e, std::function<void(expected<model
   });
 }
 
-void use(self_ptr self, const std::string& model, msg::use_kind kind, timestamp arrival,
-         std::function<void(expected<msg::acquired>)> done) {
+void use(self_ptr self, const std::string& model, use_kind kind, timestamp arrival,
+         std::function<void(expected<acquired>)> done) {
   auto& s = self->state;
   auto it = s.models.find(model);
   if (it == s.models.end()) {
     if (done) done(unknown(model));
     return;
   }
-  once_callback<msg::acquired> answer(std::move(done));
+  once_callback<acquired> answer(std::move(done));
   with_actor(self, it->second, [self, kind, arrival, answer](expected<model_actor> actor) {
     if (!actor) return answer(std::move(actor).error());
     self->send(*actor, msg::client_use{kind, arrival, answer});  // answered to the client directly
@@ -59,7 +61,7 @@ void on_unload(self_ptr self, msg::unload_model& m) {
   if (it == s.models.end()) return m.done(unknown(m.id));
   if (!it->second.actor) return m.done({});  // never used since registration: nothing is loaded
   once_callback<void> answer(std::move(m.done));
-  self->request(it->second.actor, caf::infinite, msg::unload{it->first, nullptr, eviction_reason::unload})
+  self->request(it->second.actor, caf::infinite, msg::unload_loaded{})
       .then([answer]() { answer({}); }, [answer](caf::error& e) { answer(from_caf_error(e)); });
 }
 
@@ -85,7 +87,8 @@ void load_target(self_ptr self, const std::string& vmodel, const std::string& ta
       if (actor.error().code != errc::unavailable) on_target_ready(self, vmodel, target, std::move(actor).error());
       return;
     }
-    self->request(*actor, caf::infinite, msg::model_use{msg::use_kind::wait, self->state.config.time->now()})
+    self->request(*actor, caf::infinite,
+                  msg::model_use{use_kind::wait, self->state.config.time->now()})
         .then([=](msg::granted&) { on_target_ready(self, vmodel, target, {}); },
               [=](caf::error& e) { on_target_ready(self, vmodel, target, from_caf_error(e)); });
   });
@@ -112,10 +115,10 @@ void on_register(self_ptr self, msg::register_model& m) {
   auto then = [self, id = m.id, load_now = m.load_now || m.sync, sync = m.sync, reply](expected<void> r) {
     if (!r || !load_now) return reply(r);
     if (!sync) {
-      use(self, id, msg::use_kind::proactive, self->state.config.time->now(), nullptr);
+      use(self, id, use_kind::proactive, self->state.config.time->now(), nullptr);
       return reply({});
     }
-    use(self, id, msg::use_kind::wait, self->state.config.time->now(), [reply](expected<msg::acquired> a) {
+    use(self, id, use_kind::wait, self->state.config.time->now(), [reply](expected<acquired> a) {
       reply(a ? expected<void>{} : expected<void>{std::move(a).error()});
     });
   };
@@ -231,7 +234,7 @@ void on_set_vmodel(self_ptr self, msg::set_vmodel& m) {
     s.vmodels.emplace(m.id, v);
     s.config.routes->put_alias(m.id, m.target);
     changes.push_back(put_vmodel{v.record});
-    use(self, m.target, msg::use_kind::proactive, s.config.time->now(), nullptr);
+    use(self, m.target, use_kind::proactive, s.config.time->now(), nullptr);
   } else {
     auto& v = it->second;
     if (m.expected_target && *m.expected_target != v.record.target)

@@ -20,10 +20,10 @@
 //    the file they were read from (device, inode, size, mtime): a describe of an unchanged file
 //    opens it and answers from memory; a changed one is parsed again.
 //
-// Interface: warm::registry_actor (warm/caf/messages.hpp). register_model, unregister_model,
-// use_model, unload_model, describe_model, get_status, list_models, set_vmodel, delete_vmodel,
-// get_vmodel_status, inspect_models come from the runtime and are answered through their
-// callbacks; flush_registry from itself; description_read and model_resolved from the offload.
+// Interface: warm::registry_actor (actors/protocol/forward.hpp); its messages:
+// actors/protocol/registry_protocol.hpp. Those from the runtime are answered through their
+// callbacks; flush_registry comes from itself, description_read and model_resolved from the
+// offload.
 // Whatever it needs from a model actor (a use, a status, an unload) it requests and handles the
 // CAF response (`request(...).then`); a client callback still waiting when the registry stops is
 // answered `unavailable`.
@@ -36,10 +36,10 @@
 #include <memory>
 #include <optional>
 
+#include "actors/protocol/forward.hpp"
 #include "core/model_id.hpp"
 #include "core/route_table.hpp"
 #include "storage/registry_storage.hpp"
-#include "warm/caf/messages.hpp"
 #include "warm/clock.hpp"
 #include "warm/metrics.hpp"
 #include "warm/model_repository.hpp"

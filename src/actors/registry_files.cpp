@@ -1,6 +1,8 @@
 #include "actors/registry_impl.hpp"
 
 #include "actors/gather.hpp"
+#include "actors/protocol/model_protocol.hpp"
+#include "actors/protocol/registry_protocol.hpp"
 #include "storage/located_file.hpp"
 #include "storage/safetensors_file.hpp"
 #include "warm/dense_model.hpp"

@@ -14,7 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "actors/protocol/registry_protocol.hpp"
+#include "actors/protocol/registry_writer_protocol.hpp"
 #include "actors/registry_actor.hpp"
+#include "core/once_callback.hpp"
+#include "storage/file.hpp"
 #include "warm/backend.hpp"
 
 namespace warm {
@@ -49,7 +53,7 @@ struct model_entry {
 };
 
 template <class T>
-using once_callback = msg::once_callback<T>;
+using once_callback = once_callback<T>;
 
 // The version directory a registration serves: the registered one, else the one resolution chose.
 inline std::optional<std::uint64_t> served_version(const model_record& record,
@@ -215,8 +219,8 @@ void vmodel_status_of(self_ptr self, const std::string& id, callback<vmodel_stat
 model_entry* find(registry_state& s, const msg::registration& who);
 // Runs `then` with `e`'s model actor, spawned at the first use (after resolving its file).
 void with_actor(self_ptr self, model_entry& e, std::function<void(expected<model_actor>)> then);
-void use(self_ptr self, const std::string& model, msg::use_kind kind, timestamp arrival,
-         std::function<void(expected<msg::acquired>)> done);
+void use(self_ptr self, const std::string& model, use_kind kind, timestamp arrival,
+         std::function<void(expected<acquired>)> done);
 // The model a request names: itself, or a vmodel's active model.
 const std::string& model_named(const registry_state& s, const std::string& id);
 void on_unload(self_ptr self, msg::unload_model& m);

@@ -1,5 +1,8 @@
 #include "actors/registry_impl.hpp"
 
+#include "actors/protocol/model_protocol.hpp"
+#include "actors/protocol/registry_protocol.hpp"
+#include "actors/protocol/registry_writer_protocol.hpp"
 #include "actors/registry_writer.hpp"
 
 namespace warm::registry_impl {

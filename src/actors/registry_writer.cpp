@@ -2,6 +2,8 @@
 
 #include <caf/all.hpp>
 
+#include "actors/protocol/registry_writer_protocol.hpp"
+
 namespace warm {
 
 namespace {

@@ -3,14 +3,8 @@
 // transaction, so the registry, which routes every miss, never waits on a commit (or an fsync)
 // itself.
 //
-// Interface: warm::registry_writer_actor (warm/caf/messages.hpp).
-//  - store_commit (request): applies the changes; answers store_committed with the result and,
-//    after a failure, what the disk holds (re-read, when it can be), so the registry can make its
-//    memory match the disk.
-//  - store_close: applies the changes (if any), then stops. The registry sends it as it stops;
-//    commits requested earlier are applied first (one sender's messages arrive in order).
-//  - store_seen: tells a shared store which of others' changes the registry has taken in
-//    (registry_storage::seen), in order with the commits.
+// Interface: warm::registry_writer_actor (actors/protocol/forward.hpp); its messages, all from the
+// registry: actors/protocol/registry_writer_protocol.hpp.
 //
 // Spawned detached: a commit blocks its thread until SQLite has synced (or for up to
 // registry_store::busy_timeout while another connection holds a lock), or etcd has answered.
@@ -20,8 +14,8 @@
 
 #include <memory>
 
+#include "actors/protocol/forward.hpp"
 #include "storage/registry_storage.hpp"
-#include "warm/caf/messages.hpp"
 
 namespace warm {
 

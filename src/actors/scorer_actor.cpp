@@ -2,6 +2,9 @@
 
 #include <caf/all.hpp>
 
+#include "actors/protocol/device_protocol.hpp"
+#include "actors/protocol/scorer_protocol.hpp"
+
 namespace warm {
 namespace {
 

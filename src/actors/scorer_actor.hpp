@@ -4,17 +4,16 @@
 // live heap in one message. Devices keep evicting from the old heap until then and score models
 // inserted between rebuilds themselves. Only spawned when some device's policy rescores (iam).
 //
-// Interface: warm::scorer_actor (warm/caf/messages.hpp): rescore_tick (its own timer),
-// inspect_scorer (runtime). It requests collect_scores from each device and gets
+// Interface: warm::scorer_actor (actors/protocol/forward.hpp); its messages:
+// actors/protocol/scorer_protocol.hpp. It requests collect_scores from each device and gets
 // scores_collected back as the response (an error from a device whose policy keeps no scores).
 #pragma once
-
 
 #include <chrono>
 #include <memory>
 #include <vector>
 
-#include "warm/caf/messages.hpp"
+#include "actors/protocol/forward.hpp"
 #include "warm/clock.hpp"
 #include "warm/metrics.hpp"
 

@@ -7,6 +7,9 @@
 #include <set>
 #include <utility>
 
+#include "actors/protocol/device_protocol.hpp"
+#include "actors/protocol/registry_protocol.hpp"
+#include "actors/protocol/version_manager_protocol.hpp"
 #include "core/version_rules.hpp"
 #include "core/version_settler.hpp"
 
@@ -218,10 +221,12 @@ void use_version(self_ptr self, served_entry& e, std::uint64_t version) {
   auto ev = event_for(e, msg::version_event::kind::loaded);
   ev.version = version;
   auto& c = self->state.config;
-  self->send(c.registry, msg::use_model{version_id(e.config.name, version), msg::use_kind::wait, c.time->now(),
-                                        to_event(self, std::move(ev), [](msg::version_event& ev, expected<msg::acquired> a) {
-                                          if (!a) ev.result = std::move(a).error();
-                                        })});
+  self->send(c.registry,
+             msg::use_model{
+                 version_id(e.config.name, version), use_kind::wait, c.time->now(),
+                 to_event(self, std::move(ev), [](msg::version_event& ev, expected<acquired> a) {
+                   if (!a) ev.result = std::move(a).error();
+                 })});
 }
 
 void start_unload(self_ptr self, served_entry& e, std::uint64_t version) {

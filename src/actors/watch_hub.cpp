@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "actors/protocol/watch_hub_protocol.hpp"
 
 namespace warm {
 namespace {

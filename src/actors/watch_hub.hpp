@@ -1,11 +1,11 @@
 // The watch hub: model actors report every state transition here; it calls each registered
 // listener, in the order the events arrive, on its own actor thread (listeners must not block).
 //
-// Interface: warm::watch_hub_actor (warm/caf/messages.hpp): state_changed (from model actors),
-// add_watcher / remove_watcher (from the runtime).
+// Interface: warm::watch_hub_actor (actors/protocol/forward.hpp); its messages:
+// actors/protocol/watch_hub_protocol.hpp.
 #pragma once
 
-#include "warm/caf/messages.hpp"
+#include "actors/protocol/forward.hpp"
 
 namespace warm {
 

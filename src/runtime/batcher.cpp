@@ -81,7 +81,7 @@ bool batcher::arm(const std::shared_ptr<queue>& q, time_point deadline) {
   return true;
 }
 
-void batcher::submit(std::shared_ptr<msg::acquired> held, infer_request request, std::uint64_t rows,
+void batcher::submit(std::shared_ptr<acquired> held, infer_request request, std::uint64_t rows,
                      callback<infer_result> done) {
   for (;;) {
     auto q = queue_of(held->model);

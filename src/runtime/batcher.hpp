@@ -26,8 +26,8 @@
 #include <unordered_map>
 
 #include "core/batch_plan.hpp"
+#include "core/lease.hpp"
 #include "runtime/executor.hpp"
-#include "warm/caf/messages.hpp"
 #include "warm/metrics.hpp"
 #include "warm/runtime_types.hpp"
 
@@ -51,7 +51,7 @@ class batcher {
   // Queues `request` (inputs checked: `rows` rows for the leased model) to run on `held`'s lease.
   // `done` is called once: with the request's own rows, or an error (the pass failed, or the
   // queue was full: unavailable, at once, on this thread).
-  void submit(std::shared_ptr<msg::acquired> held, infer_request request, std::uint64_t rows,
+  void submit(std::shared_ptr<acquired> held, infer_request request, std::uint64_t rows,
               callback<infer_result> done);
 
   // Batches `model` with `options` from now on (checked by the caller), or with the defaults
@@ -65,7 +65,7 @@ class batcher {
  private:
   using time_point = std::chrono::steady_clock::time_point;
   struct item {
-    std::shared_ptr<msg::acquired> held;
+    std::shared_ptr<acquired> held;
     infer_request request;
     std::uint64_t rows = 0;
     callback<infer_result> done;

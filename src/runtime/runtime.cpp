@@ -10,15 +10,21 @@
 
 #include "actors/device_actor.hpp"
 #include "actors/loader_pool.hpp"
+#include "actors/protocol/device_protocol.hpp"
+#include "actors/protocol/loader_pool_protocol.hpp"
+#include "actors/protocol/registry_protocol.hpp"
+#include "actors/protocol/scorer_protocol.hpp"
+#include "actors/protocol/version_manager_protocol.hpp"
+#include "actors/protocol/watch_hub_protocol.hpp"
 #include "actors/registry_actor.hpp"
 #include "actors/scorer_actor.hpp"
 #include "actors/version_manager.hpp"
 #include "actors/watch_hub.hpp"
-#include "warm/caf/actors.hpp"
 #include "common/actor_threads.hpp"
 #include "runtime/batcher.hpp"
 #include "runtime/checked_outputs.hpp"
 #include "runtime/executor.hpp"
+#include "runtime/runtime_actors.hpp"
 #include "storage/registry_store.hpp"
 #include "warm/backend.hpp"
 #include "warm/model_repository.hpp"
@@ -318,10 +324,11 @@ std::future<expected<model_metadata>> runtime::describe(const std::string& id) {
 }
 
 void runtime::ensure_loaded(const std::string& id, bool sync, callback<void> done) {
-  auto kind = sync ? msg::use_kind::wait : msg::use_kind::proactive;
-  caf::anon_send(impl_->registry, msg::use_model{id, kind, impl_->time->now(), [done](expected<msg::acquired> a) {
-                                                   done(a ? expected<void>{} : expected<void>{std::move(a).error()});
-                                                 }});
+  auto kind = sync ? use_kind::wait : use_kind::proactive;
+  caf::anon_send(impl_->registry,
+                 msg::use_model{id, kind, impl_->time->now(), [done](expected<acquired> a) {
+                                  done(a ? expected<void>{} : expected<void>{std::move(a).error()});
+                                }});
 }
 
 std::future<expected<void>> runtime::ensure_loaded(const std::string& id, bool sync) {
@@ -348,7 +355,7 @@ void count_outcome(runtime_metrics& m, const expected<infer_result>& result) {
 
 // Queues a held lease's inference for its model's next batched pass (inputs checked here: a
 // refused request is answered at once, its lease given back first).
-void submit_batched(runtime_impl& impl, std::shared_ptr<msg::acquired> held, infer_request request,
+void submit_batched(runtime_impl& impl, std::shared_ptr<acquired> held, infer_request request,
                     callback<infer_result> done) {
   auto rows = check_leased(held->lease, request);
   auto counted = [metrics = impl.metrics, done = std::move(done)](expected<infer_result> result) {
@@ -365,7 +372,7 @@ void submit_batched(runtime_impl& impl, std::shared_ptr<msg::acquired> held, inf
 
 // Runs a held lease's inference on the executor and answers from there. The lease is released
 // before `done` is called (execute), the slot reference right after.
-void submit_inference(runtime_impl& impl, std::shared_ptr<msg::acquired> held, infer_request request,
+void submit_inference(runtime_impl& impl, std::shared_ptr<acquired> held, infer_request request,
                       callback<infer_result> done) {
   if (impl.batcher->batches(held->model) && held->lease.model().io().batched)
     return submit_batched(impl, std::move(held), std::move(request), std::move(done));
@@ -411,7 +418,7 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
       if (batch && ((i.batcher->batches(served) && m.io().batched) || m.cost(*batch) > i.options.inline_inference_limit)) {
         // Batched, or too heavy for the caller's thread: the lease travels with the task, and a
         // reference to the slot with it (the guard covers this thread only).
-        auto held = std::make_shared<msg::acquired>();
+        auto held = std::make_shared<acquired>();
         held->model = std::move(served);
         held->slot = lease.share();
         held->lease = std::move(lease);
@@ -434,14 +441,16 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
   auto shared = std::make_shared<std::pair<infer_request, callback<infer_result>>>(std::move(request), std::move(done));
   auto target = shared->first.target;
   auto* impl = impl_.get();
-  caf::anon_send(i.registry, msg::use_model{target, msg::use_kind::wait, now, [impl, shared](expected<msg::acquired> a) {
-                                              if (!a) {
-                                                impl->metrics->requests_error.add();
-                                                return shared->second(std::move(a).error());
-                                              }
-                                              submit_inference(*impl, std::make_shared<msg::acquired>(std::move(*a)),
-                                                               std::move(shared->first), std::move(shared->second));
-                                            }});
+  caf::anon_send(i.registry,
+                 msg::use_model{target, use_kind::wait, now, [impl, shared](expected<acquired> a) {
+                                  if (!a) {
+                                    impl->metrics->requests_error.add();
+                                    return shared->second(std::move(a).error());
+                                  }
+                                  submit_inference(*impl, std::make_shared<acquired>(std::move(*a)),
+                                                   std::move(shared->first),
+                                                   std::move(shared->second));
+                                }});
 }
 
 std::future<expected<infer_result>> runtime::infer(infer_request request) {

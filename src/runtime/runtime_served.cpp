@@ -1,6 +1,9 @@
 // warm::runtime's vmodels and served models (runtime.cpp has the rest of the facade).
 #include "runtime/runtime_impl.hpp"
 
+#include "actors/protocol/registry_protocol.hpp"
+#include "actors/protocol/version_manager_protocol.hpp"
+
 namespace warm {
 
 using runtime_detail::promised;

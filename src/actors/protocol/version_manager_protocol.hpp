@@ -1,0 +1,79 @@
+// What the version manager (actors/version_manager.hpp) is sent: the runtime's configuration and
+// status requests, its own timers, the directory watch, the offload's looks, and the registry's
+// answers and its timers as events.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/protocol/common.hpp"
+#include "warm/model_repository.hpp"
+#include "warm/runtime_types.hpp"
+#include "warm/versions.hpp"
+
+namespace warm {
+
+namespace msg {
+
+// Runtime: replace the served models with `config` (checked whole first: a refused one changes
+// nothing). Answered once applied (their versions load afterwards).
+struct serve_models {
+  served_models_config config;
+  callback<void> done;
+};
+// Runtime: every served model's status, by name.
+struct served_status {
+  callback<std::vector<served_model_status>> done;
+};
+// Itself: time to look at every served model's directory.
+struct poll_versions {};
+// The directory watch (or its own timer while a version settles): look at `model` now.
+struct look_now {
+  std::string model;
+};
+// The offload: what one look at a served model's directory found.
+struct versions_seen {
+  std::string model;
+  std::uint64_t generation = 0;  // the served model's entry it was made for
+  expected<std::vector<version_file>> look{std::vector<version_file>{}};
+  std::chrono::nanoseconds now{};
+  std::int64_t wall_now_ns = 0;
+};
+// The registry's answers, and its own timers, for one served model: whatever they are, the
+// manager updates the model and takes its next steps.
+struct version_event {
+  enum class kind {
+    registered,
+    loaded,
+    unloaded,
+    alias_set,
+    alias_check,
+    alias_recheck,
+    adopted,
+    retry
+  };
+  kind what = kind::retry;
+  std::string model;
+  std::uint64_t generation = 0;
+  std::uint64_t version = 0;                  // registered, loaded, unloaded
+  std::string alias;                          // alias_set, alias_check: the vmodel
+  std::optional<std::uint64_t> target;        // alias_set, alias_check: its version (none: deleted)
+  expected<void> result;                      // registered, loaded, unloaded, alias_set
+  std::optional<vmodel_status> alias_status;  // alias_set, alias_check: as the registry answered
+  std::vector<std::string> registered;        // adopted: ids "m@..." registered now
+  std::vector<vmodel_status> aliases;         // adopted: the model's vmodels (name, labels)
+};
+
+}  // namespace msg
+
+}  // namespace warm
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::serve_models)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::served_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::poll_versions)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::look_now)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::versions_seen)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::version_event)
