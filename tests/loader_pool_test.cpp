@@ -29,9 +29,16 @@ struct seen {
   std::vector<std::string> outcomes;  // "owner: failed" / "owner: cancelled" / "owner: started"
 };
 
+// The fakes are typed: each takes its actor's whole interface, so a message added to an
+// interface must be thought about here (the compiler says so), and what the pool should never
+// send a fake is recorded as "unexpected" and fails the test.
+
 // A device actor that refuses every reservation with a final error (not capacity_exhausted, so
 // the pool fails the load and moves on to the next one in its queue).
-caf::behavior refusing_device(caf::event_based_actor*, std::shared_ptr<seen> log) {
+device_actor::behavior_type refusing_device(device_actor::pointer, std::shared_ptr<seen> log) {
+  auto unexpected = [log](const char* what) {
+    log->outcomes.push_back(std::string("unexpected: ") + what);
+  };
   return {
       [=](msg::reserve& m) {
         log->reserves.push_back(m.model);
@@ -39,15 +46,51 @@ caf::behavior refusing_device(caf::event_based_actor*, std::shared_ptr<seen> log
         r.error = make_error(errc::load_failed, m.model + ": refused by the test");
         return r;
       },
+      [=](msg::install&) { unexpected("install"); },
+      [=](msg::withdraw_slot&) { unexpected("withdraw_slot"); },
+      [=](msg::slot_released&) { unexpected("slot_released"); },
+      [=](msg::device_changed&) { unexpected("device_changed"); },
+      [=](msg::collect_scores&) -> caf::result<msg::scores_collected> {
+        unexpected("collect_scores");
+        return to_caf_error(make_error(errc::invalid_argument, "no scores here"));
+      },
+      [=](msg::swap_scores&) { unexpected("swap_scores"); },
+      [=](msg::inspect_device&) { unexpected("inspect_device"); },
+      [=](msg::pin_model&) { unexpected("pin_model"); },
   };
 }
 
 // A model actor that only records what the pool tells it.
-caf::behavior recording_owner(caf::event_based_actor*, std::shared_ptr<seen> log, std::string name) {
+model_actor::behavior_type recording_owner(model_actor::pointer, std::shared_ptr<seen> log,
+                                           std::string name) {
+  auto unexpected = [log](const char* what) {
+    log->outcomes.push_back(std::string("unexpected: ") + what);
+  };
   return {
       [=](msg::load_started&) { log->outcomes.push_back(name + ": started"); },
       [=](msg::load_failed&) { log->outcomes.push_back(name + ": failed"); },
       [=](msg::load_cancelled&) { log->outcomes.push_back(name + ": cancelled"); },
+      [=](msg::load_done&) { log->outcomes.push_back(name + ": done"); },
+      [=](msg::model_use&) -> caf::result<msg::granted> {
+        unexpected("model_use");
+        return msg::granted{};
+      },
+      [=](msg::client_use&) { unexpected("client_use"); },
+      [=](msg::model_status_request&) -> caf::result<model_status> {
+        unexpected("model_status_request");
+        return model_status{};
+      },
+      [=](msg::unload_loaded&) -> caf::result<void> {
+        unexpected("unload_loaded");
+        return caf::unit;
+      },
+      [=](msg::slot_evicted&) { unexpected("slot_evicted"); },
+      [=](msg::model_unregister&) { unexpected("model_unregister"); },
+      [=](msg::forget_failure&) -> caf::result<void> {
+        unexpected("forget_failure");
+        return caf::unit;
+      },
+      [=](msg::file_checked&) { unexpected("file_checked"); },
   };
 }
 
@@ -58,8 +101,8 @@ struct fixture {
   std::shared_ptr<seen> log = std::make_shared<seen>();
   std::shared_ptr<manual_clock> time = std::make_shared<manual_clock>();
   loader_pool_actor pool;
-  caf::actor device;
-  std::vector<caf::actor> owners;
+  device_actor device;
+  std::vector<model_actor> owners;
 
   fixture() {
     cfg.set("scheduler.policy", caf::atom("testing"));
@@ -72,7 +115,7 @@ struct fixture {
     config.reclaim = [](std::function<void()> task) { task(); };  // inline: no weights are dropped here
     pool = spawn_loader_pool(*sys, std::move(config));
     device = sys->spawn(refusing_device, log);
-    attach_devices(pool, {caf::actor_cast<device_actor>(device)});
+    attach_devices(pool, {device});
     sched->run();  // every actor initialised, the devices attached; nothing else to do
   }
 
@@ -88,7 +131,7 @@ struct fixture {
     auto name = model + "#" + std::to_string(generation);
     owners.push_back(sys->spawn(recording_owner, log, name));
     sched->run();
-    *handle = caf::actor_cast<model_actor>(owners.back());
+    *handle = owners.back();
     return {model, generation};
   }
 

@@ -35,22 +35,46 @@ struct seen {
   std::vector<std::string> answers;    // "hit" / "miss" / "proactive" / the error's message
   int cancels = 0;
   int forgets = 0;  // forget_failures
+  std::vector<std::string> unexpected;  // what a fake should never be sent (checked empty)
 };
 
+// The fakes are typed: each takes its actor's whole interface, so a message added to an
+// interface must be thought about here, and what a model actor should never send is recorded.
+
 // The loader pool, as far as a model actor talks to it.
-caf::behavior recording_pool(caf::event_based_actor*, std::shared_ptr<seen> log) {
+loader_pool_actor::behavior_type recording_pool(loader_pool_actor::pointer,
+                                                std::shared_ptr<seen> log) {
   return {
       [=](msg::enqueue_load& m) { log->enqueues.push_back(m.waiting); },
       [=](msg::load_waiters& m) { log->waiters.push_back(m.waiters); },
       [=](msg::cancel_load&) { ++log->cancels; },
       [=](msg::forget_failures&) { ++log->forgets; },
+      [=](msg::device_freed&) { log->unexpected.push_back("pool: device_freed"); },
+      [=](msg::models_lost&) { log->unexpected.push_back("pool: models_lost"); },
+      [=](msg::attach_devices&) { log->unexpected.push_back("pool: attach_devices"); },
+      [=](msg::inspect_loads&) { log->unexpected.push_back("pool: inspect_loads"); },
   };
 }
 
-// A device that takes unloads and ignores them. (It takes an argument because CAF 0.17 reads a
-// null argument tuple for an actor spawned without one, which UBSan reports.)
-caf::behavior quiet_device(caf::event_based_actor*, std::shared_ptr<seen>) {
-  return {[](msg::withdraw_slot&) {}};
+// A device that takes withdrawals and ignores them.
+device_actor::behavior_type quiet_device(device_actor::pointer, std::shared_ptr<seen> log) {
+  return {
+      [](msg::withdraw_slot&) {},
+      [=](msg::reserve&) -> caf::result<msg::reserve_result> {
+        log->unexpected.push_back("device: reserve");
+        return msg::reserve_result{};
+      },
+      [=](msg::install&) { log->unexpected.push_back("device: install"); },
+      [=](msg::slot_released&) { log->unexpected.push_back("device: slot_released"); },
+      [=](msg::device_changed&) { log->unexpected.push_back("device: device_changed"); },
+      [=](msg::collect_scores&) -> caf::result<msg::scores_collected> {
+        log->unexpected.push_back("device: collect_scores");
+        return to_caf_error(make_error(errc::invalid_argument, "no scores here"));
+      },
+      [=](msg::swap_scores&) { log->unexpected.push_back("device: swap_scores"); },
+      [=](msg::inspect_device&) { log->unexpected.push_back("device: inspect_device"); },
+      [=](msg::pin_model&) { log->unexpected.push_back("device: pin_model"); },
+  };
 }
 
 // A client: requests one use of `model` when told to, and records the answer.
@@ -80,8 +104,8 @@ struct fixture {
   std::shared_ptr<seen> log = std::make_shared<seen>();
   std::shared_ptr<manual_clock> time = std::make_shared<manual_clock>();
   std::shared_ptr<route_table> routes = std::make_shared<route_table>();
-  caf::actor pool;
-  caf::actor device_handle;
+  loader_pool_actor pool;
+  device_actor device_handle;
   model_actor model;
   std::vector<caf::actor> clients;
   model_location where;
@@ -101,7 +125,7 @@ struct fixture {
     config.id = "m";
     config.generation = 1;
     config.bytes = 544;
-    config.pool = caf::actor_cast<loader_pool_actor>(pool);
+    config.pool = pool;
     config.routes = routes;
     config.time = time;
     where = model_location::unconfined(path);
@@ -112,6 +136,7 @@ struct fixture {
   }
 
   ~fixture() {
+    CHECK(log->unexpected.empty());
     caf::anon_send_exit(model, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(device_handle, caf::exit_reason::user_shutdown);
@@ -135,7 +160,7 @@ struct fixture {
   }
   template <class Message>
   void from_pool(Message m) {
-    caf::send_as(pool, model, std::move(m));
+    caf::send_as(caf::actor_cast<caf::actor>(pool), model, std::move(m));
     sched->run();
   }
   // Runs the tasks the model gave its offload (looks at its file), then their messages.
