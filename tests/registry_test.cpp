@@ -2,9 +2,14 @@
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
+#include <caf/all.hpp>
 
 #include <filesystem>
+#include <optional>
+#include <type_traits>
 
+#include "actors/protocol/registry_protocol.hpp"
+#include "runtime/runtime_actors.hpp"
 #include "support/runtime_fixture.hpp"
 #include "warm/model_repository.hpp"
 #include "warm/model_writer.hpp"
@@ -16,6 +21,20 @@ using warm::test::eventually;
 namespace {
 
 errc code_of(const expected<void>& r) { return r ? errc::internal : r.error().code; }
+
+// Asks the registry `m` as an actor does (msg::ask) and waits for the response: an R, or the
+// error it carried.
+template <class R, class Message>
+expected<R> ask(caf::scoped_actor& self, const registry_actor& registry, Message m) {
+  std::optional<expected<R>> out;
+  auto request = self->request(registry, std::chrono::seconds(10), msg::ask<Message>{std::move(m)});
+  auto failed = [&](caf::error& e) { out.emplace(from_caf_error(e)); };
+  if constexpr (std::is_void_v<R>)
+    request.receive([&]() { out.emplace(); }, failed);
+  else
+    request.receive([&](R& r) { out.emplace(std::move(r)); }, failed);
+  return std::move(*out);
+}
 
 }  // namespace
 
@@ -252,4 +271,46 @@ TEST_CASE("a size hint reserves headroom beyond the weights and may not undercut
   CHECK(f.rt->devices()[0]->used() == 4096);
   REQUIRE(f.rt->unregister_model("b").get());
   REQUIRE(eventually([&] { return f.rt->devices()[0]->used() == 0; }));
+}
+
+TEST_CASE("an actor's requests (msg::ask) are answered as responses, errors included") {
+  test::runtime_fixture f({"a", "b"});
+  auto actors = actors_of(*f.rt);
+  caf::scoped_actor self{*actors.system};
+  auto& registry = actors.registry;
+
+  REQUIRE(ask<void>(self, registry, msg::register_model{"a", {"a"}, false, false, {}}));
+  auto sync = ask<void>(self, registry, msg::register_model{"b", {"b"}, false, true, {}});
+  REQUIRE_FALSE(sync);
+  CHECK(sync.error().code == errc::invalid_argument);
+  auto listed = ask<std::vector<model_status>>(self, registry, msg::list_models{"", 0, {}});
+  REQUIRE(listed);
+  REQUIRE(listed->size() == 1);  // the refused sync registration left nothing behind
+  CHECK((*listed)[0].id == "a");
+
+  // A use is answered once the model is loaded.
+  REQUIRE(ask<void>(self, registry, msg::use_model{"a", use_kind::wait, f.time->now(), nullptr}));
+  CHECK(test::state_of(*f.rt, "a") == model_state::loaded);
+  auto unknown =
+      ask<void>(self, registry, msg::use_model{"nope", use_kind::wait, f.time->now(), nullptr});
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().code == errc::not_found);
+
+  auto set = ask<vmodel_status>(self, registry, msg::set_vmodel{"v", "a", false, std::nullopt, {}});
+  REQUIRE(set);
+  CHECK(set->active == "a");
+  CHECK(set->state == vmodel_state::defined);
+  auto got = ask<vmodel_status>(self, registry, msg::get_vmodel_status{"v", {}});
+  REQUIRE(got);
+  CHECK(got->active == "a");
+  CHECK(got->active_state == model_state::loaded);
+  REQUIRE(ask<void>(self, registry, msg::delete_vmodel{"v", {}}));
+  auto gone = ask<vmodel_status>(self, registry, msg::get_vmodel_status{"v", {}});
+  REQUIRE_FALSE(gone);
+  CHECK(gone.error().code == errc::not_found);
+
+  CHECK(ask<void>(self, registry, msg::retry_model{"a", {}}));
+  CHECK(code_of(ask<void>(self, registry, msg::retry_model{"nope", {}})) == errc::not_found);
+  REQUIRE(ask<void>(self, registry, msg::unregister_model{"a", {}}));
+  CHECK(code_of(ask<void>(self, registry, msg::unregister_model{"a", {}})) == errc::not_found);
 }

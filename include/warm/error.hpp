@@ -38,6 +38,10 @@ struct error {
 };
 
 inline error make_error(errc code, std::string message) { return error{code, std::move(message)}; }
+// The error for bad input (a malformed file, a value out of range): invalid_argument.
+inline error invalid_input(std::string message) {
+  return make_error(errc::invalid_argument, std::move(message));
+}
 
 // The result of an operation that yields a T or fails with an error. Small and C++17-only; it
 // mirrors the parts of std::expected that warm uses. Accessing value() of an error (or error()

@@ -49,6 +49,65 @@ void use(self_ptr self, const std::string& model, use_kind kind, timestamp arriv
   });
 }
 
+// A use an actor asked for (msg::ask): requested from the model actor and answered from here, so
+// that the answer leaves from the registry's thread (a client's use is answered by the model
+// actor directly). The lease is not kept: the asking actor only waits for the load.
+void use_asked(self_ptr self, const std::string& model, use_kind kind, timestamp arrival,
+               callback<void> done) {
+  auto& s = self->state;
+  auto it = s.models.find(model);
+  if (it == s.models.end()) return done(unknown(model));
+  once_callback<void> answer(std::move(done));
+  with_actor(self, it->second, [self, kind, arrival, answer](expected<model_actor> actor) {
+    if (!actor) return answer(std::move(actor).error());
+    self->request(*actor, caf::infinite, msg::model_use{kind, arrival})
+        .then([answer](msg::granted&) { answer({}); },
+              [answer](caf::error& e) { answer(from_caf_error(e)); });
+  });
+}
+
+// The callback that answers an actor's request (msg::ask) through its response promise. Every
+// request that takes one calls its callback on the registry's thread.
+template <class T>
+callback<T> answer_to(caf::typed_response_promise<T> promise) {
+  return [promise](expected<T> r) mutable {
+    if (r)
+      promise.deliver(std::move(*r));
+    else
+      promise.deliver(to_caf_error(r.error()));
+  };
+}
+callback<void> answer_to(caf::typed_response_promise<void> promise) {
+  return [promise](expected<void> r) mutable {
+    caf::response_promise& p = promise;
+    if (r)
+      p.deliver(caf::unit);
+    else
+      p.deliver(to_caf_error(r.error()));
+  };
+}
+
+// Handles an actor's request `m` as the runtime's edge's message, answering through the promise.
+template <class R, class T, class Handle>
+caf::result<R> asked(self_ptr self, msg::ask<T>& m, Handle handle) {
+  auto promise = self->make_response_promise<R>();
+  m.request.done = answer_to(promise);
+  handle(m.request);
+  return promise;
+}
+
+// A page of statuses: ids after `m.after`, at most `m.limit` (0: all).
+void on_list(self_ptr self, msg::list_models& m) {
+  auto& s = self->state;
+  std::vector<std::string> ids;
+  for (auto it = s.models.upper_bound(m.after); it != s.models.end(); ++it) {
+    if (m.limit && ids.size() >= m.limit) break;
+    ids.push_back(it->first);
+  }
+  statuses(self, ids,
+           [done = std::move(m.done)](std::vector<model_status> st) { done(std::move(st)); });
+}
+
 // The model a request names: itself, or a vmodel's active model.
 const std::string& model_named(const registry_state& s, const std::string& id) {
   auto v = s.vmodels.find(id);
@@ -317,22 +376,16 @@ registry_actor::behavior_type registry_behavior(self_ptr self, std::shared_ptr<r
   return {
       [=](msg::register_model& m) { on_register(self, m); },
       [=](msg::unregister_model& m) { on_unregister(self, m); },
-      [=](msg::use_model& m) { use(self, model_named(self->state, m.target), m.kind, m.arrival, std::move(m.done)); },
+      [=](msg::use_model& m) {
+        use(self, model_named(self->state, m.target), m.kind, m.arrival, std::move(m.done));
+      },
       [=](msg::unload_model& m) { on_unload(self, m); },
       [=](msg::retry_model& m) { on_retry(self, m); },
       [=](msg::describe_model& m) { on_describe(self, m); },
       [=](msg::get_status& m) {
         statuses(self, {m.id}, [done = std::move(m.done)](std::vector<model_status> st) { done(std::move(st[0])); });
       },
-      [=](msg::list_models& m) {
-        auto& s = self->state;
-        std::vector<std::string> ids;
-        for (auto it = s.models.upper_bound(m.after); it != s.models.end(); ++it) {
-          if (m.limit && ids.size() >= m.limit) break;
-          ids.push_back(it->first);
-        }
-        statuses(self, ids, [done = std::move(m.done)](std::vector<model_status> st) { done(std::move(st)); });
-      },
+      [=](msg::list_models& m) { on_list(self, m); },
       [=](msg::set_vmodel& m) { on_set_vmodel(self, m); },
       [=](msg::delete_vmodel& m) { on_delete_vmodel(self, m); },
       [=](msg::get_vmodel_status& m) { vmodel_status_of(self, m.id, std::move(m.done)); },
@@ -350,6 +403,40 @@ registry_actor::behavior_type registry_behavior(self_ptr self, std::shared_ptr<r
       [=](msg::description_read& m) { on_description_read(self, m); },
       [=](msg::model_resolved& m) { on_model_resolved(self, m); },
       [=](msg::store_update& m) { on_store_update(self, m); },
+      [=](msg::ask<msg::register_model>& m) -> caf::result<void> {
+        if (m.request.sync)
+          return to_caf_error(make_error(errc::invalid_argument,
+                                         "an actor's registration cannot be sync: ask for a use"));
+        return asked<void>(self, m, [self](msg::register_model& r) { on_register(self, r); });
+      },
+      [=](msg::ask<msg::unregister_model>& m) {
+        return asked<void>(self, m, [self](msg::unregister_model& r) { on_unregister(self, r); });
+      },
+      [=](msg::ask<msg::use_model>& m) -> caf::result<void> {
+        auto promise = self->make_response_promise<void>();
+        auto& u = m.request;
+        use_asked(self, model_named(self->state, u.target), u.kind, u.arrival, answer_to(promise));
+        return promise;
+      },
+      [=](msg::ask<msg::retry_model>& m) {
+        return asked<void>(self, m, [self](msg::retry_model& r) { on_retry(self, r); });
+      },
+      [=](msg::ask<msg::list_models>& m) {
+        return asked<std::vector<model_status>>(self, m,
+                                                [self](msg::list_models& r) { on_list(self, r); });
+      },
+      [=](msg::ask<msg::set_vmodel>& m) {
+        return asked<vmodel_status>(self, m,
+                                    [self](msg::set_vmodel& r) { on_set_vmodel(self, r); });
+      },
+      [=](msg::ask<msg::delete_vmodel>& m) {
+        return asked<void>(self, m, [self](msg::delete_vmodel& r) { on_delete_vmodel(self, r); });
+      },
+      [=](msg::ask<msg::get_vmodel_status>& m) {
+        return asked<vmodel_status>(self, m, [self](msg::get_vmodel_status& r) {
+          vmodel_status_of(self, r.id, std::move(r.done));
+        });
+      },
   };
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include "actors/protocol/device_protocol.hpp"
@@ -62,21 +63,28 @@ const std::string& base_of(const served_model_config& c) { return c.base_path.em
 
 version_manager_actor handle(self_ptr self) { return caf::actor_cast<version_manager_actor>(self); }
 
-// Sends `event` (completed by `fill`) to the manager from whatever thread answers.
-template <class Fill>
-auto to_event(self_ptr self, msg::version_event event, Fill fill) {
-  return [target = handle(self), event = std::move(event), fill](auto&& answer) mutable {
-    fill(event, std::forward<decltype(answer)>(answer));
-    caf::anon_send(target, std::move(event));
-  };
+served_entry* find(self_ptr self, const std::string& model, std::uint64_t generation) {
+  auto it = self->state.models.find(model);
+  if (it == self->state.models.end() || it->second.generation != generation) return nullptr;
+  return &it->second;
 }
 
-msg::version_event event_for(const served_entry& e, msg::version_event::kind what) {
-  msg::version_event ev;
-  ev.what = what;
-  ev.model = e.config.name;
-  ev.generation = e.generation;
-  return ev;
+// Asks the registry `m` on behalf of served model `e` (a request, msg::ask); its answer (an R, or
+// the error) is handed to `then` with the model's entry, on this actor, if the entry is still the
+// one that asked (not removed and served anew meanwhile).
+template <class R, class Message, class Then>
+void ask_registry(self_ptr self, const served_entry& e, Message m, Then then) {
+  auto answer = [self, model = e.config.name, generation = e.generation,
+                 then](expected<R> r) mutable {
+    if (auto* entry = find(self, model, generation)) then(*entry, std::move(r));
+  };
+  auto request =
+      self->request(self->state.config.registry, caf::infinite, msg::ask<Message>{std::move(m)});
+  auto failed = [answer](caf::error& err) mutable { answer(from_caf_error(err)); };
+  if constexpr (std::is_void_v<R>)
+    request.then([answer]() mutable { answer({}); }, failed);
+  else
+    request.then([answer](R& r) mutable { answer(std::move(r)); }, failed);
 }
 
 std::vector<version_snapshot> snapshots(const served_entry& e) {
@@ -103,6 +111,7 @@ void reaspire(served_entry& e) {
 }
 
 void step(self_ptr self, served_entry& e);
+void after_event(self_ptr self, served_entry& e);
 
 // Looks at the model's directory on the offload (not before what a previous run left is adopted:
 // a look decides which of those versions stay).
@@ -130,37 +139,75 @@ void look(self_ptr self, served_entry& e) {
   });
 }
 
-// Points vmodel `alias` at `version` (none: deletes it).
-void move_alias(self_ptr self, served_entry& e, const std::string& alias, std::optional<std::uint64_t> version) {
+// The registry's answer about vmodel `alias` (moved to `target`, or deleted when there is none;
+// or where it is, when `check`).
+void on_alias(self_ptr self, served_entry& e, const std::string& alias,
+              std::optional<std::uint64_t> target, bool check, expected<vmodel_status> r) {
   auto& a = e.aliases[alias];
-  a.busy = true;
-  auto ev = event_for(e, msg::version_event::kind::alias_set);
-  ev.alias = alias;
-  ev.target = version;
-  auto& registry = self->state.config.registry;
-  if (!version) {
-    self->send(registry, msg::delete_vmodel{alias, to_event(self, std::move(ev), [](msg::version_event& ev, expected<void> r) {
-                                              ev.result = std::move(r);
-                                            })});
+  if (check && e.adopting > 0 && !a.busy) {
+    // Adoption: where a previous run left the alias (not_found: it has none).
+    --e.adopting;
+    auto prefix = e.config.name + "@";
+    if (r && r->active.rfind(prefix, 0) == 0)
+      a.target = parse_version(r->active.substr(prefix.size()));
+    return after_event(self, e);
+  }
+  if (!target) {  // a delete (not_found: it was gone already)
+    a.busy = false;
+    if (r || r.error().code == errc::not_found)
+      a.target.reset();
+    else
+      a.error = r.error().message;
+    return after_event(self, e);
+  }
+  if (!r) {
+    a.busy = false;
+    a.error = r.error().message;
+    return after_event(self, e);
+  }
+  if (r->state == vmodel_state::transitioning) {
+    // It flips once its target answers a use (the target is ready, so soon): ask again shortly.
+    self->delayed_send(handle(self), std::chrono::milliseconds(5),
+                       msg::recheck_alias{e.config.name, e.generation, alias, target});
     return;
   }
-  self->send(registry, msg::set_vmodel{alias, version_id(e.config.name, *version), false, std::nullopt,
-                                       to_event(self, std::move(ev), [](msg::version_event& ev, expected<vmodel_status> r) {
-                                         if (r) ev.alias_status = std::move(*r);
-                                         else ev.result = std::move(r).error();
-                                       })});
+  a.busy = false;
+  if (r->state == vmodel_state::defined && r->active == version_id(e.config.name, *target)) {
+    if (alias == e.config.name && a.target != target && self->state.config.metrics)
+      self->state.config.metrics->version_rolls.add();
+    a.target = target;
+  } else {
+    a.error = r->error ? r->error->message
+                       : "vmodel did not move to " + version_id(e.config.name, *target);
+  }
+  after_event(self, e);
 }
 
-// Asks the registry where vmodel `alias` is now (answered as an alias_check event).
+// Points vmodel `alias` at `version` (none: deletes it).
+void move_alias(self_ptr self, served_entry& e, const std::string& alias, std::optional<std::uint64_t> version) {
+  e.aliases[alias].busy = true;
+  if (!version) {
+    ask_registry<void>(
+        self, e, msg::delete_vmodel{alias, {}}, [self, alias](served_entry& e, expected<void> r) {
+          on_alias(
+              self, e, alias, std::nullopt, false,
+              r ? expected<vmodel_status>{vmodel_status{}} : expected<vmodel_status>{r.error()});
+        });
+    return;
+  }
+  ask_registry<vmodel_status>(
+      self, e, msg::set_vmodel{alias, version_id(e.config.name, *version), false, std::nullopt, {}},
+      [self, alias, version](served_entry& e, expected<vmodel_status> r) {
+        on_alias(self, e, alias, version, false, std::move(r));
+      });
+}
+
+// Asks the registry where vmodel `alias` is now.
 void check_alias(self_ptr self, served_entry& e, const std::string& alias, std::optional<std::uint64_t> version) {
-  auto ev = event_for(e, msg::version_event::kind::alias_check);
-  ev.alias = alias;
-  ev.target = version;
-  self->send(self->state.config.registry,
-             msg::get_vmodel_status{alias, to_event(self, std::move(ev), [](msg::version_event& ev, expected<vmodel_status> r) {
-                                      if (r) ev.alias_status = std::move(*r);
-                                      else ev.result = std::move(r).error();
-                                    })});
+  ask_registry<vmodel_status>(self, e, msg::get_vmodel_status{alias, {}},
+                              [self, alias, version](served_entry& e, expected<vmodel_status> r) {
+                                on_alias(self, e, alias, version, true, std::move(r));
+                              });
 }
 
 // Moves the aliases that are not where they should be (one change in flight per alias).
@@ -197,53 +244,95 @@ bool alias_names(const served_entry& e, std::uint64_t version) {
   return false;
 }
 
+std::chrono::nanoseconds back_off(const version_manager_config& c, std::uint32_t failures) {
+  auto delay = c.retry_min;
+  for (std::uint32_t i = 1; i < failures && delay < c.retry_max; ++i)
+    delay *= 2;
+  return std::min(delay, c.retry_max);
+}
+
+void use_version(self_ptr self, served_entry& e, std::uint64_t version);
+void failed_load(self_ptr self, served_entry& e, std::uint64_t version, const warm::error& error);
+
 void start_load(self_ptr self, served_entry& e, std::uint64_t version) {
   auto& v = e.versions[version];
   v.state = version_state::loading;
   v.registered = false;
   model_info info(base_of(e.config), version, e.config.size_hint);
   info.batching = e.config.batching;
-  auto ev = event_for(e, msg::version_event::kind::registered);
-  ev.version = version;
   // A registration a failed load left behind (a forced label held it) loads again at once: its
-  // failure record is forgotten first.
+  // failure record is forgotten first (the registry takes requests in order).
   if (v.failures > 0)
     self->send(self->state.config.registry, msg::retry_model{version_id(e.config.name, version), [](expected<void>) {}});
-  self->send(self->state.config.registry,
-             msg::register_model{version_id(e.config.name, version), std::move(info), false, false,
-                                 to_event(self, std::move(ev), [](msg::version_event& ev, expected<void> r) {
-                                   ev.result = std::move(r);
-                                 })});
+  ask_registry<void>(
+      self, e,
+      msg::register_model{version_id(e.config.name, version), std::move(info), false, false, {}},
+      [self, version](served_entry& e, expected<void> r) {
+        auto it = e.versions.find(version);
+        if (it != e.versions.end()) {
+          if (r) {
+            it->second.registered = true;
+            use_version(self, e, version);
+          } else {
+            failed_load(self, e, version, r.error());
+          }
+        }
+        after_event(self, e);
+      });
 }
 
 // The version is registered: use it, waiting for its load.
 void use_version(self_ptr self, served_entry& e, std::uint64_t version) {
-  auto ev = event_for(e, msg::version_event::kind::loaded);
-  ev.version = version;
+  msg::use_model use{version_id(e.config.name, version), use_kind::wait,
+                     self->state.config.time->now(), nullptr};
+  ask_registry<void>(self, e, std::move(use), [self, version](served_entry& e, expected<void> r) {
+    auto it = e.versions.find(version);
+    if (it != e.versions.end()) {
+      if (r) {
+        it->second.state = version_state::ready;
+        it->second.failures = 0;
+        it->second.error.clear();
+      } else {
+        failed_load(self, e, version, r.error());
+      }
+    }
+    after_event(self, e);
+  });
+}
+
+// A version's registration or load failed: it is retried after a back-off, registered anew (a
+// failure record would otherwise keep it from loading until it expires).
+void failed_load(self_ptr self, served_entry& e, std::uint64_t version, const warm::error& error) {
+  auto& v = e.versions[version];
+  v.state = version_state::error;
+  v.error = error.message;
+  ++v.failures;
   auto& c = self->state.config;
+  if (c.metrics) c.metrics->version_load_failures.add();
+  auto delay = back_off(c, v.failures);
+  v.retry_at = c.time->now() + delay;
   self->send(c.registry,
-             msg::use_model{
-                 version_id(e.config.name, version), use_kind::wait, c.time->now(),
-                 to_event(self, std::move(ev), [](msg::version_event& ev, expected<acquired> a) {
-                   if (!a) ev.result = std::move(a).error();
-                 })});
+             msg::unregister_model{version_id(e.config.name, version), [](expected<void>) {}});
+  self->delayed_send(handle(self), delay, msg::retry_versions{e.config.name, e.generation});
+  reaspire(e);
 }
 
 void start_unload(self_ptr self, served_entry& e, std::uint64_t version) {
   e.versions[version].state = version_state::unloading;
-  auto ev = event_for(e, msg::version_event::kind::unloaded);
-  ev.version = version;
-  self->send(self->state.config.registry,
-             msg::unregister_model{version_id(e.config.name, version),
-                                   to_event(self, std::move(ev), [](msg::version_event& ev, expected<void> r) {
-                                     ev.result = std::move(r);
-                                   })});
-}
-
-std::chrono::nanoseconds back_off(const version_manager_config& c, std::uint32_t failures) {
-  auto delay = c.retry_min;
-  for (std::uint32_t i = 1; i < failures && delay < c.retry_max; ++i) delay *= 2;
-  return std::min(delay, c.retry_max);
+  ask_registry<void>(self, e, msg::unregister_model{version_id(e.config.name, version), {}},
+                     [self, version](served_entry& e, expected<void> r) {
+                       auto it = e.versions.find(version);
+                       if (it != e.versions.end()) {
+                         if (r || r.error().code == errc::not_found) {
+                           e.versions.erase(it);
+                         } else {
+                           it->second.state = version_state::ready;
+                           it->second.kept = true;
+                           it->second.error = "cannot unload: " + r.error().message;
+                         }
+                       }
+                       after_event(self, e);
+                     });
 }
 
 // Takes every step the rules allow now.
@@ -278,12 +367,6 @@ bool finished(const served_entry& e) {
   for (auto& [id, a] : e.aliases)
     if (a.busy || a.target) return false;
   return true;
-}
-
-served_entry* find(self_ptr self, const std::string& model, std::uint64_t generation) {
-  auto it = self->state.models.find(model);
-  if (it == self->state.models.end() || it->second.generation != generation) return nullptr;
-  return &it->second;
 }
 
 // Pins the default version while any version loads (a roll), and unpins it after.
@@ -336,128 +419,23 @@ void on_seen(self_ptr self, msg::versions_seen& m) {
   after_event(self, *e);
 }
 
-void on_event(self_ptr self, msg::version_event& m) {
-  auto* e = find(self, m.model, m.generation);
-  if (!e) return;
-  using kind = msg::version_event::kind;
-  switch (m.what) {
-    case kind::registered:
-    case kind::loaded: {
-      auto it = e->versions.find(m.version);
-      if (it == e->versions.end()) break;
-      auto& v = it->second;
-      if (m.what == kind::registered && m.result) {
-        v.registered = true;
-        use_version(self, *e, m.version);
-        break;
-      }
-      if (m.result) {
-        v.state = version_state::ready;
-        v.failures = 0;
-        v.error.clear();
-        break;
-      }
-      v.state = version_state::error;
-      v.error = m.result.error().message;
-      ++v.failures;
-      if (auto& metrics = self->state.config.metrics) metrics->version_load_failures.add();
-      auto delay = back_off(self->state.config, v.failures);
-      v.retry_at = self->state.config.time->now() + delay;
-      // The failed registration goes; the retry registers it anew (a failure record would
-      // otherwise keep it from loading until it expires).
-      self->send(self->state.config.registry, msg::unregister_model{version_id(m.model, m.version), [](expected<void>) {}});
-      self->delayed_send(handle(self), delay, event_for(*e, kind::retry));
-      reaspire(*e);
-      break;
-    }
-    case kind::unloaded: {
-      auto it = e->versions.find(m.version);
-      if (it == e->versions.end()) break;
-      if (m.result || m.result.error().code == errc::not_found) {
-        e->versions.erase(it);
-      } else {
-        it->second.state = version_state::ready;
-        it->second.kept = true;
-        it->second.error = "cannot unload: " + m.result.error().message;
-      }
-      break;
-    }
-    case kind::alias_set:
-    case kind::alias_check: {
-      auto& a = e->aliases[m.alias];
-      if (m.what == kind::alias_check && e->adopting > 0 && !a.busy) {
-        // Adoption: where a previous run left the alias (not_found: it has none).
-        --e->adopting;
-        auto prefix = e->config.name + "@";
-        if (m.alias_status && m.alias_status->active.rfind(prefix, 0) == 0)
-          a.target = parse_version(m.alias_status->active.substr(prefix.size()));
-        break;
-      }
-      if (!m.target) {  // a delete (not_found: it was gone already)
-        a.busy = false;
-        if (m.result || m.result.error().code == errc::not_found) a.target.reset();
-        else a.error = m.result.error().message;
-        break;
-      }
-      if (!m.result) {
-        a.busy = false;
-        a.error = m.result.error().message;
-        break;
-      }
-      auto& st = *m.alias_status;
-      if (st.state == vmodel_state::transitioning) {
-        // It flips once its target answers a use (the target is ready, so soon): ask again shortly.
-        auto again = event_for(*e, kind::alias_recheck);
-        again.alias = m.alias;
-        again.target = m.target;
-        self->delayed_send(handle(self), std::chrono::milliseconds(5), std::move(again));
-        return;
-      }
-      a.busy = false;
-      if (st.state == vmodel_state::defined && st.active == version_id(e->config.name, *m.target)) {
-        if (m.alias == e->config.name && a.target != m.target && self->state.config.metrics)
-          self->state.config.metrics->version_rolls.add();
-        a.target = m.target;
-      }
-      else
-        a.error = st.error ? st.error->message : "vmodel did not move to " + version_id(e->config.name, *m.target);
-      break;
-    }
-    case kind::adopted: {
-      auto prefix = e->config.name + "@";
-      for (auto& id : m.registered)
-        if (auto v = parse_version(id.substr(prefix.size())); v && id.rfind(prefix, 0) == 0) {
-          auto& entry = e->versions[*v];
-          entry.state = version_state::ready;
-        }
-      if (e->adopting > 0) --e->adopting;
-      break;
-    }
-    case kind::alias_recheck:
-      check_alias(self, *e, m.alias, m.target);
-      return;
-    case kind::retry:
-      reaspire(*e);
-      break;
-  }
-  after_event(self, *e);
-}
-
 // Takes in what a previous run left registered: versions `m@N` and the model's aliases.
 void adopt(self_ptr self, served_entry& e) {
   std::vector<std::string> aliases{e.config.name};
   for (auto& [label, v] : e.config.labels) aliases.push_back(label_id(e.config.name, label));
   e.adopting = static_cast<std::uint32_t>(1 + aliases.size());
-  auto ev = event_for(e, msg::version_event::kind::adopted);
   auto prefix = e.config.name + "@";
-  self->send(self->state.config.registry,
-             msg::list_models{prefix, 10'000,
-                              to_event(self, std::move(ev), [prefix](msg::version_event& ev,
-                                                                     expected<std::vector<model_status>> r) {
-                                if (!r) return;
-                                for (auto& st : *r)
-                                  if (st.id.rfind(prefix, 0) == 0) ev.registered.push_back(st.id);
-                              })});
+  ask_registry<std::vector<model_status>>(
+      self, e, msg::list_models{prefix, 10'000, {}},
+      [self, prefix](served_entry& e, expected<std::vector<model_status>> r) {
+        if (r)
+          for (auto& st : *r)
+            if (st.id.rfind(prefix, 0) == 0)
+              if (auto v = parse_version(st.id.substr(prefix.size())))
+                e.versions[*v].state = version_state::ready;
+        if (e.adopting > 0) --e.adopting;
+        after_event(self, e);
+      });
   for (auto& alias : aliases) check_alias(self, e, alias, std::nullopt);
 }
 
@@ -545,14 +523,24 @@ version_manager_actor::behavior_type manager(self_ptr self, std::shared_ptr<vers
         m.done(std::move(out));
       },
       [=](msg::poll_versions) {
-        for (auto& [name, e] : self->state.models) look(self, e);
+        for (auto& [name, e] : self->state.models)
+          look(self, e);
         self->delayed_send(handle(self), self->state.config.poll, msg::poll_versions{});
       },
       [=](msg::look_now& m) {
-        if (auto it = self->state.models.find(m.model); it != self->state.models.end()) look(self, it->second);
+        if (auto it = self->state.models.find(m.model); it != self->state.models.end())
+          look(self, it->second);
       },
       [=](msg::versions_seen& m) { on_seen(self, m); },
-      [=](msg::version_event& m) { on_event(self, m); },
+      [=](msg::retry_versions& m) {
+        if (auto* e = find(self, m.model, m.generation)) {
+          reaspire(*e);
+          after_event(self, *e);
+        }
+      },
+      [=](msg::recheck_alias& m) {
+        if (auto* e = find(self, m.model, m.generation)) check_alias(self, *e, m.alias, m.target);
+      },
   };
 }
 

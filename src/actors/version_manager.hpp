@@ -25,8 +25,8 @@
 //
 // Interface: version_manager_actor (actors/protocol/forward.hpp); its messages are in
 // actors/protocol/version_manager_protocol.hpp. serve_models and served_status come from the
-// runtime and are answered through their callbacks; the rest it sends itself (timers, and the
-// answers of the registry and the offload, which arrive on their threads and become messages).
+// runtime and are answered through their callbacks; the offload sends its looks; the rest are its
+// own timers. What it needs from the registry it requests (msg::ask) and handles the response.
 #pragma once
 
 #include <caf/actor_system.hpp>

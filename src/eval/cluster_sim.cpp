@@ -8,14 +8,11 @@
 #include <set>
 #include <unordered_map>
 
+#include "eval/support.hpp"
 #include "policy/cache_policy.hpp"
 
 namespace warm::eval {
 namespace {
-
-timestamp at_ms(double ms) {
-  return timestamp{} + std::chrono::duration_cast<timestamp::duration>(std::chrono::duration<double, std::milli>(ms));
-}
 
 struct instance {
   std::unique_ptr<cache_policy> policy;
@@ -84,7 +81,7 @@ class cluster_run {
     auto& w = where_[m];
     if (w.at != placed::nowhere) {
       auto& inst = instances_[w.at];
-      inst.policy->on_access(models_[m].model, at_ms(now_ms), 1);
+      inst.policy->on_access(models_[m].model, detail::at_ms(now_ms), 1);
       inst.residents[m] = now_ms;
       if (w.ready_ms > now_ms) {
         ++result_.waited;
@@ -125,8 +122,9 @@ class cluster_run {
     auto& inst = instances_[i];
     const auto& model = models_[m];
     if (inst.used + model.bytes <= options_.instance_capacity) return true;
-    auto victims =
-        inst.policy->choose_victims(model.model, inst.used + model.bytes - options_.instance_capacity, pinned, at_ms(now_ms));
+    auto victims = inst.policy->choose_victims(model.model,
+                                               inst.used + model.bytes - options_.instance_capacity,
+                                               pinned, detail::at_ms(now_ms));
     if (victims.empty()) return false;
     for (auto& v : victims) {
       auto vi = index_.at(v);
@@ -148,7 +146,7 @@ class cluster_run {
     *thread = ready;
     inst.loads_ready_ms.insert(ready);
     inst.policy->remember(model.model, remembered_[m]);
-    inst.policy->on_insert(model.model, model.bytes, model.load_ms / 1000, at_ms(now_ms));
+    inst.policy->on_insert(model.model, model.bytes, model.load_ms / 1000, detail::at_ms(now_ms));
     inst.residents[m] = now_ms;
     inst.used += model.bytes;
     inst.claimed_since_record += model.bytes;
@@ -195,7 +193,8 @@ class cluster_run {
     for (auto& [model, last] : inst.residents) least_recent = std::min(least_recent, last);
     v.idle_seconds = (now_ms - least_recent) / 1000;
     v.candidates = cluster::eviction_candidates(
-        *inst.policy, [&](const std::string& id) { return models_[index_.at(id)].bytes; }, at_ms(now_ms));
+        *inst.policy, [&](const std::string& id) { return models_[index_.at(id)].bytes; },
+        detail::at_ms(now_ms));
     inst.claimed_since_record = 0;
     return v;
   }

@@ -5,14 +5,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "eval/support.hpp"
 #include "policy/cache_policy.hpp"
 
 namespace warm::eval {
 namespace {
-
-timestamp at_ms(double ms) {
-  return timestamp{} + std::chrono::duration_cast<timestamp::duration>(std::chrono::duration<double, std::milli>(ms));
-}
 
 // The requests as catalog indices, checked: every model known and able to fit.
 expected<std::vector<std::size_t>> resolve(const trace& requests, const catalog& models, std::uint64_t capacity) {
@@ -59,7 +56,7 @@ expected<sim_result> run_online(const trace& requests, const catalog& models, co
   for (std::size_t i = 0; i < models.size(); ++i) index.emplace(models[i].model, i);
   for (std::size_t k = 0; k < ids.size(); ++k) {
     auto i = ids[k];
-    auto now = at_ms(requests[k].time_ms);
+    auto now = detail::at_ms(requests[k].time_ms);
     const auto& m = models[i];
     if (resident[i]) {
       policy.on_access(m.model, now, 1);

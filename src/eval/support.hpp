@@ -1,9 +1,10 @@
-// Helpers shared by the evaluation files (catalog.cpp, trace.cpp): strict CSV line reading and
+// Helpers shared by the evaluation files (catalog, trace, the simulators): strict CSV reading and
 // number parsing with line numbers for errors, exact text for doubles, whole-file writes, and
-// random numbers that are identical on every platform (std distributions are not). Internal to
-// src/eval; not part of warm's public interface.
+// random numbers that are identical on every platform (std distributions are not), trace times as
+// timestamps. Internal to src/eval; not part of warm's public interface.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <optional>
@@ -11,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "warm/clock.hpp"
 #include "warm/error.hpp"
 
 namespace warm::eval::detail {
@@ -80,5 +82,11 @@ class random_stream {
  private:
   std::uint64_t state_;
 };
+
+// A trace time (milliseconds from the trace's start) as a timestamp for a policy.
+inline timestamp at_ms(double ms) {
+  return timestamp{} + std::chrono::duration_cast<timestamp::duration>(
+                           std::chrono::duration<double, std::milli>(ms));
+}
 
 }  // namespace warm::eval::detail

@@ -10,8 +10,6 @@
 namespace warm {
 namespace {
 
-error invalid(std::string message) { return make_error(errc::invalid_argument, std::move(message)); }
-
 constexpr std::string_view kind_key = "warm.kind";
 constexpr std::string_view activation_key = "warm.activation";
 
@@ -68,26 +66,34 @@ std::uint64_t dense_spec::parameters() const {
 
 expected<dense_spec> dense_spec_from(const safetensors_header& header) {
   auto kind = header.metadata.find(std::string(kind_key));
-  if (kind == header.metadata.end()) return invalid("__metadata__ has no \"warm.kind\" (not a warm model)");
-  if (kind->second != "dense") return invalid("unsupported model kind '" + kind->second + "' (expected dense)");
+  if (kind == header.metadata.end())
+    return invalid_input("__metadata__ has no \"warm.kind\" (not a warm model)");
+  if (kind->second != "dense")
+    return invalid_input("unsupported model kind '" + kind->second + "' (expected dense)");
   auto act_name = header.metadata.find(std::string(activation_key));
-  if (act_name == header.metadata.end()) return invalid("__metadata__ has no \"warm.activation\"");
+  if (act_name == header.metadata.end())
+    return invalid_input("__metadata__ has no \"warm.activation\"");
   auto act = parse_activation(act_name->second);
-  if (!act) return invalid("unknown activation '" + act_name->second + "' (expected relu, gelu, tanh or none)");
+  if (!act)
+    return invalid_input("unknown activation '" + act_name->second +
+                         "' (expected relu, gelu, tanh or none)");
 
   // Index every tensor by layer; anything that is not a layer tensor is an error.
   std::vector<const tensor_info*> weights, biases;
   for (const auto& t : header.tensors) {
     auto parsed = parse_layer_name(t.name);
-    if (!parsed) return invalid("unexpected tensor '" + t.name + "' in a dense model");
+    if (!parsed) return invalid_input("unexpected tensor '" + t.name + "' in a dense model");
     auto [index, is_weight] = *parsed;
-    if (index >= header.tensors.size()) return invalid("tensor '" + t.name + "': layer index out of sequence");
+    if (index >= header.tensors.size())
+      return invalid_input("tensor '" + t.name + "': layer index out of sequence");
     auto& slots = is_weight ? weights : biases;
     if (slots.size() <= index) slots.resize(index + 1, nullptr);
     slots[index] = &t;  // duplicates are impossible: the parser rejects repeated names
   }
-  if (weights.empty()) return invalid("dense model has no layers");
-  if (biases.size() > weights.size()) return invalid("layer " + std::to_string(biases.size() - 1) + " has a bias but no weight");
+  if (weights.empty()) return invalid_input("dense model has no layers");
+  if (biases.size() > weights.size())
+    return invalid_input("layer " + std::to_string(biases.size() - 1) +
+                         " has a bias but no weight");
 
   dense_spec spec;
   spec.activation = *act;
@@ -96,23 +102,27 @@ expected<dense_spec> dense_spec_from(const safetensors_header& header) {
     auto layer = "layer " + std::to_string(i);
     const tensor_info* w = weights[i];
     const tensor_info* b = i < biases.size() ? biases[i] : nullptr;
-    if (!w) return invalid(layer + ": missing tensor 'layers." + std::to_string(i) + ".weight'");
-    if (!b) return invalid(layer + ": missing tensor 'layers." + std::to_string(i) + ".bias'");
+    if (!w)
+      return invalid_input(layer + ": missing tensor 'layers." + std::to_string(i) + ".weight'");
+    if (!b)
+      return invalid_input(layer + ": missing tensor 'layers." + std::to_string(i) + ".bias'");
     if (w->dtype != dtype::f32 || b->dtype != dtype::f32)
-      return invalid(layer + ": dtype " + std::string(to_string(w->dtype != dtype::f32 ? w->dtype : b->dtype)) +
-                     " is not supported (dense models are F32)");
-    if (w->shape.size() != 2) return invalid(layer + ": weight must have shape [out, in]");
-    if (b->shape.size() != 1) return invalid(layer + ": bias must have shape [out]");
+      return invalid_input(layer + ": dtype " +
+                           std::string(to_string(w->dtype != dtype::f32 ? w->dtype : b->dtype)) +
+                           " is not supported (dense models are F32)");
+    if (w->shape.size() != 2) return invalid_input(layer + ": weight must have shape [out, in]");
+    if (b->shape.size() != 1) return invalid_input(layer + ": bias must have shape [out]");
     dense_layer l{w->shape[1], w->shape[0], w->begin, b->begin};
-    if (l.in == 0 || l.out == 0) return invalid(layer + ": has a zero dimension");
+    if (l.in == 0 || l.out == 0) return invalid_input(layer + ": has a zero dimension");
     if (l.in > max_dense_width || l.out > max_dense_width)
-      return invalid(layer + ": dimension exceeds " + std::to_string(max_dense_width));
+      return invalid_input(layer + ": dimension exceeds " + std::to_string(max_dense_width));
     if (b->shape[0] != l.out)
-      return invalid(layer + ": bias has " + std::to_string(b->shape[0]) + " entries but the weight has " +
-                     std::to_string(l.out) + " outputs");
+      return invalid_input(layer + ": bias has " + std::to_string(b->shape[0]) +
+                           " entries but the weight has " + std::to_string(l.out) + " outputs");
     if (!spec.layers.empty() && spec.layers.back().out != l.in)
-      return invalid(layer + ": takes " + std::to_string(l.in) + " inputs but layer " + std::to_string(i - 1) +
-                     " produces " + std::to_string(spec.layers.back().out) + " (layers do not chain)");
+      return invalid_input(layer + ": takes " + std::to_string(l.in) + " inputs but layer " +
+                           std::to_string(i - 1) + " produces " +
+                           std::to_string(spec.layers.back().out) + " (layers do not chain)");
     spec.layers.push_back(l);
   }
   return spec;

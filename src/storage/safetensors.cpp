@@ -35,16 +35,15 @@ constexpr std::array<dtype_entry, 15> dtype_table{{
     {dtype::boolean, "BOOL", 1},
 }};
 
-error invalid(std::string message) { return make_error(errc::invalid_argument, std::move(message)); }
-
 std::string in_quotes(std::string_view name) { return "'" + std::string(name) + "'"; }
 
 // Offsets must tile [0, data_bytes) exactly: in bounds, no overlap, no gap, nothing left over.
 expected<void> check_layout(std::vector<tensor_info>& tensors, std::uint64_t data_bytes) {
   for (const auto& t : tensors)
     if (t.end > data_bytes)
-      return invalid("tensor " + in_quotes(t.name) + ": data_offsets end at " + std::to_string(t.end) +
-                     ", past the " + std::to_string(data_bytes) + "-byte data buffer");
+      return invalid_input("tensor " + in_quotes(t.name) + ": data_offsets end at " +
+                           std::to_string(t.end) + ", past the " + std::to_string(data_bytes) +
+                           "-byte data buffer");
   std::sort(tensors.begin(), tensors.end(), [](const tensor_info& a, const tensor_info& b) {
     return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
   });
@@ -52,16 +51,17 @@ expected<void> check_layout(std::vector<tensor_info>& tensors, std::uint64_t dat
   const tensor_info* previous = nullptr;
   for (const auto& t : tensors) {
     if (t.begin < cursor)
-      return invalid("tensor " + in_quotes(t.name) + " overlaps tensor " + in_quotes(previous->name));
+      return invalid_input("tensor " + in_quotes(t.name) + " overlaps tensor " +
+                           in_quotes(previous->name));
     if (t.begin > cursor)
-      return invalid("gap of " + std::to_string(t.begin - cursor) + " bytes before tensor " + in_quotes(t.name) +
-                     " (data must be contiguous)");
+      return invalid_input("gap of " + std::to_string(t.begin - cursor) + " bytes before tensor " +
+                           in_quotes(t.name) + " (data must be contiguous)");
     cursor = t.end;
     previous = &t;
   }
   if (cursor != data_bytes)
-    return invalid("data buffer has " + std::to_string(data_bytes - cursor) +
-                   " trailing bytes not covered by any tensor");
+    return invalid_input("data buffer has " + std::to_string(data_bytes - cursor) +
+                         " trailing bytes not covered by any tensor");
   return {};
 }
 
@@ -101,12 +101,12 @@ expected<safetensors_header> parse_safetensors_header(std::string_view text, std
   safetensors_header header;
   header.header_bytes = text.size();
   if (header.header_bytes > max_header_bytes)
-    return invalid("header of " + std::to_string(header.header_bytes) + " bytes exceeds the " +
-                   std::to_string(max_header_bytes) + "-byte limit");
+    return invalid_input("header of " + std::to_string(header.header_bytes) +
+                         " bytes exceeds the " + std::to_string(max_header_bytes) + "-byte limit");
   header.data_offset = 8 + header.header_bytes;
   if (header.data_offset > file_size)
-    return invalid("header length " + std::to_string(header.header_bytes) + " runs past the end of the " +
-                   std::to_string(file_size) + "-byte file");
+    return invalid_input("header length " + std::to_string(header.header_bytes) +
+                         " runs past the end of the " + std::to_string(file_size) + "-byte file");
   header.data_bytes = file_size - header.data_offset;
 
   auto contents = detail::read_header_json(text);  // streamed: no document tree
@@ -131,11 +131,11 @@ std::uint64_t load_le64(const unsigned char* bytes) {
 expected<std::uint64_t> check_prefix(const unsigned char* prefix, std::uint64_t file_size) {
   std::uint64_t n = load_le64(prefix);
   if (n > max_header_bytes)
-    return invalid("header length prefix exceeds the " + std::to_string(max_header_bytes) +
-                   "-byte limit (is this a safetensors file?)");
+    return invalid_input("header length prefix exceeds the " + std::to_string(max_header_bytes) +
+                         "-byte limit (is this a safetensors file?)");
   if (n > file_size - 8)
-    return invalid("header length prefix runs past the end of the " + std::to_string(file_size) +
-                   "-byte file (is this a safetensors file?)");
+    return invalid_input("header length prefix runs past the end of the " +
+                         std::to_string(file_size) + "-byte file (is this a safetensors file?)");
   return n;
 }
 
@@ -143,7 +143,8 @@ expected<std::uint64_t> check_prefix(const unsigned char* prefix, std::uint64_t 
 
 expected<safetensors_header> parse_safetensors(std::string_view bytes) {
   if (bytes.size() < 8)
-    return invalid("file of " + std::to_string(bytes.size()) + " bytes is too short for the 8-byte header length");
+    return invalid_input("file of " + std::to_string(bytes.size()) +
+                         " bytes is too short for the 8-byte header length");
   auto n = check_prefix(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
   if (!n) return std::move(n).error();
   return parse_safetensors_header(bytes.substr(8, *n), bytes.size());
@@ -155,8 +156,8 @@ expected<safetensors_header> read_safetensors_header(const read_file& file) {
     return e;
   };
   if (file.size() < 8)
-    return prefixed(invalid("file of " + std::to_string(file.size()) +
-                            " bytes is too short for the 8-byte header length"));
+    return prefixed(invalid_input("file of " + std::to_string(file.size()) +
+                                  " bytes is too short for the 8-byte header length"));
   unsigned char prefix[8];
   if (auto r = file.read_exactly(prefix, 8, 0); !r) return std::move(r).error();
   auto n = check_prefix(prefix, file.size());

@@ -33,10 +33,6 @@ constexpr std::uint16_t method_deflate = 8;
 // Longest entry name quoted in a message.
 constexpr std::size_t max_quoted_name = 200;
 
-error invalid(std::string message) {
-  return make_error(errc::invalid_argument, std::move(message));
-}
-
 std::uint16_t get16(std::string_view s, std::size_t at) {
   return static_cast<std::uint16_t>(static_cast<unsigned char>(s[at]) |
                                     static_cast<unsigned char>(s[at + 1]) << 8);
@@ -118,8 +114,8 @@ struct eocd_fields {
 // 65557 bytes, whose comment ends exactly at the end of the file.
 expected<eocd_fields> find_eocd(std::uint64_t file_size, const zip_read_at& read_at) {
   if (file_size < eocd_size) {
-    return invalid("not a zip archive: " + num(file_size) +
-                   " bytes is shorter than an end of central directory record (22)");
+    return invalid_input("not a zip archive: " + num(file_size) +
+                         " bytes is shorter than an end of central directory record (22)");
   }
   std::uint64_t tail_size = file_size < max_eocd_search ? file_size : max_eocd_search;
   std::uint64_t tail_start = file_size - tail_size;
@@ -150,20 +146,20 @@ expected<eocd_fields> find_eocd(std::uint64_t file_size, const zip_read_at& read
     }
   }
   if (mismatch_seen) {
-    return invalid("zip end of central directory record at offset " + num(mismatch_at) +
-                   " declares a " + num(mismatch_comment) + "-byte comment but " +
-                   num(file_size - mismatch_at - eocd_size) +
-                   " bytes follow it to the end of the file");
+    return invalid_input("zip end of central directory record at offset " + num(mismatch_at) +
+                         " declares a " + num(mismatch_comment) + "-byte comment but " +
+                         num(file_size - mismatch_at - eocd_size) +
+                         " bytes follow it to the end of the file");
   }
-  return invalid("not a zip archive: no end of central directory record");
+  return invalid_input("not a zip archive: no end of central directory record");
 }
 
 // A 32-bit end-record field extended by zip64: saturated, or equal to the zip64 value.
 expected<void> agrees(const char* what, std::uint64_t narrow, std::uint64_t saturated,
                       std::uint64_t wide) {
   if (narrow == saturated || narrow == wide) return {};
-  return invalid("zip end of central directory record's " + std::string(what) + " " + num(narrow) +
-                 " disagrees with the zip64 record's " + num(wide));
+  return invalid_input("zip end of central directory record's " + std::string(what) + " " +
+                       num(narrow) + " disagrees with the zip64 record's " + num(wide));
 }
 
 // Reads the zip64 locator and record that precede the record at `e.position` (the locator is
@@ -175,41 +171,42 @@ expected<directory_location> read_zip64(const eocd_fields& e, std::string_view l
   std::uint64_t record_at = get64(locator, 8);
   std::uint32_t disks = get32(locator, 16);
   if (record_disk != 0 || disks > 1) {
-    return invalid("zip archive spans several disks (zip64 locator: record on disk " +
-                   num(record_disk) + ", " + num(disks) +
-                   " disks); multi-disk archives are "
-                   "refused");
+    return invalid_input("zip archive spans several disks (zip64 locator: record on disk " +
+                         num(record_disk) + ", " + num(disks) +
+                         " disks); multi-disk archives are "
+                         "refused");
   }
   if (record_at > locator_at || locator_at - record_at < zip64_eocd_size) {
-    return invalid("zip64 locator points at offset " + num(record_at) +
-                   ", which leaves no room for a zip64 end of central directory record before "
-                   "the locator at " +
-                   num(locator_at));
+    return invalid_input(
+        "zip64 locator points at offset " + num(record_at) +
+        ", which leaves no room for a zip64 end of central directory record before "
+        "the locator at " +
+        num(locator_at));
   }
   auto record = read_exact(read_at, record_at, zip64_eocd_size);
   if (!record) return std::move(record).error();
   std::string_view r = *record;
   if (get32(r, 0) != zip64_eocd_signature) {
-    return invalid("zip64 locator points at offset " + num(record_at) +
-                   ", which holds no zip64 end of central directory record");
+    return invalid_input("zip64 locator points at offset " + num(record_at) +
+                         ", which holds no zip64 end of central directory record");
   }
   std::uint64_t rest = get64(r, 4);  // the record's size after its first 12 bytes
   if (rest < zip64_eocd_size - 12 || rest > locator_at - record_at - 12) {
-    return invalid("zip64 end of central directory record at offset " + num(record_at) +
-                   " declares " + num(rest) +
-                   " bytes, which do not fit between 44 and the "
-                   "locator at " +
-                   num(locator_at));
+    return invalid_input("zip64 end of central directory record at offset " + num(record_at) +
+                         " declares " + num(rest) +
+                         " bytes, which do not fit between 44 and the "
+                         "locator at " +
+                         num(locator_at));
   }
   std::uint32_t disk = get32(r, 16), directory_disk = get32(r, 20);
   std::uint64_t entries_on_disk = get64(r, 24), entries = get64(r, 32);
   std::uint64_t size = get64(r, 40), offset = get64(r, 48);
   if (disk != 0 || directory_disk != 0 || entries_on_disk != entries) {
-    return invalid("zip archive spans several disks (zip64 record: disk " + num(disk) +
-                   ", directory on disk " + num(directory_disk) + ", " + num(entries_on_disk) +
-                   " of " + num(entries) +
-                   " entries on this disk); multi-disk archives are "
-                   "refused");
+    return invalid_input("zip archive spans several disks (zip64 record: disk " + num(disk) +
+                         ", directory on disk " + num(directory_disk) + ", " +
+                         num(entries_on_disk) + " of " + num(entries) +
+                         " entries on this disk); multi-disk archives are "
+                         "refused");
   }
   if (auto ok = agrees("entry count", e.entries, saturated16, entries); !ok) return ok.error();
   if (auto ok = agrees("entry count on this disk", e.entries_on_disk, saturated16, entries); !ok) {
@@ -223,9 +220,9 @@ expected<directory_location> read_zip64(const eocd_fields& e, std::string_view l
   }
   if ((e.disk != 0 && e.disk != saturated16) ||
       (e.directory_disk != 0 && e.directory_disk != saturated16)) {
-    return invalid("zip archive spans several disks (end record: disk " + num(e.disk) +
-                   ", directory on disk " + num(e.directory_disk) +
-                   "); multi-disk archives are refused");
+    return invalid_input("zip archive spans several disks (end record: disk " + num(e.disk) +
+                         ", directory on disk " + num(e.directory_disk) +
+                         "); multi-disk archives are refused");
   }
   directory_location loc;
   loc.entries = entries;
@@ -248,14 +245,16 @@ expected<directory_location> locate_directory(std::uint64_t file_size, const zip
     if (get32(*locator, 0) == zip64_locator_signature) return read_zip64(e, *locator, read_at);
   }
   if (e.directory_size == saturated32 || e.directory_offset == saturated32) {
-    return invalid("zip end of central directory record declares zip64 values (directory size " +
-                   num(e.directory_size) + ", offset " + num(e.directory_offset) +
-                   ") but no zip64 locator precedes it");
+    return invalid_input(
+        "zip end of central directory record declares zip64 values (directory size " +
+        num(e.directory_size) + ", offset " + num(e.directory_offset) +
+        ") but no zip64 locator precedes it");
   }
   if (e.disk != 0 || e.directory_disk != 0 || e.entries_on_disk != e.entries) {
-    return invalid("zip archive spans several disks (disk " + num(e.disk) + ", directory on disk " +
-                   num(e.directory_disk) + ", " + num(e.entries_on_disk) + " of " + num(e.entries) +
-                   " entries on this disk); multi-disk archives are refused");
+    return invalid_input("zip archive spans several disks (disk " + num(e.disk) +
+                         ", directory on disk " + num(e.directory_disk) + ", " +
+                         num(e.entries_on_disk) + " of " + num(e.entries) +
+                         " entries on this disk); multi-disk archives are refused");
   }
   directory_location loc;
   loc.entries = e.entries;  // 0xFFFF is a real count when there is no zip64 record
@@ -282,13 +281,13 @@ expected<void> apply_zip64_extra(std::string_view extra, central_entry& c) {
   std::size_t at = 0;
   while (at < extra.size()) {
     if (extra.size() - at < 4) {
-      return invalid("zip entry " + c.name + ": extra field ends in " + num(extra.size() - at) +
-                     " stray bytes");
+      return invalid_input("zip entry " + c.name + ": extra field ends in " +
+                           num(extra.size() - at) + " stray bytes");
     }
     std::uint16_t id = get16(extra, at), size = get16(extra, at + 2);
     if (size > extra.size() - at - 4) {
-      return invalid("zip entry " + c.name + ": extra field " + hex16(id) + " declares " +
-                     num(size) + " bytes but " + num(extra.size() - at - 4) + " remain");
+      return invalid_input("zip entry " + c.name + ": extra field " + hex16(id) + " declares " +
+                           num(size) + " bytes but " + num(extra.size() - at - 4) + " remain");
     }
     if (id == zip64_extra_id && !found) {
       found = true;
@@ -298,14 +297,14 @@ expected<void> apply_zip64_extra(std::string_view extra, central_entry& c) {
   }
   if (!need_unc && !need_comp && !need_off && !need_disk) return {};
   if (!found) {
-    return invalid("zip entry " + c.name +
-                   ": declares 0xFFFFFFFF sizes or offset but has no zip64 extra field");
+    return invalid_input("zip entry " + c.name +
+                         ": declares 0xFFFFFFFF sizes or offset but has no zip64 extra field");
   }
   std::size_t pos = 0;
   auto take = [&](const char* what, std::size_t width, std::uint64_t& field) -> expected<void> {
     if (data.size() - pos < width) {
-      return invalid("zip entry " + c.name + ": zip64 extra field (" + num(data.size()) +
-                     " bytes) lacks the " + what);
+      return invalid_input("zip entry " + c.name + ": zip64 extra field (" + num(data.size()) +
+                           " bytes) lacks the " + what);
     }
     field = width == 8 ? get64(data, pos) : get32(data, pos);
     pos += width;
@@ -340,34 +339,34 @@ bool over_ratio(std::uint64_t uncompressed, std::uint64_t compressed, double max
 
 // The checks of one entry's method, flags and sizes against the limits; adds it to `summary`.
 expected<void> check_sizes(const central_entry& c, const zip_limits& limits, zip_summary& summary) {
-  if (c.flags & 1u) return invalid("zip entry " + c.name + ": is encrypted");
+  if (c.flags & 1u) return invalid_input("zip entry " + c.name + ": is encrypted");
   if (c.method != method_stored && c.method != method_deflate) {
-    return invalid("zip entry " + c.name + ": compression method " + num(c.method) +
-                   " is not stored (0) or deflate (8)");
+    return invalid_input("zip entry " + c.name + ": compression method " + num(c.method) +
+                         " is not stored (0) or deflate (8)");
   }
   if (c.disk != 0) {
-    return invalid("zip entry " + c.name + ": starts on disk " + num(c.disk) +
-                   "; multi-disk archives are refused");
+    return invalid_input("zip entry " + c.name + ": starts on disk " + num(c.disk) +
+                         "; multi-disk archives are refused");
   }
   if (c.method == method_stored && c.compressed != c.uncompressed) {
-    return invalid("zip entry " + c.name + ": is stored but declares " + num(c.uncompressed) +
-                   " bytes from " + num(c.compressed));
+    return invalid_input("zip entry " + c.name + ": is stored but declares " + num(c.uncompressed) +
+                         " bytes from " + num(c.compressed));
   }
   if (c.method == method_deflate && over_ratio(c.uncompressed, c.compressed, limits.max_ratio)) {
-    return invalid("zip entry " + c.name + ": declares " + num(c.uncompressed) +
-                   " bytes inflated from " + num(c.compressed) + " (ratio over " +
-                   ratio_text(limits.max_ratio) + ")");
+    return invalid_input("zip entry " + c.name + ": declares " + num(c.uncompressed) +
+                         " bytes inflated from " + num(c.compressed) + " (ratio over " +
+                         ratio_text(limits.max_ratio) + ")");
   }
   if (c.uncompressed > limits.max_entry_bytes) {
-    return invalid("zip entry " + c.name + ": declares " + num(c.uncompressed) +
-                   " bytes, over the limit of " + num(limits.max_entry_bytes) + " per entry");
+    return invalid_input("zip entry " + c.name + ": declares " + num(c.uncompressed) +
+                         " bytes, over the limit of " + num(limits.max_entry_bytes) + " per entry");
   }
   if (c.uncompressed > limits.max_total_bytes - summary.total_bytes) {
-    return invalid("zip entry " + c.name +
-                   ": brings the archive's declared size past the limit "
-                   "of " +
-                   num(limits.max_total_bytes) + " bytes (" + num(summary.total_bytes) +
-                   " before it, " + num(c.uncompressed) + " in it)");
+    return invalid_input("zip entry " + c.name +
+                         ": brings the archive's declared size past the limit "
+                         "of " +
+                         num(limits.max_total_bytes) + " bytes (" + num(summary.total_bytes) +
+                         " before it, " + num(c.uncompressed) + " in it)");
   }
   summary.total_bytes += c.uncompressed;
   if (c.uncompressed > summary.largest_entry) summary.largest_entry = c.uncompressed;
@@ -380,26 +379,26 @@ expected<void> check_sizes(const central_entry& c, const zip_limits& limits, zip
 expected<void> check_local(const central_entry& c, std::uint64_t file_size,
                            std::uint64_t directory_offset, const zip_read_at& read_at) {
   if (c.local_offset > file_size || file_size - c.local_offset < local_size) {
-    return invalid("zip entry " + c.name + ": local header offset " + num(c.local_offset) +
-                   " is past the end of the file (" + num(file_size) + " bytes)");
+    return invalid_input("zip entry " + c.name + ": local header offset " + num(c.local_offset) +
+                         " is past the end of the file (" + num(file_size) + " bytes)");
   }
   auto header = read_exact(read_at, c.local_offset, local_size);
   if (!header) return std::move(header).error();
   if (get32(*header, 0) != local_signature) {
-    return invalid("zip entry " + c.name + ": no local header signature at offset " +
-                   num(c.local_offset));
+    return invalid_input("zip entry " + c.name + ": no local header signature at offset " +
+                         num(c.local_offset));
   }
   std::uint64_t data_start =
       c.local_offset + local_size + get16(*header, 26) + get16(*header, 28);  // < 2^64: small
   if (data_start > file_size || c.compressed > file_size - data_start) {
-    return invalid("zip entry " + c.name + ": data of " + num(c.compressed) + " bytes at offset " +
-                   num(data_start) + " runs past the end of the file (" + num(file_size) +
-                   " bytes)");
+    return invalid_input("zip entry " + c.name + ": data of " + num(c.compressed) +
+                         " bytes at offset " + num(data_start) +
+                         " runs past the end of the file (" + num(file_size) + " bytes)");
   }
   if (data_start + c.compressed > directory_offset) {
-    return invalid("zip entry " + c.name + ": data of " + num(c.compressed) + " bytes at offset " +
-                   num(data_start) + " runs into the central directory at offset " +
-                   num(directory_offset));
+    return invalid_input("zip entry " + c.name + ": data of " + num(c.compressed) +
+                         " bytes at offset " + num(data_start) +
+                         " runs into the central directory at offset " + num(directory_offset));
   }
   return {};
 }
@@ -409,28 +408,29 @@ expected<void> check_local(const central_entry& c, std::uint64_t file_size,
 expected<zip_summary> check_zip(std::uint64_t file_size, const zip_read_at& read_at,
                                 const zip_limits& limits) {
   if (!(limits.max_ratio >= 1.0)) {
-    return invalid("zip limits: max_ratio " + ratio_text(limits.max_ratio) +
-                   " is not a number >= 1");
+    return invalid_input("zip limits: max_ratio " + ratio_text(limits.max_ratio) +
+                         " is not a number >= 1");
   }
   auto located = locate_directory(file_size, read_at);
   if (!located) return std::move(located).error();
   const directory_location& d = *located;
 
   if (d.entries > limits.max_entries) {
-    return invalid("zip archive declares " + num(d.entries) + " entries, over the limit of " +
-                   num(limits.max_entries));
+    return invalid_input("zip archive declares " + num(d.entries) + " entries, over the limit of " +
+                         num(limits.max_entries));
   }
   if (d.offset > d.end_limit || d.size > d.end_limit - d.offset) {
-    return invalid("zip central directory of " + num(d.size) + " bytes at offset " + num(d.offset) +
-                   " does not end before the end records at offset " + num(d.end_limit));
+    return invalid_input("zip central directory of " + num(d.size) + " bytes at offset " +
+                         num(d.offset) + " does not end before the end records at offset " +
+                         num(d.end_limit));
   }
   if (d.size > limits.max_directory_bytes) {
-    return invalid("zip central directory of " + num(d.size) + " bytes is over the limit of " +
-                   num(limits.max_directory_bytes));
+    return invalid_input("zip central directory of " + num(d.size) +
+                         " bytes is over the limit of " + num(limits.max_directory_bytes));
   }
   if (d.entries > d.size / central_size) {
-    return invalid("zip central directory of " + num(d.size) + " bytes cannot hold the " +
-                   num(d.entries) + " entries it declares");
+    return invalid_input("zip central directory of " + num(d.size) + " bytes cannot hold the " +
+                         num(d.entries) + " entries it declares");
   }
   auto directory = read_exact(read_at, d.offset, static_cast<std::size_t>(d.size));
   if (!directory) return std::move(directory).error();
@@ -445,17 +445,17 @@ expected<zip_summary> check_zip(std::uint64_t file_size, const zip_read_at& read
       return "zip entry " + num(i) + " (directory offset " + num(d.offset + at) + ")";
     };
     if (dir.size() - at < central_size) {
-      return invalid(where() + ": central header runs past the end of the central directory");
+      return invalid_input(where() + ": central header runs past the end of the central directory");
     }
     if (get32(dir, at) != central_signature) {
-      return invalid(where() + ": no central header signature");
+      return invalid_input(where() + ": no central header signature");
     }
     std::size_t name_len = get16(dir, at + 28), extra_len = get16(dir, at + 30),
                 comment_len = get16(dir, at + 32);
     if (name_len + extra_len + comment_len > dir.size() - at - central_size) {
-      return invalid(where() + ": name, extra field and comment (" +
-                     num(name_len + extra_len + comment_len) +
-                     " bytes) run past the end of the central directory");
+      return invalid_input(where() + ": name, extra field and comment (" +
+                           num(name_len + extra_len + comment_len) +
+                           " bytes) run past the end of the central directory");
     }
     central_entry c;
     c.name = quote_name(dir.substr(at + central_size, name_len));
@@ -473,8 +473,8 @@ expected<zip_summary> check_zip(std::uint64_t file_size, const zip_read_at& read
     at += central_size + name_len + extra_len + comment_len;
   }
   if (at != dir.size()) {
-    return invalid("zip central directory declares " + num(d.entries) + " entries in " +
-                   num(d.size) + " bytes, but they take " + num(at));
+    return invalid_input("zip central directory declares " + num(d.entries) + " entries in " +
+                         num(d.size) + " bytes, but they take " + num(at));
   }
   return summary;
 }
@@ -485,7 +485,7 @@ expected<zip_summary> check_zip_fd(int fd, const zip_limits& limits) {
     return make_error(errc::load_failed,
                       std::string("zip archive: fstat failed: ") + std::strerror(errno));
   }
-  if (!S_ISREG(st.st_mode)) return invalid("zip archive: not a regular file");
+  if (!S_ISREG(st.st_mode)) return invalid_input("zip archive: not a regular file");
   auto read_at = [fd](std::uint64_t offset, std::size_t size) -> expected<std::string> {
     std::string out(size, '\0');
     std::size_t done = 0;

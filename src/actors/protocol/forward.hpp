@@ -7,13 +7,18 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <vector>
+
 namespace warm {
 
 struct model_status;
+struct vmodel_status;
 
 namespace msg {
 
 struct registration;
+template <class T>
+struct ask;
 struct register_model;
 struct unregister_model;
 struct use_model;
@@ -80,7 +85,8 @@ struct served_status;
 struct poll_versions;
 struct look_now;
 struct versions_seen;
-struct version_event;
+struct retry_versions;
+struct recheck_alias;
 
 }  // namespace msg
 
@@ -101,7 +107,16 @@ using registry_actor = caf::typed_actor<
     caf::reacts_to<msg::flush_registry>,    // itself: commit the staged writes (group commit)
     caf::reacts_to<msg::description_read>,  // a describe's worker thread: keep its description
     caf::reacts_to<msg::model_resolved>,    // a resolving worker thread: a model file's header
-    caf::reacts_to<msg::store_update>>;     // a shared store's follower: others' changes
+    caf::reacts_to<msg::store_update>,      // a shared store's follower: others' changes
+    // An actor's requests (the version manager's), answered as responses from the registry:
+    caf::replies_to<msg::ask<msg::register_model>>::with<void>,
+    caf::replies_to<msg::ask<msg::unregister_model>>::with<void>,
+    caf::replies_to<msg::ask<msg::use_model>>::with<void>,  // once loaded (no lease kept)
+    caf::replies_to<msg::ask<msg::retry_model>>::with<void>,
+    caf::replies_to<msg::ask<msg::list_models>>::with<std::vector<model_status>>,
+    caf::replies_to<msg::ask<msg::set_vmodel>>::with<vmodel_status>,
+    caf::replies_to<msg::ask<msg::delete_vmodel>>::with<void>,
+    caf::replies_to<msg::ask<msg::get_vmodel_status>>::with<vmodel_status>>;
 
 // The registry's store writer (detached: the only actor that waits on SQLite).
 using registry_writer_actor = caf::typed_actor<
@@ -165,13 +180,13 @@ using watch_hub_actor =
                      caf::reacts_to<msg::remove_watcher>>;  // runtime: drop a listener
 
 // The version manager (actors/version_manager.hpp): serves models' versions from directories.
-using version_manager_actor =
-    caf::typed_actor<caf::reacts_to<msg::serve_models>,   // runtime: apply a configuration
-                     caf::reacts_to<msg::served_status>,  // runtime: status
-                     caf::reacts_to<msg::poll_versions>,  // itself: the poll timer
-                     caf::reacts_to<msg::look_now>,  // the directory watch, or itself: look at one
-                                                     // model now
-                     caf::reacts_to<msg::versions_seen>,   // the offload: a look's result
-                     caf::reacts_to<msg::version_event>>;  // registry answers and timers, as events
+using version_manager_actor = caf::typed_actor<
+    caf::reacts_to<msg::serve_models>,    // runtime: apply a configuration
+    caf::reacts_to<msg::served_status>,   // runtime: status
+    caf::reacts_to<msg::poll_versions>,   // itself: the poll timer
+    caf::reacts_to<msg::look_now>,        // the directory watch, or itself: look at a model now
+    caf::reacts_to<msg::versions_seen>,   // the offload: a look's result
+    caf::reacts_to<msg::retry_versions>,  // itself: a failed load's back-off is over
+    caf::reacts_to<msg::recheck_alias>>;  // itself: ask again where a moving vmodel is
 
 }  // namespace warm

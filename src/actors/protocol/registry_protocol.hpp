@@ -97,6 +97,14 @@ struct inspect_models {
 };
 // Commits pending registry writes (sent by the registry to itself after a batch of requests).
 struct flush_registry {};
+// An actor's request of the registry (the version manager's): `request` with its callback left
+// empty, answered with a CAF response instead, always from the registry's own thread (a use's
+// once the model is loaded, without the lease; a registration cannot be `sync`). The runtime's
+// edge sends the message itself, with its callback.
+template <class T>
+struct ask {
+  T request;
+};
 // From a describe's worker thread: the description read for registration `who`.
 struct description_read {
   registration who;
@@ -133,3 +141,14 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::flush_registry)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::description_read)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_resolved)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::store_update)
+// The answers to an actor's ask<list_models>, and to ask<set_vmodel> and ask<get_vmodel_status>.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<warm::model_status>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::vmodel_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::ask<warm::msg::register_model>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::ask<warm::msg::unregister_model>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::ask<warm::msg::use_model>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::ask<warm::msg::retry_model>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::ask<warm::msg::list_models>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::ask<warm::msg::set_vmodel>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::ask<warm::msg::delete_vmodel>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::ask<warm::msg::get_vmodel_status>)

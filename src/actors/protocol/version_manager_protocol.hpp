@@ -1,6 +1,6 @@
 // What the version manager (actors/version_manager.hpp) is sent: the runtime's configuration and
-// status requests, its own timers, the directory watch, the offload's looks, and the registry's
-// answers and its timers as events.
+// status requests, its own timers, the directory watch and the offload's looks. The registry's
+// answers come back as the responses to its requests (msg::ask).
 #pragma once
 
 #include <chrono>
@@ -42,29 +42,19 @@ struct versions_seen {
   std::chrono::nanoseconds now{};
   std::int64_t wall_now_ns = 0;
 };
-// The registry's answers, and its own timers, for one served model: whatever they are, the
-// manager updates the model and takes its next steps.
-struct version_event {
-  enum class kind {
-    registered,
-    loaded,
-    unloaded,
-    alias_set,
-    alias_check,
-    alias_recheck,
-    adopted,
-    retry
-  };
-  kind what = kind::retry;
+// Itself, after a failed load's back-off: aspire to `model`'s versions again, so the failed one is
+// retried.
+struct retry_versions {
+  std::string model;
+  std::uint64_t generation = 0;  // the served model's entry it was made for
+};
+// Itself, shortly after the registry said vmodel `alias` was still moving to `target`: ask where
+// it is now.
+struct recheck_alias {
   std::string model;
   std::uint64_t generation = 0;
-  std::uint64_t version = 0;                  // registered, loaded, unloaded
-  std::string alias;                          // alias_set, alias_check: the vmodel
-  std::optional<std::uint64_t> target;        // alias_set, alias_check: its version (none: deleted)
-  expected<void> result;                      // registered, loaded, unloaded, alias_set
-  std::optional<vmodel_status> alias_status;  // alias_set, alias_check: as the registry answered
-  std::vector<std::string> registered;        // adopted: ids "m@..." registered now
-  std::vector<vmodel_status> aliases;         // adopted: the model's vmodels (name, labels)
+  std::string alias;
+  std::optional<std::uint64_t> target;
 };
 
 }  // namespace msg
@@ -76,4 +66,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::served_status)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::poll_versions)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::look_now)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::versions_seen)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::version_event)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::retry_versions)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::recheck_alias)
