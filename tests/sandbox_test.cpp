@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -37,6 +38,16 @@ namespace sb = warm::sandbox;
 namespace fs = std::filesystem;
 
 namespace {
+
+// The calling process's mapped address space (/proc/self/statm's first field), in bytes.
+std::uint64_t mapped_bytes() {
+  unsigned long pages = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%lu", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
 
 // "exit N" or "signal N" for a wait status, so a failed CHECK says what the child did.
 std::string describe(int status) {
@@ -286,8 +297,10 @@ TEST_CASE("limits: address space, open files, core dumps", "[sandbox][limits]") 
   WARN("skipped under AddressSanitizer (its shadow memory needs terabytes of address space)");
 #else
   int st = in_child([] {
+    // 256 MiB beyond what the process already maps (the test program's own libraries and their
+    // buffers count against the limit too).
     sb::limits l;
-    l.address_space = 256ull << 20;
+    l.address_space = mapped_bytes() + (256ull << 20);
     l.open_files = 32;
     if (sb::apply_limits(l) != 0) return 1;
     void* volatile big = std::malloc(1ull << 30);

@@ -216,14 +216,20 @@ void kdf_policy::remember(const std::string& model, const history& h) {
 }
 
 void kdf_policy::forget_faded() {
-  if (counts_.size() < forget_at_) return;
-  for (auto it = counts_.begin(); it != counts_.end();) {
-    if (decayed_count(it->second, latest_) < faded_count && !residents_.count(it->first))
+  if (counts_.size() <= residents_.size()) return;  // every count is a resident's
+  auto it = forget_buckets_ == counts_.bucket_count() ? forget_cursor_ : counts_.begin();
+  for (std::size_t n = 0; n < forget_step; ++n) {
+    if (it == counts_.end()) {
+      it = counts_.begin();
+      if (it == counts_.end()) break;
+    }
+    if (!it->second.resident && decayed_count(it->second, latest_) < faded_count)
       it = counts_.erase(it);
     else
       ++it;
   }
-  forget_at_ = std::max(2 * counts_.size(), 2 * residents_.size() + 1024);
+  forget_cursor_ = it;
+  forget_buckets_ = counts_.bucket_count();
 }
 
 void kdf_policy::on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) {
@@ -235,6 +241,7 @@ void kdf_policy::on_insert(const std::string& model, std::uint64_t bytes, double
   r.penalty = std::max(load_seconds, 1e-9);
   r.log_density = std::log(r.penalty) - std::log(static_cast<double>(r.bytes));
   r.count = &counts_[model];
+  r.count->resident = true;
   r.last_use = now;
   latest_ = std::max(latest_, now);
   r.count->value = decayed_count(*r.count, now) + 1;  // the request that loaded it
@@ -263,6 +270,7 @@ void kdf_policy::on_remove(const std::string& model, bool evicted) {
     log_characteristic_ += weight * (std::log(idle) - log_characteristic_);
     characteristic_ = std::exp(log_characteristic_);
   }
+  r.count->resident = false;
   residents_.erase(it);
 }
 
