@@ -37,13 +37,15 @@ void check_request(const warm::infer_request& request) {
   for (const auto& t : request.inputs) {
     std::uint64_t bytes = warm::dtype_size(t.type);
     bool overflow = false;
-    for (auto d : t.shape) overflow |= __builtin_mul_overflow(bytes, d, &bytes);
+    for (auto d : t.shape)
+      overflow |= __builtin_mul_overflow(bytes, d, &bytes);
     // from_capnp promises data of exactly product(shape) x dtype size bytes (0 when a dimension
     // is 0, however large the others).
     FUZZ_CHECK(overflow ? t.data.empty() : bytes == t.data.size());
   }
   auto inputs = request.inputs;
-  auto batch = warm::check_inputs(inputs, warm::dense_io(model()), warm::max_activation_elements / model().widest());
+  auto batch = warm::check_inputs(inputs, warm::dense_io(model()),
+                                  warm::max_activation_elements / model().widest());
   if (batch) {
     const auto& t = inputs.front();
     FUZZ_CHECK(*batch >= 1);
@@ -55,7 +57,8 @@ void check_request(const warm::infer_request& request) {
   }
   // Two typed inputs (INT64 ids and an FP32 mask, [batch, 6] each): accepted inputs are in the
   // model's order, with its dtypes, one batch and exactly their bytes.
-  static const warm::model_io two{{{"ids", warm::dtype::i64, {-1, 6}}, {"mask", warm::dtype::f32, {-1, 6}}}, {}, true};
+  static const warm::model_io two{
+      {{"ids", warm::dtype::i64, {-1, 6}}, {"mask", warm::dtype::f32, {-1, 6}}}, {}, true};
   auto pair = request.inputs;
   auto rows = warm::check_inputs(pair, two, 1 << 20);
   if (rows) {
@@ -77,7 +80,8 @@ void check_request(const warm::infer_request& request) {
   FUZZ_CHECK(again);
   FUZZ_CHECK(again->target == request.target);
   FUZZ_CHECK(again->inputs.size() == request.inputs.size());
-  for (std::size_t i = 0; i < request.inputs.size(); ++i) FUZZ_CHECK(same(again->inputs[i], request.inputs[i]));
+  for (std::size_t i = 0; i < request.inputs.size(); ++i)
+    FUZZ_CHECK(same(again->inputs[i], request.inputs[i]));
 }
 
 void check_error(const warm::error& e) {

@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", path.c_str());
     // libFuzzer passes a non-null pointer even for an empty input.
     static const std::uint8_t empty = 0;
-    LLVMFuzzerTestOneInput(bytes.empty() ? &empty : reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
+    LLVMFuzzerTestOneInput(
+        bytes.empty() ? &empty : reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
   }
   std::printf("replayed %zu inputs\n", inputs.size());
   return 0;

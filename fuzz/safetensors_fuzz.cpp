@@ -24,10 +24,11 @@ void check_header(const warm::safetensors_header& h, std::uint64_t file_size) {
   std::uint64_t cursor = 0;
   for (const auto& t : h.tensors) {
     FUZZ_CHECK(names.insert(t.name).second);  // no name twice
-    FUZZ_CHECK(t.begin == cursor);             // sorted, contiguous, no overlap
+    FUZZ_CHECK(t.begin == cursor);            // sorted, contiguous, no overlap
     FUZZ_CHECK(t.end >= t.begin);
     std::uint64_t bytes = warm::dtype_size(t.dtype);
-    for (auto d : t.shape) FUZZ_CHECK(!__builtin_mul_overflow(bytes, d, &bytes));
+    for (auto d : t.shape)
+      FUZZ_CHECK(!__builtin_mul_overflow(bytes, d, &bytes));
     FUZZ_CHECK(bytes == t.bytes());
     FUZZ_CHECK(warm::parse_dtype(warm::to_string(t.dtype)) == t.dtype);
     FUZZ_CHECK(h.find(t.name) == &t);
@@ -46,7 +47,8 @@ void check_dense(const warm::dense_spec& spec, const warm::safetensors_header& h
     FUZZ_CHECK(l.out >= 1 && l.out <= warm::max_dense_width);
     if (i > 0) FUZZ_CHECK(spec.layers[i - 1].out == l.in);
     FUZZ_CHECK(l.weight_offset % 4 == 0 && l.bias_offset % 4 == 0);
-    FUZZ_CHECK(l.weight_offset <= spec.data_bytes && l.in * l.out * 4 <= spec.data_bytes - l.weight_offset);
+    FUZZ_CHECK(l.weight_offset <= spec.data_bytes &&
+               l.in * l.out * 4 <= spec.data_bytes - l.weight_offset);
     FUZZ_CHECK(l.bias_offset <= spec.data_bytes && l.out * 4 <= spec.data_bytes - l.bias_offset);
   }
   FUZZ_CHECK(spec.widest() >= spec.input_width() && spec.widest() >= spec.output_width());

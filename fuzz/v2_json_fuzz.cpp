@@ -48,13 +48,15 @@ bool same(const warm::http::v2_request& a, const warm::http::v2_request& b) {
   for (std::size_t i = 0; i < a.request.inputs.size(); ++i) {
     const auto& x = a.request.inputs[i];
     const auto& y = b.request.inputs[i];
-    if (x.name != y.name || x.type != y.type || x.shape != y.shape || x.data != y.data) return false;
+    if (x.name != y.name || x.type != y.type || x.shape != y.shape || x.data != y.data)
+      return false;
   }
   return true;
 }
 
 // The fast path's answer, when it gives one, is the general parser's.
-void check_fast_path(std::string_view json, const std::string_view* binary, const warm::http::decode_limits& limits) {
+void check_fast_path(std::string_view json, const std::string_view* binary,
+                     const warm::http::decode_limits& limits) {
   auto fast = warm::http::fast_decode_infer_request(json, binary, limits);
   if (!fast) return;
   auto general = warm::http::decode_infer_request_general(json, binary, limits);
@@ -86,13 +88,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   echo.model = "m";
   for (const auto& t : decoded->request.inputs) {
     std::uint64_t count = 1;
-    for (auto d : t.shape) FUZZ_CHECK(!__builtin_mul_overflow(count, d, &count));
+    for (auto d : t.shape)
+      FUZZ_CHECK(!__builtin_mul_overflow(count, d, &count));
     FUZZ_CHECK(count * warm::dtype_size(t.type) == t.data.size());
     FUZZ_CHECK(t.data.size() <= max_tensor_bytes);
     echo.outputs.push_back(t);
   }
   auto inputs = decoded->request.inputs;
-  auto checked = warm::check_inputs(inputs, warm::dense_io(model()), warm::max_activation_elements / model().widest());
+  auto checked = warm::check_inputs(inputs, warm::dense_io(model()),
+                                    warm::max_activation_elements / model().widest());
   if (!checked) must_parse(warm::http::encode_error(checked.error().message));
 
   // The response body carries the tensors back: same names, shapes and values.
@@ -107,8 +111,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(out.contains("data") && out["data"].is_array());
     FUZZ_CHECK(out["data"].size() == t.data.size() / warm::dtype_size(t.type));
     // Sent back as a request, the answer's data decodes to the very bytes (every datatype).
-    json again = {{"inputs", json::array({{{"name", out["name"]}, {"datatype", out["datatype"]},
-                                           {"shape", out["shape"]}, {"data", out["data"]}}})}};
+    json again = {{"inputs", json::array({{{"name", out["name"]},
+                                           {"datatype", out["datatype"]},
+                                           {"shape", out["shape"]},
+                                           {"data", out["data"]}}})}};
     warm::http::decode_limits limits;
     limits.max_tensor_bytes = max_tensor_bytes;
     auto back = warm::http::decode_infer_request_general(again.dump(), nullptr, limits);

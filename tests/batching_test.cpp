@@ -2,12 +2,12 @@
 // weights, each answered with its own rows; the queue bound and the delay hold.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <atomic>
-#include <cstdio>
 #include <future>
 #include <random>
 #include <thread>
@@ -33,12 +33,14 @@ tensor rows_input(int k, std::uint64_t rows) {
   auto t = test::input(rows);
   std::vector<float> values(rows * 16);
   for (std::uint64_t r = 0; r < rows; ++r)
-    for (int c = 0; c < 16; ++c) values[r * 16 + c] = 0.01f * static_cast<float>(k) + 0.1f * static_cast<float>(r);
+    for (int c = 0; c < 16; ++c)
+      values[r * 16 + c] = 0.01f * static_cast<float>(k) + 0.1f * static_cast<float>(r);
   std::memcpy(t.data.data(), values.data(), t.data.size());
   return t;
 }
 
-auto batching(std::uint64_t max_batch, std::chrono::microseconds delay, std::uint64_t max_queue = 1024) {
+auto batching(std::uint64_t max_batch, std::chrono::microseconds delay,
+              std::uint64_t max_queue = 1024) {
   return [=](runtime_options& o) {
     o.batching.max_batch = max_batch;
     o.batching.max_queue_delay = delay;
@@ -65,7 +67,8 @@ TEST_CASE("requests that waited for a cold load share one pass, each answered wi
   f.register_all();
   f.loader->hold();
   std::vector<std::future<expected<infer_result>>> answers;
-  for (int k = 0; k < 5; ++k) answers.push_back(f.rt->infer({"a", {rows_input(k, rows[k])}}));
+  for (int k = 0; k < 5; ++k)
+    answers.push_back(f.rt->infer({"a", {rows_input(k, rows[k])}}));
   REQUIRE(test::eventually([&] { return f.loader->loads_of("a") == 1; }));
   f.loader->open_gate();
   for (int k = 0; k < 5; ++k) {
@@ -77,7 +80,8 @@ TEST_CASE("requests that waited for a cold load share one pass, each answered wi
     REQUIRE(r->outputs.front().shape == std::vector<std::uint64_t>{rows[k], 8});
     auto got = floats_of(r->outputs.front());
     REQUIRE(got.size() == reference[k].size());
-    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(reference[k][i]).epsilon(1e-5));
+    for (std::size_t i = 0; i < got.size(); ++i)
+      CHECK(got[i] == Approx(reference[k][i]).epsilon(1e-5));
   }
   auto passes = f.rt->metrics().batch_rows.read();
   CHECK(passes.count == 1);  // one pass over the weights for all five
@@ -196,7 +200,8 @@ TEST_CASE("a model's own batching options replace the defaults, and outlive a re
     auto before = f.rt->metrics().batch_rows.read();
     f.loader->hold();
     std::vector<std::future<expected<infer_result>>> answers;
-    for (int k = 0; k < 4; ++k) answers.push_back(f.rt->infer({model, {rows_input(k, 1)}}));
+    for (int k = 0; k < 4; ++k)
+      answers.push_back(f.rt->infer({model, {rows_input(k, 1)}}));
     REQUIRE(test::eventually([&] { return f.loader->loads_of(model) >= 1; }));
     f.loader->open_gate();
     for (auto& answer : answers) {
@@ -256,7 +261,8 @@ TEST_CASE("concurrent clients of a batched model each get their own rows (random
       for (int n = 0; n < 150; ++n) {
         int k = static_cast<int>(rng() % 7);
         std::uint64_t rows = 1 + rng() % 3;
-        sent.emplace_back(static_cast<std::size_t>(k) * 3 + rows - 1, f.rt->infer({"a", {rows_input(k, rows)}}));
+        sent.emplace_back(static_cast<std::size_t>(k) * 3 + rows - 1,
+                          f.rt->infer({"a", {rows_input(k, rows)}}));
         if (rng() % 4 == 0) sent.back().second.wait();  // some clients wait, some pile up
       }
       for (auto& [which, answer] : sent) {
@@ -268,11 +274,13 @@ TEST_CASE("concurrent clients of a batched model each get their own rows (random
         auto got = floats_of(r->outputs.front());
         const auto& want = reference[which];
         bool same = got.size() == want.size();
-        for (std::size_t i = 0; same && i < got.size(); ++i) same = std::fabs(got[i] - want[i]) <= 1e-4f * (1 + std::fabs(want[i]));
+        for (std::size_t i = 0; same && i < got.size(); ++i)
+          same = std::fabs(got[i] - want[i]) <= 1e-4f * (1 + std::fabs(want[i]));
         if (!same) ++wrong;
       }
     });
-  for (auto& t : clients) t.join();
+  for (auto& t : clients)
+    t.join();
   CHECK(failed == 0);
   CHECK(wrong == 0);
   auto passes = f.rt->metrics().batch_rows.read();

@@ -15,7 +15,8 @@ namespace {
 
 constexpr std::int64_t now = 1'800'000'000'000;  // ms
 
-copy_view view(std::uint32_t copies, std::optional<double> recent, std::optional<double> slow = std::nullopt) {
+copy_view view(std::uint32_t copies, std::optional<double> recent,
+               std::optional<double> slow = std::nullopt) {
   copy_view v;
   v.copies = copies;
   v.room = 8;
@@ -25,7 +26,8 @@ copy_view view(std::uint32_t copies, std::optional<double> recent, std::optional
   return v;
 }
 
-member instance(const std::string& name, std::uint64_t capacity, std::uint64_t used, bool draining = false) {
+member instance(const std::string& name, std::uint64_t capacity, std::uint64_t used,
+                bool draining = false) {
   member m;
   m.record.name = name;
   m.record.address = "unix:/run/" + name;
@@ -39,7 +41,8 @@ member instance(const std::string& name, std::uint64_t capacity, std::uint64_t u
 TEST_CASE("the queue meter averages a copy's samples over a window it fully saw") {
   queue_meter q(10'000);
   std::int64_t t = 0;
-  for (int i = 0; i < 8; ++i, t += 250) q.sample(t, {{"a", i < 4 ? 0u : 4u}, {"b", 1}});
+  for (int i = 0; i < 8; ++i, t += 250)
+    q.sample(t, {{"a", i < 4 ? 0u : 4u}, {"b", 1}});
   // Samples at 0..1750; a 1000 ms window holds those after 750: 1000, 1250, 1500, 1750, all 4.
   CHECK(q.mean("a", 1000) == Approx(4.0));
   CHECK(q.mean("b", 1000) == Approx(1.0));
@@ -65,8 +68,10 @@ TEST_CASE("the queue meter averages a copy's samples over a window it fully saw"
 TEST_CASE("the queue meter forgets what is past its horizon") {
   queue_meter q(1000);
   std::int64_t t = 0;
-  for (; t < 1000; t += 100) q.sample(t, {{"a", 10}});
-  for (; t < 2000; t += 100) q.sample(t, {{"a", 0}});
+  for (; t < 1000; t += 100)
+    q.sample(t, {{"a", 10}});
+  for (; t < 2000; t += 100)
+    q.sample(t, {{"a", 0}});
   CHECK(q.mean("a", 1000) == Approx(0.0));
   CHECK_FALSE(q.mean("a", 1001).has_value());  // beyond the horizon
 }
@@ -85,7 +90,7 @@ TEST_CASE("more copies when a copy's queueing reaches the threshold, as many as 
   v.room = 0;
   CHECK(decide_copies(rule, v) == 0);
   CHECK(decide_copies(rule, view(1, std::nullopt)) == 0);  // not judged yet
-  rule.add_queue = 0;  // copies off
+  rule.add_queue = 0;                                      // copies off
   CHECK(decide_copies(rule, view(1, 50.0)) == 0);
 }
 
@@ -103,7 +108,7 @@ TEST_CASE("a copy goes only when the cluster is full and the rest stay below the
   auto v = view(2, 0.1, 0.24);
   v.cluster_full = true;
   CHECK(decide_copies(rule, v) == -1);  // 0.24 × 2 / 1 = 0.48
-  v.slow = 0.25;                         // 0.5: not below
+  v.slow = 0.25;                        // 0.5: not below
   CHECK(decide_copies(rule, v) == 0);
   v.slow = 0.1;
   v.cluster_full = false;
@@ -172,7 +177,8 @@ TEST_CASE("the copy rule is checked") {
 }
 
 TEST_CASE("the cluster is full when its live instances' used bytes reach the fraction") {
-  std::vector<member> ms{instance("a", 100, 90), instance("b", 100, 89), instance("c", 1000, 0, true)};
+  std::vector<member> ms{instance("a", 100, 90), instance("b", 100, 89),
+                         instance("c", 1000, 0, true)};
   CHECK_FALSE(cluster_is_full(ms, 0.9));  // 179 of 200; the draining one does not count
   ms[1].record.devices[0].used = 90;
   CHECK(cluster_is_full(ms, 0.9));
@@ -187,8 +193,8 @@ TEST_CASE("an overcommitted device counts at most its capacity toward a full clu
   ms[1].record.devices[0].used = 59;
   CHECK_FALSE(cluster_is_full(ms, 0.8));  // 159 of 200
   ms[1].record.devices[0].used = 60;
-  CHECK(cluster_is_full(ms, 0.8));        // 160 of 200: exactly the fraction
-  ms[0].record.devices[0].used = 1000;    // however far over, still 100
+  CHECK(cluster_is_full(ms, 0.8));      // 160 of 200: exactly the fraction
+  ms[0].record.devices[0].used = 1000;  // however far over, still 100
   CHECK(cluster_is_full(ms, 0.8));
   CHECK_FALSE(cluster_is_full(ms, 0.81));
 }

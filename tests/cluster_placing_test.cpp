@@ -16,8 +16,8 @@ namespace {
 constexpr std::int64_t now = 1'800'000'000'000;  // ms
 constexpr std::int64_t life = 60'000;
 
-member instance(const std::string& name, std::uint64_t capacity, std::uint64_t used, std::int64_t revision,
-                bool self = false) {
+member instance(const std::string& name, std::uint64_t capacity, std::uint64_t used,
+                std::int64_t revision, bool self = false) {
   member m;
   m.record.name = name;
   m.record.address = "unix:/run/" + name;
@@ -28,8 +28,8 @@ member instance(const std::string& name, std::uint64_t capacity, std::uint64_t u
   return m;
 }
 
-known_claim claim(const std::string& model, const std::string& on, std::uint64_t bytes, std::int64_t revision,
-                  std::int64_t age_ms = 0) {
+known_claim claim(const std::string& model, const std::string& on, std::uint64_t bytes,
+                  std::int64_t revision, std::int64_t age_ms = 0) {
   return {model, {on, "a", bytes, now - age_ms}, revision};
 }
 
@@ -76,8 +76,9 @@ TEST_CASE("a placement claim's JSON both ways, refusals naming key and field") {
 }
 
 TEST_CASE("a live claim is followed; on this instance it is served here") {
-  auto in = inputs({instance("a", 1000, 0, 5, true), instance("b", 1000, 900, 5), instance("c", 1000, 0, 5)},
-                   {claim("m", "b", 100, 9, life - 1)});
+  auto in = inputs(
+      {instance("a", 1000, 0, 5, true), instance("b", 1000, 900, 5), instance("c", 1000, 0, 5)},
+      {claim("m", "b", 100, 9, life - 1)});
   auto d = decide_placement(in);
   CHECK(d.what == action::follow);
   CHECK(d.instance == "b");
@@ -87,7 +88,9 @@ TEST_CASE("a live claim is followed; on this instance it is served here") {
   CHECK(decide_placement(in).what == action::serve_here);
 }
 
-TEST_CASE("a claim that is stale, or whose instance is gone or draining, is replaced against its revision") {
+TEST_CASE(
+    "a claim that is stale, or whose instance is gone or draining, is replaced against its "
+    "revision") {
   auto members = std::vector<member>{instance("a", 1000, 500, 5, true), instance("b", 1000, 0, 5)};
   SECTION("stale: as old as claim_life") {
     auto d = decide_placement(inputs(members, {claim("m", "a", 100, 9, life)}));
@@ -173,7 +176,8 @@ TEST_CASE("nowhere to place: served here") {
   CHECK(decide_placement(inputs({small})).what == action::serve_here);
 }
 
-TEST_CASE("a claim reserves its bytes until its instance's next record, or until it lists the model") {
+TEST_CASE(
+    "a claim reserves its bytes until its instance's next record, or until it lists the model") {
   // a and b equally empty: a wins ties (by order) unless a claim made after a's record reserves
   // room on it.
   auto members = std::vector<member>{instance("a", 1000, 0, 10), instance("b", 1000, 0, 10)};
@@ -192,7 +196,8 @@ TEST_CASE("cold models placed one after another spread over equal instances") {
   // The herd: records published before the storm, so without reservations every placement would
   // choose the same instance.
   std::vector<member> members;
-  for (const char* name : {"a", "b", "c", "d"}) members.push_back(instance(name, 10'000, 0, 100));
+  for (const char* name : {"a", "b", "c", "d"})
+    members.push_back(instance(name, 10'000, 0, 100));
   std::vector<known_claim> claims;
   std::map<std::string, int> placed;
   for (int i = 0; i < 40; ++i) {
@@ -248,7 +253,10 @@ TEST_CASE("a miss goes to the copy with the fewest of this instance's requests i
   // One copy to choose from: its requests are not asked for.
   int calls = 0;
   std::vector<holder> one{{"b", "unix:/b", 0, false, false}};
-  CHECK(choose_holder(one, [&](const std::string&) { ++calls; return 0u; })->name == "b");
+  CHECK(choose_holder(one, [&](const std::string&) {
+          ++calls;
+          return 0u;
+        })->name == "b");
   CHECK(calls == 0);
   CHECK(choose_holder({holders[0], holders[3]}, asked) == nullptr);
 }

@@ -106,16 +106,21 @@ TEST_CASE("a malformed instance record is refused, naming its key and field") {
     REQUIRE(at != std::string::npos);
     return std::string(j).replace(at, from.size(), to);
   };
-  CHECK(refused(with("\"name\":\"node-1\"", "\"name\":7")).find("name must be a string") != std::string::npos);
-  CHECK(refused(with("\"name\":\"node-1\"", "\"name\":\"a b\"")).find("name must be a valid") != std::string::npos);
-  CHECK(refused(with("\"draining\":true", "\"draining\":1")).find("draining") != std::string::npos);
-  CHECK(refused(with("\"loads_in_flight\":3", "\"loads_in_flight\":-3")).find("loads_in_flight") != std::string::npos);
-  CHECK(refused(with("\"loading_threads\":2", "\"loading_threads\":4294967296")).find("loading_threads") !=
+  CHECK(refused(with("\"name\":\"node-1\"", "\"name\":7")).find("name must be a string") !=
         std::string::npos);
-  CHECK(refused(with("\"capacity\":1000", "\"capacity\":\"big\"")).find("devices[0]: capacity") != std::string::npos);
+  CHECK(refused(with("\"name\":\"node-1\"", "\"name\":\"a b\"")).find("name must be a valid") !=
+        std::string::npos);
+  CHECK(refused(with("\"draining\":true", "\"draining\":1")).find("draining") != std::string::npos);
+  CHECK(refused(with("\"loads_in_flight\":3", "\"loads_in_flight\":-3")).find("loads_in_flight") !=
+        std::string::npos);
+  CHECK(refused(with("\"loading_threads\":2", "\"loading_threads\":4294967296"))
+            .find("loading_threads") != std::string::npos);
+  CHECK(refused(with("\"capacity\":1000", "\"capacity\":\"big\"")).find("devices[0]: capacity") !=
+        std::string::npos);
   CHECK(refused(with("[100,0.25]", "[100]")).find("candidates[0]") != std::string::npos);
   CHECK(refused(with("[100,0.25]", "[100,-1]")).find("candidates[0]") != std::string::npos);
-  CHECK(refused(with("\"idle_seconds\":12.5", "\"idle_seconds\":-1")).find("idle_seconds") != std::string::npos);
+  CHECK(refused(with("\"idle_seconds\":12.5", "\"idle_seconds\":-1")).find("idle_seconds") !=
+        std::string::npos);
   CHECK(refused(with(",\"models_loaded\":4", "")).find("models_loaded") != std::string::npos);
   CHECK(refused(with("[\"a\",\"b\"]", "[\"a\",2]")).find("residents") != std::string::npos);
   CHECK(decode_instance("k", with(",\"residents\":[\"a\",\"b\"]", "")));  // absent: none
@@ -123,8 +128,8 @@ TEST_CASE("a malformed instance record is refused, naming its key and field") {
   auto without_loading = decode_instance("k", with(",\"loading\":[\"c\",\"d\"]", ""));
   REQUIRE(without_loading);
   CHECK(without_loading->loading.empty());
-  CHECK(refused(with("\"requests_per_second\":12.5", "\"requests_per_second\":-1")).find("requests_per_second") !=
-        std::string::npos);
+  CHECK(refused(with("\"requests_per_second\":12.5", "\"requests_per_second\":-1"))
+            .find("requests_per_second") != std::string::npos);
   auto without_rate = decode_instance("k", with(",\"requests_per_second\":12.5", ""));
   REQUIRE(without_rate);  // an older instance's record
   CHECK(without_rate->requests_per_second == 0);
@@ -171,8 +176,9 @@ TEST_CASE("the record of an inspection: kdf devices publish their candidates, lo
   CHECK(r.devices[0].candidates[2].bytes == 102);
   CHECK(r.devices[0].candidates[2].value == 1.0);
   CHECK(r.devices[1].candidates.empty());  // lru's scores are ages
-  CHECK(r.residents == std::vector<std::string>{"m0", "m1", "m2", "m3", "m4"});  // sorted, each once
-  CHECK(r.loading == std::vector<std::string>{"m1", "q"});                      // queued and running
+  CHECK(r.residents ==
+        std::vector<std::string>{"m0", "m1", "m2", "m3", "m4"});  // sorted, each once
+  CHECK(r.loading == std::vector<std::string>{"m1", "q"});        // queued and running
   // Hot: used within the minute (m3 was 40 s ago); sorted, each once.
   CHECK(r.hot == std::vector<std::string>{"m0", "m1", "m2", "m3", "m4"});
 }
@@ -183,7 +189,8 @@ TEST_CASE("recent models: used within the limit or in use, most valuable first, 
   kdf.policy = "kdf";
   device_info lru;
   lru.policy = "lru";
-  auto add = [](device_info& d, const std::string& model, double score, double idle, std::uint32_t in_flight = 0) {
+  auto add = [](device_info& d, const std::string& model, double score, double idle,
+                std::uint32_t in_flight = 0) {
     resident_info m;
     m.model = model;
     m.bytes = 10;
@@ -202,10 +209,12 @@ TEST_CASE("recent models: used within the limit or in use, most valuable first, 
   s.devices = {kdf, lru};
   auto names = [](const std::vector<recent_model>& v) {
     std::vector<std::string> out;
-    for (const auto& m : v) out.push_back(m.model);
+    for (const auto& m : v)
+      out.push_back(m.model);
     return out;
   };
-  CHECK(names(recent_models(s, 60)) == std::vector<std::string>{"high", "low", "busy", "recent", "earlier"});
+  CHECK(names(recent_models(s, 60)) ==
+        std::vector<std::string>{"high", "low", "busy", "recent", "earlier"});
   CHECK(names(recent_models(s, 60, 2)) == std::vector<std::string>{"high", "low"});
   CHECK(names(recent_models(s, 61)).size() == 6);
   auto r = record_from(s, "n", "unix:/tmp/s", "0.1.0", 5, false);

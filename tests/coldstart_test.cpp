@@ -26,7 +26,8 @@ TEST_CASE("1000 concurrent requests for a cold model cause exactly one load and 
       });
     } else {
       f.rt->infer({"cold", {test::input()}}, [&](expected<infer_result> r) {
-        if (r && r->outputs.size() == 1 && r->outputs[0].shape == std::vector<std::uint64_t>{1, 8}) ++ok;
+        if (r && r->outputs.size() == 1 && r->outputs[0].shape == std::vector<std::uint64_t>{1, 8})
+          ++ok;
         if (r && r->cache_hit) ++hits;
         ++answered;
       });
@@ -75,8 +76,11 @@ TEST_CASE("every waiter of a failing cold start gets the load's error") {
   CHECK(f.loader->loads_of("broken") == 1);  // one device: no retry elsewhere
 }
 
-TEST_CASE("waiting loads go first, earliest request first; then proactive loads, most recently used first") {
-  test::runtime_fixture f({"blocker", "p_old", "p_new", "w1", "w2", "promoted", "cancelled"}, {"host:64KiB"}, 1);
+TEST_CASE(
+    "waiting loads go first, earliest request first; then proactive loads, most recently used "
+    "first") {
+  test::runtime_fixture f({"blocker", "p_old", "p_new", "w1", "w2", "promoted", "cancelled"},
+                          {"host:64KiB"}, 1);
   f.register_all();
   f.loader->hold();
   REQUIRE(f.rt->ensure_loaded("blocker").get());  // occupies the only load slot
@@ -100,13 +104,15 @@ TEST_CASE("waiting loads go first, earliest request first; then proactive loads,
   step();
   f.rt->infer({"w2", {test::input()}}, count);
   step();
-  f.rt->infer({"promoted", {test::input()}}, count);  // a request promotes the queued proactive load
+  f.rt->infer({"promoted", {test::input()}},
+              count);  // a request promotes the queued proactive load
   REQUIRE(f.rt->unregister_model("cancelled").get());  // unregistering cancels its queued load
 
   auto queue = [&] {
     auto snapshot = f.rt->inspect().get();
     std::vector<std::string> order;
-    for (auto& q : snapshot->queue) order.push_back(q.model + (q.waiting ? "*" : ""));
+    for (auto& q : snapshot->queue)
+      order.push_back(q.model + (q.waiting ? "*" : ""));
     return order;
   };
   REQUIRE(eventually([&] { return queue().size() == 5; }));
@@ -115,7 +121,8 @@ TEST_CASE("waiting loads go first, earliest request first; then proactive loads,
   f.loader->open_gate();
   REQUIRE(eventually([&] { return answered == 3; }));
   REQUIRE(eventually([&] { return f.loader->started().size() == 6; }));
-  CHECK(f.loader->started() == std::vector<std::string>{"blocker", "w1", "w2", "promoted", "p_new", "p_old"});
+  CHECK(f.loader->started() ==
+        std::vector<std::string>{"blocker", "w1", "w2", "promoted", "p_new", "p_old"});
   CHECK(f.loader->loads_of("cancelled") == 0);
 }
 
@@ -179,7 +186,8 @@ TEST_CASE("stopping the runtime answers every waiting request") {
   f.register_all();
   f.loader->hold();
   std::vector<std::future<expected<infer_result>>> waiting;
-  for (int i = 0; i < 20; ++i) waiting.push_back(f.rt->infer({"slow", {test::input()}}));
+  for (int i = 0; i < 20; ++i)
+    waiting.push_back(f.rt->infer({"slow", {test::input()}}));
   REQUIRE(f.loader->wait_started(1));
   // The load stays held until every waiter has its answer: stopping answers them without waiting
   // for the load. Only then is the load let through, so the stop (which joins the loader's

@@ -91,7 +91,8 @@ TEST_CASE("every acknowledged registration and vmodel change survives kill -9") 
       ++seen;
     }
     kill(pid, SIGKILL);
-    while (std::fgets(buffer, sizeof buffer, in)) record(buffer);  // acknowledged before the kill
+    while (std::fgets(buffer, sizeof buffer, in))
+      record(buffer);  // acknowledged before the kill
     std::fclose(in);
     int status = 0;
     waitpid(pid, &status, 0);
@@ -106,8 +107,10 @@ TEST_CASE("every acknowledged registration and vmodel change survives kill -9") 
   auto listed = (*rt)->list_models().get();
   REQUIRE(listed);
   std::set<std::string> present;
-  for (auto& m : *listed) present.insert(m.id);
-  for (auto& id : models) CHECK(present.count(id) == 1);
+  for (auto& m : *listed)
+    present.insert(m.id);
+  for (auto& id : models)
+    CHECK(present.count(id) == 1);
   for (auto& [vid, target] : vmodels) {
     auto v = (*rt)->vmodel_status(vid).get();
     REQUIRE(v);

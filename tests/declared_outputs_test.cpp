@@ -23,7 +23,8 @@ class redeclared final : public resident_model {
   std::uint64_t bytes() const override { return inner_->bytes(); }
   std::uint64_t max_batch() const override { return inner_->max_batch(); }
   std::uint64_t cost(std::uint64_t batch) const override { return inner_->cost(batch); }
-  expected<std::vector<tensor>> run(const std::vector<tensor>& inputs, std::uint64_t batch) const override {
+  expected<std::vector<tensor>> run(const std::vector<tensor>& inputs,
+                                    std::uint64_t batch) const override {
     return inner_->run(inputs, batch);
   }
 
@@ -40,7 +41,8 @@ class redeclaring_loader final : public model_loader {
     declared_[model] = std::move(io);
   }
   expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
-                                                 memory_reservation reservation, load_stats* stats) override {
+                                                 memory_reservation reservation,
+                                                 load_stats* stats) override {
     auto loaded = files_.load(dev, where, std::move(reservation), stats);
     if (!loaded) return loaded;
     // <root>/<model>/<version>/model.safetensors
@@ -48,7 +50,8 @@ class redeclaring_loader final : public model_loader {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = declared_.find(model);
     if (it == declared_.end()) return loaded;
-    return std::unique_ptr<resident_model>(std::make_unique<redeclared>(std::move(*loaded), it->second));
+    return std::unique_ptr<resident_model>(
+        std::make_unique<redeclared>(std::move(*loaded), it->second));
   }
 
  private:
@@ -77,13 +80,17 @@ std::string refusal(expected<infer_result> r) {
 TEST_CASE("a model answering other than it declares is internal, after a miss and on a hit") {
   auto loader = std::make_shared<redeclaring_loader>();
   loader->declare("wrong", dense_declaring({"output", dtype::f32, {-1, 5}}));
-  test::runtime_fixture f({"wrong", "right"}, {"host:64KiB"}, 2, [&](runtime_options& o) { o.loader = loader; });
+  test::runtime_fixture f({"wrong", "right"}, {"host:64KiB"}, 2,
+                          [&](runtime_options& o) { o.loader = loader; });
   f.register_all();
   const std::string expected =
-      "model 'wrong' answered with output 'output' of shape [1, 8]; the model declares output F32 [-1, 5]";
-  CHECK(refusal(f.rt->infer({"wrong", {test::input(1)}}).get()) == expected);  // a miss: after the load
+      "model 'wrong' answered with output 'output' of shape [1, 8]; the model declares output F32 "
+      "[-1, 5]";
+  CHECK(refusal(f.rt->infer({"wrong", {test::input(1)}}).get()) ==
+        expected);  // a miss: after the load
   REQUIRE(test::state_of(*f.rt, "wrong") == model_state::loaded);
-  CHECK(refusal(f.rt->infer({"wrong", {test::input(1)}}).get()) == expected);  // a hit: on this thread
+  CHECK(refusal(f.rt->infer({"wrong", {test::input(1)}}).get()) ==
+        expected);  // a hit: on this thread
   // A model that gives what it declares is served as ever.
   auto right = f.rt->infer({"right", {test::input(2)}}).get();
   REQUIRE(right);
@@ -99,8 +106,9 @@ TEST_CASE("a heavy hit on the inference threads is checked too") {
   });
   f.register_all(true);
   REQUIRE(test::eventually([&] { return test::state_of(*f.rt, "wrong") == model_state::loaded; }));
-  CHECK(refusal(f.rt->infer({"wrong", {test::input(3)}}).get()) ==
-        "model 'wrong' answered with output 'output' of F32; the model declares output F16 [-1, 8]");
+  CHECK(
+      refusal(f.rt->infer({"wrong", {test::input(3)}}).get()) ==
+      "model 'wrong' answered with output 'output' of F32; the model declares output F16 [-1, 8]");
 }
 
 TEST_CASE("a batched pass is checked before its rows are split among the requests") {
@@ -117,14 +125,16 @@ TEST_CASE("a batched pass is checked before its rows are split among the request
   auto second = f.rt->infer({"wrong", {test::input(1)}});
   for (auto* pending : {&first, &second})
     CHECK(refusal(pending->get()) ==
-          "model 'wrong' answered with output 'output' of shape [3, 8]; the model declares output F32 [-1, 5]");
+          "model 'wrong' answered with output 'output' of shape [3, 8]; the model declares output "
+          "F32 [-1, 5]");
   CHECK(f.rt->metrics().batch_rows.read().count == 1);  // one pass for both
 }
 
 TEST_CASE("outputs a model does not declare (known == false) pass whatever their shape") {
   auto loader = std::make_shared<redeclaring_loader>();
   loader->declare("free", dense_declaring({"output", dtype::f32, {}, false}));
-  test::runtime_fixture f({"free"}, {"host:64KiB"}, 2, [&](runtime_options& o) { o.loader = loader; });
+  test::runtime_fixture f({"free"}, {"host:64KiB"}, 2,
+                          [&](runtime_options& o) { o.loader = loader; });
   f.register_all();
   for (int i = 0; i < 2; ++i) {  // a miss, then a hit
     auto r = f.rt->infer({"free", {test::input(2)}}).get();

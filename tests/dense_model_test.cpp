@@ -19,7 +19,9 @@ warm::expected<warm::dense_spec> spec_of(const json& header, std::uint64_t data_
   return warm::dense_spec_from(*parsed);
 }
 
-std::uint64_t bytes_of(const std::vector<std::uint64_t>& w) { return warm::dense_data_bytes(w); }
+std::uint64_t bytes_of(const std::vector<std::uint64_t>& w) {
+  return warm::dense_data_bytes(w);
+}
 
 }  // namespace
 
@@ -54,22 +56,57 @@ TEST_CASE("dense rules are enforced with specific errors") {
     const char* error;
   };
   std::vector<bad_case> cases = {
-      {"missing metadata", with([](json& h) { h.erase("__metadata__"); }), size, "no \"warm.kind\""},
-      {"wrong kind", with([](json& h) { h["__metadata__"]["warm.kind"] = "conv"; }), size, "unsupported model kind 'conv'"},
-      {"missing activation", with([](json& h) { h["__metadata__"].erase("warm.activation"); }), size, "no \"warm.activation\""},
-      {"unknown activation", with([](json& h) { h["__metadata__"]["warm.activation"] = "swish"; }), size, "unknown activation 'swish'"},
-      {"no layers", json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}}}, 0, "has no layers"},
-      {"extra tensor", with([&](json& h) { h["extra"] = f32({1}, size); }), size + 4, "unexpected tensor 'extra'"},
-      {"leading zero index", with([&](json& h) { h["layers.01.bias"] = f32({1}, size); }), size + 4, "unexpected tensor 'layers.01.bias'"},
-      {"missing bias", json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}}, {"layers.0.weight", f32({3, 4}, 0)}}, 48, "missing tensor 'layers.0.bias'"},
+      {"missing metadata", with([](json& h) { h.erase("__metadata__"); }), size,
+       "no \"warm.kind\""},
+      {"wrong kind", with([](json& h) { h["__metadata__"]["warm.kind"] = "conv"; }), size,
+       "unsupported model kind 'conv'"},
+      {"missing activation", with([](json& h) { h["__metadata__"].erase("warm.activation"); }),
+       size, "no \"warm.activation\""},
+      {"unknown activation", with([](json& h) { h["__metadata__"]["warm.activation"] = "swish"; }),
+       size, "unknown activation 'swish'"},
+      {"no layers", json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}}},
+       0, "has no layers"},
+      {"extra tensor", with([&](json& h) { h["extra"] = f32({1}, size); }), size + 4,
+       "unexpected tensor 'extra'"},
+      {"leading zero index", with([&](json& h) { h["layers.01.bias"] = f32({1}, size); }), size + 4,
+       "unexpected tensor 'layers.01.bias'"},
+      {"missing bias",
+       json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}},
+            {"layers.0.weight", f32({3, 4}, 0)}},
+       48, "missing tensor 'layers.0.bias'"},
       {"missing weight (gap in layers)",
-       json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}}, {"layers.1.weight", f32({3, 4}, 0)}, {"layers.1.bias", f32({3}, 48)}, {"layers.0.bias", f32({4}, 60)}}, 76,
-       "missing tensor 'layers.0.weight'"},
-      {"non-F32 dtype", json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}}, {"layers.0.weight", {{"dtype", "F16"}, {"shape", {1, 1}}, {"data_offsets", {0, 2}}}}, {"layers.0.bias", {{"dtype", "F16"}, {"shape", {1}}, {"data_offsets", {2, 4}}}}}, 4, "dtype F16 is not supported"},
-      {"weight wrong rank", json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}}, {"layers.0.weight", f32({12}, 0)}, {"layers.0.bias", f32({3}, 48)}}, 60, "weight must have shape [out, in]"},
-      {"bias wrong size", json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}}, {"layers.0.weight", f32({3, 4}, 0)}, {"layers.0.bias", f32({2}, 48)}}, 56, "bias has 2 entries but the weight has 3 outputs"},
-      {"zero dimension", json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}}, {"layers.0.weight", f32({0, 4}, 0)}, {"layers.0.bias", f32({0}, 0)}}, 0, "has a zero dimension"},
-      {"layers do not chain", json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}}, {"layers.0.weight", f32({3, 4}, 0)}, {"layers.0.bias", f32({3}, 48)}, {"layers.1.weight", f32({2, 5}, 60)}, {"layers.1.bias", f32({2}, 100)}}, 108, "takes 5 inputs but layer 0 produces 3"},
+       json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}},
+            {"layers.1.weight", f32({3, 4}, 0)},
+            {"layers.1.bias", f32({3}, 48)},
+            {"layers.0.bias", f32({4}, 60)}},
+       76, "missing tensor 'layers.0.weight'"},
+      {"non-F32 dtype",
+       json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}},
+            {"layers.0.weight", {{"dtype", "F16"}, {"shape", {1, 1}}, {"data_offsets", {0, 2}}}},
+            {"layers.0.bias", {{"dtype", "F16"}, {"shape", {1}}, {"data_offsets", {2, 4}}}}},
+       4, "dtype F16 is not supported"},
+      {"weight wrong rank",
+       json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}},
+            {"layers.0.weight", f32({12}, 0)},
+            {"layers.0.bias", f32({3}, 48)}},
+       60, "weight must have shape [out, in]"},
+      {"bias wrong size",
+       json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}},
+            {"layers.0.weight", f32({3, 4}, 0)},
+            {"layers.0.bias", f32({2}, 48)}},
+       56, "bias has 2 entries but the weight has 3 outputs"},
+      {"zero dimension",
+       json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}},
+            {"layers.0.weight", f32({0, 4}, 0)},
+            {"layers.0.bias", f32({0}, 0)}},
+       0, "has a zero dimension"},
+      {"layers do not chain",
+       json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}},
+            {"layers.0.weight", f32({3, 4}, 0)},
+            {"layers.0.bias", f32({3}, 48)},
+            {"layers.1.weight", f32({2, 5}, 60)},
+            {"layers.1.bias", f32({2}, 100)}},
+       108, "takes 5 inputs but layer 0 produces 3"},
   };
   for (const auto& c : cases) {
     INFO(c.what);
@@ -99,7 +136,8 @@ TEST_CASE("a dense width of 2^24 passes the width rule; 2^24 + 1 is refused nami
   REQUIRE(widest);
   CHECK(widest->input_width() == cap);
   CHECK(warm::dense_spec_from(header_with(1, cap)));
-  for (auto [in, out] : {std::pair<std::uint64_t, std::uint64_t>{cap + 1, 1}, {1, cap + 1}, {1ull << 40, 1}}) {
+  for (auto [in, out] :
+       {std::pair<std::uint64_t, std::uint64_t>{cap + 1, 1}, {1, cap + 1}, {1ull << 40, 1}}) {
     INFO(in << " -> " << out);
     auto spec = warm::dense_spec_from(header_with(in, out));
     REQUIRE_FALSE(spec);
@@ -111,7 +149,9 @@ TEST_CASE("a dense width of 2^24 passes the width rule; 2^24 + 1 is refused nami
 TEST_CASE("open_model_file prefixes errors with the path") {
   warm::test::temp_dir dir;
   auto path = dir / "m.safetensors";
-  warm::test::write_file(path, json_image(json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}}}, 0));
+  warm::test::write_file(
+      path,
+      json_image(json{{"__metadata__", {{"warm.kind", "dense"}, {"warm.activation", "relu"}}}}, 0));
   auto model = warm::open_model_file(path);
   REQUIRE_FALSE(model);
   CHECK_THAT(model.error().message, Catch::StartsWith(path + ": ") && Catch::Contains("no layers"));

@@ -72,7 +72,8 @@ TEST_CASE("concurrent allocations never over-commit") {
         }
       }
     });
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   CHECK(dev->used() == 0);
   CHECK(refused > 0);
 }
@@ -169,7 +170,8 @@ TEST_CASE("a file that changed or vanished since validation fails the load and l
   CHECK(dev->used() == 0);
 }
 
-TEST_CASE("a reservation charges the budget, returns it unused, and becomes a buffer when allocated") {
+TEST_CASE(
+    "a reservation charges the budget, returns it unused, and becomes a buffer when allocated") {
   auto dev = host(1000);
   auto other = host(1000);
   {

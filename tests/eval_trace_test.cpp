@@ -679,9 +679,11 @@ TEST_CASE("azure trace: days play the window again, each day sampled anew, day 0
   }
   CHECK(per_day.size() == 3);
   REQUIRE(first.size() == one->size());  // day 0 is the one-day trace
-  for (std::size_t i = 0; i < first.size(); ++i) CHECK(first[i].time_ms == (*one)[i].time_ms);
+  for (std::size_t i = 0; i < first.size(); ++i)
+    CHECK(first[i].time_ms == (*one)[i].time_ms);
   bool differs = later.size() != first.size();
-  for (std::size_t i = 0; !differs && i < later.size(); ++i) differs = later[i].time_ms != first[i].time_ms;
+  for (std::size_t i = 0; !differs && i < later.size(); ++i)
+    differs = later[i].time_ms != first[i].time_ms;
   CHECK(differs);  // day 1 drew its own sample and times
   // With sample 1 every day carries the window's counts per minute.
   o.sample = 1;

@@ -17,7 +17,8 @@ namespace {
 
 std::map<std::string, int> per_model(const trace& t) {
   std::map<std::string, int> n;
-  for (const auto& r : t) ++n[r.model];
+  for (const auto& r : t)
+    ++n[r.model];
   return n;
 }
 
@@ -50,7 +51,8 @@ TEST_CASE("shaped catalogs: one size, two classes, log-uniform; random or sorted
   o.shape = size_shape::uniform;
   auto uniform = make_shaped_catalog(o);
   REQUIRE(uniform);
-  for (auto& e : *uniform) CHECK(e.bytes == 100);
+  for (auto& e : *uniform)
+    CHECK(e.bytes == 100);
   CHECK((*uniform)[3].model == "m003");
   CHECK((*uniform)[3].load_ms == fitted_load_ms(100));
 
@@ -60,7 +62,8 @@ TEST_CASE("shaped catalogs: one size, two classes, log-uniform; random or sorted
   auto asc = make_shaped_catalog(o);
   REQUIRE(asc);
   std::vector<std::uint64_t> sizes;
-  for (auto& e : *asc) sizes.push_back(e.bytes);
+  for (auto& e : *asc)
+    sizes.push_back(e.bytes);
   CHECK(sizes == std::vector<std::uint64_t>{100, 100, 100, 100, 100, 100, 100, 300, 300, 300});
   o.order = size_order::descending;
   CHECK((*make_shaped_catalog(o))[0].bytes == 300);
@@ -68,9 +71,10 @@ TEST_CASE("shaped catalogs: one size, two classes, log-uniform; random or sorted
   auto shuffled = make_shaped_catalog(o);
   REQUIRE(shuffled);
   std::vector<std::uint64_t> again;
-  for (auto& e : *shuffled) again.push_back(e.bytes);
+  for (auto& e : *shuffled)
+    again.push_back(e.bytes);
   CHECK(std::count(again.begin(), again.end(), 300) == 3);  // a permutation of the same sizes
-  CHECK(again != sizes);                                       // seed 1 moves them
+  CHECK(again != sizes);                                    // seed 1 moves them
   auto same = make_shaped_catalog(o);
   CHECK((*same)[0].bytes == (*shuffled)[0].bytes);
 
@@ -114,7 +118,8 @@ TEST_CASE("synthetic trace: Zipf shares by rank, the daily total and cycle, dete
   o.burst_probability = 0;
   auto t = make_synthetic_trace(o, models);
   REQUIRE(t);
-  CHECK(std::is_sorted(t->begin(), t->end(), [](auto& a, auto& b) { return a.time_ms < b.time_ms; }));
+  CHECK(
+      std::is_sorted(t->begin(), t->end(), [](auto& a, auto& b) { return a.time_ms < b.time_ms; }));
   double n = static_cast<double>(t->size());
   CHECK(std::abs(n - 80'000) < 5 * std::sqrt(80'000.0));
   CHECK(t->back().time_ms < 4 * 86'400'000.0);
@@ -155,7 +160,8 @@ TEST_CASE("synthetic trace: Pareto gaps are heavier-tailed than Poisson ones at 
   o.pareto_shape = 1.5;
   auto pareto = gaps(*make_synthetic_trace(o, models));
   auto share_above = [](const std::vector<double>& g, double seconds) {
-    return static_cast<double>(std::count_if(g.begin(), g.end(), [&](double x) { return x > seconds; })) /
+    return static_cast<double>(
+               std::count_if(g.begin(), g.end(), [&](double x) { return x > seconds; })) /
            static_cast<double>(g.size());
   };
   // Mean gap 432 s for both. Poisson: P(gap > 10 × mean) = e^-10; Pareto(1.5, mean 1):
@@ -163,13 +169,16 @@ TEST_CASE("synthetic trace: Pareto gaps are heavier-tailed than Poisson ones at 
   CHECK(share_above(poisson, 4'320) < 0.001);
   CHECK(share_above(pareto, 4'320) > 0.003);
   double mean_poisson = 0, mean_pareto = 0;
-  for (double g : poisson) mean_poisson += g / static_cast<double>(poisson.size());
-  for (double g : pareto) mean_pareto += g / static_cast<double>(pareto.size());
+  for (double g : poisson)
+    mean_poisson += g / static_cast<double>(poisson.size());
+  for (double g : pareto)
+    mean_pareto += g / static_cast<double>(pareto.size());
   CHECK(mean_poisson == Approx(432).epsilon(0.05));
   CHECK(mean_pareto == Approx(432).epsilon(0.25));  // a heavy tail: a looser check
 }
 
-TEST_CASE("synthetic trace: drift moves ranks at day boundaries; bursts add requests close together") {
+TEST_CASE(
+    "synthetic trace: drift moves ranks at day boundaries; bursts add requests close together") {
   auto models = same_size(50);
   synthetic_options o;
   o.days = 2;
@@ -192,7 +201,9 @@ TEST_CASE("synthetic trace: drift moves ranks at day boundaries; bursts add requ
   auto d0 = day_counts(*moved, 0), d1 = day_counts(*moved, 1);
   CHECK(d0["m000"] > 5 * d0["m010"]);  // day 1 is unchanged
   CHECK(d0 == day_counts(*still, 0));
-  std::string top1 = std::max_element(d1.begin(), d1.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+  std::string top1 = std::max_element(d1.begin(), d1.end(), [](auto& a, auto& b) {
+                       return a.second < b.second;
+                     })->first;
   CHECK(top1 != "m000");  // with seed 1 the most popular model moved
 
   o.drift = 0;

@@ -43,12 +43,15 @@ std::shared_ptr<acquired> hold(runtime& rt, const std::string& id) {
 std::vector<std::string> resident(runtime& rt) {
   std::vector<std::string> out;
   auto snapshot = rt.inspect().get();
-  for (auto& r : snapshot->devices.at(0).resident) out.push_back(r.model);
+  for (auto& r : snapshot->devices.at(0).resident)
+    out.push_back(r.model);
   std::sort(out.begin(), out.end());
   return out;
 }
 
-bool infer_ok(runtime& rt, const std::string& id) { return rt.infer({id, {test::input()}}).get().has_value(); }
+bool infer_ok(runtime& rt, const std::string& id) {
+  return rt.infer({id, {test::input()}}).get().has_value();
+}
 
 }  // namespace
 
@@ -120,7 +123,8 @@ TEST_CASE("a request arriving while an unloaded model drains is served by a new 
   f.register_all();
   auto lease = hold(*f.rt, "a");  // an inference in flight
   REQUIRE(f.rt->unload("a").get());
-  REQUIRE(eventually([&] { return f.rt->inspect().get()->devices.at(0).draining == small_model_bytes; }));
+  REQUIRE(eventually(
+      [&] { return f.rt->inspect().get()->devices.at(0).draining == small_model_bytes; }));
 
   auto served = f.rt->infer({"a", {test::input()}}).get();  // while the old copy drains
   REQUIRE(served);
@@ -131,7 +135,8 @@ TEST_CASE("a request arriving while an unloaded model drains is served by a new 
   CHECK(input_width(lease->lease.model().io()) == 16);  // the old copy still serves its lease
 
   lease.reset();  // the in-flight inference ends: only now do the old copy's bytes return
-  REQUIRE(eventually([&] { return f.rt->inspect().get()->devices.at(0).used == small_model_bytes; }));
+  REQUIRE(
+      eventually([&] { return f.rt->inspect().get()->devices.at(0).used == small_model_bytes; }));
   CHECK(f.rt->inspect().get()->devices.at(0).draining == 0);
   CHECK(resident(*f.rt) == std::vector<std::string>{"a"});
 }
@@ -167,11 +172,14 @@ TEST_CASE("a model larger than every device fails at once with model_too_large")
 }
 
 TEST_CASE("device accounting returns to zero after everything is unregistered") {
-  test::runtime_fixture f({"a", "b", "c"}, {two_models, "host.1:" + std::to_string(small_model_bytes + 10)});
+  test::runtime_fixture f({"a", "b", "c"},
+                          {two_models, "host.1:" + std::to_string(small_model_bytes + 10)});
   f.register_all();
   for (int i = 0; i < 5; ++i)
-    for (auto& m : f.names) REQUIRE(infer_ok(*f.rt, m));
-  for (auto& m : f.names) REQUIRE(f.rt->unregister_model(m).get());
+    for (auto& m : f.names)
+      REQUIRE(infer_ok(*f.rt, m));
+  for (auto& m : f.names)
+    REQUIRE(f.rt->unregister_model(m).get());
   REQUIRE(eventually([&] {
     for (auto& d : f.rt->devices())
       if (d->used() != 0) return false;
@@ -179,7 +187,9 @@ TEST_CASE("device accounting returns to zero after everything is unregistered") 
   }));
 }
 
-TEST_CASE("under a storm of requests over more models than fit, every load gets room and every request an answer") {
+TEST_CASE(
+    "under a storm of requests over more models than fit, every load gets room and every request "
+    "an answer") {
   // A refused reservation must leave the pool a wake-up even when the busy model that blocked it
   // turns idle between the victim choice and the device's next look. A replay at 600 requests/s
   // stalled on that window; here, with tiny models, the window is too short to hit reliably, so
@@ -201,8 +211,10 @@ TEST_CASE("under a storm of requests over more models than fit, every load gets 
         });
       }
     });
-  for (auto& c : clients) c.join();
-  REQUIRE(eventually([&] { return answered.load() == threads * per_thread; }, std::chrono::seconds(60)));
+  for (auto& c : clients)
+    c.join();
+  REQUIRE(eventually([&] { return answered.load() == threads * per_thread; },
+                     std::chrono::seconds(60)));
   CHECK(failed.load() == 0);
 }
 
@@ -253,7 +265,8 @@ TEST_CASE("a slow free of evicted weights never blocks the device actor") {
     return gate->waiting == 1;
   }));
   auto snapshot = f.rt->inspect();
-  REQUIRE(snapshot.wait_for(5s) == std::future_status::ready);  // the device actor is not the one stuck
+  REQUIRE(snapshot.wait_for(5s) ==
+          std::future_status::ready);  // the device actor is not the one stuck
   auto inspected = snapshot.get();
   REQUIRE(inspected);
   CHECK(inspected->devices.at(0).draining == small_model_bytes);

@@ -7,8 +7,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-warm::timestamp at(std::chrono::seconds s) { return warm::timestamp{} + s; }
-warm::error failed(const char* why) { return warm::make_error(warm::errc::load_failed, why); }
+warm::timestamp at(std::chrono::seconds s) {
+  return warm::timestamp{} + s;
+}
+warm::error failed(const char* why) {
+  return warm::make_error(warm::errc::load_failed, why);
+}
 
 }  // namespace
 
@@ -68,11 +72,13 @@ TEST_CASE("next_expiry is when the model's first record expires") {
 // memory for good (only the unexpired and the last quarter-expiry's worth remain).
 TEST_CASE("recording drops expired records: memory follows the recent failures") {
   warm::failure_table table(60s);
-  for (int i = 0; i < 1000; ++i) table.record("m" + std::to_string(i), "host", at(std::chrono::seconds(i % 10)), failed("x"));
+  for (int i = 0; i < 1000; ++i)
+    table.record("m" + std::to_string(i), "host", at(std::chrono::seconds(i % 10)), failed("x"));
   CHECK(table.size() == 1000);
   table.record("late", "host", at(69s), failed("x"));  // m* made at 0-9 s: expired at 60-69 s
   CHECK(table.size() == 1);
-  for (int i = 0; i < 100; ++i) table.record("n" + std::to_string(i), "host", at(70s), failed("x"));
+  for (int i = 0; i < 100; ++i)
+    table.record("n" + std::to_string(i), "host", at(70s), failed("x"));
   CHECK(table.size() == 101);  // within a quarter-expiry of the last sweep: no sweep yet
   table.record("later", "host", at(131s), failed("x"));  // "late" expired at 129 s, n* at 130 s
   CHECK(table.size() == 1);

@@ -12,7 +12,9 @@ namespace {
 
 const std::vector<std::string> three_devices{"host.0:64KiB", "host.1:64KiB", "host.2:64KiB"};
 
-void expire_in_60s(runtime_options& o) { o.failure_expiry = 60s; }
+void expire_in_60s(runtime_options& o) {
+  o.failure_expiry = 60s;
+}
 
 }  // namespace
 
@@ -35,8 +37,8 @@ TEST_CASE("a failed load is retried at once on another device without a record")
 }
 
 TEST_CASE("after max attempts the model is LOADING_FAILED and fails fast until a record expires") {
-  test::runtime_fixture f({"g"}, {"host.0:64KiB", "host.1:64KiB", "host.2:64KiB", "host.3:64KiB"}, 2,
-                         expire_in_60s);
+  test::runtime_fixture f({"g"}, {"host.0:64KiB", "host.1:64KiB", "host.2:64KiB", "host.3:64KiB"},
+                          2, expire_in_60s);
   f.register_all();
   f.loader->fail("g");
   auto first = f.rt->infer({"g", {test::input()}}).get();
@@ -116,7 +118,8 @@ TEST_CASE("a file that became unreadable fails the load with a clear error, leak
   CHECK(f.rt->devices()[0]->used() == 0);
 }
 
-TEST_CASE("retry forgets a model's failures: its next use loads at once, without waiting for expiry") {
+TEST_CASE(
+    "retry forgets a model's failures: its next use loads at once, without waiting for expiry") {
   test::runtime_fixture f({"h", "other"}, {"host.0:64KiB", "host.1:64KiB"}, 2, expire_in_60s);
   f.register_all();
   f.loader->fail("h");
@@ -133,7 +136,8 @@ TEST_CASE("retry forgets a model's failures: its next use loads at once, without
   REQUIRE(f.rt->infer({"h", {test::input()}}).get());  // the clock has not moved
   CHECK(f.loader->loads_of("h") == loads + 1);
 
-  // A model that never failed, or was never used, is retried as a no-op; an unknown id is not_found.
+  // A model that never failed, or was never used, is retried as a no-op; an unknown id is
+  // not_found.
   REQUIRE(f.rt->retry("h").get());
   REQUIRE(f.rt->retry("other").get());
   CHECK(test::state_of(*f.rt, "h") == model_state::loaded);

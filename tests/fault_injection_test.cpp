@@ -18,7 +18,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // Options hook installing a faulty loader (and, with `devices`, faulty host devices).
-std::function<void(runtime_options&)> with_faults(std::shared_ptr<fault_injector> faults, bool devices) {
+std::function<void(runtime_options&)> with_faults(std::shared_ptr<fault_injector> faults,
+                                                  bool devices) {
   return [faults, devices](runtime_options& o) {
     o.loader = std::make_shared<faulty_loader>(faults);
     if (devices) o.make_device = faulty_device_factory(faults);
@@ -28,7 +29,8 @@ std::function<void(runtime_options&)> with_faults(std::shared_ptr<fault_injector
 
 std::uint64_t used_bytes(runtime& rt) {
   std::uint64_t used = 0;
-  for (auto& d : rt.devices()) used += d->used();
+  for (auto& d : rt.devices())
+    used += d->used();
   return used;
 }
 
@@ -41,7 +43,8 @@ TEST_CASE("with 20% of loads failing and slow loads, every request is answered a
   plan.max_load_delay = std::chrono::milliseconds(3);
   auto faults = std::make_shared<fault_injector>(plan, 7);
   // Six models, room for three: loads, failures and evictions interleave.
-  runtime_fixture f({"m0", "m1", "m2", "m3", "m4", "m5"}, {"host:1700B"}, 2, with_faults(faults, false));
+  runtime_fixture f({"m0", "m1", "m2", "m3", "m4", "m5"}, {"host:1700B"}, 2,
+                    with_faults(faults, false));
   f.register_all();
 
   constexpr int threads = 4, per_thread = 150;
@@ -64,16 +67,20 @@ TEST_CASE("with 20% of loads failing and slow loads, every request is answered a
           } else {
             failed_otherwise.fetch_add(1);
             std::lock_guard<std::mutex> guard(first_other_mutex);
-            if (first_other.empty()) first_other = std::string(to_string(r.error().code)) + ": " + r.error().message;
+            if (first_other.empty())
+              first_other = std::string(to_string(r.error().code)) + ": " + r.error().message;
           }
           answered.fetch_add(1);
         });
-        if (i % 25 == 0) f.time->advance(std::chrono::seconds(31));  // failure records expire now and then
+        if (i % 25 == 0)
+          f.time->advance(std::chrono::seconds(31));  // failure records expire now and then
         if (i % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     });
-  for (auto& c : clients) c.join();
-  REQUIRE(eventually([&] { return answered.load() == threads * per_thread; }, std::chrono::seconds(60)));
+  for (auto& c : clients)
+    c.join();
+  REQUIRE(eventually([&] { return answered.load() == threads * per_thread; },
+                     std::chrono::seconds(60)));
   CHECK(faults->loads_failed() > 0);
   CHECK(failed.load() > 0);
   CHECK(failed_otherwise.load() == 0);
@@ -83,9 +90,11 @@ TEST_CASE("with 20% of loads failing and slow loads, every request is answered a
   // Once faults stop and their records expire, every model loads and serves again.
   faults->set_plan({});
   f.time->advance(std::chrono::seconds(31));
-  for (int m = 0; m < 6; ++m) CHECK(f.rt->infer({"m" + std::to_string(m), {input()}}).get());
+  for (int m = 0; m < 6; ++m)
+    CHECK(f.rt->infer({"m" + std::to_string(m), {input()}}).get());
 
-  for (int m = 0; m < 6; ++m) REQUIRE(f.rt->unregister_model("m" + std::to_string(m)).get());
+  for (int m = 0; m < 6; ++m)
+    REQUIRE(f.rt->unregister_model("m" + std::to_string(m)).get());
   CHECK(eventually([&] { return used_bytes(*f.rt) == 0; }));
 }
 
@@ -119,7 +128,9 @@ TEST_CASE("failed allocations are retried on another device, recorded, and recov
   CHECK(eventually([&] { return used_bytes(*f.rt) == 0; }));
 }
 
-TEST_CASE("the repository vanishing fails the waiting requests; the model recovers as soon as it returns") {
+TEST_CASE(
+    "the repository vanishing fails the waiting requests; the model recovers as soon as it "
+    "returns") {
   auto faults = std::make_shared<fault_injector>();
   runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2, with_faults(faults, false));
   f.register_all();
@@ -128,7 +139,8 @@ TEST_CASE("the repository vanishing fails the waiting requests; the model recove
   fs::rename(repo, away);
 
   std::vector<std::future<expected<infer_result>>> waiting;
-  for (int i = 0; i < 50; ++i) waiting.push_back(f.rt->infer({"a", {input()}}));
+  for (int i = 0; i < 50; ++i)
+    waiting.push_back(f.rt->infer({"a", {input()}}));
   for (auto& w : waiting) {
     REQUIRE(w.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
     auto r = w.get();
@@ -143,7 +155,8 @@ TEST_CASE("the repository vanishing fails the waiting requests; the model recove
 
   CHECK_FALSE(f.rt->infer({"a", {input()}}).get());  // still away: the record blocks, fail fast
   fs::rename(away, repo);
-  CHECK(f.rt->infer({"a", {input()}}).get());  // the file is back: the record is stale, no expiry needed
+  CHECK(f.rt->infer({"a", {input()}})
+            .get());  // the file is back: the record is stale, no expiry needed
   CHECK(f.rt->infer({"b", {input()}}).get());  // never failed: loads now that the files are back
   REQUIRE(f.rt->unregister_model("a").get());
   REQUIRE(f.rt->unregister_model("b").get());

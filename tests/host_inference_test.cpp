@@ -14,17 +14,21 @@ namespace {
 
 double reference_activation(warm::activation act, double x) {
   switch (act) {
-    case warm::activation::relu: return x > 0 ? x : 0;
-    case warm::activation::gelu: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-    case warm::activation::tanh: return std::tanh(x);
-    case warm::activation::none: return x;
+    case warm::activation::relu:
+      return x > 0 ? x : 0;
+    case warm::activation::gelu:
+      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case warm::activation::tanh:
+      return std::tanh(x);
+    case warm::activation::none:
+      return x;
   }
   return x;
 }
 
 // out[b, :] = layers applied to in[b, :], in double precision, reading weights from `data`.
-std::vector<double> reference(const warm::dense_spec& spec, const char* data, const std::vector<float>& input,
-                              std::uint64_t batch) {
+std::vector<double> reference(const warm::dense_spec& spec, const char* data,
+                              const std::vector<float>& input, std::uint64_t batch) {
   std::vector<double> x(input.begin(), input.end());
   for (std::size_t i = 0; i < spec.layers.size(); ++i) {
     const auto& l = spec.layers[i];
@@ -34,8 +38,10 @@ std::vector<double> reference(const warm::dense_spec& spec, const char* data, co
     for (std::uint64_t r = 0; r < batch; ++r)
       for (std::uint64_t o = 0; o < l.out; ++o) {
         double sum = b[o];
-        for (std::uint64_t k = 0; k < l.in; ++k) sum += static_cast<double>(w[o * l.in + k]) * x[r * l.in + k];
-        y[r * l.out + o] = i + 1 == spec.layers.size() ? sum : reference_activation(spec.activation, sum);
+        for (std::uint64_t k = 0; k < l.in; ++k)
+          sum += static_cast<double>(w[o * l.in + k]) * x[r * l.in + k];
+        y[r * l.out + o] =
+            i + 1 == spec.layers.size() ? sum : reference_activation(spec.activation, sum);
       }
     x = std::move(y);
   }
@@ -53,15 +59,19 @@ std::string slurp(const std::string& path) {
 
 TEST_CASE("host inference matches a double-precision reference") {
   warm::test::temp_dir dir;
-  auto dev = warm::make_device(warm::device_spec{warm::device_spec::kind::host, 0, 64ull << 20}).value();
+  auto dev =
+      warm::make_device(warm::device_spec{warm::device_spec::kind::host, 0, 64ull << 20}).value();
   std::mt19937 rng(1234);
   std::uniform_real_distribution<float> uniform(-2, 2);
-  const std::vector<std::vector<std::uint64_t>> shapes{{1, 1}, {8, 3}, {64, 32, 10}, {100, 257, 33, 7}, {256, 256}, {17, 128, 128, 128, 5}};
+  const std::vector<std::vector<std::uint64_t>> shapes{
+      {1, 1}, {8, 3}, {64, 32, 10}, {100, 257, 33, 7}, {256, 256}, {17, 128, 128, 128, 5}};
   int model_index = 0;
   for (const auto& widths : shapes) {
-    for (auto act : {warm::activation::relu, warm::activation::gelu, warm::activation::tanh, warm::activation::none}) {
+    for (auto act : {warm::activation::relu, warm::activation::gelu, warm::activation::tanh,
+                     warm::activation::none}) {
       auto path = dir / ("m" + std::to_string(model_index++) + ".safetensors");
-      REQUIRE(warm::write_dense_model(path, {widths, act, static_cast<std::uint64_t>(model_index)}));
+      REQUIRE(
+          warm::write_dense_model(path, {widths, act, static_cast<std::uint64_t>(model_index)}));
       auto model = warm::open_model_file(path);
       REQUIRE(model);
       auto resident = dev->load(*model);
@@ -71,7 +81,8 @@ TEST_CASE("host inference matches a double-precision reference") {
       for (std::uint64_t batch : {1, 2, 5, 16, 64}) {
         INFO("model " << path << " batch " << batch);
         std::vector<float> input(batch * widths.front());
-        for (auto& v : input) v = uniform(rng);
+        for (auto& v : input)
+          v = uniform(rng);
         std::vector<float> output;
         REQUIRE(dev->infer(**resident, input.data(), input.size(), batch, output));
         auto expected = reference(model->spec, data, input, batch);
@@ -93,8 +104,10 @@ TEST_CASE("inference rejects wrong input sizes, batches and foreign models") {
   auto path = dir / "m.safetensors";
   REQUIRE(warm::write_dense_model(path, {{8, 4}, warm::activation::relu, 1}));
   auto model = warm::open_model_file(path).value();
-  auto dev = warm::make_device(warm::device_spec{warm::device_spec::kind::host, 0, 1 << 20}).value();
-  auto other = warm::make_device(warm::device_spec{warm::device_spec::kind::host, 0, 1 << 20}).value();
+  auto dev =
+      warm::make_device(warm::device_spec{warm::device_spec::kind::host, 0, 1 << 20}).value();
+  auto other =
+      warm::make_device(warm::device_spec{warm::device_spec::kind::host, 0, 1 << 20}).value();
   auto resident = dev->load(model).value();
   std::vector<float> input(16, 0.5f), output;
 

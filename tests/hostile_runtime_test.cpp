@@ -67,7 +67,8 @@ warm::runtime_link_options linked(const fake_runtime& fake, log_lines* log = nul
 }
 
 // A runtime over <dir>/repo whose one device is `remote`.
-std::unique_ptr<warm::runtime> make_runtime(const temp_dir& dir, std::shared_ptr<warm::remote_device> remote) {
+std::unique_ptr<warm::runtime> make_runtime(const temp_dir& dir,
+                                            std::shared_ptr<warm::remote_device> remote) {
   warm::runtime_options o;
   o.devices = {};  // the runtime is the only device
   o.attached_devices.push_back({std::move(remote), ""});
@@ -96,7 +97,9 @@ std::size_t residents_on(warm::runtime& rt, const std::string& device) {
 
 }  // namespace
 
-TEST_CASE("outputs that break the load's declaration fail the request with internal; nothing else breaks") {
+TEST_CASE(
+    "outputs that break the load's declaration fail the request with internal; nothing else "
+    "breaks") {
   temp_dir dir;
   write_model(dir, "m");
   fake_runtime fake(dir / "r.sock");
@@ -111,17 +114,19 @@ TEST_CASE("outputs that break the load's declaration fail the request with inter
   REQUIRE_FALSE(rows);
   INFO(rows.error().message);
   CHECK(rows.error().code == warm::errc::internal);
-  CHECK_THAT(rows.error().message, Catch::Contains("runtime r1 answered model m/1/model.safetensors#") &&
-                                       Catch::Contains(" with output 'output' of 3 rows for a batch of 2"));
+  CHECK_THAT(rows.error().message,
+             Catch::Contains("runtime r1 answered model m/1/model.safetensors#") &&
+                 Catch::Contains(" with output 'output' of 3 rows for a batch of 2"));
 
   fake.infer_answer = fake_runtime::answer::overflowing;
   auto huge = rt->infer(request("m")).get();
   REQUIRE_FALSE(huge);
   INFO(huge.error().message);
   CHECK(huge.error().code == warm::errc::internal);
-  CHECK_THAT(huge.error().message, Catch::Contains("runtime r1 answered model m/1/model.safetensors#") &&
-                                       Catch::Contains("a malformed output: tensor 'output': shape "
-                                                       "[2305843009213693952] of F64 is too large"));
+  CHECK_THAT(huge.error().message,
+             Catch::Contains("runtime r1 answered model m/1/model.safetensors#") &&
+                 Catch::Contains("a malformed output: tensor 'output': shape "
+                                 "[2305843009213693952] of F64 is too large"));
 
   // A wrong answer is the runtime's: the model stays loaded and the connection up.
   fake.infer_answer = fake_runtime::answer::correct;
@@ -158,7 +163,9 @@ TEST_CASE("the models a new connection finds loaded are unloaded 16 at a time") 
   CHECK(fake.most_unloads_at_once > 1);
 }
 
-TEST_CASE("numbers no runtime could mean are bounded: capacity, loading threads, measured size and memory") {
+TEST_CASE(
+    "numbers no runtime could mean are bounded: capacity, loading threads, measured size and "
+    "memory") {
   temp_dir dir;
   write_model(dir, "m");
   fake_runtime fake(dir / "r.sock");
@@ -180,16 +187,20 @@ TEST_CASE("numbers no runtime could mean are bounded: capacity, loading threads,
   auto refused = rt->infer(request("m")).get();
   REQUIRE_FALSE(refused);
   INFO(refused.error().message);
-  CHECK_THAT(refused.error().message, Catch::Contains("the runtime measured") && Catch::Contains("for m/1/model"));
+  CHECK_THAT(refused.error().message,
+             Catch::Contains("the runtime measured") && Catch::Contains("for m/1/model"));
   CHECK(eventually([&] { return fake.held == 0; }, 5s));  // and it was told to drop it
   // Until its next status the runtime's process still reports the refused model's memory, which
   // warm charges (clamped) beyond its models; the charge goes with the model.
   CHECK(eventually([&] { return remote->used() == 0; }, 5s));
 }
 
-TEST_CASE("memory the runtime's process holds beyond its models is charged: warm evicts down, and stops charging") {
+TEST_CASE(
+    "memory the runtime's process holds beyond its models is charged: warm evicts down, and stops "
+    "charging") {
   temp_dir dir;
-  for (int i = 0; i < 4; ++i) write_model(dir, "m" + std::to_string(i), i + 1);
+  for (int i = 0; i < 4; ++i)
+    write_model(dir, "m" + std::to_string(i), i + 1);
   fake_runtime fake(dir / "r.sock");  // 64 KiB
   log_lines log;
   auto remote = warm::remote_device::start(linked(fake, &log));
@@ -215,7 +226,8 @@ TEST_CASE("memory the runtime's process holds beyond its models is charged: warm
   // The memory goes, and so does its charge: every model fits again.
   fake.extra_rss = 0;
   REQUIRE(eventually([&] { return remote->used() == 2 * model_bytes; }, 5s));
-  for (int i = 0; i < 4; ++i) CHECK(rt->infer(request("m" + std::to_string(i))).get());
+  for (int i = 0; i < 4; ++i)
+    CHECK(rt->infer(request("m" + std::to_string(i))).get());
   CHECK(remote->used() == 4 * model_bytes);
   CHECK(residents_on(*rt, "r1") == 4);
   CHECK(log.has("within its models' charges again"));

@@ -5,16 +5,16 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <thread>
-#include <optional>
-#include <nlohmann/json.hpp>
 
 #include "http/decode_budget.hpp"
 #include "http/v2_codec.hpp"
-#include "v2/v2_common.hpp"
 #include "http/v2_fast.hpp"
 #include "http/v2_parse.hpp"
+#include "v2/v2_common.hpp"
 
 using namespace warm;
 using namespace warm::http;
@@ -60,28 +60,39 @@ TEST_CASE("malformed requests are invalid_argument with a message naming the pro
   CHECK_THAT(error_of("[1,2]"), Catch::Contains("JSON object"));
   CHECK_THAT(error_of("{}"), Catch::Contains("\"inputs\""));
   CHECK_THAT(error_of(R"({"inputs":[]})"), Catch::Contains("non-empty"));
-  CHECK_THAT(error_of(R"({"inputs":[{"shape":[1],"datatype":"FP32","data":[1]}]})"), Catch::Contains("\"name\""));
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1,2],"datatype":"BYTES","data":[1,2]}]})"),
-             Catch::Contains("BYTES") && Catch::Contains("not supported"));
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1,2],"data":[1,2]}]})"), Catch::Contains("datatype"));
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1,3],"datatype":"FP32","data":[1,2]}]})"),
-             Catch::Contains("2 elements") && Catch::Contains("needs 3"));
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1,1],"datatype":"FP32","data":[1,2]}]})"),
-             Catch::Contains("more than"));
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[2],"datatype":"FP32","data":[1,"2"]}]})"),
-             Catch::Contains("numbers"));
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1e300]}]})"),
-             Catch::Contains("FP32 range"));
+  CHECK_THAT(error_of(R"({"inputs":[{"shape":[1],"datatype":"FP32","data":[1]}]})"),
+             Catch::Contains("\"name\""));
+  CHECK_THAT(
+      error_of(R"({"inputs":[{"name":"input","shape":[1,2],"datatype":"BYTES","data":[1,2]}]})"),
+      Catch::Contains("BYTES") && Catch::Contains("not supported"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1,2],"data":[1,2]}]})"),
+             Catch::Contains("datatype"));
+  CHECK_THAT(
+      error_of(R"({"inputs":[{"name":"input","shape":[1,3],"datatype":"FP32","data":[1,2]}]})"),
+      Catch::Contains("2 elements") && Catch::Contains("needs 3"));
+  CHECK_THAT(
+      error_of(R"({"inputs":[{"name":"input","shape":[1,1],"datatype":"FP32","data":[1,2]}]})"),
+      Catch::Contains("more than"));
+  CHECK_THAT(
+      error_of(R"({"inputs":[{"name":"input","shape":[2],"datatype":"FP32","data":[1,"2"]}]})"),
+      Catch::Contains("numbers"));
+  CHECK_THAT(
+      error_of(R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1e300]}]})"),
+      Catch::Contains("FP32 range"));
   CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[-1],"datatype":"FP32","data":[1]}]})"),
              Catch::Contains("non-negative"));
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1.5],"datatype":"FP32","data":[1]}]})"),
-             Catch::Contains("non-negative"));
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32"}]})"), Catch::Contains("\"data\""));
-  CHECK_THAT(error_of(R"({"id":7,"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}]})"),
-             Catch::Contains("\"id\""));
+  CHECK_THAT(
+      error_of(R"({"inputs":[{"name":"input","shape":[1.5],"datatype":"FP32","data":[1]}]})"),
+      Catch::Contains("non-negative"));
+  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32"}]})"),
+             Catch::Contains("\"data\""));
+  CHECK_THAT(
+      error_of(R"({"id":7,"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}]})"),
+      Catch::Contains("\"id\""));
   // Requested outputs are kept by name; one the model lacks is refused once its outputs are known
   // (select_outputs).
-  auto asked = decode_infer_request(R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}],
+  auto asked =
+      decode_infer_request(R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}],
                                         "outputs":[{"name":"logits"},{"name":"output"}]})");
   REQUIRE(asked);
   CHECK(asked->outputs == std::vector<std::string>{"logits", "output"});
@@ -90,32 +101,37 @@ TEST_CASE("malformed requests are invalid_argument with a message naming the pro
 TEST_CASE("limits are checked before anything is allocated for the tensor") {
   decode_limits small;
   small.max_tensor_bytes = 64;
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[4,5],"datatype":"FP32","data":[]}]})", small),
-             Catch::Contains("tensor limit"));
+  CHECK_THAT(
+      error_of(R"({"inputs":[{"name":"input","shape":[4,5],"datatype":"FP32","data":[]}]})", small),
+      Catch::Contains("tensor limit"));
   // A shape whose product overflows 64 bits is refused, not wrapped.
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[4294967296,4294967296,16],"datatype":"FP32","data":[]}]})"),
-             Catch::Contains("tensor limit"));
+  CHECK_THAT(
+      error_of(
+          R"({"inputs":[{"name":"input","shape":[4294967296,4294967296,16],"datatype":"FP32","data":[]}]})"),
+      Catch::Contains("tensor limit"));
   std::string deep = "{\"inputs\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
   CHECK_THAT(error_of(deep), Catch::Contains("nested deeper"));
   // The boundary: a body 36 deep (33 arrays of data inside the request's object, its "inputs"
   // array and the input's object) is read; 37 deep is refused.
   auto nested_data = [](int levels) {
-    return R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":)" + std::string(levels, '[') + "1" +
-           std::string(levels, ']') + "}]}";
+    return R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":)" +
+           std::string(levels, '[') + "1" + std::string(levels, ']') + "}]}";
   };
   auto deepest = decode_infer_request(nested_data(33));
   REQUIRE(deepest);
   CHECK(floats(deepest->request.inputs.at(0)) == std::vector<float>{1});
   CHECK_THAT(error_of(nested_data(34)), Catch::Contains("nested deeper than 35 levels"));
   // A zero-sized tensor decodes (the runtime then says a batch must be at least 1).
-  auto empty = decode_infer_request(R"({"inputs":[{"name":"input","shape":[0,4],"datatype":"FP32","data":[]}]})");
+  auto empty = decode_infer_request(
+      R"({"inputs":[{"name":"input","shape":[0,4],"datatype":"FP32","data":[]}]})");
   REQUIRE(empty);
   CHECK(empty->request.inputs[0].data.empty());
 }
 
 TEST_CASE("tensor data is read straight into floats; everything else is bounded in JSON values") {
   // data before the shape and name, nested unevenly, a scalar as data, two inputs: all decode.
-  auto r = decode_infer_request(R"({"inputs":[{"data":[[1,2],[3,4.5]],"datatype":"FP32","shape":[2,2],"name":"x"},
+  auto r = decode_infer_request(
+      R"({"inputs":[{"data":[[1,2],[3,4.5]],"datatype":"FP32","shape":[2,2],"name":"x"},
                                               {"name":"y","shape":[1],"datatype":"FP32","data":7}],
                                     "parameters":{"data":[{"k":"v"}]}})");
   REQUIRE(r);
@@ -123,35 +139,48 @@ TEST_CASE("tensor data is read straight into floats; everything else is bounded 
   CHECK(floats(r->request.inputs[0]) == std::vector<float>{1, 2, 3, 4.5f});
   CHECK(floats(r->request.inputs[1]) == std::vector<float>{7});
   // Anything but numbers inside data, at any depth, is named.
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[2],"datatype":"FP32","data":[1,{"a":[2]}]}]})"),
-             Catch::Contains("numbers, not object"));
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[2],"datatype":"FP32","data":{"a":1}}]})"),
-             Catch::Contains("numbers, not object"));
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[2],"datatype":"FP32","data":[[1],[null]]}]})"),
-             Catch::Contains("numbers, not null"));
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[2],"datatype":"FP32","data":[true,1]}]})"),
-             Catch::Contains("numbers, not boolean"));
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[3],"datatype":"FP32","data":[1,2,1e39]}]})"),
-             Catch::Contains("element 2 is out of FP32 range"));
+  CHECK_THAT(
+      error_of(
+          R"({"inputs":[{"name":"input","shape":[2],"datatype":"FP32","data":[1,{"a":[2]}]}]})"),
+      Catch::Contains("numbers, not object"));
+  CHECK_THAT(
+      error_of(R"({"inputs":[{"name":"input","shape":[2],"datatype":"FP32","data":{"a":1}}]})"),
+      Catch::Contains("numbers, not object"));
+  CHECK_THAT(
+      error_of(
+          R"({"inputs":[{"name":"input","shape":[2],"datatype":"FP32","data":[[1],[null]]}]})"),
+      Catch::Contains("numbers, not null"));
+  CHECK_THAT(
+      error_of(R"({"inputs":[{"name":"input","shape":[2],"datatype":"FP32","data":[true,1]}]})"),
+      Catch::Contains("numbers, not boolean"));
+  CHECK_THAT(
+      error_of(R"({"inputs":[{"name":"input","shape":[3],"datatype":"FP32","data":[1,2,1e39]}]})"),
+      Catch::Contains("element 2 is out of FP32 range"));
   // A body of empty objects (a DOM ~30 times its size) is refused at the bound, not built.
   std::string objects = "[";
-  for (int i = 0; i < 70000; ++i) objects += "{},";
+  for (int i = 0; i < 70000; ++i)
+    objects += "{},";
   objects += "{}]";
   CHECK_THAT(error_of(objects), Catch::Contains("values outside tensor data"));
-  std::string params = R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}],"parameters":{"p":[)";
-  for (int i = 0; i < 70000; ++i) params += "0,";
+  std::string params =
+      R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}],"parameters":{"p":[)";
+  for (int i = 0; i < 70000; ++i)
+    params += "0,";
   params += "0]}}";
   CHECK_THAT(error_of(params), Catch::Contains("values outside tensor data"));
   // Numbers past the tensor limit are counted, not kept.
   decode_limits small;
   small.max_tensor_bytes = 16;
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"input","shape":[4],"datatype":"FP32","data":[1,2,3,4,5,6,7,8,9]}]})", small),
-             Catch::Contains("more than the shape's 4"));
+  CHECK_THAT(
+      error_of(
+          R"({"inputs":[{"name":"input","shape":[4],"datatype":"FP32","data":[1,2,3,4,5,6,7,8,9]}]})",
+          small),
+      Catch::Contains("more than the shape's 4"));
 }
 
 TEST_CASE("every finite float in an answer reads back bit for bit, the longest texts included") {
-  std::vector<float> values{-FLT_MAX, -FLT_MIN, -FLT_TRUE_MIN, -1.00000012f, -1.17549435e-38f, -0.0f, 1e-45f,
-                            -123456.789f, 3.40282347e+38f, -9.99999944e-39f};
+  std::vector<float> values{-FLT_MAX, -FLT_MIN, -FLT_TRUE_MIN, -1.00000012f,    -1.17549435e-38f,
+                            -0.0f,    1e-45f,   -123456.789f,  3.40282347e+38f, -9.99999944e-39f};
   std::mt19937 rng(20261124);  // seed printed on failure by the check's message
   std::uniform_int_distribution<std::uint32_t> bits;
   while (values.size() < 20000) {
@@ -199,7 +228,7 @@ TEST_CASE("responses, metadata and errors are JSON clients can read back") {
   CHECK(o["shape"] == json::array({1, 3}));
   CHECK(o["data"][0].get<float>() == 0.1f);  // shortest round-trip form reads back exactly
   CHECK(o["data"][1].get<float>() == -2.5f);
-  CHECK(o["data"][2].is_null());              // NaN has no JSON form
+  CHECK(o["data"][2].is_null());  // NaN has no JSON form
   CHECK(json::parse(encode_infer_response(r, "")).count("id") == 0);
 
   model_metadata meta;
@@ -218,7 +247,8 @@ TEST_CASE("responses, metadata and errors are JSON clients can read back") {
   CHECK(md["outputs"][0]["shape"] == json::array({-1, 8}));
   CHECK(md["parameters"]["warm_model"] == "m");
   // A served model lists every version it serves, not only the one described.
-  CHECK(json::parse(encode_model_metadata("m", meta, {1, 3}))["versions"] == json::array({"1", "3"}));
+  CHECK(json::parse(encode_model_metadata("m", meta, {1, 3}))["versions"] ==
+        json::array({"1", "3"}));
   CHECK(json::parse(encode_model_metadata("m", meta, {}))["versions"] == json::array());
 
   model_status loaded, failed;
@@ -251,7 +281,8 @@ TEST_CASE("bytes that are not UTF-8 never make an encoder throw (found by fuzz/v
 
 TEST_CASE("an empty tensor (a 0 dimension) decodes to no data (found by fuzz/v2_json_fuzz)") {
   // Its values vector has no buffer; copying from it was memcpy(dst, nullptr, 0): undefined.
-  auto r = decode_infer_request(R"({"inputs":[{"name":"input","shape":[0,4],"datatype":"FP32","data":[]}]})");
+  auto r = decode_infer_request(
+      R"({"inputs":[{"name":"input","shape":[0,4],"datatype":"FP32","data":[]}]})");
   REQUIRE(r);
   CHECK(r->request.inputs.at(0).data.empty());
   CHECK(r->request.inputs.at(0).shape == std::vector<std::uint64_t>{0, 4});
@@ -301,35 +332,46 @@ TEST_CASE("binary input data: the bytes after Inference-Header-Content-Length, i
   CHECK_FALSE(r->binary_output);
 
   // An empty binary part is fine when no input has binary data.
-  const std::string plain = R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[7]}]})";
+  const std::string plain =
+      R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[7]}]})";
   auto no_binary = decode_infer_request(plain, {}, plain.size());
   REQUIRE(no_binary);
   CHECK(floats(no_binary->request.inputs[0]) == std::vector<float>{7});
 }
 
 TEST_CASE("binary input data that does not add up is refused, naming the sizes") {
-  const std::string one = R"({"inputs":[{"name":"a","shape":[1,2],"datatype":"FP32","parameters":{"binary_data_size":8}}]})";
-  CHECK_THAT(binary_error(with_binary(one, {1, 2}), one.size() + 9), Catch::Contains("past the body's"));
+  const std::string one =
+      R"({"inputs":[{"name":"a","shape":[1,2],"datatype":"FP32","parameters":{"binary_data_size":8}}]})";
+  CHECK_THAT(binary_error(with_binary(one, {1, 2}), one.size() + 9),
+             Catch::Contains("past the body's"));
   CHECK_THAT(binary_error(with_binary(one, {1, 2}), std::nullopt),
              Catch::Contains("binary_data_size needs the Inference-Header-Content-Length"));
   CHECK_THAT(binary_error(with_binary(one, {1}), one.size()), Catch::Contains("only 4 bytes"));
-  CHECK_THAT(binary_error(with_binary(one, {1, 2, 3}), one.size()), Catch::Contains("4 bytes of binary data are left over"));
-  const std::string wrong = R"({"inputs":[{"name":"a","shape":[1,2],"datatype":"FP32","parameters":{"binary_data_size":12}}]})";
+  CHECK_THAT(binary_error(with_binary(one, {1, 2, 3}), one.size()),
+             Catch::Contains("4 bytes of binary data are left over"));
+  const std::string wrong =
+      R"({"inputs":[{"name":"a","shape":[1,2],"datatype":"FP32","parameters":{"binary_data_size":12}}]})";
   CHECK_THAT(binary_error(with_binary(wrong, {1, 2, 3}), wrong.size()),
              Catch::Contains("binary_data_size is 12") && Catch::Contains("needs 8 bytes"));
   const std::string both =
       R"({"inputs":[{"name":"a","shape":[1,2],"datatype":"FP32","data":[1,2],"parameters":{"binary_data_size":8}}]})";
   CHECK_THAT(binary_error(with_binary(both, {1, 2}), both.size()), Catch::Contains("both"));
-  const std::string negative = R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","parameters":{"binary_data_size":-4}}]})";
+  const std::string negative =
+      R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","parameters":{"binary_data_size":-4}}]})";
   CHECK_THAT(binary_error(negative, negative.size()), Catch::Contains("non-negative integer"));
-  const std::string params = R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","parameters":[4]}]})";
-  CHECK_THAT(binary_error(params, params.size()), Catch::Contains("\"parameters\" must be an object"));
-  const std::string flag = R"({"parameters":{"binary_data_output":1},"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1]}]})";
+  const std::string params =
+      R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","parameters":[4]}]})";
+  CHECK_THAT(binary_error(params, params.size()),
+             Catch::Contains("\"parameters\" must be an object"));
+  const std::string flag =
+      R"({"parameters":{"binary_data_output":1},"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1]}]})";
   CHECK_THAT(binary_error(flag, std::nullopt), Catch::Contains("must be true or false"));
 }
 
-TEST_CASE("binary output: asked by the request or by the output, the output's own setting winning") {
-  const std::string input = R"("inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}])";
+TEST_CASE(
+    "binary output: asked by the request or by the output, the output's own setting winning") {
+  const std::string input =
+      R"("inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}])";
   // Per output of an answer with `answered` outputs, whether each goes as binary (through the
   // general parser; the fast path must agree, fast_path_takes below).
   auto asks = [&](const std::string& rest, std::size_t answered = 1) {
@@ -343,7 +385,9 @@ TEST_CASE("binary output: asked by the request or by the output, the output's ow
   CHECK(asks(R"(,"parameters":{"binary_data_output":true})", 2) == flags{true, true});
   CHECK(asks(R"(,"outputs":[{"name":"output","parameters":{"binary_data":true}}])") == flags{true});
   const std::string request_binary = R"(,"parameters":{"binary_data_output":true})";
-  CHECK(asks(request_binary + R"(,"outputs":[{"name":"output","parameters":{"binary_data":false}}])") == flags{false});
+  CHECK(asks(request_binary +
+             R"(,"outputs":[{"name":"output","parameters":{"binary_data":false}}])") ==
+        flags{false});
   CHECK(asks(request_binary + R"(,"outputs":[{"name":"output"}])") == flags{true});
   // Each output decides for itself: the last one does not decide for the others.
   const std::string a_binary = R"({"name":"a","parameters":{"binary_data":true}})";
@@ -352,7 +396,8 @@ TEST_CASE("binary output: asked by the request or by the output, the output's ow
   const std::string b_json = R"({"name":"b","parameters":{"binary_data":false}})";
   CHECK(asks(R"(,"outputs":[)" + a_binary + "," + b_json + "]", 2) == flags{true, false});
   CHECK(asks(R"(,"outputs":[)" + a_json + "," + b_binary + "]", 2) == flags{false, true});
-  CHECK(asks(request_binary + R"(,"outputs":[{"name":"a"},)" + b_json + "]", 2) == flags{true, false});
+  CHECK(asks(request_binary + R"(,"outputs":[{"name":"a"},)" + b_json + "]", 2) ==
+        flags{true, false});
 
   infer_result r;
   r.model = "m";
@@ -375,7 +420,8 @@ TEST_CASE("binary output: asked by the request or by the output, the output's ow
   CHECK(std::memcmp(back.data(), values.data(), 12) == 0);  // bit for bit, -0 included
 }
 
-TEST_CASE("binary output: each output written as it asked, binary ones after the JSON in their order") {
+TEST_CASE(
+    "binary output: each output written as it asked, binary ones after the JSON in their order") {
   infer_result r;
   r.model = "m";
   auto add = [&](const std::string& name, std::vector<float> values) {
@@ -433,14 +479,18 @@ bool fast_path_takes(const std::string& body, const std::string_view* binary = n
 }  // namespace
 
 TEST_CASE("the fast path takes the common requests and decodes them as the general parser does") {
-  CHECK(fast_path_takes(R"({"id":"r1","inputs":[{"name":"input","shape":[2,3],"datatype":"FP32","data":[1,2,3,4,5,6.5]}]})"));
-  CHECK(fast_path_takes(R"({"inputs":[{"name":"input","shape":[2,2],"datatype":"FP32","data":[[1,-0],[-0.0,1e-3]]}],
+  CHECK(fast_path_takes(
+      R"({"id":"r1","inputs":[{"name":"input","shape":[2,3],"datatype":"FP32","data":[1,2,3,4,5,6.5]}]})"));
+  CHECK(fast_path_takes(
+      R"({"inputs":[{"name":"input","shape":[2,2],"datatype":"FP32","data":[[1,-0],[-0.0,1e-3]]}],
                             "outputs":[{"name":"output","parameters":{"binary_data":true}}],
                             "parameters":{"binary_data_output":false}})"));
   CHECK(fast_path_takes(R"({"inputs":[{"name":"input","shape":[1],"datatype":"FP32","data":[1]}],
                             "outputs":[{"name":"output"}],"parameters":{"binary_data_output":true}})"));
-  CHECK(fast_path_takes(R"({"inputs":[{"name":"a","shape":[3],"datatype":"FP32","data":[9007199254740993,-12,3.4e38]}]})"));
-  const std::string header = R"({"inputs":[{"name":"a","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8}}]})";
+  CHECK(fast_path_takes(
+      R"({"inputs":[{"name":"a","shape":[3],"datatype":"FP32","data":[9007199254740993,-12,3.4e38]}]})"));
+  const std::string header =
+      R"({"inputs":[{"name":"a","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8}}]})";
   const std::string bytes(8, '\x01');
   std::string_view binary(bytes);
   CHECK(fast_path_takes(header, &binary));
@@ -466,12 +516,15 @@ TEST_CASE("the fast path keeps several requested outputs in order with their own
   };
   const example examples[] = {
       {R"(,"outputs":[)" + bin + "," + plain + "," + plain + "]", false, {true, false, false}},
-      {R"(,"outputs":[)" + js + "," + bin + "," + no_flag + "," + bin + "]", false,
+      {R"(,"outputs":[)" + js + "," + bin + "," + no_flag + "," + bin + "]",
+       false,
        {false, true, false, true}},
       {request_binary + R"(,"outputs":[)" + js + "," + plain + "," + bin + "," + no_flag + "]",
-       true, {false, true, true, true}},
+       true,
+       {false, true, true, true}},
       {request_json + R"(,"outputs":[)" + bin + "," + no_flag + "," + js + "," + plain + "]",
-       false, {true, false, false, false}},
+       false,
+       {true, false, false, false}},
       {R"(,"outputs":[)" + plain + "," + bin + "]" + request_binary, true, {true, true}},  // after
   };
   for (const auto& e : examples) {
@@ -503,14 +556,23 @@ TEST_CASE("the fast path keeps several requested outputs in order with their own
 
 TEST_CASE("the fast path declines what it cannot tell apart, and the general parser decides") {
   // "-0" in a shape is nlohmann's signed integer (refused) but simdjson's 0.
-  CHECK_FALSE(fast_path_takes(R"({"inputs":[{"name":"a","shape":[-0,2],"datatype":"FP32","data":[]}]})"));
-  CHECK_FALSE(fast_path_takes(R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1],"data":[2]}]})"));
-  CHECK_FALSE(fast_path_takes(R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1]}],"extra":1})"));
-  CHECK_FALSE(fast_path_takes(R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[18446744073709551616]}]})"));
-  CHECK_FALSE(fast_path_takes(R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1e39]}]})"));
-  CHECK_FALSE(fast_path_takes("\xEF\xBB\xBF" R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1]}]})"));
-  // Whatever the path, the answer is the same: the general parser's, which refuses a key given twice.
-  CHECK(error_of(R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1],"data":[2]}]})") ==
+  CHECK_FALSE(
+      fast_path_takes(R"({"inputs":[{"name":"a","shape":[-0,2],"datatype":"FP32","data":[]}]})"));
+  CHECK_FALSE(fast_path_takes(
+      R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1],"data":[2]}]})"));
+  CHECK_FALSE(fast_path_takes(
+      R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1]}],"extra":1})"));
+  CHECK_FALSE(fast_path_takes(
+      R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[18446744073709551616]}]})"));
+  CHECK_FALSE(
+      fast_path_takes(R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1e39]}]})"));
+  CHECK_FALSE(
+      fast_path_takes("\xEF\xBB\xBF"
+                      R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1]}]})"));
+  // Whatever the path, the answer is the same: the general parser's, which refuses a key given
+  // twice.
+  CHECK(error_of(
+            R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1],"data":[2]}]})") ==
         "inputs[0]: \"data\" appears more than once");
 }
 
@@ -552,15 +614,20 @@ TEST_CASE("V2 JSON tensors of every datatype: exact values in, exact values out"
              Catch::Contains("element 0 is out of UINT8 range"));
   CHECK_THAT(error_of(R"({"inputs":[{"name":"i","shape":[2],"datatype":"INT32","data":[1,2.5]}]})"),
              Catch::Contains("element 1 is not an integer"));
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"i","shape":[1],"datatype":"INT64","data":[9007199254740993]}]})"),
-             Catch::Contains("beyond 2^53"));
+  CHECK_THAT(
+      error_of(
+          R"({"inputs":[{"name":"i","shape":[1],"datatype":"INT64","data":[9007199254740993]}]})"),
+      Catch::Contains("beyond 2^53"));
   CHECK_THAT(error_of(R"({"inputs":[{"name":"f","shape":[2],"datatype":"BOOL","data":[1,0]}]})"),
              Catch::Contains("true or false"));
-  CHECK_THAT(error_of(R"({"inputs":[{"name":"h","shape":[1],"datatype":"FP16","data":[65520]}]})"),
-             Catch::Contains("out of FP16 range"));  // halfway past the largest half: rounds to infinity
-  auto largest = decode_infer_request(R"({"inputs":[{"name":"h","shape":[2],"datatype":"FP16","data":[65519,-65519]},
+  CHECK_THAT(
+      error_of(R"({"inputs":[{"name":"h","shape":[1],"datatype":"FP16","data":[65520]}]})"),
+      Catch::Contains("out of FP16 range"));  // halfway past the largest half: rounds to infinity
+  auto largest = decode_infer_request(
+      R"({"inputs":[{"name":"h","shape":[2],"datatype":"FP16","data":[65519,-65519]},
                                          {"name":"f","shape":[1],"datatype":"FP32","data":[3.4028235e38]}]})");
-  REQUIRE(largest);  // rounds down to the largest half; FLT_MAX's shortest text reads back as FLT_MAX
+  REQUIRE(
+      largest);  // rounds down to the largest half; FLT_MAX's shortest text reads back as FLT_MAX
   std::uint16_t halves[2];
   std::memcpy(halves, largest->request.inputs[0].data.data(), 4);
   CHECK(halves[0] == 0x7bff);
@@ -576,7 +643,8 @@ TEST_CASE("V2 JSON tensors of every datatype: exact values in, exact values out"
     std::memcpy(t.data.data(), values.data(), t.data.size());
     return t;
   };
-  result.outputs.push_back(typed("ids", dtype::i64, {2}, std::vector<std::int64_t>{-(std::int64_t{1} << 62), 5}));
+  result.outputs.push_back(
+      typed("ids", dtype::i64, {2}, std::vector<std::int64_t>{-(std::int64_t{1} << 62), 5}));
   result.outputs.push_back(typed("flags", dtype::boolean, {2}, std::vector<std::uint8_t>{1, 0}));
   result.outputs.push_back(typed("h", dtype::f16, {1}, std::vector<std::uint16_t>{0x3e00}));
   result.outputs.push_back(typed("d", dtype::f64, {1}, std::vector<double>{0.1}));
@@ -595,12 +663,13 @@ TEST_CASE("V2 JSON tensors of every datatype: exact values in, exact values out"
   CHECK(result.outputs[1].name == "ids");
   auto unknown = v2::select_outputs(result, {"nope"});
   REQUIRE(!unknown);
-  CHECK_THAT(unknown.error().message, Catch::Contains("unknown output 'nope'; the model's outputs are 'd', 'ids'"));
+  CHECK_THAT(unknown.error().message,
+             Catch::Contains("unknown output 'nope'; the model's outputs are 'd', 'ids'"));
 }
 
 TEST_CASE("half and bfloat16 conversions round to nearest even") {
   CHECK(float_to_half(65504.0f) == 0x7bff);
-  CHECK(float_to_half(65520.0f) == 0x7c00);          // halfway past the largest: infinity
+  CHECK(float_to_half(65520.0f) == 0x7c00);               // halfway past the largest: infinity
   CHECK(float_to_half(std::ldexp(1.0f, -24)) == 0x0001);  // the smallest subnormal
   CHECK(float_to_half(std::ldexp(1.0f, -25)) == 0x0000);  // halfway to it: even, zero
   CHECK(float_to_half(std::ldexp(1.5f, -25)) == 0x0001);
@@ -609,8 +678,10 @@ TEST_CASE("half and bfloat16 conversions round to nearest even") {
   for (std::uint32_t bits = 0; bits < 0x10000; ++bits) {  // every half survives the round trip
     auto h = static_cast<std::uint16_t>(bits);
     INFO(bits);
-    if (!((h & 0x7c00) == 0x7c00 && (h & 0x3ff))) REQUIRE(float_to_half(half_to_float(h)) == h);  // NaNs aside
-    if (!((h & 0x7f80) == 0x7f80 && (h & 0x7f))) REQUIRE(float_to_bfloat16(bfloat16_to_float(h)) == h);
+    if (!((h & 0x7c00) == 0x7c00 && (h & 0x3ff)))
+      REQUIRE(float_to_half(half_to_float(h)) == h);  // NaNs aside
+    if (!((h & 0x7f80) == 0x7f80 && (h & 0x7f)))
+      REQUIRE(float_to_bfloat16(bfloat16_to_float(h)) == h);
   }
   CHECK(float_to_bfloat16(1.0f + std::ldexp(1.0f, -8)) == 0x3f80);  // halfway: even
   CHECK(float_to_bfloat16(1.0f + std::ldexp(3.0f, -8)) == 0x3f82);
@@ -621,10 +692,12 @@ namespace {
 // The request body of one input with its keys in either order: "datatype" and "shape" before
 // "data" (its numbers become the tensor's elements while they are read) or after (kept as
 // doubles, converted at the end).
-std::string one_input(const std::string& datatype, const std::string& shape, const std::string& data, bool data_first) {
+std::string one_input(const std::string& datatype, const std::string& shape,
+                      const std::string& data, bool data_first) {
   std::string declared = R"("name":"x","datatype":")" + datatype + R"(","shape":)" + shape;
   std::string values = R"("data":)" + data;
-  return R"({"inputs":[{)" + (data_first ? values + "," + declared : declared + "," + values) + "}]}";
+  return R"({"inputs":[{)" + (data_first ? values + "," + declared : declared + "," + values) +
+         "}]}";
 }
 
 }  // namespace
@@ -632,7 +705,8 @@ std::string one_input(const std::string& datatype, const std::string& shape, con
 TEST_CASE("data after its shape and datatype is written as tensor elements while it is read") {
   // 1,000 UINT8 elements: 1,000 bytes held, not 1,000 doubles.
   std::string data = "[";
-  for (int i = 0; i < 1000; ++i) data += std::to_string(i % 256) + (i < 999 ? "," : "]");
+  for (int i = 0; i < 1000; ++i)
+    data += std::to_string(i % 256) + (i < 999 ? "," : "]");
   parse_bounds bounds;
   auto typed = parse_request(one_input("UINT8", "[1000]", data, false), bounds);
   REQUIRE(typed);
@@ -653,7 +727,8 @@ TEST_CASE("data after its shape and datatype is written as tensor elements while
   CHECK(over->data[0].count == 1000);
   decode_limits limits;
   limits.max_tensor_bytes = 999;
-  CHECK_THAT(error_of(one_input("UINT8", "[1000]", data, false), limits), Catch::Contains("exceeds the tensor limit"));
+  CHECK_THAT(error_of(one_input("UINT8", "[1000]", data, false), limits),
+             Catch::Contains("exceeds the tensor limit"));
   // More elements than the shape holds are counted, not kept.
   auto more = parse_request(one_input("UINT8", "[10]", data, false), parse_bounds{});
   REQUIRE(more);
@@ -670,17 +745,27 @@ TEST_CASE("a tensor decodes the same whether its data comes before or after its 
   // Values, faults at several places, booleans where numbers belong and the reverse, integers
   // past 2^53: each answer (tensor bytes or message) must not depend on the key order.
   const example examples[] = {
-      {"FP32", "[3]", "[1.5,-2,3e38]"},           {"FP32", "[3]", "[1,2,1e39]"},
-      {"FP16", "[2]", "[65519,-65520]"},          {"BF16", "[2]", "[1.5,3.4e38]"},
-      {"FP64", "[2]", "[1e308,-5e-324]"},         {"INT8", "[4]", "[-128,127,0,1]"},
-      {"INT8", "[3]", "[1,128,2.5]"},             {"INT16", "[2]", "[1.5,70000]"},
-      {"INT32", "[2]", "[2147483647,-2147483649]"}, {"INT64", "[2]", "[9007199254740993,1.5]"},
+      {"FP32", "[3]", "[1.5,-2,3e38]"},
+      {"FP32", "[3]", "[1,2,1e39]"},
+      {"FP16", "[2]", "[65519,-65520]"},
+      {"BF16", "[2]", "[1.5,3.4e38]"},
+      {"FP64", "[2]", "[1e308,-5e-324]"},
+      {"INT8", "[4]", "[-128,127,0,1]"},
+      {"INT8", "[3]", "[1,128,2.5]"},
+      {"INT16", "[2]", "[1.5,70000]"},
+      {"INT32", "[2]", "[2147483647,-2147483649]"},
+      {"INT64", "[2]", "[9007199254740993,1.5]"},
       {"INT64", "[2]", "[-9007199254740992,9007199254740992]"},
-      {"UINT8", "[3]", "[0,255,-1]"},             {"UINT16", "[1]", "[65536]"},
-      {"UINT32", "[2]", "[4294967295,1e10]"},     {"UINT64", "[2]", "[1e19,2]"},
-      {"BOOL", "[3]", "[true,false,true]"},       {"BOOL", "[2]", "[true,1]"},
-      {"FP32", "[2]", "[true,1]"},                {"FP32", "[2,2]", "[[1,2],[3,4]]"},
-      {"INT32", "[2]", "[1,2,3]"},                {"INT32", "[3]", "[1,2]"},
+      {"UINT8", "[3]", "[0,255,-1]"},
+      {"UINT16", "[1]", "[65536]"},
+      {"UINT32", "[2]", "[4294967295,1e10]"},
+      {"UINT64", "[2]", "[1e19,2]"},
+      {"BOOL", "[3]", "[true,false,true]"},
+      {"BOOL", "[2]", "[true,1]"},
+      {"FP32", "[2]", "[true,1]"},
+      {"FP32", "[2,2]", "[[1,2],[3,4]]"},
+      {"INT32", "[2]", "[1,2,3]"},
+      {"INT32", "[3]", "[1,2]"},
   };
   for (const auto& e : examples) {
     INFO(e.datatype << " " << e.shape << " " << e.data);
@@ -693,8 +778,10 @@ TEST_CASE("a tensor decodes the same whether its data comes before or after its 
       CHECK(after.error().message == before.error().message);
   }
   // The faults are named at their element, in order.
-  CHECK_THAT(error_of(one_input("INT8", "[3]", "[1,128,2.5]", false)), Catch::Contains("element 1 is out of INT8 range"));
-  CHECK_THAT(error_of(one_input("INT16", "[2]", "[1.5,70000]", false)), Catch::Contains("element 0 is not an integer"));
+  CHECK_THAT(error_of(one_input("INT8", "[3]", "[1,128,2.5]", false)),
+             Catch::Contains("element 1 is out of INT8 range"));
+  CHECK_THAT(error_of(one_input("INT16", "[2]", "[1.5,70000]", false)),
+             Catch::Contains("element 0 is not an integer"));
 }
 
 TEST_CASE("data before its shape is kept as doubles up to a bound; keys given twice are refused") {
@@ -706,18 +793,21 @@ TEST_CASE("data before its shape is kept as doubles up to a bound; keys given tw
   CHECK(parsed->data[0].count == 5);
   // Through the decoder, at the default bound (4 Mi elements) with a limit that allows more.
   std::string data = "[0";
-  for (int i = 1; i <= (4 << 20); ++i) data += ",0";
+  for (int i = 1; i <= (4 << 20); ++i)
+    data += ",0";
   data += "]";
   decode_limits limits;
   limits.max_tensor_bytes = 64ull << 20;
   CHECK(error_of(one_input("UINT8", "[4194305]", data, true), limits) ==
-        "input 'x': data of more than 4194304 elements must come after the input's \"shape\" and \"datatype\"");
+        "input 'x': data of more than 4194304 elements must come after the input's \"shape\" and "
+        "\"datatype\"");
   auto fine = decode_infer_request(one_input("UINT8", "[4194305]", data, false), limits);
   REQUIRE(fine);
   CHECK(fine->request.inputs[0].data.size() == 4194305);
   for (const char* key : {"datatype", "shape"}) {
-    std::string body = std::string(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],")") + key +
-                       (std::string(key) == "shape" ? R"(":[1])" : R"(":"FP32")") + R"(,"data":[1]}]})";
+    std::string body = std::string(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],")") +
+                       key + (std::string(key) == "shape" ? R"(":[1])" : R"(":"FP32")") +
+                       R"(,"data":[1]}]})";
     CHECK(error_of(body) == std::string("inputs[0]: \"") + key + "\" appears more than once");
   }
 }

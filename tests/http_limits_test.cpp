@@ -10,9 +10,9 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -62,7 +62,8 @@ struct front_fixture {
 
 std::string request_body(std::uint64_t batch = 1, float value = 0.5f) {
   std::string data;
-  for (std::uint64_t i = 0; i < batch * 16; ++i) data += (i ? "," : "") + std::to_string(value);
+  for (std::uint64_t i = 0; i < batch * 16; ++i)
+    data += (i ? "," : "") + std::to_string(value);
   return R"({"inputs":[{"name":"input","shape":[)" + std::to_string(batch) +
          R"(,16],"datatype":"FP32","data":[)" + data + "]}]}";
 }
@@ -123,7 +124,8 @@ class raw_conn {
       if (!fill(deadline, r)) return r;
     std::string head = buffer_.substr(0, head_end);
     std::smatch m;
-    if (std::regex_search(head, m, std::regex("^HTTP/1\\.1 ([0-9]{3})"))) r.status = std::stoi(m[1]);
+    if (std::regex_search(head, m, std::regex("^HTTP/1\\.1 ([0-9]{3})")))
+      r.status = std::stoi(m[1]);
     std::size_t length = 0;
     if (std::regex_search(head, m, std::regex("Content-Length: *([0-9]+)", std::regex::icase)))
       length = std::stoul(m[1]);
@@ -138,13 +140,15 @@ class raw_conn {
   bool closed_within(std::chrono::milliseconds limit) {
     auto deadline = steady::now() + limit;
     response r;
-    while (fill(deadline, r)) buffer_.clear();
+    while (fill(deadline, r))
+      buffer_.clear();
     return r.closed;
   }
 
  private:
   bool fill(steady::time_point deadline, response& r) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()).count();
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()).count();
     if (left <= 0) return false;
     pollfd p{fd_, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left)) <= 0) return false;
@@ -183,8 +187,10 @@ TEST_CASE("scan_head: a head ends at its first empty line, within its byte and l
   CHECK(http::scan_head("GET / HTTP/1.1\nHost: x\n\nbody", l) == head_scan::complete);
   CHECK(http::scan_head("GET / HTTP/1.1\r\nHost: x\r\n", l) == head_scan::incomplete);
   CHECK(http::scan_head("", l) == head_scan::incomplete);
-  CHECK(http::scan_head("GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\n\r\n", l) == head_scan::complete);  // 3 lines
-  CHECK(http::scan_head("GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n", l) == head_scan::too_many_lines);
+  CHECK(http::scan_head("GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\n\r\n", l) ==
+        head_scan::complete);  // 3 lines
+  CHECK(http::scan_head("GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n", l) ==
+        head_scan::too_many_lines);
   // Exactly 64 bytes with its empty line is complete; without it, or one byte longer, too large.
   std::string head = "GET / HTTP/1.1\r\nX: " + std::string(64 - 16 - 3 - 4, 'a') + "\r\n\r\n";
   REQUIRE(head.size() == 64);
@@ -193,21 +199,27 @@ TEST_CASE("scan_head: a head ends at its first empty line, within its byte and l
   CHECK(http::scan_head("GET / HTTP/1.1\r\nX: a" + head.substr(19), l) == head_scan::too_large);
 }
 
-TEST_CASE("frame_bodyless_request: a head without Content-Length or Transfer-Encoding gets Content-Length: 0") {
+TEST_CASE(
+    "frame_bodyless_request: a head without Content-Length or Transfer-Encoding gets "
+    "Content-Length: 0") {
   auto framed = [](std::string head) {
     http::head_progress p;
     REQUIRE(http::scan_head(head, {}, &p) == http::head_scan::complete);
     http::frame_bodyless_request(head, p.line_start);
     return head;
   };
-  CHECK(framed("POST /x HTTP/1.1\r\nHost: a\r\n\r\n") == "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
-  CHECK(framed("POST /x HTTP/1.1\r\n\r\nbody") == "POST /x HTTP/1.1\r\nContent-Length: 0\r\n\r\nbody");
-  CHECK(framed("POST /x HTTP/1.1\r\ncontent-LENGTH: 4\r\n\r\nbody") == "POST /x HTTP/1.1\r\ncontent-LENGTH: 4\r\n\r\nbody");
+  CHECK(framed("POST /x HTTP/1.1\r\nHost: a\r\n\r\n") ==
+        "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+  CHECK(framed("POST /x HTTP/1.1\r\n\r\nbody") ==
+        "POST /x HTTP/1.1\r\nContent-Length: 0\r\n\r\nbody");
+  CHECK(framed("POST /x HTTP/1.1\r\ncontent-LENGTH: 4\r\n\r\nbody") ==
+        "POST /x HTTP/1.1\r\ncontent-LENGTH: 4\r\n\r\nbody");
   CHECK(framed("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n") ==
         "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
   // Only header names count: a value that mentions one, or a longer name, does not.
   CHECK(framed("POST /x HTTP/1.1\r\nX-Note: Content-Length: 9\r\nContent-Lengthy: 2\r\n\r\n") ==
-        "POST /x HTTP/1.1\r\nX-Note: Content-Length: 9\r\nContent-Lengthy: 2\r\nContent-Length: 0\r\n\r\n");
+        "POST /x HTTP/1.1\r\nX-Note: Content-Length: 9\r\nContent-Lengthy: 2\r\nContent-Length: "
+        "0\r\n\r\n");
 }
 
 TEST_CASE("read_head: the request line, the body's framing and Expect: 100-continue") {
@@ -227,19 +239,26 @@ TEST_CASE("read_head: the request line, the body's framing and Expect: 100-conti
   CHECK(post.body == framing::length);
   CHECK(post.length == 1234);
   CHECK(post.expect_continue);
-  CHECK(post.size == std::string("POST /x HTTP/1.1\ncontent-LENGTH:  1234 \nEXPECT: 100-Continue\n\n").size());
+  CHECK(post.size ==
+        std::string("POST /x HTTP/1.1\ncontent-LENGTH:  1234 \nEXPECT: 100-Continue\n\n").size());
   // Anything the gate cannot frame for certain is left to the worker.
   CHECK(facts("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").body == framing::other);
-  CHECK(facts("POST /x HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\n").body == framing::other);
+  CHECK(facts("POST /x HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\n").body ==
+        framing::other);
   CHECK(facts("POST /x HTTP/1.1\r\nContent-Length: +4\r\n\r\n").body == framing::other);
-  CHECK(facts("POST /x HTTP/1.1\r\nContent-Length: 12345678901234567890\r\n\r\n").body == framing::other);
-  CHECK(facts("POST /x HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n").body == framing::other);
-  auto not_expect = facts("POST /x HTTP/1.1\r\nExpect: 100-continue-later\r\nX-Expect: 100-continue\r\n\r\n");
+  CHECK(facts("POST /x HTTP/1.1\r\nContent-Length: 12345678901234567890\r\n\r\n").body ==
+        framing::other);
+  CHECK(facts("POST /x HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n").body ==
+        framing::other);
+  auto not_expect =
+      facts("POST /x HTTP/1.1\r\nExpect: 100-continue-later\r\nX-Expect: 100-continue\r\n\r\n");
   CHECK_FALSE(not_expect.expect_continue);
 }
 
 TEST_CASE("drop_expect_continue: removes the Expect: 100-continue lines and nothing else") {
-  std::string head = "POST /x HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\nexpect:100-CONTINUE\r\n\r\nab";
+  std::string head =
+      "POST /x HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: "
+      "2\r\nexpect:100-CONTINUE\r\n\r\nab";
   http::head_progress p;
   REQUIRE(http::scan_head(head, {}, &p) == http::head_scan::complete);
   CHECK(http::drop_expect_continue(head, p.line_start) == 43);
@@ -253,7 +272,8 @@ TEST_CASE("a POST without a body or Content-Length is served at once; one to no 
   front_fixture h;
   raw_conn conn(h.front->port());
   auto t0 = steady::now();
-  REQUIRE(conn.send_all("POST /v2/repository/index HTTP/1.1\r\nHost: x\r\n\r\n"));  // as curl -X POST sends it
+  REQUIRE(conn.send_all(
+      "POST /v2/repository/index HTTP/1.1\r\nHost: x\r\n\r\n"));  // as curl -X POST sends it
   auto index = conn.read_response(20s);
   CHECK(index.status == 200);
   CHECK(json::parse(index.body).is_array());
@@ -265,7 +285,9 @@ TEST_CASE("a POST without a body or Content-Length is served at once; one to no 
   CHECK(conn.read_response(20s).status == 200);  // the same connection, still in step
 }
 
-TEST_CASE("a request head over its line or byte bound gets 431 before authentication, and the front serves on") {
+TEST_CASE(
+    "a request head over its line or byte bound gets 431 before authentication, and the front "
+    "serves on") {
   http::front_options o;
   o.threads = 1;
   o.token = std::string(32, 't');
@@ -275,7 +297,8 @@ TEST_CASE("a request head over its line or byte bound gets 431 before authentica
 
   raw_conn lines(h.front->port());
   std::string head = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
-  for (int i = 0; i < 25; ++i) head += "X-Line: " + std::to_string(i) + "\r\n";
+  for (int i = 0; i < 25; ++i)
+    head += "X-Line: " + std::to_string(i) + "\r\n";
   REQUIRE(lines.send_all(head));
   auto too_many = lines.read_response(10s);
   CHECK(too_many.status == 431);
@@ -284,7 +307,8 @@ TEST_CASE("a request head over its line or byte bound gets 431 before authentica
 
   raw_conn bytes(h.front->port());
   std::string prefix = "GET /metrics HTTP/1.1\r\nX-Pad: ";
-  REQUIRE(bytes.send_all(prefix + std::string(4096 - prefix.size(), 'p')));  // exactly the bound, no end
+  REQUIRE(bytes.send_all(prefix +
+                         std::string(4096 - prefix.size(), 'p')));  // exactly the bound, no end
   auto too_large = bytes.read_response(10s);
   CHECK(too_large.status == 431);
   CHECK_THAT(error_of(too_large.body), Catch::Contains("size limit"));
@@ -296,24 +320,29 @@ TEST_CASE("a request head over its line or byte bound gets 431 before authentica
   CHECK(c->Get("/metrics")->status == 200);
 }
 
-TEST_CASE("endless header lines before authentication are cut off after a bounded number of bytes") {
+TEST_CASE(
+    "endless header lines before authentication are cut off after a bounded number of bytes") {
   http::front_options o;
   o.token = std::string(32, 't');
   front_fixture h(o);
   raw_conn flood(h.front->port());
   REQUIRE(flood.send_all("GET /metrics HTTP/1.1\r\nHost: x\r\n"));
   std::string chunk;
-  while (chunk.size() < (64u << 10)) chunk += "X-Flood: aaaaaaaaaaaaaaaaaaaaaaaa\r\n";
+  while (chunk.size() < (64u << 10))
+    chunk += "X-Flood: aaaaaaaaaaaaaaaaaaaaaaaa\r\n";
   std::uint64_t sent = 0;
   const std::uint64_t give_up = 256ull << 20;
-  while (sent < give_up && flood.send_all(chunk)) sent += chunk.size();
+  while (sent < give_up && flood.send_all(chunk))
+    sent += chunk.size();
   // What the kernel's socket buffers hold is all that could be sent; the front read ~32 KiB of it.
   INFO("sent " << sent << " bytes before the front closed the connection");
   CHECK(sent < (32ull << 20));
   CHECK(h.client()->Get("/v2/health/live")->status == 200);
 }
 
-TEST_CASE("slow heads get 408 at the header deadline and hold no worker: health and inference answer meanwhile") {
+TEST_CASE(
+    "slow heads get 408 at the header deadline and hold no worker: health and inference answer "
+    "meanwhile") {
   http::front_options o;
   o.threads = 2;
   o.header_timeout = 2000ms;
@@ -322,7 +351,8 @@ TEST_CASE("slow heads get 408 at the header deadline and hold no worker: health 
 
   constexpr int slow_count = 6;  // more than the workers
   std::vector<std::unique_ptr<raw_conn>> slow;
-  for (int i = 0; i < slow_count; ++i) slow.push_back(std::make_unique<raw_conn>(h.front->port()));
+  for (int i = 0; i < slow_count; ++i)
+    slow.push_back(std::make_unique<raw_conn>(h.front->port()));
   std::atomic<bool> trickling{true};
   auto began = steady::now();
   std::thread trickle([&] {
@@ -347,8 +377,9 @@ TEST_CASE("slow heads get 408 at the header deadline and hold no worker: health 
   auto infer = c->Post("/v2/models/a/infer", request_body(), "application/json");
   REQUIRE(infer);
   CHECK(infer->status == 200);
-  INFO("health and a cold inference took " << std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count()
-                                          << " ms among " << slow_count << " slow clients");
+  INFO("health and a cold inference took "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count()
+       << " ms among " << slow_count << " slow clients");
   CHECK(steady::now() - t0 < 1500ms);
 
   for (auto& s : slow) {
@@ -365,8 +396,9 @@ TEST_CASE("a body that stalls gets 408 at the body deadline and its connection i
   o.body_timeout = 500ms;
   front_fixture h(o);
   raw_conn stall(h.front->port());
-  REQUIRE(stall.send_all("POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                         "Content-Length: 1000\r\n\r\n{\"inputs\":"));
+  REQUIRE(stall.send_all(
+      "POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 1000\r\n\r\n{\"inputs\":"));
   auto t0 = steady::now();
   auto r = stall.read_response(10s);
   INFO("answer: " << r.body);
@@ -376,7 +408,9 @@ TEST_CASE("a body that stalls gets 408 at the body deadline and its connection i
   CHECK(h.client()->Post("/v2/models/a/infer", request_body(), "application/json")->status == 200);
 }
 
-TEST_CASE("a request without the token gets 401 and its connection is closed; an authorized one stays open") {
+TEST_CASE(
+    "a request without the token gets 401 and its connection is closed; an authorized one stays "
+    "open") {
   http::front_options o;
   o.token = "limits-test-token";
   front_fixture h(o);
@@ -387,7 +421,8 @@ TEST_CASE("a request without the token gets 401 and its connection is closed; an
   CHECK(refused.closed_within(5s));
 
   raw_conn kept(h.front->port());
-  const std::string authorized = "GET /v2 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer limits-test-token\r\n\r\n";
+  const std::string authorized =
+      "GET /v2 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer limits-test-token\r\n\r\n";
   for (int i = 0; i < 2; ++i) {  // two requests on one connection
     REQUIRE(kept.send_all(authorized));
     CHECK(kept.read_response(10s).status == 200);
@@ -400,14 +435,18 @@ TEST_CASE("after a 413 the same kept-alive connection serves the next request") 
   front_fixture h(o);
   raw_conn conn(h.front->port());
   std::string big(5000, 'x');
-  REQUIRE(conn.send_all("POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                        "Content-Length: 5000\r\n\r\n" + big));
+  REQUIRE(conn.send_all(
+      "POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 5000\r\n\r\n" +
+      big));
   auto refused = conn.read_response(10s);
   REQUIRE(refused.status == 413);
   CHECK_THAT(error_of(refused.body), Catch::Contains("size limit"));
   auto body = request_body();
-  REQUIRE(conn.send_all("POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                        "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+  REQUIRE(conn.send_all(
+      "POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body));
   auto served = conn.read_response(20s);
   CHECK(served.status == 200);
   CHECK(json::parse(served.body)["model_name"] == "a");
@@ -427,10 +466,13 @@ std::string chunked(const std::string& body, std::size_t piece) {
   return out + "0\r\n\r\n";
 }
 
-const char* chunked_infer_head = "POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                                 "Transfer-Encoding: chunked\r\n\r\n";
+const char* chunked_infer_head =
+    "POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    "Transfer-Encoding: chunked\r\n\r\n";
 
-TEST_CASE("a chunked body is held to --max-request-bytes: at the limit served, one byte past it 413 and closed") {
+TEST_CASE(
+    "a chunked body is held to --max-request-bytes: at the limit served, one byte past it 413 and "
+    "closed") {
   auto body = request_body();
   http::front_options o;
   o.max_request_bytes = body.size();
@@ -455,14 +497,17 @@ TEST_CASE("an endless chunked body is cut off near the limit on any route, read 
   http::front_options o;
   o.max_request_bytes = 4096;
   front_fixture h(o);
-  for (const char* path : {"/v2/models/a/infer", "/v2/no/such/route", "/v2/repository/models/a/load"}) {
+  for (const char* path :
+       {"/v2/models/a/infer", "/v2/no/such/route", "/v2/repository/models/a/load"}) {
     INFO(path);
     raw_conn conn(h.front->port());
-    REQUIRE(conn.send_all(std::string("POST ") + path + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+    REQUIRE(conn.send_all(std::string("POST ") + path +
+                          " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
     std::string piece = chunked(std::string(16 << 10, 'x'), 16 << 10);
     piece.resize(piece.size() - 5);  // without the last chunk: the body never ends
     std::uint64_t sent = 0;
-    while (sent < (256u << 20) && conn.send_all(piece)) sent += piece.size();
+    while (sent < (256u << 20) && conn.send_all(piece))
+      sent += piece.size();
     INFO("sent " << sent << " bytes before the server stopped reading");
     CHECK(sent < (64u << 20));  // socket buffers take a few MiB; the server took ~100 KiB
     CHECK(conn.closed_within(10s));
@@ -474,7 +519,9 @@ TEST_CASE("repository load and unload take no body or a JSON object; anything el
   front_fixture h;
   auto c = h.client();
   CHECK(c->Post("/v2/repository/models/a/load", "", "application/json")->status == 200);
-  CHECK(c->Post("/v2/repository/models/a/load", R"({"parameters":{}})", "application/json")->status == 200);
+  CHECK(
+      c->Post("/v2/repository/models/a/load", R"({"parameters":{}})", "application/json")->status ==
+      200);
   auto refused = c->Post("/v2/repository/models/a/load", "not json", "application/json");
   CHECK(refused->status == 400);
   CHECK_THAT(error_of(refused->body), Catch::Contains("empty or a JSON object"));
@@ -487,14 +534,15 @@ TEST_CASE("repository bodies are at most 64 KiB: a larger one is 413 before it i
   // A valid object of exactly `bytes` bytes: {"ready":false,"pad":[{},{},…]} padded with spaces.
   auto object_of = [](std::size_t bytes) {
     std::string body = R"({"ready":false,"pad":[{})";
-    while (body.size() + 3 + 2 <= bytes) body += ",{}";
+    while (body.size() + 3 + 2 <= bytes)
+      body += ",{}";
     body += "]}";
     body.append(bytes - body.size(), ' ');
     REQUIRE(body.size() == bytes);
     return body;
   };
-  for (const std::string route : {"/v2/repository/index", "/v2/repository/models/a/load",
-                                  "/v2/repository/models/a/unload"}) {
+  for (const std::string route :
+       {"/v2/repository/index", "/v2/repository/models/a/load", "/v2/repository/models/a/unload"}) {
     INFO(route);
     auto at_limit = h.client()->Post(route, object_of(64 << 10), "application/json");
     REQUIRE(at_limit);
@@ -508,8 +556,10 @@ TEST_CASE("repository bodies are at most 64 KiB: a larger one is 413 before it i
   // first 64 KiB: the answer comes while the client is still sending, and the rest goes unread.
   {
     raw_conn conn(h.front->port());
-    REQUIRE(conn.send_all("POST /v2/repository/index HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                          "Content-Length: " + std::to_string(32u << 20) + "\r\n\r\n"));
+    REQUIRE(conn.send_all(
+        "POST /v2/repository/index HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: " +
+        std::to_string(32u << 20) + "\r\n\r\n"));
     const auto body = object_of(1 << 20);
     conn.send_all(body);  // may fail part-way: the server stops reading at 64 KiB
     CHECK(conn.read_response(10s).status == 413);
@@ -521,8 +571,10 @@ TEST_CASE("pipelined requests in one packet are all answered, in order, on their
   front_fixture h;
   raw_conn conn(h.front->port());
   auto body = request_body();
-  std::string infer = "POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  std::string infer =
+      "POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
   REQUIRE(conn.send_all("GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n" + infer +
                         "GET /v2/nothing HTTP/1.1\r\nHost: x\r\n\r\n"));
   CHECK(conn.read_response(20s).status == 200);
@@ -537,13 +589,15 @@ TEST_CASE("connections over the limit get 503 and are closed; the ones within it
   o.max_connections = 3;
   front_fixture h(o);
   std::vector<std::unique_ptr<raw_conn>> open;
-  for (int i = 0; i < 3; ++i) open.push_back(std::make_unique<raw_conn>(h.front->port()));
+  for (int i = 0; i < 3; ++i)
+    open.push_back(std::make_unique<raw_conn>(h.front->port()));
   // The three are admitted in order (one accept loop); the fourth is one too many.
   raw_conn extra(h.front->port());
   auto refused = extra.read_response(10s);
   CHECK(refused.status == 503);
   CHECK_THAT(error_of(refused.body), Catch::Contains("too many open connections"));
-  REQUIRE(open[0]->send_all("GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  REQUIRE(
+      open[0]->send_all("GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
   CHECK(open[0]->read_response(10s).status == 200);
 }
 
@@ -566,58 +620,66 @@ int health_from(int port, const char* from) {
 
 }  // namespace
 
-TEST_CASE("one address past max_connections_per_address gets 503; another address is still served") {
+TEST_CASE(
+    "one address past max_connections_per_address gets 503; another address is still served") {
   http::front_options o;
   o.max_connections_per_address = 4;
   front_fixture h(o);
   const int port = h.front->port();
   std::vector<std::unique_ptr<raw_conn>> mine;
-  for (int i = 0; i < 4; ++i) mine.push_back(served_conn(port));
+  for (int i = 0; i < 4; ++i)
+    mine.push_back(served_conn(port));
   raw_conn extra(port);
   auto refused = extra.read_response(5s);
   CHECK(refused.status == 503);
-  CHECK_THAT(error_of(refused.body), Catch::Contains("too many open connections from this address"));
+  CHECK_THAT(error_of(refused.body),
+             Catch::Contains("too many open connections from this address"));
   CHECK(extra.closed_within(5s));
   CHECK(health_from(port, "127.0.0.2") == 200);
   REQUIRE(mine[0]->send_all("GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"));
   CHECK(mine[0]->read_response(5s).status == 200);  // the ones within the limit are served on
-  mine.pop_back();  // once one closes, the address may open another
+  mine.pop_back();                                  // once one closes, the address may open another
   CHECK(eventually([&] { return health_from(port, "127.0.0.1") == 200; }, 5s));
 }
 
-TEST_CASE("the last tenth of max_connections is kept for addresses with fewer than 4 connections open") {
+TEST_CASE(
+    "the last tenth of max_connections is kept for addresses with fewer than 4 connections open") {
   http::front_options o;
   o.max_connections = 10;  // the last one is kept
   o.max_connections_per_address = 0;
   front_fixture h(o);
   const int port = h.front->port();
   std::vector<std::unique_ptr<raw_conn>> hog;
-  for (int i = 0; i < 9; ++i) hog.push_back(served_conn(port));
+  for (int i = 0; i < 9; ++i)
+    hog.push_back(served_conn(port));
   raw_conn tenth(port);
   CHECK(tenth.read_response(5s).status == 503);
   CHECK(health_from(port, "127.0.0.2") == 200);  // a new address takes the kept one
 }
 
-TEST_CASE("bodies that trickle in hold no worker: health and inference answer, the trickles get 408") {
+TEST_CASE(
+    "bodies that trickle in hold no worker: health and inference answer, the trickles get 408") {
   http::front_options o;
   o.threads = 4;
   o.request_timeout = std::chrono::seconds(20);
   front_fixture h(o);
-  constexpr int slow_count = 8;  // twice the workers, read by the gate
+  constexpr int slow_count = 8;     // twice the workers, read by the gate
   constexpr int chunked_count = 2;  // read by workers, which they hold until the rate rule lets go
   std::vector<std::unique_ptr<raw_conn>> slow;
   for (int i = 0; i < slow_count + chunked_count; ++i) {
     slow.push_back(std::make_unique<raw_conn>(h.front->port()));
-    REQUIRE(slow.back()->send_all("POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
-                                  std::string(i < slow_count ? "Content-Length: 1000\r\n\r\n"
-                                                             : "Transfer-Encoding: chunked\r\n\r\n1000\r\n")));
+    REQUIRE(slow.back()->send_all(
+        "POST /v2/models/a/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+        std::string(i < slow_count ? "Content-Length: 1000\r\n\r\n"
+                                   : "Transfer-Encoding: chunked\r\n\r\n1000\r\n")));
   }
   auto began = steady::now();
   std::atomic<bool> trickling{true};
   std::thread trickle([&] {
     while (trickling) {
-      for (auto& c : slow) c->send_all(" ");  // fails once the front closed it; keep going for the others
-      std::this_thread::sleep_for(200ms);      // the attack's pace, not a wait for the server
+      for (auto& c : slow)
+        c->send_all(" ");  // fails once the front closed it; keep going for the others
+      std::this_thread::sleep_for(200ms);  // the attack's pace, not a wait for the server
     }
   });
   struct stop_trickle {
@@ -641,14 +703,15 @@ TEST_CASE("bodies that trickle in hold no worker: health and inference answer, t
   CHECK(infer->status == 200);
   auto took = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count();
   INFO("health and a cold inference took " << took << " ms among " << slow_count + chunked_count
-                                             << " trickling bodies");
+                                           << " trickling bodies");
   CHECK(took < 1500);  // as among slow heads: a cold load on a busy machine
 
   for (int i = 0; i < slow_count + chunked_count; ++i) {  // below 16 KiB/s once 2 s have passed
     INFO((i < slow_count ? "Content-Length " : "chunked ") << i);
     auto r = slow[i]->read_response(10s);
     CHECK(r.status == 408);
-    if (r.status == 408 && i < slow_count) CHECK_THAT(error_of(r.body), Catch::Contains("too slowly"));
+    if (r.status == 408 && i < slow_count)
+      CHECK_THAT(error_of(r.body), Catch::Contains("too slowly"));
     CHECK(slow[i]->closed_within(5s));
   }
   CHECK(steady::now() - began >= 1900ms);
@@ -667,7 +730,8 @@ TEST_CASE("health and metrics answer while every worker waits on a model load") 
   std::vector<std::future<int>> misses;
   for (const char* model : {"a", "b"})
     misses.push_back(std::async(std::launch::async, [&h, model] {
-      auto r = h.client()->Post(std::string("/v2/models/") + model + "/infer", request_body(), "application/json");
+      auto r = h.client()->Post(std::string("/v2/models/") + model + "/infer", request_body(),
+                                "application/json");
       return r ? r->status : -1;
     }));
   REQUIRE(h.f.loader->wait_started(2));  // both workers wait on a load
@@ -680,7 +744,8 @@ TEST_CASE("health and metrics answer while every worker waits on a model load") 
     CHECK(r->status == 200);
   }
   h.f.loader->open_gate();
-  for (auto& m : misses) CHECK(m.get() == 200);
+  for (auto& m : misses)
+    CHECK(m.get() == 200);
 }
 
 TEST_CASE("the first head on a connection has first_header_timeout; later heads header_timeout") {
@@ -721,7 +786,8 @@ class gate_listener {
     REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &length) == 0);
     port_ = ntohs(a.sin_port);
     thread_ = std::thread([this, &gate] {
-      for (int c; (c = ::accept(fd_, nullptr, nullptr)) >= 0;) gate.admit(c);
+      for (int c; (c = ::accept(fd_, nullptr, nullptr)) >= 0;)
+        gate.admit(c);
     });
   }
   ~gate_listener() {
@@ -739,7 +805,8 @@ class gate_listener {
 
 }  // namespace
 
-TEST_CASE("bodies past max_buffered_body_bytes wait for room and are all served whole; the bound holds") {
+TEST_CASE(
+    "bodies past max_buffered_body_bytes wait for room and are all served whole; the bound holds") {
   constexpr std::size_t body_bytes = 4000;
   constexpr std::uint64_t bound = 10000;  // two bodies at once
   constexpr int clients = 8;
@@ -769,9 +836,11 @@ TEST_CASE("bodies past max_buffered_body_bytes wait for room and are all served 
     auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count();
     if (waited > slowest_read_ms) slowest_read_ms = waited;
     std::uint64_t sum = 0;
-    for (auto i = head_end; i < whole; ++i) sum += static_cast<unsigned char>(got[i]);
+    for (auto i = head_end; i < whole; ++i)
+      sum += static_cast<unsigned char>(got[i]);
     auto answer = std::to_string(whole - head_end) + " " + std::to_string(sum);
-    auto text = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(answer.size()) + "\r\n\r\n" + answer;
+    auto text =
+        "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(answer.size()) + "\r\n\r\n" + answer;
     s.write(text.data(), text.size());
     return false;  // one request a connection
   };
@@ -787,27 +856,33 @@ TEST_CASE("bodies past max_buffered_body_bytes wait for room and are all served 
     auto sum = body_bytes * static_cast<unsigned char>('a' + i);
     expected.push_back(std::to_string(body_bytes) + " " + std::to_string(sum));
     conns.push_back(std::make_unique<raw_conn>(listener.port()));
-    REQUIRE(conns.back()->send_all("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body_bytes) +
-                                   "\r\n\r\n" + body.substr(0, body_bytes / 2)));
+    REQUIRE(conns.back()->send_all(
+        "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body_bytes) +
+        "\r\n\r\n" + body.substr(0, body_bytes / 2)));
   }
-  std::this_thread::sleep_for(300ms);  // the heads and half the bodies are in; not a synchronization
+  std::this_thread::sleep_for(
+      300ms);  // the heads and half the bodies are in; not a synchronization
   CHECK(gate.buffered_body_bytes() <= bound);
-  for (int i = 0; i < clients; ++i) REQUIRE(conns[i]->send_all(bodies[i].substr(body_bytes / 2)));
+  for (int i = 0; i < clients; ++i)
+    REQUIRE(conns[i]->send_all(bodies[i].substr(body_bytes / 2)));
   for (int i = 0; i < clients; ++i) {
     INFO("client " << i);
     auto r = conns[i]->read_response(10s);
     CHECK(r.status == 200);
     CHECK(r.body == expected[i]);
   }
-  INFO("peak " << gate.peak_buffered_body_bytes() << " bytes; a worker waited at most " << slowest_read_ms
-               << " ms for a body");
+  INFO("peak " << gate.peak_buffered_body_bytes() << " bytes; a worker waited at most "
+               << slowest_read_ms << " ms for a body");
   CHECK(gate.peak_buffered_body_bytes() <= bound);
-  CHECK(gate.peak_buffered_body_bytes() >= 2 * body_bytes);  // the gate read the bodies, two at once
+  CHECK(gate.peak_buffered_body_bytes() >=
+        2 * body_bytes);         // the gate read the bodies, two at once
   CHECK(slowest_read_ms < 150);  // a worker gets a body whole (the clients paused 300 ms half-way)
   CHECK(eventually([&] { return gate.buffered_body_bytes() == 0; }, 5s));
 }
 
-TEST_CASE("an infer or a repository load with no answer within --request-timeout gets 504; the load goes on") {
+TEST_CASE(
+    "an infer or a repository load with no answer within --request-timeout gets 504; the load goes "
+    "on") {
   http::front_options o;
   o.request_timeout = std::chrono::milliseconds(300);  // under a second: not rounded to one
   front_fixture h(o);
@@ -852,7 +927,8 @@ TEST_CASE("/versions/{v}/ routes serve the version the model serves and answer 4
     CHECK(absent->status == 404);
     CHECK(error_of(absent->body) == "model 'a' has no version " + other + "; it serves version 1");
     CHECK(c->Get("/v2/models/a/versions/" + other + "/ready")->status == 404);
-    CHECK(c->Post("/v2/models/a/versions/" + other + "/infer", request_body(), "application/json")->status == 404);
+    CHECK(c->Post("/v2/models/a/versions/" + other + "/infer", request_body(), "application/json")
+              ->status == 404);
   }
   CHECK(c->Get("/v2/models/nope/versions/1")->status == 404);
   CHECK(c->Get("/v2/models/nope/versions/1/ready")->status == 404);
@@ -862,7 +938,8 @@ TEST_CASE("/v2/models/{m}/versions/{v}/infer runs the registered model") {
   front_fixture h;
   auto c = h.client();
   auto plain = c->Post("/v2/models/a/infer", request_body(2, 0.75f), "application/json");
-  auto versioned = c->Post("/v2/models/a/versions/1/infer", request_body(2, 0.75f), "application/json");
+  auto versioned =
+      c->Post("/v2/models/a/versions/1/infer", request_body(2, 0.75f), "application/json");
   REQUIRE(plain);
   REQUIRE(versioned);
   REQUIRE(versioned->status == 200);
@@ -873,7 +950,9 @@ TEST_CASE("/v2/models/{m}/versions/{v}/infer runs the registered model") {
   CHECK(unknown->status == 404);
 }
 
-TEST_CASE("repository load answers 503 for a failing load, unload 503 while a load requests wait for runs") {
+TEST_CASE(
+    "repository load answers 503 for a failing load, unload 503 while a load requests wait for "
+    "runs") {
   front_fixture h;
   auto c = h.client();
   h.f.loader->fail("bad");
@@ -903,7 +982,8 @@ TEST_CASE("repository load answers 503 for a failing load, unload 503 while a lo
   CHECK(c->Post("/v2/repository/models/b/unload", "", "application/json")->status == 200);
 }
 
-TEST_CASE("repository load retries a model whose load failed at once; a plain use still fails fast") {
+TEST_CASE(
+    "repository load retries a model whose load failed at once; a plain use still fails fast") {
   front_fixture h;
   auto c = h.client();
   h.f.loader->fail("bad");
@@ -938,7 +1018,8 @@ TEST_CASE("/v2/health/ready stays 200 while a registry commit waits on the disk"
     REQUIRE(r);
     CHECK(r->status == 200);
   }
-  CHECK(registering.wait_for(std::chrono::seconds(0)) == std::future_status::timeout);  // not durable yet
+  CHECK(registering.wait_for(std::chrono::seconds(0)) ==
+        std::future_status::timeout);  // not durable yet
   REQUIRE(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   auto registered = registering.get();
@@ -946,7 +1027,9 @@ TEST_CASE("/v2/health/ready stays 200 while a registry commit waits on the disk"
   CHECK(c->Get("/v2/health/ready")->status == 200);
 }
 
-TEST_CASE("/v2/health/ready answers 503 while the runtime does not answer within 2 s, and 200 once it does") {
+TEST_CASE(
+    "/v2/health/ready answers 503 while the runtime does not answer within 2 s, and 200 once it "
+    "does") {
   front_fixture h;
   auto c = h.client();
   CHECK(c->Get("/v2/health/ready")->status == 200);
@@ -983,20 +1066,24 @@ TEST_CASE("/v2/health/ready answers 503 while the runtime does not answer within
 TEST_CASE("a large valid tensor is decoded and served") {
   front_fixture h;
   // 131,072 rows of 16: 2 Mi floats, an 8 MiB tensor in a ~19 MB body.
-  auto r = h.client()->Post("/v2/models/a/infer", request_body(131072, 0.123456f), "application/json");
+  auto r =
+      h.client()->Post("/v2/models/a/infer", request_body(131072, 0.123456f), "application/json");
   REQUIRE(r);
   REQUIRE(r->status == 200);
   CHECK(json::parse(r->body)["outputs"][0]["shape"] == json::array({131072, 8}));
 }
 
-TEST_CASE("warmd: a 64 MiB body of empty objects gets 400 without its DOM; warmd's peak memory stays bounded") {
+TEST_CASE(
+    "warmd: a 64 MiB body of empty objects gets 400 without its DOM; warmd's peak memory stays "
+    "bounded") {
   warmd_process d;
   d.log_level = "info";
   d.start({"--http", "127.0.0.1:0"});
   auto port = d.announced_port("serving HTTP on 127.0.0.1:");
   std::string body = "[";
   body.reserve(64u << 20);
-  while (body.size() < (64u << 20) - 8) body += "{},";
+  while (body.size() < (64u << 20) - 8)
+    body += "{},";
   body += "{}]";
   auto before = peak_rss(d.pid());
   httplib::Client c("127.0.0.1", port);
@@ -1009,8 +1096,8 @@ TEST_CASE("warmd: a 64 MiB body of empty objects gets 400 without its DOM; warmd
   CHECK(r->status == 400);
   CHECK_THAT(error_of(r->body), Catch::Contains("values outside tensor data"));
   auto after = peak_rss(d.pid());
-  INFO("warmd's peak RSS went from " << before / (1 << 20) << " MiB to " << after / (1 << 20) << " MiB; the request took "
-                                     << took << " ms");
+  INFO("warmd's peak RSS went from " << before / (1 << 20) << " MiB to " << after / (1 << 20)
+                                     << " MiB; the request took " << took << " ms");
   // The body (64 MiB, read by the gate in 1 MiB blocks, then once into the request's buffer) and
   // little more; the DOM took ~2.3 GB. AddressSanitizer keeps freed blocks in quarantine: its
   // builds get room for them.
@@ -1024,17 +1111,20 @@ TEST_CASE("warmd: a 64 MiB body of empty objects gets 400 without its DOM; warmd
   CHECK(d.stop() == 0);
 }
 
-TEST_CASE("warmd: --http-header-timeout and --http-body-timeout reach the front; a bad value exits 2") {
+TEST_CASE(
+    "warmd: --http-header-timeout and --http-body-timeout reach the front; a bad value exits 2") {
   warmd_process d;
   CHECK(d.run_to_exit({"--http", "127.0.0.1:0", "--http-header-timeout", "soon"}) == 2);
   CHECK(d.run_to_exit({"--http", "127.0.0.1:0", "--http-body-timeout", "-1s"}) == 2);
   d.log_level = "info";
-  d.start({"--http", "127.0.0.1:0", "--http-header-timeout", "300ms", "--http-body-timeout", "300ms"});
+  d.start(
+      {"--http", "127.0.0.1:0", "--http-header-timeout", "300ms", "--http-body-timeout", "300ms"});
   auto port = d.announced_port("serving HTTP on 127.0.0.1:");
   raw_conn head(port);
   REQUIRE(head.send_all("GET /v2/health/live HTTP/1.1\r\nHost: x\r\n"));
   raw_conn body(port);
-  REQUIRE(body.send_all("POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"));
+  REQUIRE(
+      body.send_all("POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"));
   auto t0 = steady::now();
   CHECK(head.read_response(10s).status == 408);
   CHECK(body.read_response(10s).status == 408);
@@ -1064,7 +1154,8 @@ TEST_CASE("the HTTP listen backlog holds a burst of new connections while warmd 
     fds.push_back(fd);
   }
   int connected = 0;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(800);  // before a SYN retry
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(800);  // before a SYN retry
   std::vector<bool> done(burst, false);
   while (connected < burst && std::chrono::steady_clock::now() < deadline) {
     for (int i = 0; i < burst; ++i) {
@@ -1072,7 +1163,8 @@ TEST_CASE("the HTTP listen backlog holds a burst of new connections while warmd 
       pollfd p{fds[i], POLLOUT, 0};
       int error = 0;
       socklen_t length = sizeof error;
-      if (::poll(&p, 1, 0) == 1 && ::getsockopt(fds[i], SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0) {
+      if (::poll(&p, 1, 0) == 1 &&
+          ::getsockopt(fds[i], SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0) {
         done[i] = true;
         ++connected;
       }
@@ -1090,7 +1182,9 @@ TEST_CASE("the HTTP listen backlog holds a burst of new connections while warmd 
     std::string get = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     if (::send(fd, get.data(), get.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(get.size())) {
       char buffer[64] = {};
-      if (::recv(fd, buffer, sizeof buffer - 1, 0) > 12 && std::string(buffer).rfind("HTTP/1.1 200", 0) == 0) ++answered;
+      if (::recv(fd, buffer, sizeof buffer - 1, 0) > 12 &&
+          std::string(buffer).rfind("HTTP/1.1 200", 0) == 0)
+        ++answered;
     }
     ::close(fd);
   }

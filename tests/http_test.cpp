@@ -56,7 +56,11 @@ std::string request_body(std::uint64_t batch = 1, float value = 0.5f, bool neste
     }
     rows.push_back(row);
   }
-  return json{{"inputs", {{{"name", "input"}, {"shape", {batch, 16}}, {"datatype", "FP32"}, {"data", nested ? rows : flat}}}}}
+  return json{{"inputs",
+               {{{"name", "input"},
+                 {"shape", {batch, 16}},
+                 {"datatype", "FP32"},
+                 {"data", nested ? rows : flat}}}}}
       .dump();
 }
 
@@ -163,7 +167,8 @@ TEST_CASE("infer loads on demand, then hits; nested and flat data agree with the
   auto& data = hit["outputs"][0]["data"];
   REQUIRE(expected.size() == 16);
   REQUIRE(data.size() == 16);
-  for (std::size_t i = 0; i < 16; ++i) CHECK(data[i].get<float>() == expected[i]);
+  for (std::size_t i = 0; i < 16; ++i)
+    CHECK(data[i].get<float>() == expected[i]);
   CHECK(expected[0] != expected[8]);  // the rows differ, so a swapped or repeated row would show
 
   // A vmodel name serves its active model.
@@ -176,7 +181,8 @@ TEST_CASE("infer loads on demand, then hits; nested and flat data agree with the
   CHECK(h.client->Get("/v2/models/live/ready")->status == 200);
 }
 
-TEST_CASE("the binary tensor data extension: binary inputs in, binary outputs out, equal to JSON's") {
+TEST_CASE(
+    "the binary tensor data extension: binary inputs in, binary outputs out, equal to JSON's") {
   http_fixture h;
   std::vector<float> values(32, 0.25f);
   std::fill(values.begin() + 16, values.end(), 1.25f);
@@ -203,27 +209,31 @@ TEST_CASE("the binary tensor data extension: binary inputs in, binary outputs ou
   auto plain = json::parse(h.post("/v2/models/a/infer", request_body(2, 0.25f))->body);
   auto& data = plain["outputs"][0]["data"];
   REQUIRE(data.size() == 16);
-  for (std::size_t i = 0; i < 16; ++i) CHECK(data[i].get<float>() == binary_out[i]);
+  for (std::size_t i = 0; i < 16; ++i)
+    CHECK(data[i].get<float>() == binary_out[i]);
   CHECK(binary_out[0] != binary_out[8]);
 
   // Binary in, JSON out (no binary_data asked); and bad framing is a 400 naming the header.
-  std::string json_out = R"({"inputs":[{"name":"input","shape":[2,16],"datatype":"FP32","parameters":{"binary_data_size":128}}]})";
+  std::string json_out =
+      R"({"inputs":[{"name":"input","shape":[2,16],"datatype":"FP32","parameters":{"binary_data_size":128}}]})";
   std::string body2 = json_out;
   body2.append(reinterpret_cast<const char*>(values.data()), 128);
-  auto r2 = h.client->Post("/v2/models/a/infer", {{"Inference-Header-Content-Length", std::to_string(json_out.size())}},
+  auto r2 = h.client->Post("/v2/models/a/infer",
+                           {{"Inference-Header-Content-Length", std::to_string(json_out.size())}},
                            body2, "application/octet-stream");
   REQUIRE(r2);
   REQUIRE(r2->status == 200);
   CHECK(json::parse(r2->body)["outputs"][0]["data"] == data);
   for (const char* bad : {"x", "-1", "", "99999999999999999999999"}) {
-    auto refused = h.client->Post("/v2/models/a/infer", {{"Inference-Header-Content-Length", bad}}, body2,
-                                  "application/octet-stream");
+    auto refused = h.client->Post("/v2/models/a/infer", {{"Inference-Header-Content-Length", bad}},
+                                  body2, "application/octet-stream");
     REQUIRE(refused);
     CHECK(refused->status == 400);
     CHECK_THAT(error_of(refused), Catch::Contains("Inference-Header-Content-Length"));
   }
-  auto past = h.client->Post("/v2/models/a/infer", {{"Inference-Header-Content-Length", std::to_string(body2.size() + 1)}},
-                             body2, "application/octet-stream");
+  auto past = h.client->Post(
+      "/v2/models/a/infer", {{"Inference-Header-Content-Length", std::to_string(body2.size() + 1)}},
+      body2, "application/octet-stream");
   REQUIRE(past);
   CHECK(past->status == 400);
   auto extensions = json::parse(h.client->Get("/v2")->body)["extensions"];
@@ -232,17 +242,22 @@ TEST_CASE("the binary tensor data extension: binary inputs in, binary outputs ou
 
 TEST_CASE("bad requests get 400, 404, 413 or 503 with a JSON error, and the server keeps serving") {
   http_fixture h;
-  CHECK_THAT(error_of(h.post("/v2/models/a/infer", "{\"inputs\": [")), Catch::Contains("not valid JSON"));
+  CHECK_THAT(error_of(h.post("/v2/models/a/infer", "{\"inputs\": [")),
+             Catch::Contains("not valid JSON"));
   CHECK(h.post("/v2/models/a/infer", "{\"inputs\": [")->status == 400);
-  auto int32 = h.post("/v2/models/a/infer",
-                      R"({"inputs":[{"name":"input","shape":[1,2],"datatype":"INT32","data":[1,2]}]})");
+  auto int32 =
+      h.post("/v2/models/a/infer",
+             R"({"inputs":[{"name":"input","shape":[1,2],"datatype":"INT32","data":[1,2]}]})");
   CHECK(int32->status == 400);
   CHECK_THAT(error_of(int32), Catch::Contains("INT32"));
-  auto shape = h.post("/v2/models/a/infer",
-                      R"({"inputs":[{"name":"input","shape":[1,3],"datatype":"FP32","data":[1,2,3]}]})");
+  auto shape =
+      h.post("/v2/models/a/infer",
+             R"({"inputs":[{"name":"input","shape":[1,3],"datatype":"FP32","data":[1,2,3]}]})");
   CHECK(shape->status == 400);
   CHECK_THAT(error_of(shape), Catch::Contains("the model takes input F32 [-1, 16]"));
-  auto count = h.post("/v2/models/a/infer", R"({"inputs":[{"name":"input","shape":[1,16],"datatype":"FP32","data":[1]}]})");
+  auto count =
+      h.post("/v2/models/a/infer",
+             R"({"inputs":[{"name":"input","shape":[1,16],"datatype":"FP32","data":[1]}]})");
   CHECK(count->status == 400);
   auto unknown = h.post("/v2/models/nope/infer", request_body());
   CHECK(unknown->status == 404);
@@ -265,7 +280,8 @@ TEST_CASE("bad requests get 400, 404, 413 or 503 with a JSON error, and the serv
   CHECK(ok->status == 200);
 }
 
-TEST_CASE("a route asked with a method it does not take is 405 with Allow; an unknown path stays 404") {
+TEST_CASE(
+    "a route asked with a method it does not take is 405 with Allow; an unknown path stays 404") {
   http_fixture h;
   auto wrong = [&](httplib::Result r, const char* allow) {
     REQUIRE(r);
@@ -349,7 +365,8 @@ TEST_CASE("/metrics parses back and its counters move with requests") {
   CHECK(before.at("warm_models_registered") == 3);
   REQUIRE(h.post("/v2/models/a/infer", request_body())->status == 200);
   REQUIRE(h.post("/v2/models/a/infer", request_body())->status == 200);
-  REQUIRE(h.post("/v2/models/a/infer", "{}")->status == 400);  // refused before the runtime: no request
+  REQUIRE(h.post("/v2/models/a/infer", "{}")->status ==
+          400);  // refused before the runtime: no request
   REQUIRE(h.post("/v2/models/nope/infer", request_body())->status == 404);
   auto after = scrape();
   CHECK(after.at("warm_requests_total{outcome=\"miss\"}") == 1);
@@ -415,7 +432,9 @@ TEST_CASE("warmd --http serves V2 and /metrics on a free loopback port, and stop
   CHECK(d.stop() == 0);
 }
 
-TEST_CASE("warmd refuses a non-loopback --http without --allow-remote, and a unix path that is no socket") {
+TEST_CASE(
+    "warmd refuses a non-loopback --http without --allow-remote, and a unix path that is no "
+    "socket") {
   warmd_process d;
   CHECK(d.run_to_exit({"--http", "0.0.0.0:0"}) == 2);
   CHECK(d.run_to_exit({"--http", "127.0.0.1:notaport"}) == 2);
@@ -428,12 +447,15 @@ TEST_CASE("warmd refuses a non-loopback --http without --allow-remote, and a uni
   CHECK(text == "keep me");
 }
 
-TEST_CASE("warmd --max-batch: concurrent requests share passes, each answered with its rows; /metrics counts them") {
+TEST_CASE(
+    "warmd --max-batch: concurrent requests share passes, each answered with its rows; /metrics "
+    "counts them") {
   warmd_process d;
   d.log_level = "info";
   d.write_model("m", {16, 8});
   register_offline(d, "m");
-  d.start({"--http", "127.0.0.1:0", "--max-batch", "8", "--max-queue-delay", "50ms", "--preferred-batch", "4"});
+  d.start({"--http", "127.0.0.1:0", "--max-batch", "8", "--max-queue-delay", "50ms",
+           "--preferred-batch", "4"});
   const int port = d.announced_port("serving HTTP on 127.0.0.1:");
   // Four requests of one row at once: they reach the preferred size and run as one pass.
   std::vector<std::future<int>> statuses;
@@ -442,14 +464,17 @@ TEST_CASE("warmd --max-batch: concurrent requests share passes, each answered wi
       httplib::Client c("127.0.0.1", port);
       c.set_read_timeout(20, 0);
       auto r = c.Post("/v2/models/m/infer", request_body(1), "application/json");
-      return r && json::parse(r->body)["outputs"][0]["shape"] == json::array({1, 8}) ? r->status : -1;
+      return r && json::parse(r->body)["outputs"][0]["shape"] == json::array({1, 8}) ? r->status
+                                                                                     : -1;
     }));
-  for (auto& s : statuses) CHECK(s.get() == 200);
+  for (auto& s : statuses)
+    CHECK(s.get() == 200);
   httplib::Client c("127.0.0.1", port);
   auto s = samples(c.Get("/metrics")->body);
   CHECK(s.at("warm_batch_rows_sum") == 4);
   CHECK(s.at("warm_batch_rows_count") >= 1);
   CHECK(s.at("warm_batch_rows_count") <= 4);
   CHECK(d.stop() == 0);
-  CHECK(d.run_to_exit({"--max-batch", "8", "--preferred-batch", "9"}) == 2);  // 9 > 8: a usage error
+  CHECK(d.run_to_exit({"--max-batch", "8", "--preferred-batch", "9"}) ==
+        2);  // 9 > 8: a usage error
 }

@@ -73,7 +73,8 @@ TEST_CASE("inputs that do not match the model are invalid_argument, not a crash"
   wrong_dtype.type = dtype::f16;
   CHECK(check({"m", {wrong_dtype}}).find("F32") != std::string::npos);
   auto wrong_width = test::input(1, 15);
-  CHECK(check({"m", {wrong_width}}).find("the model takes input F32 [-1, 16]") != std::string::npos);
+  CHECK(check({"m", {wrong_width}}).find("the model takes input F32 [-1, 16]") !=
+        std::string::npos);
   auto wrong_rank = test::input();
   wrong_rank.shape = {1, 1, 16};
   check({"m", {wrong_rank}});
@@ -116,11 +117,14 @@ TEST_CASE("each input error names what the model takes") {
   CHECK(message_of({"m", {f16}}) == "input 'input' must be F32 (FP32), not F16 (FP16)");
   auto rank3 = test::input();
   rank3.shape = {1, 1, 16};
-  CHECK(message_of({"m", {rank3}}) == "input 'input' must have rank 2 (input F32 [-1, 16]); got rank 3");
-  CHECK(message_of({"m", {test::input(1, 15)}}) == "input 'input' has shape [1, 15]; the model takes input F32 [-1, 16]");
+  CHECK(message_of({"m", {rank3}}) ==
+        "input 'input' must have rank 2 (input F32 [-1, 16]); got rank 3");
+  CHECK(message_of({"m", {test::input(1, 15)}}) ==
+        "input 'input' has shape [1, 15]; the model takes input F32 [-1, 16]");
   auto short_data = test::input(2);
   short_data.data.resize(short_data.data.size() - 4);
-  CHECK(message_of({"m", {short_data}}) == "input 'input' holds 124 bytes; shape [2, 16] of F32 needs 128");
+  CHECK(message_of({"m", {short_data}}) ==
+        "input 'input' holds 124 bytes; shape [2, 16] of F32 needs 128");
   auto zero_batch = test::input();
   zero_batch.shape = {0, 16};
   zero_batch.data.clear();
@@ -130,14 +134,17 @@ TEST_CASE("each input error names what the model takes") {
   auto huge = test::input();
   huge.shape = {8'388'609, 16};
   huge.data.clear();
-  CHECK(message_of({"m", {huge}}) == "batch of 8388609 is too large for this model; it takes at most 8388608 rows");
+  CHECK(message_of({"m", {huge}}) ==
+        "batch of 8388609 is too large for this model; it takes at most 8388608 rows");
   auto at_most = test::input();
   at_most.shape = {8'388'608, 16};
   at_most.data.clear();
-  CHECK_THAT(message_of({"m", {at_most}}), Catch::StartsWith("input 'input' holds 0 bytes; shape [8388608, 16]"));
+  CHECK_THAT(message_of({"m", {at_most}}),
+             Catch::StartsWith("input 'input' holds 0 bytes; shape [8388608, 16]"));
   auto renamed = test::input();
   renamed.name = "pixels";
-  CHECK(message_of({"m", {renamed}}) == "unknown input tensor 'pixels'; the model's input is 'input'");
+  CHECK(message_of({"m", {renamed}}) ==
+        "unknown input tensor 'pixels'; the model's input is 'input'");
   CHECK(message_of({"m", {test::input(), test::input()}}) ==
         "the model takes 1 input tensor ('input'); got 2: 'input' twice");
   CHECK(message_of({"m", {test::input(), renamed}}) ==
@@ -167,7 +174,7 @@ TEST_CASE("inspection shows devices, residents, models and counters") {
   CHECK(dev.used == test::small_model_bytes);
   REQUIRE(dev.resident.size() == 1);
   CHECK(dev.resident[0].model == "a");
-  CHECK(dev.resident[0].uses == 2);  // the miss that waited for the load, and the hit
+  CHECK(dev.resident[0].uses == 2);       // the miss that waited for the load, and the hit
   REQUIRE(snapshot->models.size() == 1);  // only models used so far have actors
   CHECK(snapshot->models[0].id == "a");
   CHECK(snapshot->models[0].requests == 2);
@@ -216,8 +223,8 @@ TEST_CASE("watchers see every state change of a load, in order") {
     return seen;
   };
   REQUIRE(test::eventually([&] { return snapshot().size() == 6; }));
-  CHECK(snapshot() == std::vector<std::string>{"a:QUEUED", "a:LOADING", "a:LOADED", "bad:QUEUED", "bad:LOADING",
-                                               "bad:LOADING_FAILED"});
+  CHECK(snapshot() == std::vector<std::string>{"a:QUEUED", "a:LOADING", "a:LOADED", "bad:QUEUED",
+                                               "bad:LOADING", "bad:LOADING_FAILED"});
   f.rt->unwatch(id);
   REQUIRE(f.rt->unregister_model("a").get());
   REQUIRE(test::eventually([&] { return test::state_of(*f.rt, "a") == model_state::not_found; }));

@@ -16,9 +16,12 @@ using strings = std::vector<std::string>;
 namespace {
 
 timestamp at(double seconds) {
-  return timestamp{} + std::chrono::duration_cast<timestamp::duration>(std::chrono::duration<double>(seconds));
+  return timestamp{} +
+         std::chrono::duration_cast<timestamp::duration>(std::chrono::duration<double>(seconds));
 }
-bool none(const std::string&) { return false; }
+bool none(const std::string&) {
+  return false;
+}
 
 // A kdf with fixed memory 10 and linear value, and (after one victim, idle 100 s when chosen) a
 // characteristic time of 100 s: its guard is then 0.03 × 100 s = 3 s.
@@ -83,18 +86,21 @@ TEST_CASE("kdf passes over a resident in a burst of requests while others can fr
   p.on_access("burst", at(1010), 1);
   CHECK(p.choose_victims("x", 200, none, at(1011)) == strings{"burst", "steady"});
   p.on_access("steady", at(1011), 1);
-  CHECK(p.choose_victims("x", 100, [](const std::string& m) { return m == "steady"; }, at(1011)) ==
+  CHECK(p.choose_victims(
+            "x", 100, [](const std::string& m) { return m == "steady"; }, at(1011)) ==
         strings{"burst"});
 }
 
-TEST_CASE("kdf_tuner: each shadow is the fixed-memory kdf on the same requests; the choice paid least") {
+TEST_CASE(
+    "kdf_tuner: each shadow is the fixed-memory kdf on the same requests; the choice paid least") {
   // Phases of popularity over 60 models of 100-300 bytes: a model hot in one phase goes quiet in
   // the next, so how long requests count decides what the cache keeps.
   const unsigned seed = GENERATE(1u, 2u, 3u);
   std::printf("kdf_tuner_test: seed %u\n", seed);
   std::mt19937 rng(seed);
   std::map<std::string, std::uint64_t> bytes;
-  for (int i = 0; i < 60; ++i) bytes["m" + std::to_string(i)] = 100 + 100 * static_cast<std::uint64_t>(rng() % 3);
+  for (int i = 0; i < 60; ++i)
+    bytes["m" + std::to_string(i)] = 100 + 100 * static_cast<std::uint64_t>(rng() % 3);
   std::vector<request> trace;
   double t = 0;
   for (int phase = 0; phase < 12; ++phase) {
@@ -137,9 +143,11 @@ TEST_CASE("kdf_tuner: the choice changes only for a shadow that paid switch_marg
   policy_options o;
   o.capacity = 100;
   kdf_tuner tuner(o);
-  for (int k = 0; k < 50; ++k) tuner.on_request(k % 2 ? "a" : "b", 100, 1, at(k), 1);
+  for (int k = 0; k < 50; ++k)
+    tuner.on_request(k % 2 ? "a" : "b", 100, 1, at(k), 1);
   CHECK(tuner.memory() == kdf_tuner::memories[0]);
-  for (auto& s : tuner.shadows()) CHECK(s.cost == 50);
+  for (auto& s : tuner.shadows())
+    CHECK(s.cost == 50);
 }
 
 // A request that misses a shadow with count n loads the model and counts n uses, no more and no
@@ -155,15 +163,19 @@ TEST_CASE("kdf_tuner: a shadow miss with count n records exactly n uses") {
     tuner.on_request("b", 100, b_seconds, at(1), 1);
     tuner.on_request("c", 100, 1, at(2), 1);  // evicts a (worth 3) or b (worth b_seconds)
     auto before = tuner.shadows();
-    for (auto& s : before) CHECK(s.cost == Approx(2 + b_seconds));
+    for (auto& s : before)
+      CHECK(s.cost == Approx(2 + b_seconds));
     tuner.on_request("b", 100, b_seconds, at(3), 1);
     std::vector<double> paid;
-    for (std::size_t i = 0; i < before.size(); ++i) paid.push_back(tuner.shadows()[i].cost - before[i].cost);
+    for (std::size_t i = 0; i < before.size(); ++i)
+      paid.push_back(tuner.shadows()[i].cost - before[i].cost);
     return paid;
   };
   // b worth 3.5 > 3: a goes, b stays (a hit); worth 2.5 < 3: b goes, and is loaded again.
-  for (double paid : cost_of_b_again(3.5)) CHECK(paid == Approx(0));
-  for (double paid : cost_of_b_again(2.5)) CHECK(paid == Approx(2.5));
+  for (double paid : cost_of_b_again(3.5))
+    CHECK(paid == Approx(0));
+  for (double paid : cost_of_b_again(2.5))
+    CHECK(paid == Approx(2.5));
 }
 
 TEST_CASE("kdf_tuner: costs halve every half_life sampled requests") {
@@ -171,28 +183,35 @@ TEST_CASE("kdf_tuner: costs halve every half_life sampled requests") {
   o.capacity = 1000;
   kdf_tuner tuner(o);
   tuner.on_request("a", 100, 2.0, at(0), 1);  // the one miss
-  for (std::uint64_t k = 1; k + 1 < kdf_tuner::half_life; ++k) tuner.on_request("a", 100, 2.0, at(0.001 * k), 1);
-  for (auto& s : tuner.shadows()) CHECK(s.cost == 2.0);
+  for (std::uint64_t k = 1; k + 1 < kdf_tuner::half_life; ++k)
+    tuner.on_request("a", 100, 2.0, at(0.001 * k), 1);
+  for (auto& s : tuner.shadows())
+    CHECK(s.cost == 2.0);
   tuner.on_request("a", 100, 2.0, at(100), 1);  // the half_life-th
-  for (auto& s : tuner.shadows()) CHECK(s.cost == 1.0);
+  for (auto& s : tuner.shadows())
+    CHECK(s.cost == 1.0);
 }
 
 TEST_CASE("kdf_tuner: the sample halves as the device grows past sampled_residents per share") {
   policy_options o;
   o.capacity = 600 * 100;  // exactly the 600 models below
   kdf_tuner tuner(o);
-  for (int i = 0; i < 600; ++i) tuner.on_request("m" + std::to_string(i), 100, 1, at(i), 1);
-  for (auto& s : tuner.shadows()) CHECK(s.residents == 600);
+  for (int i = 0; i < 600; ++i)
+    tuner.on_request("m" + std::to_string(i), 100, 1, at(i), 1);
+  for (auto& s : tuner.shadows())
+    CHECK(s.residents == 600);
   tuner.on_residents(kdf_tuner::sampled_residents);  // at the bound: unchanged
   CHECK(tuner.sampled_share() == 1.0);
   tuner.on_residents(kdf_tuner::sampled_residents + 1);
   CHECK(tuner.sampled_share() == 0.5);
   // Exactly the models whose hash is in the lower half stay.
   std::size_t kept = 0;
-  for (int i = 0; i < 600; ++i) kept += kdf_tuner::hash("m" + std::to_string(i)) >> 63 == 0;
+  for (int i = 0; i < 600; ++i)
+    kept += kdf_tuner::hash("m" + std::to_string(i)) >> 63 == 0;
   CHECK(kept > 200);
   CHECK(kept < 400);
-  for (auto& s : tuner.shadows()) CHECK(s.residents == kept);
+  for (auto& s : tuner.shadows())
+    CHECK(s.residents == kept);
   // Each shadow now has half the device's bytes: 400 more sampled models of 100 bytes push it
   // to that bound, not past it.
   int added = 0;
@@ -201,7 +220,8 @@ TEST_CASE("kdf_tuner: the sample halves as the device grows past sampled_residen
       tuner.on_request("n" + std::to_string(i), 100, 1, at(700 + added), 1);
       ++added;
     }
-  for (auto& s : tuner.shadows()) CHECK(s.residents == 300);
+  for (auto& s : tuner.shadows())
+    CHECK(s.residents == 300);
   tuner.on_residents(4 * kdf_tuner::sampled_residents + 1);  // one halving per call
   CHECK(tuner.sampled_share() == 0.25);
   // An unsampled model costs the shadows nothing.
@@ -210,7 +230,8 @@ TEST_CASE("kdf_tuner: the sample halves as the device grows past sampled_residen
     if (kdf_tuner::hash("u" + std::to_string(i)) >> 62 != 0) outside = "u" + std::to_string(i);
   auto before = tuner.shadows();
   tuner.on_request(outside, 100, 1, at(1000), 1);
-  for (std::size_t i = 0; i < before.size(); ++i) CHECK(tuner.shadows()[i].cost == before[i].cost);
+  for (std::size_t i = 0; i < before.size(); ++i)
+    CHECK(tuner.shadows()[i].cost == before[i].cost);
 }
 
 TEST_CASE("kdf_tuner's hash is fixed (FNV-1a, mixed), so a sample is the same on every build") {
@@ -254,8 +275,8 @@ TEST_CASE("kdf forgets the counts of models gone long enough to have faded, not 
     p.on_insert(m, 1, 1, at(500));
     p.on_remove(m, true);
   }
-  CHECK(p.remembered("old").count == 0);  // e^-5 < 0.01: forgotten
-  CHECK(p.remembered("recent").count == Approx(1));  // e^-1 at t = 500: kept
+  CHECK(p.remembered("old").count == 0);               // e^-5 < 0.01: forgotten
+  CHECK(p.remembered("recent").count == Approx(1));    // e^-1 at t = 500: kept
   CHECK(p.remembered("resident").count == Approx(1));  // a resident's count stays, faded or not
   CHECK(p.size() == 1);
   CHECK(p.choose_victims("x", 100, none, at(600)) == strings{"resident"});

@@ -9,11 +9,14 @@ using warm::load_queue;
 
 namespace {
 
-warm::timestamp at(std::chrono::milliseconds ms) { return warm::timestamp{} + ms; }
+warm::timestamp at(std::chrono::milliseconds ms) {
+  return warm::timestamp{} + ms;
+}
 
 std::vector<std::string> order(const load_queue& q) {
   std::vector<std::string> out;
-  for (const auto& e : q.snapshot()) out.push_back(e.model);
+  for (const auto& e : q.snapshot())
+    out.push_back(e.model);
   return out;
 }
 
@@ -65,15 +68,18 @@ TEST_CASE("each model is queued once; the earliest wait and the latest use win")
 
 TEST_CASE("ties keep arrival order") {
   load_queue q;
-  for (const char* m : {"x", "y", "z"}) q.push_waiting(m, at(7ms));
+  for (const char* m : {"x", "y", "z"})
+    q.push_waiting(m, at(7ms));
   CHECK(order(q) == std::vector<std::string>{"x", "y", "z"});
 }
 
 TEST_CASE("ties keep arrival order, not name order") {
   // Names arrive in reverse alphabetical order: a tie-break by name would reverse them.
   load_queue q;
-  for (const char* m : {"zeta", "mu", "alpha"}) q.push_waiting(m, at(7ms));
-  for (const char* m : {"omega", "kappa", "beta"}) q.push_proactive(m, at(3ms));
+  for (const char* m : {"zeta", "mu", "alpha"})
+    q.push_waiting(m, at(7ms));
+  for (const char* m : {"omega", "kappa", "beta"})
+    q.push_proactive(m, at(3ms));
   CHECK(order(q) == std::vector<std::string>{"zeta", "mu", "alpha", "omega", "kappa", "beta"});
   // A promoted load ties with the waiting ones by arrival of its request, after them.
   CHECK_FALSE(q.push_waiting("kappa", at(7ms)));

@@ -112,7 +112,9 @@ struct fixture {
     config.devices.push_back(make_host_device(1 << 30));
     config.time = time;
     config.max_concurrent_loads = 1;  // one load at a time: the rest wait in the queue
-    config.reclaim = [](std::function<void()> task) { task(); };  // inline: no weights are dropped here
+    config.reclaim = [](std::function<void()> task) {
+      task();
+    };  // inline: no weights are dropped here
     pool = spawn_loader_pool(*sys, std::move(config));
     device = sys->spawn(refusing_device, log);
     attach_devices(pool, {device});
@@ -122,7 +124,8 @@ struct fixture {
   ~fixture() {
     caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);  // its workers are linked to it
     caf::anon_send_exit(device, caf::exit_reason::user_shutdown);
-    for (auto& o : owners) caf::anon_send_exit(o, caf::exit_reason::user_shutdown);
+    for (auto& o : owners)
+      caf::anon_send_exit(o, caf::exit_reason::user_shutdown);
     sched->run();
   }
 
@@ -176,7 +179,9 @@ TEST_CASE("a load that requests wait for overtakes background loads queued befor
   CHECK(f.log->outcomes == std::vector<std::string>{"a#1: failed", "c#1: failed", "b#1: failed"});
 }
 
-TEST_CASE("a queued load of an earlier registration gives way to the new one; its late cancel is ignored") {
+TEST_CASE(
+    "a queued load of an earlier registration gives way to the new one; its late cancel is "
+    "ignored") {
   fixture f;
   model_actor x, old_y, new_y;
   auto rx = f.owner("x", 1, &x);
@@ -187,9 +192,10 @@ TEST_CASE("a queued load of an earlier registration gives way to the new one; it
   f.enqueue(ry1, old_y, true);  // y (generation 1) queued
   f.enqueue(ry2, new_y, true);  // y registered again: generation 1's queued load is cancelled
   caf::anon_send(f.pool, msg::cancel_load{ry1});  // generation 1's actor, stopping late
-  f.pool_handles_one();  // must not touch generation 2's load
+  f.pool_handles_one();                           // must not touch generation 2's load
   f.sched->run();
 
   CHECK(f.log->reserves == std::vector<std::string>{"x", "y"});
-  CHECK(f.log->outcomes == std::vector<std::string>{"y#1: cancelled", "x#1: failed", "y#2: failed"});
+  CHECK(f.log->outcomes ==
+        std::vector<std::string>{"y#1: cancelled", "x#1: failed", "y#2: failed"});
 }

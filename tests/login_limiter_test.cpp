@@ -64,27 +64,31 @@ TEST_CASE("the budget refills to its size, no further") {
 
 TEST_CASE("successful logins cost nothing: only failed() takes from the budget") {
   fixture f(1);
-  for (int i = 0; i < 100; ++i) CHECK(f.limiter->allow("p", "rpc", f.now));
+  for (int i = 0; i < 100; ++i)
+    CHECK(f.limiter->allow("p", "rpc", f.now));
   f.limiter->failed("p", "rpc", f.now);
   CHECK_FALSE(f.limiter->allow("p", "rpc", f.now));
 }
 
 TEST_CASE("0 per minute: never refused, failures still reported") {
   fixture f(0);
-  for (int i = 0; i < 10; ++i) f.limiter->failed("p", "http", f.now);
+  for (int i = 0; i < 10; ++i)
+    f.limiter->failed("p", "http", f.now);
   CHECK(f.limiter->allow("p", "http", f.now));
   CHECK(f.reports.size() == 10);
 }
 
 TEST_CASE("peers tracked stay within max_peers; past it new peers share one limited bucket") {
   fixture f(1, 4);
-  for (int i = 0; i < 4; ++i) f.limiter->failed("p" + std::to_string(i), "rpc", f.now);
+  for (int i = 0; i < 4; ++i)
+    f.limiter->failed("p" + std::to_string(i), "rpc", f.now);
   CHECK(f.limiter->peers() == 4);
   // All four are limited, so a new peer cannot evict one: it lands in the shared overflow bucket.
   f.limiter->failed("q1", "rpc", f.now);
   CHECK(f.limiter->peers() <= 5);
   CHECK_FALSE(f.limiter->allow("q2", "rpc", f.now));  // shares q1's spent budget
-  for (int i = 0; i < 1000; ++i) f.limiter->failed("spray" + std::to_string(i), "rpc", f.now);
+  for (int i = 0; i < 1000; ++i)
+    f.limiter->failed("spray" + std::to_string(i), "rpc", f.now);
   CHECK(f.limiter->peers() <= 5);
   // Once the tracked peers' budgets refill they are forgotten and new peers get their own again.
   f.now += 2min;
@@ -94,7 +98,9 @@ TEST_CASE("peers tracked stay within max_peers; past it new peers share one limi
 
 // Contract 1, the forgetting half: a new peer past max_peers first forgets the tracked peers whose
 // budget has refilled, and then gets a bucket of its own; a peer still limited is remembered.
-TEST_CASE("past max_peers, peers whose budget refilled are forgotten and new peers get their own bucket") {
+TEST_CASE(
+    "past max_peers, peers whose budget refilled are forgotten and new peers get their own "
+    "bucket") {
   fixture f(1, 3);
   f.limiter->failed("p0", "rpc", f.now);
   f.limiter->failed("p1", "rpc", f.now);

@@ -76,7 +76,8 @@ TEST_CASE("the writer emits HELP and TYPE once per family and refuses what the f
 
 TEST_CASE("histograms are cumulative, end with +Inf and count what they sum") {
   histogram h({0.1, 1, 10});
-  for (double v : {0.05, 0.1, 0.5, 2.0, 100.0, double(NAN)}) h.observe(v);
+  for (double v : {0.05, 0.1, 0.5, 2.0, 100.0, double(NAN)})
+    h.observe(v);
   auto r = h.read();
   CHECK(r.cumulative == std::vector<std::uint64_t>{2, 3, 4});  // le is inclusive: 0.1 counts in 0.1
   CHECK(r.count == 5);
@@ -103,8 +104,8 @@ TEST_CASE("the runtime's counters move with hits, misses, errors, loads and evic
   CHECK(text().at("warm_models_registered") == 3);
   CHECK(text().at("warm_device_capacity_bytes{device=\"host\"}") == 1200);
 
-  REQUIRE(rt.infer({"a", {input()}}).get());           // miss
-  REQUIRE(rt.infer({"a", {input()}}).get());           // hit
+  REQUIRE(rt.infer({"a", {input()}}).get());            // miss
+  REQUIRE(rt.infer({"a", {input()}}).get());            // hit
   REQUIRE_FALSE(rt.infer({"a", {input(1, 3)}}).get());  // error: wrong width
   REQUIRE_FALSE(rt.infer({"nope", {input()}}).get());   // error: unknown
   auto s = text();
@@ -122,7 +123,8 @@ TEST_CASE("the runtime's counters move with hits, misses, errors, loads and evic
   REQUIRE(rt.infer({"b", {input()}}).get());
   f.time->advance(std::chrono::seconds(90));
   REQUIRE(rt.infer({"c", {input()}}).get());  // lru evicts a, resident 91 s
-  REQUIRE(eventually([&] { return text().at("warm_evictions_total{device=\"host\",reason=\"capacity\"}") == 1; }));
+  REQUIRE(eventually(
+      [&] { return text().at("warm_evictions_total{device=\"host\",reason=\"capacity\"}") == 1; }));
   s = text();
   CHECK(s.at("warm_age_at_eviction_seconds_count") == 1);
   CHECK(s.at("warm_age_at_eviction_seconds_bucket{le=\"60\"}") == 0);
@@ -130,7 +132,8 @@ TEST_CASE("the runtime's counters move with hits, misses, errors, loads and evic
   CHECK(s.at("warm_models_loaded{device=\"host\"}") == 2);
 
   REQUIRE(rt.unload("c").get());
-  REQUIRE(eventually([&] { return text().at("warm_evictions_total{device=\"host\",reason=\"unload\"}") == 1; }));
+  REQUIRE(eventually(
+      [&] { return text().at("warm_evictions_total{device=\"host\",reason=\"unload\"}") == 1; }));
   CHECK(state_of(rt, "c") == model_state::not_loaded);
   CHECK(text().at("warm_models_loaded{device=\"host\"}") == 1);
 

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "actors/model_actor.hpp"
@@ -34,7 +34,7 @@ struct seen {
   std::vector<std::uint32_t> waiters;  // each load_waiters' count
   std::vector<std::string> answers;    // "hit" / "miss" / "proactive" / the error's message
   int cancels = 0;
-  int forgets = 0;  // forget_failures
+  int forgets = 0;                      // forget_failures
   std::vector<std::string> unexpected;  // what a fake should never be sent (checked empty)
 };
 
@@ -130,7 +130,9 @@ struct fixture {
     config.time = time;
     where = model_location::unconfined(path);
     config.where = where;
-    config.offload = [tasks = offloaded](std::function<void()> task) { tasks->push_back(std::move(task)); };
+    config.offload = [tasks = offloaded](std::function<void()> task) {
+      tasks->push_back(std::move(task));
+    };
     model = spawn_model_actor(*sys, config);
     sched->run();
   }
@@ -140,7 +142,8 @@ struct fixture {
     caf::anon_send_exit(model, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(pool, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(device_handle, caf::exit_reason::user_shutdown);
-    for (auto& c : clients) caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
+    for (auto& c : clients)
+      caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
     sched->run();
   }
 
@@ -152,7 +155,8 @@ struct fixture {
     sched->run();
   }
 
-  // Sends the model a message as the device would (load_done's sender is the device it unloads from).
+  // Sends the model a message as the device would (load_done's sender is the device it unloads
+  // from).
   template <class Message>
   void from_device(Message m) {
     caf::send_as(caf::actor_cast<caf::actor>(device_handle), model, std::move(m));
@@ -167,12 +171,14 @@ struct fixture {
   void run_offloaded() {
     auto tasks = std::move(*offloaded);
     offloaded->clear();
-    for (auto& t : tasks) t();
+    for (auto& t : tasks)
+      t();
     sched->run();
   }
   // The pool's load_failed as the pool would send it: the file as the failed load saw it now.
   void fail_load(const std::string& why) {
-    from_pool(msg::load_failed{make_error(errc::load_failed, why), time->now() + 10s, look_at(where)});
+    from_pool(
+        msg::load_failed{make_error(errc::load_failed, why), time->now() + 10s, look_at(where)});
   }
   std::shared_ptr<serving_slot> slot() {
     return std::make_shared<serving_slot>("m", *dev, dev->load(file).value(), nullptr);
@@ -186,7 +192,7 @@ TEST_CASE("concurrent cold starts of one model make one load, and every waiter g
   f.use();
   f.use();
   f.use();
-  CHECK(f.log->enqueues == std::vector<bool>{true});           // one load for three waiters
+  CHECK(f.log->enqueues == std::vector<bool>{true});          // one load for three waiters
   CHECK(f.log->waiters == std::vector<std::uint32_t>{2, 3});  // the queue shows how many wait
   CHECK(f.log->answers.empty());
 
@@ -206,7 +212,8 @@ TEST_CASE("a failed load fails every waiter, and the next use fails fast until t
   fixture f;
   f.use();
   f.use();
-  f.from_pool(msg::load_failed{make_error(errc::load_failed, "disk on fire"), f.time->now() + 10s, std::nullopt});
+  f.from_pool(msg::load_failed{make_error(errc::load_failed, "disk on fire"), f.time->now() + 10s,
+                               std::nullopt});
   REQUIRE(f.log->answers.size() == 2);
   CHECK(f.log->answers[0] == "disk on fire");
   CHECK(f.log->answers[1] == "disk on fire");
@@ -220,7 +227,8 @@ TEST_CASE("a failed load fails every waiter, and the next use fails fast until t
   CHECK(f.log->enqueues.size() == 2);
 }
 
-TEST_CASE("a use while failing fast looks at the file: unchanged it fails fast, changed it loads again") {
+TEST_CASE(
+    "a use while failing fast looks at the file: unchanged it fails fast, changed it loads again") {
   fixture f;
   f.use();
   f.fail_load("bad header");
@@ -250,15 +258,17 @@ TEST_CASE("a use while failing fast looks at the file: unchanged it fails fast, 
   CHECK(f.offloaded->empty());  // loaded: no more looks
 }
 
-TEST_CASE("a failed load whose file vanished or appeared is stale; a failure without a look is not") {
+TEST_CASE(
+    "a failed load whose file vanished or appeared is stale; a failure without a look is not") {
   fixture f;
   f.use();
   f.fail_load("gone");
   std::filesystem::remove(f.where.path);
   f.use();
   f.run_offloaded();
-  CHECK(f.log->enqueues.size() == 2);  // the file vanished since: a new load tells what is wrong now
-  f.fail_load("not found");            // the load saw no file
+  CHECK(f.log->enqueues.size() ==
+        2);                  // the file vanished since: a new load tells what is wrong now
+  f.fail_load("not found");  // the load saw no file
   f.use();
   f.run_offloaded();
   CHECK(f.log->answers.back() == "not found");  // still absent: fails fast
@@ -269,14 +279,16 @@ TEST_CASE("a failed load whose file vanished or appeared is stale; a failure wit
   CHECK(f.log->enqueues.size() == 3);  // it appeared
 
   // Refused by every device, no load ran: nothing to compare, so no look.
-  f.from_pool(msg::load_failed{make_error(errc::model_too_large, "too big"), f.time->now() + 10s, std::nullopt});
+  f.from_pool(msg::load_failed{make_error(errc::model_too_large, "too big"), f.time->now() + 10s,
+                               std::nullopt});
   f.use();
   CHECK(f.offloaded->empty());
   CHECK(f.log->answers.back() == "too big");
   CHECK(f.log->enqueues.size() == 3);
 }
 
-TEST_CASE("uses held for a look at the file are answered not_found when the model is unregistered") {
+TEST_CASE(
+    "uses held for a look at the file are answered not_found when the model is unregistered") {
   fixture f;
   f.use();
   f.fail_load("bad header");
@@ -325,7 +337,8 @@ TEST_CASE("unregistering fails the waiters with not_found and cancels the load")
   CHECK(f.log->cancels == 1);
 }
 
-TEST_CASE("a client's use is answered to its own callback, and `unavailable` if the model stops first") {
+TEST_CASE(
+    "a client's use is answered to its own callback, and `unavailable` if the model stops first") {
   fixture f;
   std::vector<std::string> got;
   auto use_with_callback = [&] {
@@ -347,7 +360,7 @@ TEST_CASE("a client's use is answered to its own callback, and `unavailable` if 
   CHECK(got.back() == "hit");
 
   f.from_device(msg::slot_evicted{slot});  // evicted
-  use_with_callback();  // waits for a new load
+  use_with_callback();                     // waits for a new load
   CHECK(f.log->enqueues.size() == 2);
   CHECK(got.size() == 2);
   caf::anon_send_exit(f.model, caf::exit_reason::user_shutdown);

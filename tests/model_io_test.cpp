@@ -16,7 +16,8 @@ warm::tensor f32(std::string name, std::vector<std::uint64_t> shape) {
   t.name = std::move(name);
   t.shape = std::move(shape);
   std::uint64_t n = 4;
-  for (auto d : t.shape) n *= d;
+  for (auto d : t.shape)
+    n *= d;
   t.data.resize(n);
   return t;
 }
@@ -30,7 +31,8 @@ warm::model_io two_outputs() {
   return io;
 }
 
-std::string refusal(const std::vector<warm::tensor>& outputs, const warm::model_io& io, std::uint64_t batch) {
+std::string refusal(const std::vector<warm::tensor>& outputs, const warm::model_io& io,
+                    std::uint64_t batch) {
   auto checked = warm::check_outputs(outputs, io, batch);
   REQUIRE_FALSE(checked);
   CHECK(checked.error().code == warm::errc::internal);
@@ -47,16 +49,19 @@ TEST_CASE("check_outputs passes outputs that match the declaration, dynamic dime
   CHECK(warm::check_outputs({f32("output0", {3, 8}), f32("", {3, 1, 2})}, io, 3));
 }
 
-TEST_CASE("check_outputs refuses a count, dtype, rank or fixed dimension the model does not declare") {
+TEST_CASE(
+    "check_outputs refuses a count, dtype, rank or fixed dimension the model does not declare") {
   auto io = two_outputs();
-  CHECK_THAT(refusal({f32("y", {2, 8})}, io, 2), Catch::Contains("1 output; the model declares 2 ('y', 'z')"));
+  CHECK_THAT(refusal({f32("y", {2, 8})}, io, 2),
+             Catch::Contains("1 output; the model declares 2 ('y', 'z')"));
   CHECK_THAT(refusal({f32("y", {2, 8}), f32("z", {2, 1, 2}), f32("w", {2})}, io, 2),
              Catch::Contains("3 outputs; the model declares 2"));
   CHECK(refusal({}, io, 2) == "0 outputs; the model declares 2 ('y', 'z')");
 
   auto wrong_type = f32("y", {2, 8});
   wrong_type.type = warm::dtype::i32;
-  CHECK(refusal({wrong_type, f32("z", {2, 1, 2})}, io, 2) == "output 'y' of I32; the model declares y F32 [-1, 8]");
+  CHECK(refusal({wrong_type, f32("z", {2, 1, 2})}, io, 2) ==
+        "output 'y' of I32; the model declares y F32 [-1, 8]");
   CHECK(refusal({f32("y", {2, 8, 1}), f32("z", {2, 1, 2})}, io, 2) ==
         "output 'y' of rank 3; the model declares y F32 [-1, 8]");
   CHECK(refusal({f32("y", {2, 8}), f32("z", {2, 1, 3})}, io, 2) ==
@@ -65,8 +70,10 @@ TEST_CASE("check_outputs refuses a count, dtype, rank or fixed dimension the mod
 
 TEST_CASE("check_outputs holds a batched model's every output to the batch's rows") {
   auto io = two_outputs();
-  CHECK(refusal({f32("y", {3, 8}), f32("z", {2, 1, 2})}, io, 2) == "output 'y' of 3 rows for a batch of 2");
-  CHECK(refusal({f32("y", {2, 8}), f32("z", {1, 1, 2})}, io, 2) == "output 'z' of 1 row for a batch of 2");
+  CHECK(refusal({f32("y", {3, 8}), f32("z", {2, 1, 2})}, io, 2) ==
+        "output 'y' of 3 rows for a batch of 2");
+  CHECK(refusal({f32("y", {2, 8}), f32("z", {1, 1, 2})}, io, 2) ==
+        "output 'z' of 1 row for a batch of 2");
 
   // Undeclared outputs pass whatever their dtype and shape, but not a wrong batch.
   warm::model_io unknown;
@@ -77,7 +84,8 @@ TEST_CASE("check_outputs holds a batched model's every output to the batch's row
   any.data.resize(36);
   CHECK(warm::check_outputs({any}, unknown, 4));
   CHECK(refusal({any}, unknown, 2) == "output 'out' of 4 rows for a batch of 2");
-  CHECK(refusal({f32("out", {})}, unknown, 2) == "output 'out' without a batch dimension for a batch of 2");
+  CHECK(refusal({f32("out", {})}, unknown, 2) ==
+        "output 'out' without a batch dimension for a batch of 2");
 
   // Not batched: the first dimension is the model's own.
   warm::model_io single;
@@ -87,7 +95,9 @@ TEST_CASE("check_outputs holds a batched model's every output to the batch's row
   CHECK(warm::check_outputs({f32("a", {1}), f32("b", {2, 2})}, warm::model_io{}, 1));
 }
 
-TEST_CASE("check_outputs refuses data that its shape does not hold, a shape whose bytes overflow included") {
+TEST_CASE(
+    "check_outputs refuses data that its shape does not hold, a shape whose bytes overflow "
+    "included") {
   auto io = two_outputs();
   auto short_data = f32("y", {2, 8});
   short_data.data.pop_back();
@@ -99,7 +109,8 @@ TEST_CASE("check_outputs refuses data that its shape does not hold, a shape whos
   warm::tensor huge;
   huge.type = warm::dtype::f64;
   huge.shape = {std::uint64_t{1} << 61};  // x 8 bytes wraps to 0, which empty data would match
-  CHECK_THAT(refusal({huge}, free_form, 1), Catch::Contains("of 0 bytes") && Catch::Contains("needs more than 2^62"));
+  CHECK_THAT(refusal({huge}, free_form, 1),
+             Catch::Contains("of 0 bytes") && Catch::Contains("needs more than 2^62"));
 }
 
 // A code model's declaration comes from its describe helper, which ran the untrusted archive: its
@@ -108,7 +119,9 @@ TEST_CASE("check_outputs refuses data that its shape does not hold, a shape whos
 TEST_CASE("a describe helper's declaration with a dimension below -1 is refused") {
   auto answer = [](const std::string& dim) {
     return R"({"kind": "torchscript", "predicted_bytes": 64, "layers": 0, "activation": "", "io": )"
-           R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, )" + dim + R"(], "known": true}], )"
+           R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, )" +
+           dim +
+           R"(], "known": true}], )"
            R"("outputs": [], "batched": false}})";
   };
   auto described = warm::description_from_json(answer("4"), "m.pt");
@@ -120,6 +133,7 @@ TEST_CASE("a describe helper's declaration with a dimension below -1 is refused"
     auto refused = warm::description_from_json(answer(dim), "m.pt");
     REQUIRE_FALSE(refused);
     CHECK(refused.error().code == warm::errc::invalid_argument);
-    CHECK(refused.error().message == "m.pt: the describe helper's answer gives tensor 'x' a negative dimension");
+    CHECK(refused.error().message ==
+          "m.pt: the describe helper's answer gives tensor 'x' a negative dimension");
   }
 }

@@ -29,8 +29,8 @@ TEST_CASE("versions are positive integers and the highest is the default") {
   make_model(dir / "mnist/1/model.safetensors");
   make_model(dir / "mnist/3/model.safetensors");
   make_model(dir / "mnist/10/model.safetensors");
-  fs::create_directories(dir / "mnist/7");            // no model file: not a version
-  make_model(dir / "mnist/007/model.safetensors");    // leading zero: not a version
+  fs::create_directories(dir / "mnist/7");             // no model file: not a version
+  make_model(dir / "mnist/007/model.safetensors");     // leading zero: not a version
   make_model(dir / "mnist/latest/model.safetensors");  // not numeric
   auto versions = warm::list_versions(dir / "mnist");
   REQUIRE(versions);
@@ -41,7 +41,8 @@ TEST_CASE("versions are positive integers and the highest is the default") {
   CHECK(warm::find_model_file(dir / "mnist", 2).error().code == warm::errc::not_found);
   CHECK(warm::find_model_file(dir / "nothing").error().code == warm::errc::not_found);
   fs::create_directories(dir / "empty");
-  CHECK_THAT(warm::find_model_file(dir / "empty").error().message, Catch::Contains("neither a model file (model.safetensors, model.pt)"));
+  CHECK_THAT(warm::find_model_file(dir / "empty").error().message,
+             Catch::Contains("neither a model file (model.safetensors, model.pt)"));
 }
 
 TEST_CASE("repository roots must exist") {
@@ -58,18 +59,21 @@ TEST_CASE("resolve searches the roots in order and confines paths to them") {
   make_model(a / "one/1/model.safetensors");
   make_model(b / "two/4/model.safetensors");
   make_model(outside / "secret/1/model.safetensors");
-  fs::create_symlink(outside / "secret", a / "escape");           // a model dir escaping the root
+  fs::create_symlink(outside / "secret", a / "escape");  // a model dir escaping the root
   fs::create_directories(a / "sneaky");
-  fs::create_symlink(outside / "secret/1", a / "sneaky/1");       // a version dir escaping it
-  fs::create_symlink(a / "one", a / "alias");                     // a symlink staying inside is fine
+  fs::create_symlink(outside / "secret/1", a / "sneaky/1");  // a version dir escaping it
+  fs::create_symlink(a / "one", a / "alias");                // a symlink staying inside is fine
 
   auto repo = warm::model_repository::create({a.path(), b.path()});
   REQUIRE(repo);
   CHECK(repo->resolve("one").value().path == fs::canonical(a / "one/1/model.safetensors").string());
-  CHECK(repo->resolve("two", 4).value().path == fs::canonical(b / "two/4/model.safetensors").string());
-  CHECK(repo->resolve("alias").value().path == fs::canonical(a / "one/1/model.safetensors").string());
+  CHECK(repo->resolve("two", 4).value().path ==
+        fs::canonical(b / "two/4/model.safetensors").string());
+  CHECK(repo->resolve("alias").value().path ==
+        fs::canonical(a / "one/1/model.safetensors").string());
   CHECK(repo->resolve("one/../one").has_value());
-  // The version directory chosen (the highest, or the one asked for); none for a file named directly.
+  // The version directory chosen (the highest, or the one asked for); none for a file named
+  // directly.
   CHECK(repo->resolve("one").value().version == std::optional<std::uint64_t>(1));
   CHECK(repo->resolve("two", 4).value().version == std::optional<std::uint64_t>(4));
   CHECK(repo->resolve("alias").value().version == std::optional<std::uint64_t>(1));
@@ -84,7 +88,8 @@ TEST_CASE("resolve searches the roots in order and confines paths to them") {
   for (const auto& c : std::vector<bad_case>{
            {"", warm::errc::invalid_argument, "empty model path"},
            {outside / "secret", warm::errc::invalid_argument, "must be relative"},
-           {"../" + fs::path(outside.path()).filename().string() + "/secret", warm::errc::invalid_argument, "outside the repository root"},
+           {"../" + fs::path(outside.path()).filename().string() + "/secret",
+            warm::errc::invalid_argument, "outside the repository root"},
            {"escape", warm::errc::invalid_argument, "outside the repository root"},
            {"sneaky", warm::errc::invalid_argument, "outside the repository root"},
            {"missing", warm::errc::not_found, "not found in any repository root"},
@@ -124,7 +129,8 @@ TEST_CASE("a location is confined again when it is opened, whatever changed on d
     INFO((walk == warm::beneath_walk::openat2 ? "openat2" : "component walk"));
     warm::test::temp_dir outside, root;
     make_model(root / "m/1/model.safetensors");
-    make_model(outside / "other/1/model.safetensors");  // a valid model: only confinement refuses it
+    make_model(outside /
+               "other/1/model.safetensors");  // a valid model: only confinement refuses it
     // Looks like a safetensors length prefix whose value is the file's first eight bytes.
     warm::test::write_file(outside / "secret", "root:*:20000:0:99999:7:::\n");
     auto repo = warm::model_repository::create({root.path()});
@@ -155,7 +161,8 @@ TEST_CASE("a location is confined again when it is opened, whatever changed on d
     REQUIRE_FALSE(swapped_file);
     CHECK(swapped_file.error().code == warm::errc::invalid_argument);
     CHECK_THAT(swapped_file.error().message, Catch::Contains("outside the repository root"));
-    CHECK(warm::open_beneath(root_fd, relative, where.path, walk).error().code == warm::errc::invalid_argument);
+    CHECK(warm::open_beneath(root_fd, relative, where.path, walk).error().code ==
+          warm::errc::invalid_argument);
 
     // A FIFO or a directory where the file was: refused on the O_PATH handle, never opened for
     // reading (a FIFO would otherwise block a loader until a writer came).
@@ -169,7 +176,8 @@ TEST_CASE("a location is confined again when it is opened, whatever changed on d
     CHECK_THAT(warm::open_beneath(root_fd, relative, where.path, walk).error().message,
                Catch::Contains("not a regular file"));
     fs::remove(root / "m/1/model.safetensors");
-    CHECK(warm::open_beneath(root_fd, relative, where.path, walk).error().code == warm::errc::not_found);
+    CHECK(warm::open_beneath(root_fd, relative, where.path, walk).error().code ==
+          warm::errc::not_found);
 
     // Paths that are not plainly below the root are refused before any walk.
     for (const char* bad : {"", "/etc/passwd", "../x", "m/../../x", "m//1"}) {
@@ -188,12 +196,15 @@ TEST_CASE("symlinks inside the root: openat2 follows them, the component walk re
   fs::create_directory_symlink("m", root / "alias");  // relative, stays inside
   auto root_fd = ::open(root.path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   REQUIRE(root_fd >= 0);
-  CHECK(warm::open_beneath(root_fd, "alias/1/model.safetensors", "alias", warm::beneath_walk::openat2));
-  auto walked = warm::open_beneath(root_fd, "alias/1/model.safetensors", "alias", warm::beneath_walk::components);
+  CHECK(warm::open_beneath(root_fd, "alias/1/model.safetensors", "alias",
+                           warm::beneath_walk::openat2));
+  auto walked = warm::open_beneath(root_fd, "alias/1/model.safetensors", "alias",
+                                   warm::beneath_walk::components);
   REQUIRE_FALSE(walked);
   CHECK_THAT(walked.error().message, Catch::Contains("outside the repository root"));
   fs::create_directory_symlink(root.path() + "/m", root / "absolute");  // absolute: refused by both
-  CHECK_FALSE(warm::open_beneath(root_fd, "absolute/1/model.safetensors", "absolute", warm::beneath_walk::openat2));
+  CHECK_FALSE(warm::open_beneath(root_fd, "absolute/1/model.safetensors", "absolute",
+                                 warm::beneath_walk::openat2));
   ::close(root_fd);
 }
 

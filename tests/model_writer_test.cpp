@@ -47,8 +47,8 @@ TEST_CASE("weights follow nn.Linear's uniform(-1/sqrt(in), 1/sqrt(in))") {
   }
   CHECK(lo >= -0.1f);
   CHECK(hi <= 0.1f);
-  CHECK(hi - lo > 0.19f);                        // spans the range
-  CHECK(std::abs(sum / count) < 0.005);          // centred
+  CHECK(hi - lo > 0.19f);                // spans the range
+  CHECK(std::abs(sum / count) < 0.005);  // centred
 }
 
 TEST_CASE("bad writer options and widths are refused") {
@@ -62,7 +62,8 @@ TEST_CASE("bad writer options and widths are refused") {
 }
 
 TEST_CASE("widths_for_bytes sizes a model near the request") {
-  for (std::uint64_t target : {std::uint64_t{1} << 20, std::uint64_t{64} << 20, std::uint64_t{1} << 30}) {
+  for (std::uint64_t target :
+       {std::uint64_t{1} << 20, std::uint64_t{64} << 20, std::uint64_t{1} << 30}) {
     auto bytes = warm::dense_data_bytes(warm::widths_for_bytes(target));
     CHECK(bytes <= target);
     CHECK(bytes > target - target / 100);

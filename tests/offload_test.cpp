@@ -30,12 +30,14 @@ constexpr std::uint64_t in_width = 16, out_width = 8;
 constexpr std::uint64_t parameters = in_width * out_width + out_width;  // 136
 constexpr std::uint64_t heavy_batch = 64;                               // 8704 multiply-adds
 constexpr std::uint64_t limit = 1000;
-static_assert(parameters <= limit && heavy_batch * parameters > limit, "batch 1 runs inline, heavy_batch does not");
+static_assert(parameters <= limit && heavy_batch * parameters > limit,
+              "batch 1 runs inline, heavy_batch does not");
 
 // A runtime with model "m" [16 → 8] loaded on a faulty host device (so inferences can be held).
 struct loaded_runtime {
   explicit loaded_runtime(std::uint64_t inline_limit) {
-    REQUIRE(write_dense_model(dir / "repo/m/1/" + model_file_name, {{in_width, out_width}, activation::relu, 1}));
+    REQUIRE(write_dense_model(dir / "repo/m/1/" + model_file_name,
+                              {{in_width, out_width}, activation::relu, 1}));
     runtime_options options;
     options.devices = {"host:16MiB"};
     options.repositories = {dir / "repo"};
@@ -62,7 +64,8 @@ tensor zeros(std::uint64_t batch) {
 }
 
 // An infer call for `batch` rows of zeros on model "m".
-kj::Promise<capnp::Response<rpc::Warm::InferResults>> send_infer(rpc::Warm::Client& warm, std::uint64_t batch) {
+kj::Promise<capnp::Response<rpc::Warm::InferResults>> send_infer(rpc::Warm::Client& warm,
+                                                                 std::uint64_t batch) {
   auto req = warm.inferRequest();
   auto r = req.initRequest();
   r.setTarget("m");
@@ -90,15 +93,18 @@ struct connection {
 };
 
 bool ok_hit(capnp::Response<rpc::Warm::InferResults>& r, std::uint64_t batch) {
-  if (r.getStatus().getCode() != rpc::Status::Code::OK || !r.getResult().getCacheHit()) return false;
+  if (r.getStatus().getCode() != rpc::Status::Code::OK || !r.getResult().getCacheHit())
+    return false;
   auto outputs = r.getResult().getOutputs();
-  return outputs.size() == 1 && outputs[0].getShape().size() == 2 && outputs[0].getShape()[0] == batch &&
-         outputs[0].getShape()[1] == out_width;
+  return outputs.size() == 1 && outputs[0].getShape().size() == 2 &&
+         outputs[0].getShape()[0] == batch && outputs[0].getShape()[1] == out_width;
 }
 
 }  // namespace
 
-TEST_CASE("runtime: hits run inline up to inline_inference_limit, heavier ones on the inference threads") {
+TEST_CASE(
+    "runtime: hits run inline up to inline_inference_limit, heavier ones on the inference "
+    "threads") {
   loaded_runtime w(limit);
   auto caller = std::this_thread::get_id();
   auto run = [&](tensor input) {
@@ -120,14 +126,16 @@ TEST_CASE("runtime: hits run inline up to inline_inference_limit, heavier ones o
   std::promise<expected<infer_result>> heavy_answer;
   auto heavy = heavy_answer.get_future();
   auto called = std::async(std::launch::async, [&] {
-    w.rt->infer({"m", {zeros(heavy_batch)}}, [&](expected<infer_result> r) { heavy_answer.set_value(std::move(r)); });
+    w.rt->infer({"m", {zeros(heavy_batch)}},
+                [&](expected<infer_result> r) { heavy_answer.set_value(std::move(r)); });
   });
   struct release_on_exit {  // before `called` is joined, whatever fails
     fault_injector& faults;
     ~release_on_exit() { faults.release_inferences(); }
   } release{*w.faults};
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (w.faults->held_inferences() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  while (w.faults->held_inferences() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
   REQUIRE(w.faults->held_inferences() == 1);
   CHECK(called.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
   CHECK(heavy.wait_for(std::chrono::milliseconds(0)) == std::future_status::timeout);
@@ -142,7 +150,8 @@ TEST_CASE("runtime: hits run inline up to inline_inference_limit, heavier ones o
   CHECK(w.rt->metrics().requests_hit.value() == 2);
   CHECK(w.rt->metrics().requests_miss.value() == 0);
 
-  // A heavy batch the runtime refuses costs nothing: it is answered at once, on the caller's thread.
+  // A heavy batch the runtime refuses costs nothing: it is answered at once, on the caller's
+  // thread.
   tensor wrong = zeros(heavy_batch);
   wrong.shape = {heavy_batch / 2, in_width};
   auto refused = run(std::move(wrong));

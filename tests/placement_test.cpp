@@ -16,7 +16,8 @@ using cluster::placement_rule;
 
 namespace {
 
-instance_view view(std::uint64_t capacity, std::uint64_t used, std::vector<cluster::eviction_candidate> candidates = {}) {
+instance_view view(std::uint64_t capacity, std::uint64_t used,
+                   std::vector<cluster::eviction_candidate> candidates = {}) {
   instance_view v;
   v.capacity = capacity;
   v.used = used;
@@ -26,12 +27,14 @@ instance_view view(std::uint64_t capacity, std::uint64_t used, std::vector<clust
 }
 
 timestamp at_s(double s) {
-  return timestamp{} + std::chrono::duration_cast<timestamp::duration>(std::chrono::duration<double>(s));
+  return timestamp{} +
+         std::chrono::duration_cast<timestamp::duration>(std::chrono::duration<double>(s));
 }
 
 eval::catalog models_of(std::size_t n, std::uint64_t bytes, double load_ms) {
   eval::catalog c;
-  for (std::size_t i = 0; i < n; ++i) c.push_back({"m" + std::to_string(i), bytes, load_ms});
+  for (std::size_t i = 0; i < n; ++i)
+    c.push_back({"m" + std::to_string(i), bytes, load_ms});
   return c;
 }
 
@@ -46,20 +49,23 @@ TEST_CASE("the bytes to free count the reservations") {
   CHECK(cluster::bytes_to_free(v, 20) == 25);
 }
 
-TEST_CASE("eviction cost: whole models, the cheaper of in order and one alone, beyond the reservations") {
+TEST_CASE(
+    "eviction cost: whole models, the cheaper of in order and one alone, beyond the reservations") {
   auto v = view(100, 90, {{10, 1}, {20, 4}, {30, 1}});  // in eviction order
-  CHECK(cluster::eviction_cost(v, 10) == 0);    // fits
-  CHECK(cluster::eviction_cost(v, 11) == 1);    // the first leaves whole
-  CHECK(cluster::eviction_cost(v, 21) == 1);    // 11 bytes: the third alone (1) beats the first two (5)
-  CHECK(cluster::eviction_cost(v, 41) == 6);    // 31 bytes: all three, no one alone is enough
+  CHECK(cluster::eviction_cost(v, 10) == 0);            // fits
+  CHECK(cluster::eviction_cost(v, 11) == 1);            // the first leaves whole
+  CHECK(cluster::eviction_cost(v, 21) ==
+        1);  // 11 bytes: the third alone (1) beats the first two (5)
+  CHECK(cluster::eviction_cost(v, 41) == 6);  // 31 bytes: all three, no one alone is enough
   CHECK(cluster::eviction_cost(v, 100) == Approx(6 + 30 * 0.1));  // past the last: 0.1 per byte
-  v.reserved = 15;                              // 5 bytes to free already: the first model goes
-  CHECK(cluster::eviction_cost(v, 5) == 0);     // the room it leaves is free
-  CHECK(cluster::eviction_cost(v, 6) == 0);     // 11 bytes: the third alone, for the same value
-  CHECK(cluster::eviction_cost(v, 16) == 0);    // 21 bytes: still the third alone
-  CHECK(cluster::eviction_cost(v, 36) == 5);    // 41 bytes: all three (6), less the 1 already given up
+  v.reserved = 15;                            // 5 bytes to free already: the first model goes
+  CHECK(cluster::eviction_cost(v, 5) == 0);   // the room it leaves is free
+  CHECK(cluster::eviction_cost(v, 6) == 0);   // 11 bytes: the third alone, for the same value
+  CHECK(cluster::eviction_cost(v, 16) == 0);  // 21 bytes: still the third alone
+  CHECK(cluster::eviction_cost(v, 36) ==
+        5);  // 41 bytes: all three (6), less the 1 already given up
   v.candidates.clear();
-  CHECK(cluster::eviction_cost(v, 50) == 0);    // no candidates: no value known
+  CHECK(cluster::eviction_cost(v, 50) == 0);  // no candidates: no value known
 }
 
 // The boundary of "one alone": a candidate holding exactly the bytes to free frees enough, so
@@ -79,27 +85,32 @@ TEST_CASE("eviction cost: a candidate holding exactly the bytes to free may go a
 TEST_CASE("warm placement ranks by the value a load gives up, then its wait, then room") {
   cluster::placement_request r{20, 2.0};
   std::vector<instance_view> all{
-      view(100, 90, {{20, 3}}),           // 0: must evict value 3
-      view(100, 90, {{20, 1}}),           // 1: must evict value 1
-      view(100, 50),                      // 2: room for it, 50 left → 30 after
-      view(100, 70),                      // 3: room, 30 left → 10 after
-      view(10, 0),                        // 4: too small
+      view(100, 90, {{20, 3}}),  // 0: must evict value 3
+      view(100, 90, {{20, 1}}),  // 1: must evict value 1
+      view(100, 50),             // 2: room for it, 50 left → 30 after
+      view(100, 70),             // 3: room, 30 left → 10 after
+      view(10, 0),               // 4: too small
   };
   all.push_back(view(100, 0));
-  all.back().draining = true;             // 5: draining
-  CHECK(cluster::rank_instances(all, r, placement_rule::warm) == std::vector<std::size_t>{2, 3, 1, 0});
+  all.back().draining = true;  // 5: draining
+  CHECK(cluster::rank_instances(all, r, placement_rule::warm) ==
+        std::vector<std::size_t>{2, 3, 1, 0});
 
-  all[2].loads_in_flight = 1;             // a queued load: 2 s of wait behind it
-  CHECK(cluster::rank_instances(all, r, placement_rule::warm) == std::vector<std::size_t>{3, 1, 2, 0});
-  all[2].loading_threads = 2;             // …half of it with two threads: ties with 1, more room wins
-  CHECK(cluster::rank_instances(all, r, placement_rule::warm) == std::vector<std::size_t>{3, 2, 1, 0});
+  all[2].loads_in_flight = 1;  // a queued load: 2 s of wait behind it
+  CHECK(cluster::rank_instances(all, r, placement_rule::warm) ==
+        std::vector<std::size_t>{3, 1, 2, 0});
+  all[2].loading_threads = 2;  // …half of it with two threads: ties with 1, more room wins
+  CHECK(cluster::rank_instances(all, r, placement_rule::warm) ==
+        std::vector<std::size_t>{3, 2, 1, 0});
   all[2].loading_threads = 1;
-  all[2].loads_in_flight = 2;             // 4 s now: after instance 0's value of 3
-  CHECK(cluster::rank_instances(all, r, placement_rule::warm) == std::vector<std::size_t>{3, 1, 0, 2});
+  all[2].loads_in_flight = 2;  // 4 s now: after instance 0's value of 3
+  CHECK(cluster::rank_instances(all, r, placement_rule::warm) ==
+        std::vector<std::size_t>{3, 1, 0, 2});
 
-  all[3].reserved = 15;                   // claims since its record leave it 5 bytes: it must evict,
-                                          // and publishes no value: last
-  CHECK(cluster::rank_instances(all, r, placement_rule::warm) == std::vector<std::size_t>{1, 0, 2, 3});
+  all[3].reserved = 15;  // claims since its record leave it 5 bytes: it must evict,
+                         // and publishes no value: last
+  CHECK(cluster::rank_instances(all, r, placement_rule::warm) ==
+        std::vector<std::size_t>{1, 0, 2, 3});
 }
 
 TEST_CASE("warm placement puts instances without a value after those with one, oldest first") {
@@ -112,7 +123,8 @@ TEST_CASE("warm placement puts instances without a value after those with one, o
 
 TEST_CASE("ModelMesh's order: room first; full ones oldest first; then fewest models, most free") {
   cluster::placement_request r{20, 1.0};
-  std::vector<instance_view> all{view(100, 90), view(100, 95), view(100, 60), view(100, 70), view(100, 0), view(100, 70)};
+  std::vector<instance_view> all{view(100, 90), view(100, 95), view(100, 60),
+                                 view(100, 70), view(100, 0),  view(100, 70)};
   all[0].idle_seconds = 10;
   all[1].idle_seconds = 1000;  // full, oldest: first of the full ones
   all[2].idle_seconds = 10;
@@ -121,9 +133,11 @@ TEST_CASE("ModelMesh's order: room first; full ones oldest first; then fewest mo
   all[5].models = 3;
   // With room: 4 has no models, 3 before 2 (less free? no: the same count, 2 has more free),
   // 5 has the most models. Full: 1 (older) then 0.
-  CHECK(cluster::rank_instances(all, r, placement_rule::modelmesh) == std::vector<std::size_t>{4, 2, 3, 5, 1, 0});
+  CHECK(cluster::rank_instances(all, r, placement_rule::modelmesh) ==
+        std::vector<std::size_t>{4, 2, 3, 5, 1, 0});
   all[2].used = 70;  // 2 and 3 now tie on models and room: the older cache timestamp first
-  CHECK(cluster::rank_instances(all, r, placement_rule::modelmesh) == std::vector<std::size_t>{4, 3, 2, 5, 1, 0});
+  CHECK(cluster::rank_instances(all, r, placement_rule::modelmesh) ==
+        std::vector<std::size_t>{4, 3, 2, 5, 1, 0});
 }
 
 TEST_CASE("ModelMesh's shortlist stops at the first instance too far from the best") {
@@ -140,14 +154,14 @@ TEST_CASE("ModelMesh's shortlist stops at the first instance too far from the be
   SECTION("full: cache timestamps within max(45 s, a tenth of the best's age)") {
     std::vector<instance_view> all{view(100, 95), view(100, 95), view(100, 95)};
     all[0].idle_seconds = 1000;
-    all[1].idle_seconds = 910;   // 90 s younger: within a tenth of 1000 s
-    all[2].idle_seconds = 890;   // 110 s younger: too far
+    all[1].idle_seconds = 910;  // 90 s younger: within a tenth of 1000 s
+    all[2].idle_seconds = 890;  // 110 s younger: too far
     auto ranked = cluster::rank_instances(all, r, placement_rule::modelmesh);
     REQUIRE(ranked == std::vector<std::size_t>{0, 1, 2});
     CHECK(cluster::modelmesh_shortlist(all, ranked, r) == 2);
     all[0].idle_seconds = 100;
-    all[1].idle_seconds = 60;    // 40 s: within 45 s
-    all[2].idle_seconds = 50;    // 50 s: too far
+    all[1].idle_seconds = 60;  // 40 s: within 45 s
+    all[2].idle_seconds = 50;  // 50 s: too far
     ranked = cluster::rank_instances(all, r, placement_rule::modelmesh);
     CHECK(cluster::modelmesh_shortlist(all, ranked, r) == 2);
   }
@@ -160,7 +174,8 @@ TEST_CASE("claims spread a burst that stale records send to one new instance") {
   // every time; warm's claims queue loads there until waiting behind them costs more than the
   // others' cheapest models.
   cluster::placement_request r{10, 2.0};
-  std::vector<instance_view> records{view(100, 95, {{10, 0.5}, {10, 0.5}}), view(100, 95, {{10, 0.7}, {10, 0.7}}),
+  std::vector<instance_view> records{view(100, 95, {{10, 0.5}, {10, 0.5}}),
+                                     view(100, 95, {{10, 0.7}, {10, 0.7}}),
                                      view(100, 95, {{10, 0.9}, {10, 0.9}}), view(100, 0)};
   auto claims = records;
   std::vector<int> warm_loads(4, 0), mesh_loads(4, 0);
@@ -195,8 +210,11 @@ TEST_CASE("eviction candidates follow kdf's order and values; other policies pub
   kdf->on_insert("a", 10, 1.0, at_s(0));
   kdf->on_insert("b", 30, 1.0, at_s(0));
   kdf->on_insert("c", 20, 8.0, at_s(0));
-  for (int i = 0; i < 5; ++i) kdf->on_access("b", at_s(1), 1);
-  auto bytes = [](const std::string& id) -> std::uint64_t { return id == "a" ? 10 : id == "b" ? 30 : 20; };
+  for (int i = 0; i < 5; ++i)
+    kdf->on_access("b", at_s(1), 1);
+  auto bytes = [](const std::string& id) -> std::uint64_t {
+    return id == "a" ? 10 : id == "b" ? 30 : 20;
+  };
   auto candidates = cluster::eviction_candidates(*kdf, bytes, at_s(2));
   auto order = kdf->eviction_order(at_s(2));
   REQUIRE(candidates.size() == 3);
@@ -224,7 +242,7 @@ TEST_CASE("cluster: a load is waited for once, behind the loads queued before it
   auto r = eval::simulate_cluster(t, models, o);
   REQUIRE(r);
   CHECK(r->cold_starts == 2);
-  CHECK(r->waited == 4);                 // m0, m1, m0 again during its load, m1 at 1.5 s
+  CHECK(r->waited == 4);  // m0, m1, m0 again during its load, m1 at 1.5 s
   CHECK(r->wait_ms_total == Approx(1000 + 2000 + 900 + 500));
   CHECK(r->load_ms_total == Approx(2000));
   CHECK(r->hit_ratio == Approx(1.0 / 5));
@@ -237,7 +255,8 @@ TEST_CASE("cluster: a cold storm on empty instances is spread") {
   // draws among the four at random.
   auto models = models_of(50, 10, 1000);
   eval::trace t;
-  for (int i = 0; i < 50; ++i) t.push_back({i * 0.01, "m" + std::to_string(i)});
+  for (int i = 0; i < 50; ++i)
+    t.push_back({i * 0.01, "m" + std::to_string(i)});
   eval::cluster_options o;
   o.instances = 4;
   o.instance_capacity = 200;
@@ -264,7 +283,8 @@ TEST_CASE("cluster: claims keep placements apart between two records") {
   auto models = models_of(6, 10, 0);
   eval::trace t;
   for (int round = 0; round < 2; ++round)
-    for (int i = 0; i < 6; ++i) t.push_back({round * 100.0 + i, "m" + std::to_string(i)});
+    for (int i = 0; i < 6; ++i)
+      t.push_back({round * 100.0 + i, "m" + std::to_string(i)});
   eval::cluster_options o;
   o.instances = 2;
   o.instance_capacity = 30;
@@ -284,7 +304,8 @@ TEST_CASE("cluster: warm frees the instance whose model is worth less, ModelMesh
   // is then missed again.
   eval::catalog models{{"a", 10, 1000}, {"b", 10, 1000}, {"c", 10, 1000}};
   eval::trace t{{0, "a"}, {0, "b"}};
-  for (int i = 0; i < 4; ++i) t.push_back({1000.0 + i, "a"});
+  for (int i = 0; i < 4; ++i)
+    t.push_back({1000.0 + i, "a"});
   t.push_back({5000, "b"});
   t.push_back({10000, "c"});
   t.push_back({10001, "a"});

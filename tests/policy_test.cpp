@@ -8,8 +8,8 @@
 #include <set>
 
 #include "policy/arc_policy.hpp"
-#include "policy/gdsf_policy.hpp"
 #include "policy/expert_policy.hpp"
+#include "policy/gdsf_policy.hpp"
 #include "policy/iam_policy.hpp"
 #include "policy/kdf_policy.hpp"
 #include "policy/lecar_policy.hpp"
@@ -27,9 +27,12 @@ using strings = std::vector<std::string>;
 namespace {
 
 timestamp at(double seconds) {
-  return timestamp{} + std::chrono::duration_cast<timestamp::duration>(std::chrono::duration<double>(seconds));
+  return timestamp{} +
+         std::chrono::duration_cast<timestamp::duration>(std::chrono::duration<double>(seconds));
 }
-bool none(const std::string&) { return false; }
+bool none(const std::string&) {
+  return false;
+}
 pinned_fn only(std::string model) {
   return [model](const std::string& m) { return m == model; };
 }
@@ -83,7 +86,8 @@ TEST_CASE("lru ignores a late-reported access older than the one it knows") {
 
 TEST_CASE("lfu evicts the fewest requests since (re)load, ties least recently used") {
   lfu_policy p;
-  for (auto m : {"a", "b", "c"}) p.on_insert(m, 100, 1, at(0));
+  for (auto m : {"a", "b", "c"})
+    p.on_insert(m, 100, 1, at(0));
   p.on_access("a", at(1), 3);
   p.on_access("c", at(2), 2);
   p.on_access("b", at(3), 1);
@@ -101,7 +105,8 @@ TEST_CASE("lfu evicts the fewest requests since (re)load, ties least recently us
 
 TEST_CASE("ranked policies skip pinned models, and give up when the unpinned cannot free enough") {
   lfu_policy p;  // ranked_set: the same code ranks LFU, GDSF and IAM's fresh inserts
-  for (auto m : {"a", "b", "c"}) p.on_insert(m, 100, 1, at(0));
+  for (auto m : {"a", "b", "c"})
+    p.on_insert(m, 100, 1, at(0));
   CHECK(p.choose_victims("x", 100, none, at(1)) == strings{"a"});
   CHECK(p.choose_victims("x", 100, only("a"), at(1)) == strings{"b"});
   CHECK(p.choose_victims("x", 200, only("b"), at(1)) == strings{"a", "c"});
@@ -110,7 +115,8 @@ TEST_CASE("ranked policies skip pinned models, and give up when the unpinned can
 
 TEST_CASE("srrip inserts long, promotes hits to near, ages until a distant victim appears") {
   srrip_policy p;
-  for (auto m : {"a", "b", "c"}) p.on_insert(m, 100, 1, at(0));
+  for (auto m : {"a", "b", "c"})
+    p.on_insert(m, 100, 1, at(0));
   CHECK(p.rrpv("a") == 2);
   p.on_access("b", at(1), 1);
   CHECK(p.rrpv("b") == 0);
@@ -125,7 +131,8 @@ TEST_CASE("srrip inserts long, promotes hits to near, ages until a distant victi
 
 TEST_CASE("srrip never ages a pinned model") {
   srrip_policy p;
-  for (auto m : {"a", "b"}) p.on_insert(m, 100, 1, at(0));
+  for (auto m : {"a", "b"})
+    p.on_insert(m, 100, 1, at(0));
   p.on_access("a", at(1), 1);
   p.on_access("b", at(1), 1);
   // Both near (0): aging runs three rounds before b is distant; pinned a must stay at 0.
@@ -140,7 +147,8 @@ TEST_CASE("gdsf ranks by L + frequency x penalty / size and inflates L on evicti
   p.on_insert("b", 100, 2, at(0));
   p.on_insert("c", 200, 2, at(0));
   CHECK(p.priority("a") == Approx(0.01));
-  for (auto m : {"a", "b", "c"}) p.on_access(m, at(1), 1);
+  for (auto m : {"a", "b", "c"})
+    p.on_access(m, at(1), 1);
   CHECK(p.priority("a") == Approx(0.02));
   CHECK(p.priority("b") == Approx(0.04));
   CHECK(p.priority("c") == Approx(0.02));
@@ -204,11 +212,13 @@ TEST_CASE("arc follows a capacity that changes: p stays within it, ghosts are tr
   CHECK(p.bytes_in(arc_policy::b1) == 0);
 }
 
-TEST_CASE("sieve: the hand passes visited models once, evicts the first unvisited one and stays there") {
+TEST_CASE(
+    "sieve: the hand passes visited models once, evicts the first unvisited one and stays there") {
   auto made = make_policy("sieve", {});
   REQUIRE(made);
   auto& p = **made;
-  for (const char* m : {"a", "b", "c", "d", "e"}) p.on_insert(m, 100, 1, at(0));  // a oldest
+  for (const char* m : {"a", "b", "c", "d", "e"})
+    p.on_insert(m, 100, 1, at(0));  // a oldest
   p.on_access("a", at(1), 1);
   p.on_access("c", at(1), 1);
   // The hand starts at the oldest: a is visited (its bit cleared), b is not.
@@ -228,7 +238,8 @@ TEST_CASE("sieve: the hand passes visited models once, evicts the first unvisite
   CHECK(p.eviction_order(at(5)).size() == order.size());
   CHECK(p.choose_victims("z", 100, only("x"), at(5)) == strings{"y"});
   // Every model visited: the hand clears them all in one round and evicts where it started.
-  for (const char* m : {"a", "c", "e", "x", "y"}) p.on_access(m, at(6), 1);
+  for (const char* m : {"a", "c", "e", "x", "y"})
+    p.on_access(m, at(6), 1);
   CHECK(p.choose_victims("z", 100, none, at(6)) == strings{"y"});
 }
 
@@ -238,12 +249,14 @@ TEST_CASE("sieve: a look that finds too little leaves the visited bits and the h
   auto made = make_policy("sieve", {});
   REQUIRE(made);
   auto& p = **made;
-  for (const char* m : {"a", "b", "c", "d"}) p.on_insert(m, 100, 1, at(0));  // a oldest
+  for (const char* m : {"a", "b", "c", "d"})
+    p.on_insert(m, 100, 1, at(0));  // a oldest
   p.on_access("a", at(1), 1);
   p.on_access("b", at(1), 1);
   auto listed = [&p] {  // the eviction order, visited models marked
     strings out;
-    for (auto& r : p.eviction_order(at(2))) out.push_back(r.model + (r.score > 0 ? " visited" : ""));
+    for (auto& r : p.eviction_order(at(2)))
+      out.push_back(r.model + (r.score > 0 ? " visited" : ""));
     return out;
   };
   const strings untouched{"c", "d", "a visited", "b visited"};
@@ -303,7 +316,8 @@ TEST_CASE("s3fifo: unused models leave S for G, used ones move to M, ghosts relo
   CHECK(p.freq("a") == 2);
   auto again = p.eviction_order(at(11));
   REQUIRE(again.size() == order.size());
-  for (std::size_t i = 0; i < order.size(); ++i) CHECK(again[i].model == order[i].model);
+  for (std::size_t i = 0; i < order.size(); ++i)
+    CHECK(again[i].model == order[i].model);
 }
 
 TEST_CASE("s3fifo: G is trimmed to M's target bytes; an unknown capacity is the peak resident") {
@@ -343,7 +357,8 @@ TEST_CASE("lhd: before any hit or eviction, the oldest last reference goes first
   // Past 64 unpinned residents the candidates are sampled: distinct victims, deterministic.
   lhd_policy one, two;
   for (int i = 0; i < 100; ++i)
-    for (auto* q : {&one, &two}) q->on_insert("m" + std::to_string(i), 100, 1, at(i));
+    for (auto* q : {&one, &two})
+      q->on_insert("m" + std::to_string(i), 100, 1, at(i));
   auto victims = one.choose_victims("x", 1000, none, at(100));
   CHECK(victims.size() == 10);
   CHECK(std::set<std::string>(victims.begin(), victims.end()).size() == 10);
@@ -354,15 +369,19 @@ TEST_CASE("lhd: learned densities keep a model re-referenced at a regular age ov
   // p is used every 8 references; the one-shots o1..o14 are never used and are evicted.
   lhd_policy p;
   p.on_insert("p", 100, 1, at(0));  // reference 1
-  for (int i = 1; i <= 7; ++i) p.on_insert("o" + std::to_string(i), 100, 1, at(i));  // 2..8
+  for (int i = 1; i <= 7; ++i)
+    p.on_insert("o" + std::to_string(i), 100, 1, at(i));  // 2..8
   p.on_access("p", at(9), 3);  // 9..11: a class-0 hit at age 8; class 3 from here
-  for (int i = 1; i <= 7; ++i) p.on_remove("o" + std::to_string(i), true);  // ages 9, 8, 7..3
-  for (int i = 8; i <= 14; ++i) p.on_insert("o" + std::to_string(i), 100, 1, at(i));  // 12..18
-  p.on_access("p", at(19), 1);  // 19: a class-3 hit at age 8
-  for (int i = 8; i <= 14; ++i) p.on_remove("o" + std::to_string(i), true);  // ages 7..1
-  p.on_insert("q", 100, 1, at(20));  // 20
-  p.on_insert("r", 100, 1, at(21));  // 21
-  p.on_insert("s", 10, 1, at(22));   // 22: a tenth of the size
+  for (int i = 1; i <= 7; ++i)
+    p.on_remove("o" + std::to_string(i), true);  // ages 9, 8, 7..3
+  for (int i = 8; i <= 14; ++i)
+    p.on_insert("o" + std::to_string(i), 100, 1, at(i));  // 12..18
+  p.on_access("p", at(19), 1);                            // 19: a class-3 hit at age 8
+  for (int i = 8; i <= 14; ++i)
+    p.on_remove("o" + std::to_string(i), true);  // ages 7..1
+  p.on_insert("q", 100, 1, at(20));              // 20
+  p.on_insert("r", 100, 1, at(21));              // 21
+  p.on_insert("s", 10, 1, at(22));               // 22: a tenth of the size
   // Class 0: a hit in bucket 8 (ages 8-9, width 2), evictions 2 each in buckets 8, 7, 6, 5, 4, 3
   // and one each in 2 and 1. Backward from bucket 8: events 3 → lifetime 3·2 = 6, then +5, +7,
   // +9, +11, +13 (51 at bucket 3), +14 = 65 at bucket 2, +15 = 80 at 1, +15 = 95 at 0.
@@ -423,7 +442,8 @@ TEST_CASE("lecar: a ghost hit lowers the expert that evicted it; victims come fr
 }
 
 TEST_CASE("importance ranks follow the formula") {
-  std::vector<score_input> inputs{{"a", 100, 1.0, 1.0}, {"b", 100, 2.0, 1.0}, {"c", 100, 1.0, 0.5}, {"d", 200, 2.0, 0.5}};
+  std::vector<score_input> inputs{
+      {"a", 100, 1.0, 1.0}, {"b", 100, 2.0, 1.0}, {"c", 100, 1.0, 0.5}, {"d", 200, 2.0, 0.5}};
   auto heap = build_importance_heap(inputs, 2.0, at(0));
   REQUIRE(heap->entries.size() == 4);
   // utilities: a 0.01, b 0.02, c 0.005, d 0.005 → c and d tie at the bottom
@@ -508,7 +528,8 @@ TEST_CASE("kdf evicts the least total value that frees the bytes, not the least 
   p.on_insert("small1", 100, 1.0, at(0));
   p.on_insert("small2", 100, 1.0, at(0));
   p.on_insert("large", 300, 2.5, at(0));
-  p.on_access("small1", at(1), 1);  // small1: 2 requests x 1 s = 2; small2: 1 x 1 = 1; large: 1 x 2.5
+  p.on_access("small1", at(1),
+              1);  // small1: 2 requests x 1 s = 2; small2: 1 x 1 = 1; large: 1 x 2.5
   // 200 bytes: greedy by value per byte takes small2 (0.01/B) then small1 (0.02/B) = value 3;
   // the large model alone frees 300 for value 2.5.
   CHECK(p.choose_victims("x", 200, none, at(2)) == strings{"large"});
@@ -519,7 +540,8 @@ TEST_CASE("kdf evicts the least total value that frees the bytes, not the least 
   CHECK(p.choose_victims("x", 350, only("small2"), at(3)) == strings{"small1", "large"});
 }
 
-TEST_CASE("kdf over many residents: the least value per byte, or one model that frees enough for less") {
+TEST_CASE(
+    "kdf over many residents: the least value per byte, or one model that frees enough for less") {
   policy_options o;
   o.kdf_tau = std::chrono::seconds(0);
   o.kdf_horizon = 0;
@@ -528,12 +550,15 @@ TEST_CASE("kdf over many residents: the least value per byte, or one model that 
   auto& p = **made;
   // 100 models of 100 bytes: m<i> is worth i + 1. The most valuable are used last, so an index
   // that ignored value would offer them (or the oldest) as candidates.
-  for (int i = 0; i < 100; ++i) p.on_insert("m" + std::to_string(i), 100, 1.0, at(0));
-  for (int i = 99; i > 0; --i) p.on_access("m" + std::to_string(i), at(1), static_cast<std::uint64_t>(i));
+  for (int i = 0; i < 100; ++i)
+    p.on_insert("m" + std::to_string(i), 100, 1.0, at(0));
+  for (int i = 99; i > 0; --i)
+    p.on_access("m" + std::to_string(i), at(1), static_cast<std::uint64_t>(i));
   CHECK(p.choose_victims("x", 300, none, at(2)) == strings{"m0", "m1", "m2"});  // worth 6
   CHECK(p.choose_victims("x", 300, only("m1"), at(2)) == strings{"m0", "m2", "m3"});
   // 700 bytes: 14 candidates, past the exact knapsack: greedy by value per byte.
-  CHECK(p.choose_victims("x", 700, none, at(2)) == strings{"m0", "m1", "m2", "m3", "m4", "m5", "m6"});
+  CHECK(p.choose_victims("x", 700, none, at(2)) ==
+        strings{"m0", "m1", "m2", "m3", "m4", "m5", "m6"});
   // A large model worth less than the smallest one: it frees 100 bytes for the least value too.
   p.on_insert("cheap", 1000, 0.5, at(2));
   CHECK(p.choose_victims("x", 100, none, at(2)) == strings{"cheap"});
@@ -551,7 +576,7 @@ TEST_CASE("kdf's counts decay with tau and its value saturates with h") {
   o.kdf_horizon = 0;
   kdf_policy decaying(o);
   decaying.on_insert("old", 100, 1, at(0));
-  decaying.on_access("old", at(0), 9);   // 10 requests at t=0 → e^-3 · 10 ≈ 0.5 at t=300
+  decaying.on_access("old", at(0), 9);  // 10 requests at t=0 → e^-3 · 10 ≈ 0.5 at t=300
   decaying.on_insert("new", 100, 1, at(299));
   CHECK(decaying.choose_victims("x", 100, none, at(300)) == strings{"old"});
 
@@ -559,14 +584,15 @@ TEST_CASE("kdf's counts decay with tau and its value saturates with h") {
   o.kdf_horizon = 0.5;
   kdf_policy saturating(o);
   saturating.on_insert("hot", 100, 1.0, at(0));
-  saturating.on_access("hot", at(0), 99);  // 100 requests: value → 1 − e^-50 ≈ 1 s
+  saturating.on_access("hot", at(0), 99);         // 100 requests: value → 1 − e^-50 ≈ 1 s
   saturating.on_insert("cold", 100, 2.0, at(0));  // 1 request: value (1 − e^-0.5) · 2 ≈ 0.79 s
   CHECK(saturating.choose_victims("x", 100, none, at(1)) == strings{"cold"});
   saturating.on_access("cold", at(1), 2);  // 3 requests: (1 − e^-1.5) · 2 ≈ 1.55 s > hot's 1 s
   CHECK(saturating.choose_victims("x", 100, none, at(1)) == strings{"hot"});
 }
 
-TEST_CASE("kdf's automatic tau is memory x the idle time of its victims (a running geometric mean)") {
+TEST_CASE(
+    "kdf's automatic tau is memory x the idle time of its victims (a running geometric mean)") {
   policy_options o;
   o.kdf_memory = 10;
   o.kdf_horizon = 0;
@@ -576,7 +602,7 @@ TEST_CASE("kdf's automatic tau is memory x the idle time of its victims (a runni
   p.on_insert("a", 100, 1, at(0));
   p.on_insert("b", 100, 1, at(50));
   REQUIRE(p.choose_victims("x", 100, none, at(100)) == strings{"a"});  // a decayed more
-  p.on_remove("a", true);  // idle 100 s when chosen
+  p.on_remove("a", true);                                              // idle 100 s when chosen
   CHECK(p.characteristic_time() == Approx(100));
   CHECK(p.tau() == Approx(1000));
   p.on_insert("x", 100, 1, at(100));
@@ -600,7 +626,8 @@ TEST_CASE("kdf's automatic tau is memory x the idle time of its victims (a runni
   CHECK(p.characteristic_time() == Approx(before * std::pow(1e4 / before, 1.0 / 16)));
 }
 
-TEST_CASE("kdf's automatic tau keeps what traffic hours apart uses again; a 20-minute tau forgets it") {
+TEST_CASE(
+    "kdf's automatic tau keeps what traffic hours apart uses again; a 20-minute tau forgets it") {
   auto victim = [](policy_options o) {
     o.kdf_memory = 5;
     o.kdf_horizon = 0;
@@ -609,12 +636,14 @@ TEST_CASE("kdf's automatic tau keeps what traffic hours apart uses again; a 20-m
     REQUIRE(p.choose_victims("x", 100, none, at(3 * 3600.0)) == strings{"t"});
     p.on_remove("t", true);  // the cache's victims sit idle for hours: T = 3 h
     p.on_insert("daily", 100, 1, at(3 * 3600.0));
-    for (int k = 1; k <= 4; ++k) p.on_access("daily", at(3 * 3600.0 + k * 900.0), 1);
+    for (int k = 1; k <= 4; ++k)
+      p.on_access("daily", at(3 * 3600.0 + k * 900.0), 1);
     p.on_insert("once", 100, 1, at(10 * 3600.0));
     return p.choose_victims("x", 100, none, at(11 * 3600.0));
   };
   policy_options automatic;
-  CHECK(victim(automatic) == strings{"once"});  // τ = 15 h: 5 requests 7 h ago outweigh 1 an hour ago
+  CHECK(victim(automatic) ==
+        strings{"once"});  // τ = 15 h: 5 requests 7 h ago outweigh 1 an hour ago
   policy_options fixed;
   fixed.kdf_tau = std::chrono::seconds(1200);
   CHECK(victim(fixed) == strings{"daily"});
@@ -666,7 +695,9 @@ TEST_CASE("eviction_order lists every resident, next victim first, and changes n
   }
 }
 
-TEST_CASE("every policy under random traffic: victims resident, unpinned, distinct and enough; none only when none can be") {
+TEST_CASE(
+    "every policy under random traffic: victims resident, unpinned, distinct and enough; none only "
+    "when none can be") {
   // The device's loop: models of 100 bytes, room for four, m0 always pinned and sometimes one more,
   // uses and load penalties at random, time moving by up to 300 ms.
   for (auto& name : policy_names()) {
@@ -692,7 +723,8 @@ TEST_CASE("every policy under random traffic: victims resident, unpinned, distin
         }
         if (used + 100 > o.capacity) {
           auto need = used + 100 - o.capacity;
-          auto victims = p.choose_victims(model, need, [&](const std::string& m) { return pinned.count(m) > 0; }, now);
+          auto victims = p.choose_victims(
+              model, need, [&](const std::string& m) { return pinned.count(m) > 0; }, now);
           std::uint64_t available = 0, freed = 0;
           for (auto& [m, bytes] : resident)
             if (!pinned.count(m)) available += bytes;
@@ -731,7 +763,7 @@ TEST_CASE("load penalties: a model's mean load time, else a fit of the device's 
   // One size seen: the mean bandwidth alone (1 GB in 2 s and in 4 s: 3 s per GB).
   p.record("a", 1'000'000'000, 2.0);
   p.record("a", 1'000'000'000, 4.0);
-  CHECK(p.of("a", 1'000'000'000) == Approx(3.0));      // a's own mean
+  CHECK(p.of("a", 1'000'000'000) == Approx(3.0));              // a's own mean
   CHECK(p.of("b", 500'000'000) == Approx(1.5).epsilon(0.02));  // estimated from the device
 
   // Two sizes on a line seconds = 0.1 + 2 * GB: the fit recovers the fixed cost too.
@@ -749,14 +781,16 @@ TEST_CASE("load penalties: a model's mean load time, else a fit of the device's 
   CHECK(line.models() == 1);
 }
 
-TEST_CASE("kdf: what it remembers of a model travels to another kdf, which keeps the larger count") {
+TEST_CASE(
+    "kdf: what it remembers of a model travels to another kdf, which keeps the larger count") {
   policy_options options;
   options.kdf_tau = std::chrono::duration<double>(100.0);
   options.kdf_horizon = 0;  // linear value: P × count
   kdf_policy here(options), there(options);
   CHECK(here.remembered("a").count == 0);
   here.on_insert("a", 10, 2.0, at(0));
-  for (int i = 0; i < 3; ++i) here.on_access("a", at(10), 1);
+  for (int i = 0; i < 3; ++i)
+    here.on_access("a", at(10), 1);
   auto h = here.remembered("a");
   CHECK(h.count == Approx(std::exp(-0.1) + 3));  // decayed to its last use
   CHECK(h.at == at(10));
@@ -768,7 +802,8 @@ TEST_CASE("kdf: what it remembers of a model travels to another kdf, which keeps
   there.on_insert("a", 10, 2.0, at(20));
   auto order = there.eviction_order(at(20));
   REQUIRE(order.size() == 1);
-  CHECK(order.front().score == Approx(2.0 * (h.count * std::exp(-0.1) + 1)));  // P × (carried + the load)
+  CHECK(order.front().score ==
+        Approx(2.0 * (h.count * std::exp(-0.1) + 1)));  // P × (carried + the load)
 
   there.remember("a", {100, at(20)});  // resident: ignored
   CHECK(there.eviction_order(at(20)).front().score == Approx(order.front().score));
@@ -793,13 +828,14 @@ TEST_CASE("kdf: a shared time scale sets its automatic tau until it is withdrawn
   p.on_insert("a", 10, 1.0, at(0));
   p.on_insert("b", 10, 1.0, at(0));
   p.on_access("b", at(50), 1);
-  auto victims = p.choose_victims("c", 10, [](const std::string&) { return false; }, at(50));
+  auto victims = p.choose_victims(
+      "c", 10, [](const std::string&) { return false; }, at(50));
   REQUIRE(victims == std::vector<std::string>{"a"});
   p.on_remove("a", true);
   CHECK(p.time_scale() == Approx(50));  // its own, measured: a had been idle 50 s
   CHECK(p.tau() == Approx(300));        // the shared one still rules
   p.share_time_scale(0);
-  CHECK(p.tau() == Approx(500));        // its own again
+  CHECK(p.tau() == Approx(500));  // its own again
   kdf_policy fixed([] {
     policy_options o;
     o.kdf_tau = std::chrono::duration<double>(42.0);

@@ -5,7 +5,8 @@
 
 using namespace std::chrono_literals;
 
-TEST_CASE("a steady rate is learned whatever the sampling pattern, and forgotten when traffic stops") {
+TEST_CASE(
+    "a steady rate is learned whatever the sampling pattern, and forgotten when traffic stops") {
   warm::rate_meter meter(10s);
   warm::timestamp t{};
   std::uint64_t count = 0;

@@ -6,9 +6,9 @@
 // describe answers, that an unchanged file is not parsed again and a changed one is.
 #include <catch2/catch.hpp>
 
-#include <caf/all.hpp>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <caf/all.hpp>
 
 #include <chrono>
 #include <condition_variable>
@@ -110,7 +110,8 @@ struct registry_rig {
 struct a_registered {
   explicit a_registered(std::vector<std::uint64_t> b_widths = {16, 8}) {
     REQUIRE(write_dense_model(dir / "repo/a/1/model.safetensors", {{16, 8}, activation::relu, 1}));
-    REQUIRE(write_dense_model(dir / "repo/b/1/model.safetensors", {std::move(b_widths), activation::relu, 1}));
+    REQUIRE(write_dense_model(dir / "repo/b/1/model.safetensors",
+                              {std::move(b_widths), activation::relu, 1}));
     rig.emplace(dir);
     REQUIRE(rig->register_now("a"));
   }
@@ -144,7 +145,8 @@ TEST_CASE("a registration's header is read off the registry's thread; an identic
   REQUIRE(read);
   auto second = rig.start_register("b");
   CHECK(rig.status("a").state == model_state::not_loaded);  // answered meanwhile
-  CHECK(rig.status("b").state == model_state::not_found);   // not registered until its header is read
+  CHECK(rig.status("b").state ==
+        model_state::not_found);  // not registered until its header is read
   CHECK(first.wait_for(0s) == std::future_status::timeout);
   CHECK(second.wait_for(0s) == std::future_status::timeout);
   {
@@ -163,7 +165,8 @@ TEST_CASE("a registration's header is read off the registry's thread; an identic
   CHECK(b.output_width == 4);
 }
 
-TEST_CASE("a commit in flight holds up no request, and a registration is answered only once durable") {
+TEST_CASE(
+    "a commit in flight holds up no request, and a registration is answered only once durable") {
   a_registered setup;
   auto& rig = *setup.rig;
   const auto& dir = setup.dir;
@@ -188,7 +191,8 @@ TEST_CASE("a commit in flight holds up no request, and a registration is answere
   CHECK(contents->models[1].id == "b");
 }
 
-TEST_CASE("a failed commit leaves memory as the disk is: the registration is refused and forgotten") {
+TEST_CASE(
+    "a failed commit leaves memory as the disk is: the registration is refused and forgotten") {
   a_registered setup;
   auto& rig = *setup.rig;
   const auto& dir = setup.dir;
@@ -202,7 +206,8 @@ TEST_CASE("a failed commit leaves memory as the disk is: the registration is ref
   auto refused = b.get();
   REQUIRE_FALSE(refused);
   CHECK(refused.error().code == errc::timeout);
-  CHECK(rig.status("b").state == model_state::not_found);  // memory does not claim what the disk lacks
+  CHECK(rig.status("b").state ==
+        model_state::not_found);  // memory does not claim what the disk lacks
   CHECK(rig.status("a").state == model_state::not_loaded);
 
   lock.release();
@@ -210,7 +215,9 @@ TEST_CASE("a failed commit leaves memory as the disk is: the registration is ref
   CHECK(rig.status("b").state == model_state::not_loaded);
 }
 
-TEST_CASE("a describe's file work runs off the registry's thread: other requests are answered meanwhile") {
+TEST_CASE(
+    "a describe's file work runs off the registry's thread: other requests are answered "
+    "meanwhile") {
   test::temp_dir dir;
   REQUIRE(write_dense_model(dir / "repo/m/1/model.safetensors", {{16, 8}, activation::relu, 1}));
   registry_rig rig(dir);
@@ -251,7 +258,8 @@ TEST_CASE("describe parses a model file once per identity") {
   REQUIRE(other);
   REQUIRE(other->size() == fs::file_size(path));
   {
-    std::ofstream out(path, std::ios::binary | std::ios::in | std::ios::out);  // in place: same inode
+    std::ofstream out(path,
+                      std::ios::binary | std::ios::in | std::ios::out);  // in place: same inode
     out.write(other->data(), static_cast<std::streamsize>(other->size()));
   }
   fs::last_write_time(path, stamp);

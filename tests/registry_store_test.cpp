@@ -28,8 +28,10 @@ struct StringMaker<warm::model_record> {
         << ", size=" << (r.size_hint ? std::to_string(*r.size_hint) : "none")
         << ", auto_delete=" << r.auto_delete;
     if (r.batching) {
-      out << ", batching={" << r.batching->max_batch << ", " << r.batching->max_queue_delay.count() << "us, [";
-      for (auto p : r.batching->preferred_batch) out << p << " ";
+      out << ", batching={" << r.batching->max_batch << ", " << r.batching->max_queue_delay.count()
+          << "us, [";
+      for (auto p : r.batching->preferred_batch)
+        out << p << " ";
       out << "], " << r.batching->max_queue << "}";
     }
     out << "}";
@@ -100,7 +102,8 @@ TEST_CASE("a new store is empty and lives at <state_dir>/registry.db") {
 TEST_CASE("records round-trip with their optional fields, sorted by id") {
   warm::test::temp_dir dir;
   auto store = open_store(dir.path());
-  const warm::model_record edge{"edge", "x/edge", int64_max, 0, false, std::nullopt};  // largest storable, zero
+  const warm::model_record edge{"edge", "x/edge", int64_max,
+                                0,      false,    std::nullopt};  // largest storable, zero
   apply_batch(store, {warm::put_model{full}, warm::put_vmodel{moving}, warm::put_model{bare},
                       warm::put_model{edge}, warm::put_vmodel{settled}});
   auto contents = load_all(store);
@@ -112,7 +115,8 @@ TEST_CASE("a put replaces every field of the record with that id") {
   warm::test::temp_dir dir;
   auto store = open_store(dir.path());
   apply_batch(store, {warm::put_model{full}, warm::put_vmodel{moving}});
-  const warm::model_record replaced{"resnet", "vision/resnet50", std::nullopt, 42, false, std::nullopt};
+  const warm::model_record replaced{"resnet", "vision/resnet50", std::nullopt, 42,
+                                    false,    std::nullopt};
   const warm::vmodel_record settled_now{"embed", "bert-v2", "bert-v2"};
   apply_batch(store, {warm::put_model{replaced}, warm::put_vmodel{settled_now}});
   auto contents = load_all(store);
@@ -245,15 +249,16 @@ TEST_CASE("a registry.db with a damaged models table is refused at open, naming 
     auto store = open_store(dir.path());
     std::vector<warm::registry_change> batch;
     for (int i = 0; i < 300; ++i)
-      batch.push_back(warm::put_model{{"model-" + std::to_string(i) + std::string(100, 'x'), "m", 1, {}, false, std::nullopt}});
+      batch.push_back(warm::put_model{
+          {"model-" + std::to_string(i) + std::string(100, 'x'), "m", 1, {}, false, std::nullopt}});
     apply_batch(store, batch);
   }  // closed: the WAL is checkpointed into the file
   auto db = dir / "registry.db";
   sqlite3* raw = nullptr;
   REQUIRE(sqlite3_open_v2(db.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
   sqlite3_stmt* s = nullptr;
-  REQUIRE(sqlite3_prepare_v2(raw, "SELECT rootpage FROM sqlite_master WHERE name = 'models'", -1, &s, nullptr) ==
-          SQLITE_OK);
+  REQUIRE(sqlite3_prepare_v2(raw, "SELECT rootpage FROM sqlite_master WHERE name = 'models'", -1,
+                             &s, nullptr) == SQLITE_OK);
   REQUIRE(sqlite3_step(s) == SQLITE_ROW);
   int root = sqlite3_column_int(s, 0);
   sqlite3_finalize(s);
@@ -263,7 +268,8 @@ TEST_CASE("a registry.db with a damaged models table is refused at open, naming 
     std::fstream f(db, std::ios::binary | std::ios::in | std::ios::out);
     f.seekp(static_cast<std::streamoff>(root - 1) * 4096);
     std::string garbage(4096, '\0');
-    for (std::size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<char>((i * 7919 + 13) & 0xff);
+    for (std::size_t i = 0; i < garbage.size(); ++i)
+      garbage[i] = static_cast<char>((i * 7919 + 13) & 0xff);
     f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
   }
   auto damaged = read_all(db);
@@ -271,7 +277,8 @@ TEST_CASE("a registry.db with a damaged models table is refused at open, naming 
   REQUIRE_FALSE(store);
   CHECK(store.error().code == warm::errc::unavailable);
   CHECK_THAT(store.error().message, Catch::StartsWith(db) && Catch::Contains("corrupt") &&
-                                        Catch::Contains("move the file aside") && Catch::Contains(".recover"));
+                                        Catch::Contains("move the file aside") &&
+                                        Catch::Contains(".recover"));
   CHECK(read_all(db) == damaged);
 }
 
@@ -312,7 +319,8 @@ TEST_CASE("a model's batching options round-trip; none is not the same as batchi
   {
     auto store = open_store(dir.path());
     std::vector<warm::registry_change> batch;
-    for (const auto& r : records) batch.push_back(warm::put_model{r});
+    for (const auto& r : records)
+      batch.push_back(warm::put_model{r});
     apply_batch(store, batch);
   }
   auto store = open_store(dir.path());
@@ -325,7 +333,8 @@ TEST_CASE("a registry written by the previous schema version is upgraded in plac
           "CREATE TABLE models (id TEXT PRIMARY KEY NOT NULL, path TEXT NOT NULL,"
           " version INTEGER CHECK (version >= 0), size_hint INTEGER CHECK (size_hint >= 0),"
           " auto_delete INTEGER NOT NULL CHECK (auto_delete IN (0, 1))) WITHOUT ROWID;"
-          "CREATE TABLE vmodels (id TEXT PRIMARY KEY NOT NULL, active TEXT NOT NULL, target TEXT NOT NULL)"
+          "CREATE TABLE vmodels (id TEXT PRIMARY KEY NOT NULL, active TEXT NOT NULL, target TEXT "
+          "NOT NULL)"
           " WITHOUT ROWID;"
           "INSERT INTO models VALUES ('m', 'm', 3, NULL, 0);"
           "INSERT INTO vmodels VALUES ('v', 'm', 'm');"
@@ -351,10 +360,14 @@ TEST_CASE("a corrupt batch_preferred is refused, not read as no preferred sizes"
   warm::batching_options b;
   b.max_batch = 4;
   b.preferred_batch = {2};
-  { auto store = open_store(dir.path()); apply_batch(store, {warm::put_model{{"m", "m", {}, {}, false, b}}}); }
+  {
+    auto store = open_store(dir.path());
+    apply_batch(store, {warm::put_model{{"m", "m", {}, {}, false, b}}});
+  }
   for (const char* bad : {"2,", ",2", "2,,4", "x", "-1", "99999999999999999999"}) {
     INFO(bad);
-    raw_sql(dir / "registry.db", (std::string("UPDATE models SET batch_preferred = '") + bad + "'").c_str());
+    raw_sql(dir / "registry.db",
+            (std::string("UPDATE models SET batch_preferred = '") + bad + "'").c_str());
     auto store = open_store(dir.path());
     auto contents = store.load();
     REQUIRE_FALSE(contents);
@@ -372,9 +385,10 @@ TEST_CASE("ten thousand puts in one batch load back in order") {
   for (int i = n - 1; i >= 0; --i) {  // in reverse, so that load has to sort
     char id[16];
     std::snprintf(id, sizeof id, "m%05d", i);
-    batch.push_back(warm::put_model{
-        {id, std::string("models/") + id, std::uint64_t(i),
-         i % 2 ? std::optional<std::uint64_t>(i * 1000ull) : std::nullopt, i % 3 == 0, std::nullopt}});
+    batch.push_back(
+        warm::put_model{{id, std::string("models/") + id, std::uint64_t(i),
+                         i % 2 ? std::optional<std::uint64_t>(i * 1000ull) : std::nullopt,
+                         i % 3 == 0, std::nullopt}});
     batch.push_back(warm::put_vmodel{{std::string("v") + id, id, id}});
   }
   apply_batch(store, batch);
@@ -384,7 +398,8 @@ TEST_CASE("ten thousand puts in one batch load back in order") {
   CHECK(contents.models.front().id == "m00000");
   CHECK(contents.models.back() ==
         warm::model_record{"m09999", "models/m09999", 9999, 9999000, true, std::nullopt});
-  CHECK(contents.models[4242] == warm::model_record{"m04242", "models/m04242", 4242, {}, true, std::nullopt});
+  CHECK(contents.models[4242] ==
+        warm::model_record{"m04242", "models/m04242", 4242, {}, true, std::nullopt});
   CHECK(contents.vmodels[17] == warm::vmodel_record{"vm00017", "m00017", "m00017"});
   for (int i = 1; i < n; ++i)
     REQUIRE(contents.models[i - 1].id < contents.models[i].id);

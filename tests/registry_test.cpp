@@ -20,7 +20,9 @@ using warm::test::eventually;
 
 namespace {
 
-errc code_of(const expected<void>& r) { return r ? errc::internal : r.error().code; }
+errc code_of(const expected<void>& r) {
+  return r ? errc::internal : r.error().code;
+}
 
 // Asks the registry `m` as an actor does (msg::ask) and waits for the response: an R, or the
 // error it carried.
@@ -45,7 +47,8 @@ TEST_CASE("registration is idempotent for the same info and refuses different in
   auto different = f.rt->register_model("a", {"b"}).get();
   REQUIRE_FALSE(different);
   CHECK(different.error().code == errc::invalid_argument);
-  CHECK(code_of(f.rt->register_model("a", {"a", 1}).get()) == errc::invalid_argument);  // version differs
+  CHECK(code_of(f.rt->register_model("a", {"a", 1}).get()) ==
+        errc::invalid_argument);  // version differs
   CHECK(f.rt->register_model("versioned", {"b", 1}).get());
   CHECK(f.rt->register_model("versioned", {"b", 1}).get());
 }
@@ -64,7 +67,8 @@ TEST_CASE("paths that leave the repository, bad ids and bad files are refused wi
   CHECK(code_of(f.rt->register_model("", {"a"}).get()) == errc::invalid_argument);
   CHECK(code_of(f.rt->register_model("has space", {"a"}).get()) == errc::invalid_argument);
   CHECK(code_of(f.rt->register_model("a/b", {"a"}).get()) == errc::invalid_argument);
-  CHECK(code_of(f.rt->register_model(std::string(257, 'x'), {"a"}).get()) == errc::invalid_argument);
+  CHECK(code_of(f.rt->register_model(std::string(257, 'x'), {"a"}).get()) ==
+        errc::invalid_argument);
 
   test::write_file(f.dir / "repo/bad/1/model.safetensors", "not a safetensors file at all");
   auto bad = f.rt->register_model("bad", {"bad"}).get();
@@ -80,7 +84,8 @@ TEST_CASE("paths that leave the repository, bad ids and bad files are refused wi
 TEST_CASE("a model swapped for a symlink leading outside after registration is never loaded") {
   test::runtime_fixture f({"m", "n"});
   f.register_all();
-  REQUIRE(write_dense_model(f.dir / "outside/m/1/model.safetensors", {{16, 8}, activation::none, 1}));
+  REQUIRE(
+      write_dense_model(f.dir / "outside/m/1/model.safetensors", {{16, 8}, activation::none, 1}));
   test::write_file(f.dir / "outside/secret", "root:*:20000:0:99999:7:::\n");
 
   namespace fs = std::filesystem;
@@ -99,14 +104,17 @@ TEST_CASE("a model swapped for a symlink leading outside after registration is n
   fs::create_symlink(f.dir / "outside/secret", f.dir / "repo/n/1/model.safetensors");
   auto secret = f.rt->ensure_loaded("n", true).get();
   REQUIRE_FALSE(secret);
-  CHECK_THAT(secret.error().message, Catch::Contains("outside the repository root") && !Catch::Contains("root:") &&
+  CHECK_THAT(secret.error().message, Catch::Contains("outside the repository root") &&
+                                         !Catch::Contains("root:") &&
                                          !Catch::Contains("header length"));
-  CHECK_THAT(f.rt->describe("n").get().error().message, Catch::Contains("outside the repository root"));
+  CHECK_THAT(f.rt->describe("n").get().error().message,
+             Catch::Contains("outside the repository root"));
   CHECK(f.rt->status("n").get()->state != model_state::loaded);
 }
 
 // The id rule, at its boundary: 256 bytes accepted, 257 refused; each refusal names the rule.
-TEST_CASE("model ids: 256 bytes accepted, 257, empty, spaces, '/', control and non-ASCII bytes refused") {
+TEST_CASE(
+    "model ids: 256 bytes accepted, 257, empty, spaces, '/', control and non-ASCII bytes refused") {
   test::runtime_fixture f({"a"});
   REQUIRE(f.rt->register_model(std::string(256, 'm'), {"a"}).get());
   auto longest = f.rt->status(std::string(256, 'm')).get();
@@ -115,13 +123,15 @@ TEST_CASE("model ids: 256 bytes accepted, 257, empty, spaces, '/', control and n
   REQUIRE_FALSE(too_long);
   CHECK(too_long.error().code == errc::invalid_argument);
   CHECK_THAT(too_long.error().message, Catch::Contains("model id must be 1 to 256 bytes long"));
-  for (const std::string& bad : {std::string("caf\xc3\xa9"), std::string("has space"), std::string("a/b"),
-                                 std::string("tab\there"), std::string("del\x7f"), std::string("nul\0x", 5)}) {
+  for (const std::string& bad :
+       {std::string("caf\xc3\xa9"), std::string("has space"), std::string("a/b"),
+        std::string("tab\there"), std::string("del\x7f"), std::string("nul\0x", 5)}) {
     INFO("model id '" << bad << "'");
     auto r = f.rt->register_model(bad, {"a"}).get();
     REQUIRE_FALSE(r);
     CHECK(r.error().code == errc::invalid_argument);
-    CHECK_THAT(r.error().message, Catch::Contains("may hold only printable ASCII without spaces or '/'"));
+    CHECK_THAT(r.error().message,
+               Catch::Contains("may hold only printable ASCII without spaces or '/'"));
   }
   auto empty = f.rt->register_model("", {"a"}).get();
   REQUIRE_FALSE(empty);
@@ -146,7 +156,8 @@ TEST_CASE("a registered path holding a NUL byte is refused, and nothing is store
 // A real FIFO (mkfifo) as the model file: opening it for reading would block until a writer came.
 // Registration refuses it, and one swapped in after registration fails the load and the describe,
 // each answered at once (the test would hang on the future otherwise).
-TEST_CASE("a FIFO as the model file is refused at registration, load and describe without blocking") {
+TEST_CASE(
+    "a FIFO as the model file is refused at registration, load and describe without blocking") {
   test::runtime_fixture f({"m"});
   namespace fs = std::filesystem;
   fs::create_directories(f.dir / "repo/pipe/1");
@@ -216,7 +227,8 @@ TEST_CASE("a restarted runtime comes back with every registered model and vmodel
   auto r = f.rt->infer({"v", {test::input()}}).get();
   REQUIRE(r);
   CHECK(r->model == "b");
-  CHECK(code_of(f.rt->register_model("a", {"b"}).get()) == errc::invalid_argument);  // still registered
+  CHECK(code_of(f.rt->register_model("a", {"b"}).get()) ==
+        errc::invalid_argument);  // still registered
 }
 
 TEST_CASE("registration with load_now loads in the background; sync waits for the load") {
@@ -228,7 +240,8 @@ TEST_CASE("registration with load_now loads in the background; sync waits for th
 }
 
 TEST_CASE("the registry refuses registrations past max_models") {
-  test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2, [](runtime_options& o) { o.max_models = 1; });
+  test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2,
+                          [](runtime_options& o) { o.max_models = 1; });
   REQUIRE(f.rt->register_model("a", {"a"}).get());
   auto past = f.rt->register_model("b", {"b"}).get();
   REQUIRE_FALSE(past);

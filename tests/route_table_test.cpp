@@ -24,14 +24,16 @@ TEST_CASE("concurrent writers never lose each other's edits") {
   for (int w = 0; w < writers; ++w)
     threads.emplace_back([&, w] {
       ++started;
-      while (started < writers) std::this_thread::yield();  // start together
+      while (started < writers)
+        std::this_thread::yield();  // start together
       for (int i = 0; i < rounds; ++i) {
         auto id = "w" + std::to_string(w) + "-" + std::to_string(i);
         routes.put_alias(id, "m" + std::to_string(w));
         if (i % 2 == 1) routes.erase_alias("w" + std::to_string(w) + "-" + std::to_string(i - 1));
       }
     });
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   int missing = 0, extra = 0;
   for (int w = 0; w < writers; ++w)
     for (int i = 0; i < rounds; ++i) {
@@ -74,7 +76,8 @@ TEST_CASE("a reader never keeps a snapshot older than a write it saw complete") 
     }
   }
   done = true;
-  for (auto& r : readers) r.join();
+  for (auto& r : readers)
+    r.join();
   CHECK(stale == 0);
 }
 
@@ -82,15 +85,19 @@ TEST_CASE("a vmodel change copies one shard of the aliases, not the whole table"
   // 25,000 vmodels, then 100 flips and 100 new ones: each copies about 25,000 / 64 aliases.
   route_table routes;
   std::unordered_map<std::string, std::string> aliases;
-  for (int i = 0; i < 25000; ++i) aliases.emplace("v" + std::to_string(i), "m" + std::to_string(i % 7));
+  for (int i = 0; i < 25000; ++i)
+    aliases.emplace("v" + std::to_string(i), "m" + std::to_string(i % 7));
   routes.replace_aliases(aliases);
   REQUIRE(routes.aliases() == 25000);
   auto before = routes.copied();
-  for (int i = 0; i < 100; ++i) routes.put_alias("v" + std::to_string(i * 97), "flipped");
-  for (int i = 0; i < 100; ++i) routes.put_alias("new" + std::to_string(i), "m1");
+  for (int i = 0; i < 100; ++i)
+    routes.put_alias("v" + std::to_string(i * 97), "flipped");
+  for (int i = 0; i < 100; ++i)
+    routes.put_alias("new" + std::to_string(i), "m1");
   auto copied = routes.copied() - before;
   INFO("ids copied by 200 changes: " << copied);
-  CHECK(copied < 200 * 2 * 25000 / route_table::shard_count);  // twice a shard's average: room for skew
+  CHECK(copied <
+        200 * 2 * 25000 / route_table::shard_count);  // twice a shard's average: room for skew
   CHECK(copied > 0);
   // And the table answers as before.
   CHECK(routes.resolve("v97") == "flipped");

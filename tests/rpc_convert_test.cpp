@@ -20,15 +20,17 @@ tensor f32_tensor(std::vector<std::uint64_t> shape, std::size_t floats) {
   t.type = dtype::f32;
   t.shape = std::move(shape);
   t.data.resize(floats * 4);
-  for (std::size_t i = 0; i < t.data.size(); ++i) t.data[i] = std::byte(i & 0xff);
+  for (std::size_t i = 0; i < t.data.size(); ++i)
+    t.data[i] = std::byte(i & 0xff);
   return t;
 }
 
 }  // namespace
 
 TEST_CASE("status codes map both ways") {
-  for (auto c : {errc::not_found, errc::invalid_argument, errc::model_too_large, errc::capacity_exhausted,
-                 errc::load_failed, errc::unavailable, errc::timeout, errc::internal}) {
+  for (auto c :
+       {errc::not_found, errc::invalid_argument, errc::model_too_large, errc::capacity_exhausted,
+        errc::load_failed, errc::unavailable, errc::timeout, errc::internal}) {
     CHECK(r::to_errc(r::to_capnp(c)) == c);
     CHECK(r::code_name(r::to_capnp(c)) == to_string(c));
   }
@@ -50,8 +52,8 @@ TEST_CASE("status codes map both ways") {
 }
 
 TEST_CASE("model states, statuses and infos round-trip") {
-  for (auto s : {model_state::not_found, model_state::not_loaded, model_state::queued, model_state::loading,
-                 model_state::loaded, model_state::loading_failed})
+  for (auto s : {model_state::not_found, model_state::not_loaded, model_state::queued,
+                 model_state::loading, model_state::loaded, model_state::loading_failed})
     CHECK(r::from_capnp(r::to_capnp(s)) == s);
   for (auto s : {vmodel_state::not_found, vmodel_state::defined, vmodel_state::transitioning,
                  vmodel_state::transition_failed})
@@ -214,7 +216,8 @@ TEST_CASE("inference requests and results round-trip") {
 
 TEST_CASE("inspections and events round-trip") {
   inspection s;
-  s.devices.push_back({"host0", "kdf", 100, 50, 10, 3, 1, {{"m", 40, 1, 7, 0.5}}, "runtime pid 7, restarts 1", 0});
+  s.devices.push_back(
+      {"host0", "kdf", 100, 50, 10, 3, 1, {{"m", 40, 1, 7, 0.5}}, "runtime pid 7, restarts 1", 0});
   s.queue.push_back({"q", true, 12.0, 1, 5});
   s.running.push_back({"r", "host0", "loading", 2});
   s.failures.push_back({"f", "host0", make_error(errc::load_failed, "bad"), 1.0, 599.0});

@@ -11,9 +11,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
-#include <filesystem>
 #include <future>
 #include <thread>
 
@@ -21,9 +21,9 @@
 
 #include "remote/remote_device.hpp"
 #include "rpc/convert.hpp"
-#include "support/warmd_process.hpp"
 #include "support/runtime_fixture.hpp"
 #include "support/test_files.hpp"
+#include "support/warmd_process.hpp"
 #include "warm/model_writer.hpp"
 #include "warm/runtime.hpp"
 
@@ -50,10 +50,13 @@ void write_model(const temp_dir& dir, const std::string& name, std::uint64_t see
 }
 
 // The repository of `dir` as the runtime is told it (canonical, as warm sends its roots).
-std::string repo_of(const temp_dir& dir) { return std::filesystem::canonical(dir / "repo").string(); }
+std::string repo_of(const temp_dir& dir) {
+  return std::filesystem::canonical(dir / "repo").string();
+}
 
 // A runtime warm starts and supervises, which may load from `dir`'s repository (when given).
-warm::runtime_link_options supervised(const std::string& name, const std::string& args = "--capacity 64KiB",
+warm::runtime_link_options supervised(const std::string& name,
+                                      const std::string& args = "--capacity 64KiB",
                                       const temp_dir* dir = nullptr) {
   warm::runtime_link_options o;
   o.name = name;
@@ -68,13 +71,14 @@ warm::runtime_link_options supervised(const std::string& name, const std::string
 
 // A runtime over <dir>/repo with `devices` (specs) and the attached runtimes, on the real clock
 // and file loader.
-std::unique_ptr<warm::runtime> make_runtime(const temp_dir& dir, std::vector<std::string> devices,
-                                            std::vector<std::shared_ptr<warm::remote_device>> runtimes,
-                                            std::uint32_t attempts = 3,
-                                            std::function<void(warm::runtime_options&)> adjust = nullptr) {
+std::unique_ptr<warm::runtime> make_runtime(
+    const temp_dir& dir, std::vector<std::string> devices,
+    std::vector<std::shared_ptr<warm::remote_device>> runtimes, std::uint32_t attempts = 3,
+    std::function<void(warm::runtime_options&)> adjust = nullptr) {
   warm::runtime_options o;
   o.devices = std::move(devices);
-  for (auto& r : runtimes) o.attached_devices.push_back({r, ""});
+  for (auto& r : runtimes)
+    o.attached_devices.push_back({r, ""});
   o.repositories = {dir / "repo"};
   o.state_dir = dir / "state";
   o.failure_expiry = 10min;
@@ -90,7 +94,9 @@ warm::infer_request request(const std::string& model, float value = 0.5f) {
   return {model, {warm::test::input(1, 16, value)}};
 }
 
-bool alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+bool alive(pid_t pid) {
+  return pid > 0 && ::kill(pid, 0) == 0;
+}
 
 const warm::device_info& device_named(const warm::inspection& i, const std::string& name) {
   for (auto& d : i.devices)
@@ -149,7 +155,8 @@ TEST_CASE("a model in a runtime answers exactly as the same model on warm's host
 
 TEST_CASE("an inference in a runtime holds none of warm's inference threads while it waits") {
   temp_dir dir;
-  for (const char* m : {"h", "x", "r"}) write_model(dir, m);
+  for (const char* m : {"h", "x", "r"})
+    write_model(dir, m);
   auto options = supervised("r1", "--capacity 1KiB", &dir);
   options.status_period = 30s;  // no status while it is stopped: it is not taken for hung
   auto remote = warm::remote_device::start(options);
@@ -177,7 +184,9 @@ TEST_CASE("an inference in a runtime holds none of warm's inference threads whil
   CHECK(other.get());
 }
 
-TEST_CASE("a runtime killed mid-inference: the request fails clearly, the runtime restarts, the model it ran is failed") {
+TEST_CASE(
+    "a runtime killed mid-inference: the request fails clearly, the runtime restarts, the model it "
+    "ran is failed") {
   temp_dir dir;
   write_model(dir, "m");
   write_model(dir, "n", 2);
@@ -199,12 +208,16 @@ TEST_CASE("a runtime killed mid-inference: the request fails clearly, the runtim
   INFO(failed.error().message);
 
   // The link reaped it, reported both models lost, and started a new process.
-  REQUIRE(eventually([&] { return remote->ready() && remote->pid() != first && remote->pid() > 0; }));
+  REQUIRE(
+      eventually([&] { return remote->ready() && remote->pid() != first && remote->pid() > 0; }));
   CHECK(remote->restarts() == 1);
   auto lost = rt->inspect().get();
   REQUIRE(lost);
   CHECK(device_named(*lost, "r1").resident.empty());
-  CHECK(rt->metrics().devices.back().evictions[static_cast<int>(warm::eviction_reason::lost)].value() == 2);
+  CHECK(rt->metrics()
+            .devices.back()
+            .evictions[static_cast<int>(warm::eviction_reason::lost)]
+            .value() == 2);
 
   // n was only resident: its failure record lasts until the runtime is back, then it loads again.
   REQUIRE(eventually([&] { return static_cast<bool>(rt->infer(request("n")).get()); }, 5s));
@@ -218,7 +231,8 @@ TEST_CASE("a runtime killed mid-inference: the request fails clearly, the runtim
   auto again = rt->infer(request("m")).get();
   REQUIRE_FALSE(again);
   CHECK(again.error().code == warm::errc::load_failed);
-  CHECK_THAT(again.error().message, Catch::Contains("signal 9") && Catch::Contains("running when it died"));
+  CHECK_THAT(again.error().message,
+             Catch::Contains("signal 9") && Catch::Contains("running when it died"));
   CHECK(remote->pid() != first);
   CHECK(remote->restarts() == 1);
   REQUIRE(rt->retry("m").get());
@@ -237,7 +251,8 @@ TEST_CASE("a runtime loads only from the repositories it was given") {
   CHECK(remote->restarts() == 0);  // a refusal, not a crash
 }
 
-TEST_CASE("a runtime killed mid-load: the load is retried on a healthy device and the request succeeds") {
+TEST_CASE(
+    "a runtime killed mid-load: the load is retried on a healthy device and the request succeeds") {
   temp_dir dir;
   write_model(dir, "m");
   // The runtime has the most free room, so placement picks it first.
@@ -265,7 +280,9 @@ TEST_CASE("a runtime killed mid-load: the load is retried on a healthy device an
   CHECK(i->failures.empty());
 }
 
-TEST_CASE("a runtime that hangs on a load: the load times out with a failure record, and the runtime drops it") {
+TEST_CASE(
+    "a runtime that hangs on a load: the load times out with a failure record, and the runtime "
+    "drops it") {
   temp_dir dir;
   write_model(dir, "m");
   auto options = supervised("r1", "--capacity " + std::to_string(model_bytes), &dir);
@@ -293,18 +310,22 @@ TEST_CASE("a runtime that hangs on a load: the load times out with a failure rec
   CHECK(remote->pid() == pid);  // a slow load is not a dead runtime
   // Operators clear the record; the model then loads. The runtime has room for one model: the
   // late load it was told to drop must not keep it.
-  CHECK(eventually([&] {
-    REQUIRE(rt->retry("m").get());
-    return static_cast<bool>(rt->infer(request("m")).get());
-  }, 5s));
+  CHECK(eventually(
+      [&] {
+        REQUIRE(rt->retry("m").get());
+        return static_cast<bool>(rt->infer(request("m")).get());
+      },
+      5s));
 }
 
 TEST_CASE("a runtime that reports less capacity than its models take: warm evicts down to it") {
   temp_dir dir;
-  for (int i = 0; i < 4; ++i) write_model(dir, "m" + std::to_string(i), i + 1);
+  for (int i = 0; i < 4; ++i)
+    write_model(dir, "m" + std::to_string(i), i + 1);
   auto capacity_file = dir / "capacity";
   warm::test::write_file(capacity_file, "64KiB\n");
-  auto remote = warm::remote_device::start(supervised("r1", "--capacity 64KiB --capacity-file " + capacity_file, &dir));
+  auto remote = warm::remote_device::start(
+      supervised("r1", "--capacity 64KiB --capacity-file " + capacity_file, &dir));
   auto rt = make_runtime(dir, {}, {remote});
   for (int i = 0; i < 4; ++i) {
     auto id = "m" + std::to_string(i);
@@ -327,7 +348,8 @@ TEST_CASE("a runtime that reports less capacity than its models take: warm evict
   // A larger capacity is adopted as well, and used.
   warm::test::write_file(capacity_file, "64KiB\n");
   REQUIRE(eventually([&] { return remote->capacity() == 64 * 1024; }, 5s));
-  for (int i = 0; i < 4; ++i) CHECK(rt->infer(request("m" + std::to_string(i))).get());
+  for (int i = 0; i < 4; ++i)
+    CHECK(rt->infer(request("m" + std::to_string(i))).get());
   CHECK(remote->used() == 4 * model_bytes);
 }
 
@@ -356,7 +378,8 @@ TEST_CASE("a runtime on a socket outlives its client: the next client unloads wh
   o.socket = socket;
   o.restart_min = 50ms;
   o.status_period = 100ms;
-  REQUIRE(eventually([&] { return std::ifstream(socket).good() || ::access(socket.c_str(), F_OK) == 0; }));
+  REQUIRE(eventually(
+      [&] { return std::ifstream(socket).good() || ::access(socket.c_str(), F_OK) == 0; }));
 
   {
     auto remote = warm::remote_device::start(o);
@@ -394,7 +417,8 @@ TEST_CASE("runtime specs") {
   REQUIRE(socket);
   CHECK(socket->socket == "/run/warm/r.sock");
   CHECK(socket->command.empty());
-  for (auto bad : {"torch", "=cmd", "host=cmd", "cuda:0=cmd", "a b=cmd", "r=", "r=   ", "r=unix:"}) {
+  for (auto bad :
+       {"torch", "=cmd", "host=cmd", "cuda:0=cmd", "a b=cmd", "r=", "r=   ", "r=unix:"}) {
     INFO(bad);
     auto parsed = warm::parse_runtime_spec(bad);
     REQUIRE_FALSE(parsed);
@@ -402,7 +426,8 @@ TEST_CASE("runtime specs") {
   }
 }
 
-TEST_CASE("a runtime command that cannot start: the device is not ready and loads fail fast, clearly") {
+TEST_CASE(
+    "a runtime command that cannot start: the device is not ready and loads fail fast, clearly") {
   temp_dir dir;
   write_model(dir, "m");
   auto options = supervised("r1");
@@ -430,7 +455,8 @@ pid_t runtime_pid(const std::string& state) {
 }
 
 struct warmd_client {
-  explicit warmd_client(const std::string& address) : ez(address), warm(ez.getMain<warm::rpc::Warm>()) {}
+  explicit warmd_client(const std::string& address)
+      : ez(address), warm(ez.getMain<warm::rpc::Warm>()) {}
   kj::WaitScope& ws() { return ez.getWaitScope(); }
   warm::rpc::Status::Code infer(const std::string& id) {
     auto req = warm.inferRequest();
@@ -454,8 +480,12 @@ TEST_CASE("warmd supervises its runtimes: they die with it and start again with 
   warmd.write_model("m", {16, 8});
   std::vector<std::string> args{"--runtime", "r1=" + runtime_exe() + " --capacity 64KiB"};
   warmd.start(args);
-  CHECK(eventually([&] { return warmd.log().find("warmd ready: 2 device(s) (1 of them model runtimes)") !=
-                                std::string::npos; }, 5s));
+  CHECK(eventually(
+      [&] {
+        return warmd.log().find("warmd ready: 2 device(s) (1 of them model runtimes)") !=
+               std::string::npos;
+      },
+      5s));
   pid_t first = 0;
   {
     warmd_client c(warmd.address());

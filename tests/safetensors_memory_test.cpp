@@ -36,7 +36,8 @@ void counted_free(void* p) {
 
 std::string length_prefix(std::uint64_t n) {
   std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out;
 }
 
@@ -64,8 +65,12 @@ constexpr std::size_t target = 16'000'000;  // header bytes of each crafted file
 
 // Every replaceable form, the nothrow ones included: a block from the runtime's own nothrow new
 // (Catch2 uses it) released through the counted delete would read its size from outside it.
-void* operator new(std::size_t n) { return counted_alloc(n); }
-void* operator new[](std::size_t n) { return counted_alloc(n); }
+void* operator new(std::size_t n) {
+  return counted_alloc(n);
+}
+void* operator new[](std::size_t n) {
+  return counted_alloc(n);
+}
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
   try {
     return counted_alloc(n);
@@ -73,13 +78,27 @@ void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
     return nullptr;
   }
 }
-void* operator new[](std::size_t n, const std::nothrow_t& tag) noexcept { return operator new(n, tag); }
-void operator delete(void* p) noexcept { counted_free(p); }
-void operator delete[](void* p) noexcept { counted_free(p); }
-void operator delete(void* p, std::size_t) noexcept { counted_free(p); }
-void operator delete[](void* p, std::size_t) noexcept { counted_free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { counted_free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { counted_free(p); }
+void* operator new[](std::size_t n, const std::nothrow_t& tag) noexcept {
+  return operator new(n, tag);
+}
+void operator delete(void* p) noexcept {
+  counted_free(p);
+}
+void operator delete[](void* p) noexcept {
+  counted_free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  counted_free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  counted_free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  counted_free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
+  counted_free(p);
+}
 
 TEST_CASE("crafted 16 MB headers are read within a few bytes of memory per header byte") {
   struct crafted {
@@ -92,36 +111,42 @@ TEST_CASE("crafted 16 MB headers are read within a few bytes of memory per heade
     // The densest valid header: empty tensors, each a record of its own.
     std::string json = "{";
     for (std::size_t i = 0; json.size() < target - 64; ++i)
-      json += (i ? ",\"" : "\"") + std::to_string(i) + R"(":{"dtype":"U8","shape":[0],"data_offsets":[0,0]})";
+      json += (i ? ",\"" : "\"") + std::to_string(i) +
+              R"(":{"dtype":"U8","shape":[0],"data_offsets":[0,0]})";
     json += "}";
     cases.push_back({"400k empty tensors", image(json, json.size()), true});
   }
   {
     std::string json = R"({"t":{"dtype":"U8","shape":[)";
-    while (json.size() < target - 64) json += "1,";
+    while (json.size() < target - 64)
+      json += "1,";
     json += R"(1],"data_offsets":[0,1]}})";
     cases.push_back({"a shape of 8M dimensions", image(json, json.size(), 1), false});
   }
   {
     std::string json = R"({"__metadata__":{)";
-    for (std::size_t i = 0; json.size() < target - 64; ++i) json += (i ? ",\"" : "\"") + std::to_string(i) + "\":\"\"";
+    for (std::size_t i = 0; json.size() < target - 64; ++i)
+      json += (i ? ",\"" : "\"") + std::to_string(i) + "\":\"\"";
     json += "}}";
     cases.push_back({"1.6M metadata entries", image(json, json.size()), false});
   }
   {
     std::string json = R"({"t":{"dtype":"U8","shape":[0],"data_offsets":[0,0],"x":[)";
-    while (json.size() < target - 64) json += "{},";
+    while (json.size() < target - 64)
+      json += "{},";
     json += "{}]}}";
     cases.push_back({"5M empty objects in an unknown field", image(json, json.size()), false});
   }
   {
     std::string json = "[";
-    while (json.size() < target - 64) json += "[],";
+    while (json.size() < target - 64)
+      json += "[],";
     json += "[]]";
     cases.push_back({"5M empty arrays as the root", image(json, json.size()), false});
   }
   {
-    std::string json = "{\"" + std::string(target - 80, 'n') + R"(":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}})";
+    std::string json = "{\"" + std::string(target - 80, 'n') +
+                       R"(":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}})";
     cases.push_back({"one 16 MB tensor name", image(json, json.size()), true});
   }
   for (const auto& c : cases) {
@@ -132,8 +157,8 @@ TEST_CASE("crafted 16 MB headers are read within a few bytes of memory per heade
     INFO("message: " << message);
     CHECK(accepted == c.valid);
     auto header = static_cast<std::int64_t>(c.file.size());
-    INFO("peak " << used << " bytes for a " << header << "-byte header (" << double(used) / double(header)
-                 << " per byte)");
+    INFO("peak " << used << " bytes for a " << header << "-byte header ("
+                 << double(used) / double(header) << " per byte)");
     CHECK(used <= 6 * header);
   }
 }

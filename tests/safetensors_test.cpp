@@ -15,14 +15,16 @@ namespace {
 
 std::string length_prefix(std::uint64_t n) {
   std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out;
 }
 
 }  // namespace
 
 TEST_CASE("valid files of several shapes parse with exact layout") {
-  for (auto widths : std::vector<std::vector<std::uint64_t>>{{1, 1}, {784, 512, 10}, {3, 5, 7, 2}, {64, 64, 64, 64, 64}}) {
+  for (auto widths : std::vector<std::vector<std::uint64_t>>{
+           {1, 1}, {784, 512, 10}, {3, 5, 7, 2}, {64, 64, 64, 64, 64}}) {
     auto bytes = warm::dense_model_bytes({widths, warm::activation::gelu, 3});
     REQUIRE(bytes);
     auto header = warm::parse_safetensors(*bytes);
@@ -70,36 +72,78 @@ TEST_CASE("malformed files are rejected with a specific error") {
   };
   std::vector<bad_case> cases = {
       {"empty file", "", "too short for the 8-byte header length"},
-      {"truncated length prefix", std::string("\x10\x00\x00", 3), "too short for the 8-byte header length"},
+      {"truncated length prefix", std::string("\x10\x00\x00", 3),
+       "too short for the 8-byte header length"},
       {"header length past EOF", length_prefix(4096) + "{}", "runs past the end of the"},
-      {"header length over 100 MB", length_prefix(100'000'001) + "{}", "exceeds the 100000000-byte limit"},
+      {"header length over 100 MB", length_prefix(100'000'001) + "{}",
+       "exceeds the 100000000-byte limit"},
       {"huge header length", length_prefix(~0ull) + "{}", "exceeds the 100000000-byte limit"},
       {"truncated header", image(one.dump(), 16).substr(0, 20), "runs past the end of the"},
       {"bad JSON", image("{\"t\": {\"dtype\": ", 0), "not valid JSON"},
       {"JSON not an object", image("[1, 2, 3]", 0), "not a JSON object"},
       {"invalid UTF-8", image("{\"\xff\xfe\": 1}", 0), "not valid JSON"},
       {"deep nesting", image(std::string(5000, '[') + std::string(5000, ']'), 0), "nesting deeper"},
-      {"duplicate tensor name", image(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8), "duplicate key 't'"},
-      {"duplicate field", image(R"({"t":{"dtype":"F32","dtype":"F16","shape":[1],"data_offsets":[0,4]}})", 4), "duplicate key 'dtype'"},
-      {"unknown dtype", json_image(json{{"t", {{"dtype", "F42"}, {"shape", {1}}, {"data_offsets", {0, 4}}}}}, 4), "unknown dtype 'F42'"},
-      {"missing dtype", json_image(json{{"t", {{"shape", {1}}, {"data_offsets", {0, 4}}}}}, 4), "missing dtype"},
-      {"missing shape", json_image(json{{"t", {{"dtype", "F32"}, {"data_offsets", {0, 4}}}}}, 4), "missing shape"},
-      {"missing offsets", json_image(json{{"t", {{"dtype", "F32"}, {"shape", {1}}}}}, 4), "missing data_offsets"},
-      {"unknown field", json_image(json{{"t", {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {0, 4}}, {"x", 1}}}}, 4), "unknown field 'x'"},
-      {"negative dimension", json_image(json{{"t", {{"dtype", "F32"}, {"shape", {-1}}, {"data_offsets", {0, 4}}}}}, 4), "not a non-negative integer"},
-      {"fractional dimension", json_image(json{{"t", {{"dtype", "F32"}, {"shape", {1.5}}, {"data_offsets", {0, 4}}}}}, 4), "not a non-negative integer"},
-      {"shape size overflow", json_image(json{{"t", {{"dtype", "F64"}, {"shape", {1ull << 40, 1ull << 40}}, {"data_offsets", {0, 4}}}}}, 4), "overflows"},
-      {"shape-size mismatch", json_image(json{{"t", f32({3}, 0)}, {"u", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {12, 16}}}}}, 16), "need 8 bytes but data_offsets span 4"},
-      {"offsets reversed", json_image(json{{"t", {{"dtype", "F32"}, {"shape", {0}}, {"data_offsets", {8, 4}}}}}, 8), "end before they begin"},
-      {"offsets not a pair", json_image(json{{"t", {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {0, 4, 8}}}}}, 4), "is not [begin, end]"},
-      {"offsets out of bounds", json_image(json{{"t", f32({4}, 0)}}, 8), "past the 8-byte data buffer"},
-      {"offsets one byte out of bounds", json_image(json{{"t", {{"dtype", "U8"}, {"shape", {9}}, {"data_offsets", {0, 9}}}}}, 8), "data_offsets end at 9, past the 8-byte data buffer"},
-      {"overlapping tensors", json_image(json{{"a", f32({2}, 0)}, {"b", f32({2}, 4)}}, 12), "'b' overlaps tensor 'a'"},
-      {"gap between tensors", json_image(json{{"a", f32({1}, 0)}, {"b", f32({1}, 8)}}, 12), "gap of 4 bytes before tensor 'b'"},
-      {"gap at the start", json_image(json{{"a", f32({1}, 4)}}, 8), "gap of 4 bytes before tensor 'a'"},
+      {"duplicate tensor name",
+       image(
+           R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+           8),
+       "duplicate key 't'"},
+      {"duplicate field",
+       image(R"({"t":{"dtype":"F32","dtype":"F16","shape":[1],"data_offsets":[0,4]}})", 4),
+       "duplicate key 'dtype'"},
+      {"unknown dtype",
+       json_image(json{{"t", {{"dtype", "F42"}, {"shape", {1}}, {"data_offsets", {0, 4}}}}}, 4),
+       "unknown dtype 'F42'"},
+      {"missing dtype", json_image(json{{"t", {{"shape", {1}}, {"data_offsets", {0, 4}}}}}, 4),
+       "missing dtype"},
+      {"missing shape", json_image(json{{"t", {{"dtype", "F32"}, {"data_offsets", {0, 4}}}}}, 4),
+       "missing shape"},
+      {"missing offsets", json_image(json{{"t", {{"dtype", "F32"}, {"shape", {1}}}}}, 4),
+       "missing data_offsets"},
+      {"unknown field",
+       json_image(
+           json{{"t", {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {0, 4}}, {"x", 1}}}}, 4),
+       "unknown field 'x'"},
+      {"negative dimension",
+       json_image(json{{"t", {{"dtype", "F32"}, {"shape", {-1}}, {"data_offsets", {0, 4}}}}}, 4),
+       "not a non-negative integer"},
+      {"fractional dimension",
+       json_image(json{{"t", {{"dtype", "F32"}, {"shape", {1.5}}, {"data_offsets", {0, 4}}}}}, 4),
+       "not a non-negative integer"},
+      {"shape size overflow",
+       json_image(
+           json{
+               {"t",
+                {{"dtype", "F64"}, {"shape", {1ull << 40, 1ull << 40}}, {"data_offsets", {0, 4}}}}},
+           4),
+       "overflows"},
+      {"shape-size mismatch",
+       json_image(json{{"t", f32({3}, 0)},
+                       {"u", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {12, 16}}}}},
+                  16),
+       "need 8 bytes but data_offsets span 4"},
+      {"offsets reversed",
+       json_image(json{{"t", {{"dtype", "F32"}, {"shape", {0}}, {"data_offsets", {8, 4}}}}}, 8),
+       "end before they begin"},
+      {"offsets not a pair",
+       json_image(json{{"t", {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {0, 4, 8}}}}}, 4),
+       "is not [begin, end]"},
+      {"offsets out of bounds", json_image(json{{"t", f32({4}, 0)}}, 8),
+       "past the 8-byte data buffer"},
+      {"offsets one byte out of bounds",
+       json_image(json{{"t", {{"dtype", "U8"}, {"shape", {9}}, {"data_offsets", {0, 9}}}}}, 8),
+       "data_offsets end at 9, past the 8-byte data buffer"},
+      {"overlapping tensors", json_image(json{{"a", f32({2}, 0)}, {"b", f32({2}, 4)}}, 12),
+       "'b' overlaps tensor 'a'"},
+      {"gap between tensors", json_image(json{{"a", f32({1}, 0)}, {"b", f32({1}, 8)}}, 12),
+       "gap of 4 bytes before tensor 'b'"},
+      {"gap at the start", json_image(json{{"a", f32({1}, 4)}}, 8),
+       "gap of 4 bytes before tensor 'a'"},
       {"trailing bytes", json_image(json{{"a", f32({1}, 0)}}, 12), "8 trailing bytes not covered"},
-      {"metadata not strings", json_image(json{{"__metadata__", {{"k", 1}}}}, 0), "__metadata__ value of 'k' is not a string"},
-      {"metadata not an object", json_image(json{{"__metadata__", "x"}}, 0), "__metadata__ must be an object"},
+      {"metadata not strings", json_image(json{{"__metadata__", {{"k", 1}}}}, 0),
+       "__metadata__ value of 'k' is not a string"},
+      {"metadata not an object", json_image(json{{"__metadata__", "x"}}, 0),
+       "__metadata__ must be an object"},
       {"tensor entry not an object", json_image(json{{"t", 5}}, 0), "entry is not an object"},
   };
   REQUIRE(cases.size() >= 15);
@@ -134,15 +178,17 @@ TEST_CASE("the header length may reach the end of the file, not one byte past it
 TEST_CASE("errors never echo the bytes of a file that is not a model") {
   const std::string secret = "root:*:20000:0:99999:7:::\nsecret-token-0123456789\n";
   std::uint64_t prefix = 0;
-  for (int i = 7; i >= 0; --i) prefix = (prefix << 8) | static_cast<unsigned char>(secret[i]);
+  for (int i = 7; i >= 0; --i)
+    prefix = (prefix << 8) | static_cast<unsigned char>(secret[i]);
   const std::string text = "{\"t\": hunter2-password}";
   auto bad_json = length_prefix(text.size()) + text;
   for (const auto& bytes : {secret, bad_json}) {
     auto parsed = warm::parse_safetensors(bytes);
     REQUIRE_FALSE(parsed);
     INFO(parsed.error().message);
-    CHECK_THAT(parsed.error().message, !Catch::Contains(std::to_string(prefix)) && !Catch::Contains("root") &&
-                                           !Catch::Contains("hunter2") && !Catch::Contains("secret"));
+    CHECK_THAT(parsed.error().message,
+               !Catch::Contains(std::to_string(prefix)) && !Catch::Contains("root") &&
+                   !Catch::Contains("hunter2") && !Catch::Contains("secret"));
   }
 }
 

@@ -380,7 +380,8 @@ TEST_CASE("become: dropping root to nobody is for good", "[sandbox][user]") {
   CHECK(describe(st) == "exit " + std::to_string(EINVAL));
 }
 
-TEST_CASE("become: keeping read-search reads what Landlock allows, whatever the modes", "[sandbox][user]") {
+TEST_CASE("become: keeping read-search reads what Landlock allows, whatever the modes",
+          "[sandbox][user]") {
   if (::geteuid() != 0) {
     WARN("skipped: not running as root");
     return;
@@ -399,11 +400,12 @@ TEST_CASE("become: keeping read-search reads what Landlock allows, whatever the 
   int st = in_child([&] {
     if (sb::become(who, true) != 0) return 1;
     if (::setuid(0) == 0 || ::setgid(0) == 0) return 2;
-    if (!can_read((t.a() / "secret").string())) return 3;         // the capability: modes do not stop it
+    if (!can_read((t.a() / "secret").string())) return 3;  // the capability: modes do not stop it
     if (!open_fails((t.a() / "file").string(), O_WRONLY, EACCES)) return 4;  // nor does it write
     if (sb::restrict_self(ruleset) != 0) return 5;
     if (!can_read((t.a() / "secret").string())) return 6;
-    if (!open_fails((t.b() / "secret").string(), O_RDONLY, EACCES)) return 7;  // Landlock does stop it
+    if (!open_fails((t.b() / "secret").string(), O_RDONLY, EACCES))
+      return 7;  // Landlock does stop it
     if (!open_fails("/etc/shadow", O_RDONLY, EACCES)) return 8;
     if (!sb::apply_seccomp({})) return 9;
     struct {
@@ -413,7 +415,9 @@ TEST_CASE("become: keeping read-search reads what Landlock allows, whatever the 
     handle.h.handle_bytes = sizeof handle.bytes;
     int mount_id = 0;
     errno = 0;
-    if (::name_to_handle_at(AT_FDCWD, "/etc/shadow", &handle.h, &mount_id, 0) == 0 || errno != EPERM) return 10;
+    if (::name_to_handle_at(AT_FDCWD, "/etc/shadow", &handle.h, &mount_id, 0) == 0 ||
+        errno != EPERM)
+      return 10;
     return 0;
   });
   CHECK(describe(st) == "exit 0");

@@ -39,11 +39,13 @@ std::shared_ptr<acquired> hold(runtime& rt, const std::string& id) {
 void race(const std::string& policy, std::chrono::milliseconds duration) {
   INFO("policy " << policy);
   std::vector<std::string> names;
-  for (int i = 0; i < 12; ++i) names.push_back("m" + std::to_string(i));
-  test::runtime_fixture f(names, {"host:" + std::to_string(4 * small_model_bytes + 100)}, 2, [&](runtime_options& o) {
-    o.policy = policy;
-    o.rescore_period = 2ms;
-  });
+  for (int i = 0; i < 12; ++i)
+    names.push_back("m" + std::to_string(i));
+  test::runtime_fixture f(names, {"host:" + std::to_string(4 * small_model_bytes + 100)}, 2,
+                          [&](runtime_options& o) {
+                            o.policy = policy;
+                            o.rescore_period = 2ms;
+                          });
   f.register_all();
 
   // m0 stays pinned by a lease for the whole test.
@@ -101,7 +103,8 @@ void race(const std::string& policy, std::chrono::milliseconds duration) {
     std::this_thread::sleep_for(5ms);
   }
   stop = true;
-  for (auto& c : clients) c.join();
+  for (auto& c : clients)
+    c.join();
 
   CHECK(consistent);
   CHECK(pinned_resident);
@@ -119,17 +122,21 @@ void race(const std::string& policy, std::chrono::milliseconds duration) {
   REQUIRE(eventually([&] {
     auto s = f.rt->inspect().get();
     std::uint64_t resident = 0;
-    for (auto& r : s->devices[0].resident) resident += r.bytes;
-    return s->devices[0].used == resident && s->devices[0].draining == 0 && s->devices[0].untracked == 0;
+    for (auto& r : s->devices[0].resident)
+      resident += r.bytes;
+    return s->devices[0].used == resident && s->devices[0].draining == 0 &&
+           s->devices[0].untracked == 0;
   }));
 }
 
 }  // namespace
 
-TEST_CASE("iam heaps swapped in while requests race evictions keep pinned models and exact accounting") {
+TEST_CASE(
+    "iam heaps swapped in while requests race evictions keep pinned models and exact accounting") {
   race("iam", 1500ms);
 }
 
 TEST_CASE("every policy keeps pinned models and exact accounting under racing requests") {
-  for (auto& policy : policy_names()) race(policy, 250ms);
+  for (auto& policy : policy_names())
+    race(policy, 250ms);
 }

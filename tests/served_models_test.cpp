@@ -23,8 +23,8 @@ namespace {
 const std::string model_bytes = test::json_image(test::dense_header({16, 8}), (16 * 8 + 8) * 4);
 
 struct served_fixture {
-  explicit served_fixture(std::chrono::milliseconds settle = 30ms, std::string device = "host:64KiB",
-                          std::chrono::milliseconds poll = 10ms)
+  explicit served_fixture(std::chrono::milliseconds settle = 30ms,
+                          std::string device = "host:64KiB", std::chrono::milliseconds poll = 10ms)
       : settle(settle), device(std::move(device)), poll(poll) {
     std::filesystem::create_directories(dir / "repo");
     start();
@@ -43,8 +43,10 @@ struct served_fixture {
     REQUIRE(made);
     rt = std::move(*made);
   }
-  void write_version(const std::string& model, std::uint64_t v, const std::string& bytes = model_bytes) {
-    test::write_file(dir / ("repo/" + model + "/" + std::to_string(v) + "/model.safetensors"), bytes);
+  void write_version(const std::string& model, std::uint64_t v,
+                     const std::string& bytes = model_bytes) {
+    test::write_file(dir / ("repo/" + model + "/" + std::to_string(v) + "/model.safetensors"),
+                     bytes);
   }
   std::optional<served_model_status> status(const std::string& name) {
     auto all = rt->served().get();
@@ -56,7 +58,8 @@ struct served_fixture {
   std::vector<std::uint64_t> versions(const std::string& name) {
     std::vector<std::uint64_t> out;
     if (auto s = status(name))
-      for (auto& v : s->versions) out.push_back(v.version);
+      for (auto& v : s->versions)
+        out.push_back(v.version);
     return out;
   }
   std::optional<std::uint64_t> default_of(const std::string& name) {
@@ -143,7 +146,8 @@ TEST_CASE("availability-preserving: a roll forward under load fails no request")
   steady_client client(*f.rt, "m");
   REQUIRE(eventually([&] { return client.requests > 20; }));
   f.write_version("m", 2);
-  REQUIRE(eventually([&] { return f.default_of("m") == 2u && f.versions("m") == std::vector<std::uint64_t>{2}; }));
+  REQUIRE(eventually(
+      [&] { return f.default_of("m") == 2u && f.versions("m") == std::vector<std::uint64_t>{2}; }));
   auto before = client.requests.load();
   REQUIRE(eventually([&] { return client.requests > before + 20; }));
   client.finish();
@@ -161,7 +165,8 @@ TEST_CASE("resource-preserving: the old version goes first; the name finds none 
   REQUIRE(f.rt->serve(one("m", "latest:1", load_policy::resource_preserving)).get());
   REQUIRE(eventually([&] { return f.default_of("m") == 1u; }));
   f.write_version("m", 2);
-  REQUIRE(eventually([&] { return f.default_of("m") == 2u && f.versions("m") == std::vector<std::uint64_t>{2}; }));
+  REQUIRE(eventually(
+      [&] { return f.default_of("m") == 2u && f.versions("m") == std::vector<std::uint64_t>{2}; }));
   CHECK(f.served_by("m") == "m@2");
   CHECK(f.served_by("m@1").rfind("error: not_found", 0) == 0);
 }
@@ -184,7 +189,8 @@ TEST_CASE("a version that fails to load is retried while the previous one serves
   CHECK(f.served_by("m") == "m@1");
   // Mended in place: the next retry loads it and the roll completes.
   f.write_version("m", 2);
-  REQUIRE(eventually([&] { return f.default_of("m") == 2u && f.versions("m") == std::vector<std::uint64_t>{2}; }));
+  REQUIRE(eventually(
+      [&] { return f.default_of("m") == 2u && f.versions("m") == std::vector<std::uint64_t>{2}; }));
   CHECK(f.served_by("m") == "m@2");
 }
 
@@ -212,7 +218,9 @@ TEST_CASE("labels name ready versions and keep them aspired") {
   CHECK(f.served_by("m@stable") == "m@2");
 }
 
-TEST_CASE("a model no longer served loses its versions and aliases; a refused configuration changes nothing") {
+TEST_CASE(
+    "a model no longer served loses its versions and aliases; a refused configuration changes "
+    "nothing") {
   served_fixture f;
   f.write_version("m", 1);
   f.write_version("n", 4);
@@ -246,7 +254,8 @@ TEST_CASE("after a restart the name serves at once, then the roll goes on") {
   f.start();
   CHECK(f.served_by("m") == "m@1");  // before any configuration: the alias the last run left
   REQUIRE(f.rt->serve(one("m")).get());
-  REQUIRE(eventually([&] { return f.default_of("m") == 2u && f.versions("m") == std::vector<std::uint64_t>{2}; }));
+  REQUIRE(eventually(
+      [&] { return f.default_of("m") == 2u && f.versions("m") == std::vector<std::uint64_t>{2}; }));
   CHECK(f.served_by("m") == "m@2");
 }
 
@@ -260,18 +269,21 @@ TEST_CASE("a model file written slowly is not loaded before it is complete") {
   {
     std::ofstream out(path, std::ios::binary);
     for (std::size_t i = 0; i < model_bytes.size(); i += 64) {
-      out.write(model_bytes.data() + i, static_cast<std::streamsize>(std::min<std::size_t>(64, model_bytes.size() - i)));
+      out.write(model_bytes.data() + i,
+                static_cast<std::streamsize>(std::min<std::size_t>(64, model_bytes.size() - i)));
       out.flush();
       std::this_thread::sleep_for(20ms);  // far longer than the poll, shorter than the settle time
       auto s = f.status("m");
       REQUIRE(s);
-      for (auto& v : s->versions) CHECK(v.state != version_state::error);
+      for (auto& v : s->versions)
+        CHECK(v.state != version_state::error);
       CHECK(s->default_version == 1u);
     }
   }
   REQUIRE(eventually([&] { return f.default_of("m") == 2u; }));
   auto s = f.status("m");
-  for (auto& v : s->versions) CHECK(v.failures == 0);
+  for (auto& v : s->versions)
+    CHECK(v.failures == 0);
 }
 
 TEST_CASE("while a new version loads, the version that serves is pinned: room is made elsewhere") {
@@ -287,7 +299,8 @@ TEST_CASE("while a new version loads, the version that serves is pinned: room is
   CHECK(test::state_of(*f.rt, "m@1") == model_state::loaded);
 
   f.write_version("m", 2);
-  REQUIRE(eventually([&] { return f.default_of("m") == 2u && f.versions("m") == std::vector<std::uint64_t>{2}; }));
+  REQUIRE(eventually(
+      [&] { return f.default_of("m") == 2u && f.versions("m") == std::vector<std::uint64_t>{2}; }));
   CHECK(test::state_of(*f.rt, "x") == model_state::not_loaded);  // x made room, not m@1
   CHECK(test::state_of(*f.rt, "m@2") == model_state::loaded);
   // The pin is gone: m@2 may be evicted like any model.
@@ -298,7 +311,8 @@ TEST_CASE("while a new version loads, the version that serves is pinned: room is
   CHECK(test::state_of(*f.rt, "m@2") == model_state::not_loaded);  // the LRU victim
 }
 
-TEST_CASE("a directory that leads outside the repository, or is missing, serves nothing and says why") {
+TEST_CASE(
+    "a directory that leads outside the repository, or is missing, serves nothing and says why") {
   served_fixture f;
   test::temp_dir outside;
   test::write_file(outside / "1/model.safetensors", model_bytes);
@@ -328,14 +342,19 @@ TEST_CASE("a change in a served model's directory is seen at once, not at the ne
   REQUIRE(f.rt->serve(one("m")).get());  // the first look is made at once
   REQUIRE(eventually([&] { return f.default_of("m") == 1u; }, 5s));
   f.write_version("m", 2);  // a new version directory: the watch on m/ sees it
-  REQUIRE(eventually([&] { return f.default_of("m") == 2u && f.versions("m") == std::vector<std::uint64_t>{2}; }, 5s));
-  std::filesystem::create_directories(f.dir / "repo/m/3");  // an empty version directory, filled later
+  REQUIRE(eventually(
+      [&] { return f.default_of("m") == 2u && f.versions("m") == std::vector<std::uint64_t>{2}; },
+      5s));
+  std::filesystem::create_directories(f.dir /
+                                      "repo/m/3");  // an empty version directory, filled later
   std::this_thread::sleep_for(50ms);
-  test::write_file(f.dir / "repo/m/3/model.safetensors", model_bytes);  // seen through m/3's own watch
+  test::write_file(f.dir / "repo/m/3/model.safetensors",
+                   model_bytes);  // seen through m/3's own watch
   REQUIRE(eventually([&] { return f.default_of("m") == 3u; }, 5s));
 }
 
-TEST_CASE("a forced label moves as soon as its version loads; an unforced one waits for it to be ready") {
+TEST_CASE(
+    "a forced label moves as soon as its version loads; an unforced one waits for it to be ready") {
   // Version 2 can never fit the device: its load fails (model_too_large), again at each retry.
   served_fixture f(30ms, "host:2KiB");
   f.write_version("m", 1);
@@ -346,7 +365,8 @@ TEST_CASE("a forced label moves as soon as its version loads; an unforced one wa
   REQUIRE(f.rt->serve(config).get());
   REQUIRE(eventually([&] {
     auto s = f.status("m");
-    return s && s->versions.size() == 2 && s->versions[1].state == version_state::error && s->labels.count("stable");
+    return s && s->versions.size() == 2 && s->versions[1].state == version_state::error &&
+           s->labels.count("stable");
   }));
   CHECK_FALSE(f.status("m")->labels.count("canary"));
   CHECK(f.served_by("m@canary").rfind("error: not_found", 0) == 0);
@@ -358,6 +378,7 @@ TEST_CASE("a forced label moves as soon as its version loads; an unforced one wa
     auto s = f.status("m");
     return s && s->labels.count("canary") && s->labels.at("canary") == 2u;
   }));
-  CHECK(f.served_by("m@canary").rfind("error: model_too_large", 0) == 0);  // the label's version answers
+  CHECK(f.served_by("m@canary").rfind("error: model_too_large", 0) ==
+        0);  // the label's version answers
   CHECK(f.served_by("m") == "m@1");
 }

@@ -42,7 +42,8 @@ class lease_readers {
           route_table::read_guard reading;
           if (auto lease = routes.lease("m", {})) {
             ++leased;
-            if (lease.slot().quiesced() || input_width(lease.model().io()) != 16 || lease.slot().model() != "m")
+            if (lease.slot().quiesced() || input_width(lease.model().io()) != 16 ||
+                lease.slot().model() != "m")
               ++wrong;
           }
         }
@@ -74,7 +75,7 @@ TEST_CASE("a withdrawn slot refuses leases and frees its weights when the last l
   CHECK(slot.in_flight() == 1);
   CHECK(slot.uses() == 1);
   CHECK(slot.last_used() == timestamp{} + std::chrono::seconds(5));
-  CHECK_FALSE(slot.withdraw());        // a lease is out: not quiescent yet
+  CHECK_FALSE(slot.withdraw());       // a lease is out: not quiescent yet
   CHECK_FALSE(slot.try_acquire({}));  // no new leases
   CHECK(l.dev->used() == 544);
   CHECK(input_width(lease.model().io()) == 16);
@@ -86,12 +87,13 @@ TEST_CASE("a withdrawn slot refuses leases and frees its weights when the last l
   CHECK(events.size() == 1);
 }
 
-TEST_CASE("a request that waited for the load is served but not a use: the load was its reference") {
+TEST_CASE(
+    "a request that waited for the load is served but not a use: the load was its reference") {
   loaded l;
   serving_slot slot("m", *l.dev, l.weights(), [](serving_slot::event) {});
   auto waited = slot.try_acquire(timestamp{} + std::chrono::seconds(3), false);
   REQUIRE(waited);
-  CHECK(slot.uses() == 0);  // what the policy is told: nothing beyond the load
+  CHECK(slot.uses() == 0);    // what the policy is told: nothing beyond the load
   CHECK(slot.served() == 1);  // what an operator sees
   CHECK(slot.last_used() == timestamp{} + std::chrono::seconds(3));
   auto hit = slot.try_acquire(timestamp{} + std::chrono::seconds(4));
@@ -126,15 +128,17 @@ TEST_CASE("clients racing a withdrawal never use freed weights and the bytes com
   for (int round = 0; round < 50; ++round) {
     loaded l;
     std::atomic<int> quiesced{0};
-    auto slot = std::make_shared<serving_slot>("m", *l.dev, l.weights(), [&](serving_slot::event e) {
-      if (e == serving_slot::event::quiesced) ++quiesced;
-    });
+    auto slot =
+        std::make_shared<serving_slot>("m", *l.dev, l.weights(), [&](serving_slot::event e) {
+          if (e == serving_slot::event::quiesced) ++quiesced;
+        });
     std::atomic<bool> go{false};
     std::atomic<long> used_after_withdraw{0};
     std::vector<std::thread> clients;
     for (int t = 0; t < 3; ++t)
       clients.emplace_back([&] {
-        while (!go) std::this_thread::yield();
+        while (!go)
+          std::this_thread::yield();
         for (int i = 0; i < 2000; ++i) {
           auto lease = slot->try_acquire({});
           if (!lease) continue;
@@ -145,7 +149,8 @@ TEST_CASE("clients racing a withdrawal never use freed weights and the bytes com
     go = true;
     std::this_thread::sleep_for(std::chrono::microseconds(50 * (round % 5)));
     slot->withdraw();
-    for (auto& c : clients) c.join();
+    for (auto& c : clients)
+      c.join();
     CHECK(used_after_withdraw == 0);
     CHECK(quiesced == 1);
     CHECK(l.dev->used() == 0);
@@ -177,9 +182,11 @@ TEST_CASE("route table readers see consistent entries while writers publish") {
   }
   routes.put_slot("m", slot);
   routes.put_alias("v", "m");
-  while (found == 0) std::this_thread::yield();
+  while (found == 0)
+    std::this_thread::yield();
   stop = true;
-  for (auto& r : readers) r.join();
+  for (auto& r : readers)
+    r.join();
   CHECK(inconsistent == 0);
   route_table::read_guard reading;
   CHECK(routes.lease("v", {}).slot().model() == "m");
@@ -189,7 +196,8 @@ TEST_CASE("route table readers see consistent entries while writers publish") {
   slot->withdraw();
 }
 
-TEST_CASE("replacing every alias at once drops the old ones and publishes the new in one snapshot") {
+TEST_CASE(
+    "replacing every alias at once drops the old ones and publishes the new in one snapshot") {
   loaded l;
   route_table routes;
   auto slot = std::make_shared<serving_slot>("m", *l.dev, l.weights(), nullptr);
@@ -218,7 +226,8 @@ TEST_CASE("leases taken while slots are replaced and withdrawn never see freed w
   lease_readers readers(routes);
   std::shared_ptr<serving_slot> previous;
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  for (int i = 0; i < 3000 || readers.leased < 1000 || std::chrono::steady_clock::now() < until; ++i) {
+  for (int i = 0; i < 3000 || readers.leased < 1000 || std::chrono::steady_clock::now() < until;
+       ++i) {
     auto next = std::make_shared<serving_slot>("m", *l.dev, l.weights(), nullptr);
     routes.put_slot("m", next);
     if (previous) previous->withdraw();  // the eviction of the replaced copy
@@ -237,7 +246,8 @@ TEST_CASE("loads and evictions touch one entry; the table publishes only for new
   std::vector<loaded> models(3);
   route_table routes;
   auto make = [&](int i) {
-    return std::make_shared<serving_slot>("m" + std::to_string(i), *models[i].dev, models[i].weights(), nullptr);
+    return std::make_shared<serving_slot>("m" + std::to_string(i), *models[i].dev,
+                                          models[i].weights(), nullptr);
   };
   auto first = make(0);
   route_table::read_guard reading;
@@ -279,7 +289,7 @@ TEST_CASE("the table keeps an unlinked slot until no reader that saw it is left"
     routes.erase_slot("other", nullptr);  // a write while the guard lives: still kept
     CHECK_FALSE(watch.expired());
   }
-  CHECK(routes.retired() == 1);   // released by a writer, not by the reader
+  CHECK(routes.retired() == 1);  // released by a writer, not by the reader
   routes.erase_slot("other", nullptr);
   CHECK(routes.retired() == 0);
   CHECK(watch.expired());
@@ -292,7 +302,8 @@ TEST_CASE("empty entries are compacted once they are as many as the filled ones"
   route_table routes;
   std::vector<std::shared_ptr<serving_slot>> slots;
   for (int i = 0; i < 200; ++i) {
-    slots.push_back(std::make_shared<serving_slot>("m" + std::to_string(i), *l.dev, l.weights(), nullptr));
+    slots.push_back(
+        std::make_shared<serving_slot>("m" + std::to_string(i), *l.dev, l.weights(), nullptr));
     routes.put_slot("m" + std::to_string(i), slots.back());
   }
   CHECK(routes.entries() == 200);
@@ -303,12 +314,14 @@ TEST_CASE("empty entries are compacted once they are as many as the filled ones"
   CHECK(routes.entries() < 200);
   CHECK(routes.entries() >= 50);
   route_table::read_guard reading;
-  for (int i = 150; i < 200; ++i) CHECK(routes.lease("m" + std::to_string(i), {}));
+  for (int i = 150; i < 200; ++i)
+    CHECK(routes.lease("m" + std::to_string(i), {}));
   auto again = std::make_shared<serving_slot>("m0", *l.dev, l.weights(), nullptr);
   routes.put_slot("m0", again);
   CHECK(routes.lease("m0", {}));
   again->withdraw();
-  for (int i = 150; i < 200; ++i) slots[i]->withdraw();
+  for (int i = 150; i < 200; ++i)
+    slots[i]->withdraw();
 }
 
 // The reclamation protocol under load: readers lease and read the weights while a writer keeps
@@ -350,19 +363,22 @@ TEST_CASE("an idle event racing a withdrawal calls a live callback; quiesced com
   loaded l;
   for (int round = 0; round < 500; ++round) {
     std::atomic<int> quiesced{0}, idle{0};
-    auto slot = std::make_shared<serving_slot>("m", *l.dev, l.weights(), [&](serving_slot::event e) {
-      (e == serving_slot::event::quiesced ? quiesced : idle).fetch_add(1);
-    });
+    auto slot =
+        std::make_shared<serving_slot>("m", *l.dev, l.weights(), [&](serving_slot::event e) {
+          (e == serving_slot::event::quiesced ? quiesced : idle).fetch_add(1);
+        });
     auto lease = slot->try_acquire({});
     REQUIRE(lease);
     REQUIRE_FALSE(slot->notify_when_idle());  // a lease is out: the idle event is wanted
     std::atomic<bool> go{false};
     std::thread releaser([&] {
-      while (!go) std::this_thread::yield();
+      while (!go)
+        std::this_thread::yield();
       lease.reset();
     });
     std::thread withdrawer([&] {
-      while (!go) std::this_thread::yield();
+      while (!go)
+        std::this_thread::yield();
       slot->withdraw();
     });
     go = true;

@@ -94,7 +94,8 @@ class shared_store final : public registry_storage {
     for (auto& c : batch) {
       auto it = s_->records.find(key_of(c));
       auto seen = known_.find(key_of(c));
-      if ((it == s_->records.end() ? 0 : it->second.second) != (seen == known_.end() ? 0 : seen->second))
+      if ((it == s_->records.end() ? 0 : it->second.second) !=
+          (seen == known_.end() ? 0 : seen->second))
         return make_error(errc::unavailable, "another instance changed " + key_of(c));
     }
     ++s_->revision;
@@ -110,7 +111,9 @@ class shared_store final : public registry_storage {
     return {};
   }
 
-  void follow(std::int64_t, std::function<void(registry_update)> sink) override { s_->follower = std::move(sink); }
+  void follow(std::int64_t, std::function<void(registry_update)> sink) override {
+    s_->follower = std::move(sink);
+  }
 
   void seen(const registry_update& u) override {
     std::lock_guard<std::mutex> lock(s_->mutex);
@@ -128,7 +131,8 @@ class shared_store final : public registry_storage {
   std::map<std::string, std::int64_t> known_;  // the writer's thread only
 };
 
-model_record record(const std::string& id, const std::string& path, std::optional<std::uint64_t> hint = {}) {
+model_record record(const std::string& id, const std::string& path,
+                    std::optional<std::uint64_t> hint = {}) {
   model_record r;
   r.id = id;
   r.path = path;
@@ -193,7 +197,9 @@ TEST_CASE("another instance's registrations, unregistrations and vmodels reach t
   }));
 }
 
-TEST_CASE("a change staged before another instance changed the same record fails; memory follows the store") {
+TEST_CASE(
+    "a change staged before another instance changed the same record fails; memory follows the "
+    "store") {
   auto shared = std::make_shared<shared_records>();
   test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2, keep_registry_in(shared));
   REQUIRE(f.rt->register_model("a", {"a"}).get());
@@ -227,7 +233,9 @@ TEST_CASE("a change staged before another instance changed the same record fails
   CHECK(f.rt->register_model("y", {"a"}).get());
 }
 
-TEST_CASE("a transition another instance set and never finished is finished here when its target is set again") {
+TEST_CASE(
+    "a transition another instance set and never finished is finished here when its target is set "
+    "again") {
   auto shared = std::make_shared<shared_records>();
   test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2, keep_registry_in(shared));
   REQUIRE(f.rt->register_model("a", {"a"}).get());

@@ -16,17 +16,20 @@ namespace {
 trace sequence(const std::string& models) {
   trace t;
   double ms = 0;
-  for (char c : models) t.push_back({ms += 100, std::string(1, c)});
+  for (char c : models)
+    t.push_back({ms += 100, std::string(1, c)});
   return t;
 }
 
 // Exhaustive search: before every request any subset of the residents may be evicted; a miss
 // then needs room. Exponential, for tiny instances only.
 double brute_force(const trace& t, const catalog& c, std::uint64_t capacity) {
-  std::function<double(std::size_t, std::uint32_t)> best = [&](std::size_t k, std::uint32_t resident) -> double {
+  std::function<double(std::size_t, std::uint32_t)> best = [&](std::size_t k,
+                                                               std::uint32_t resident) -> double {
     if (k == t.size()) return 0;
     std::size_t m = 0;
-    while (c[m].model != t[k].model) ++m;
+    while (c[m].model != t[k].model)
+      ++m;
     double result = std::numeric_limits<double>::infinity();
     for (std::uint32_t keep = resident;; keep = (keep - 1) & resident) {
       std::uint64_t bytes = 0;
@@ -73,12 +76,15 @@ TEST_CASE("opt equals a brute-force search and is never above an online policy")
     std::uint64_t total = 0;
     for (std::size_t j = 0; j < n; ++j) {
       auto bytes = std::uniform_int_distribution<std::uint64_t>(10, 100)(rng);
-      c.push_back({std::string(1, static_cast<char>('a' + j)), bytes, static_cast<double>(bytes) * 2 + 5});
+      c.push_back(
+          {std::string(1, static_cast<char>('a' + j)), bytes, static_cast<double>(bytes) * 2 + 5});
       total += bytes;
     }
     std::uint64_t biggest = 0;
-    for (auto& e : c) biggest = std::max(biggest, e.bytes);
-    auto capacity = std::max(biggest, total * std::uniform_int_distribution<std::uint64_t>(30, 80)(rng) / 100);
+    for (auto& e : c)
+      biggest = std::max(biggest, e.bytes);
+    auto capacity =
+        std::max(biggest, total * std::uniform_int_distribution<std::uint64_t>(30, 80)(rng) / 100);
     trace t;
     for (int k = 0; k < 9; ++k)
       t.push_back({k * 10.0, c[std::uniform_int_distribution<std::size_t>(0, n - 1)(rng)].model});

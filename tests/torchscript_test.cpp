@@ -1,15 +1,15 @@
 // TorchScript models built by PyTorch at test time (tools/torch_models.py: a CNN, a
 // transformer encoder layer, and a model with INT64 ids and an FP32 mask in and a tuple of two
 // outputs), served by warm through the embedding API, Cap'n Proto and KServe V2 HTTP: every output
-// matches PyTorch's own for the same inputs within 1e-5 relative error. Also: the inputs and outputs
-// every front reports, typed inputs checked before a model sees them, dynamic batching of a
+// matches PyTorch's own for the same inputs within 1e-5 relative error. Also: the inputs and
+// outputs every front reports, typed inputs checked before a model sees them, dynamic batching of a
 // TorchScript model, and placement only on devices that can run it. Skipped (77) without
 // /usr/bin/python3's torch.
 #define CATCH_CONFIG_RUNNER
 #include <capnp/ez-rpc.h>
-#include <catch2/catch.hpp>
 #include <httplib.h>
 #include <sys/wait.h>
+#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdlib>
@@ -66,7 +66,8 @@ torch_case load_case(const std::string& model) {
     t.type = info.dtype;
     t.shape = info.shape;
     auto begin = bytes.data() + header->data_offset + info.begin;
-    t.data.assign(reinterpret_cast<const std::byte*>(begin), reinterpret_cast<const std::byte*>(begin) + info.bytes());
+    t.data.assign(reinterpret_cast<const std::byte*>(begin),
+                  reinterpret_cast<const std::byte*>(begin) + info.bytes());
     auto dot = info.name.find('.');
     t.name = info.name.substr(dot + 1);
     if (info.name.compare(0, dot, "input") == 0)
@@ -145,7 +146,8 @@ TEST_CASE("TorchScript models answer as PyTorch does, through the embedding API"
   auto rt = runtime::create(options_for(state.path));
   REQUIRE(rt);
   auto& w = **rt;
-  for (const char* id : {"cnn", "cnn_plain", "encoder", "pooler"}) REQUIRE(w.register_model(id, model_info(id)).get());
+  for (const char* id : {"cnn", "cnn_plain", "encoder", "pooler"})
+    REQUIRE(w.register_model(id, model_info(id)).get());
 
   for (const char* id : {"cnn", "encoder", "pooler"}) {
     INFO("model " << id);
@@ -174,7 +176,7 @@ TEST_CASE("TorchScript models answer as PyTorch does, through the embedding API"
     auto result = w.infer({"cnn_plain", c.inputs}).get();
     REQUIRE(result);
     check_outputs(result->outputs, c);  // the same weights as "cnn"
-    c.inputs[0].shape = {3, 8, 8, 3};  // the same bytes, a shape the model cannot take
+    c.inputs[0].shape = {3, 8, 8, 3};   // the same bytes, a shape the model cannot take
     auto refused = w.infer({"cnn_plain", c.inputs}).get();
     REQUIRE(!refused);
     CHECK(refused.error().code == errc::invalid_argument);
@@ -189,7 +191,8 @@ TEST_CASE("TorchScript models answer as PyTorch does, through the embedding API"
     wrong[0].type = dtype::f64;  // ids: same bytes, wrong type
     auto r1 = w.infer({"pooler", wrong}).get();
     REQUIRE(!r1);
-    CHECK_THAT(r1.error().message, Catch::Contains("input 'ids' must be I64 (INT64), not F64 (FP64)"));
+    CHECK_THAT(r1.error().message,
+               Catch::Contains("input 'ids' must be I64 (INT64), not F64 (FP64)"));
     auto missing = c.inputs;
     missing.pop_back();
     auto r2 = w.infer({"pooler", missing}).get();
@@ -251,7 +254,9 @@ TEST_CASE("a TorchScript model's requests are batched: each gets its own rows") 
     REQUIRE(result);
     auto got = floats(result->outputs.at(0));
     REQUIRE(got.size() == 10);
-    for (std::size_t k = 0; k < 10; ++k) CHECK(std::fabs(got[k] - expected[i * 10 + k]) <= 1e-5 * std::fabs(expected[i * 10 + k]) + 1e-6);
+    for (std::size_t k = 0; k < 10; ++k)
+      CHECK(std::fabs(got[k] - expected[i * 10 + k]) <=
+            1e-5 * std::fabs(expected[i * 10 + k]) + 1e-6);
   }
   auto passes = w.metrics().batch_rows.read();
   CHECK(passes.sum == 3);
@@ -262,7 +267,8 @@ TEST_CASE("TorchScript models are placed only on devices that can run them") {
   temp_dir state;
   auto o = options_for(state.path);
   o.make_device = [](const device_spec& spec) -> expected<std::unique_ptr<device>> {
-    if (spec.partition == 1) return std::unique_ptr<device>(std::make_unique<elsewhere_device>("host.1", 1 << 30));
+    if (spec.partition == 1)
+      return std::unique_ptr<device>(std::make_unique<elsewhere_device>("host.1", 1 << 30));
     return make_device(spec);
   };
   SECTION("none can: the error says so") {
@@ -272,7 +278,8 @@ TEST_CASE("TorchScript models are placed only on devices that can run them") {
     REQUIRE((*rt)->register_model("cnn", model_info("cnn")).get());
     auto loaded = (*rt)->ensure_loaded("cnn", true).get();
     REQUIRE(!loaded);
-    CHECK_THAT(loaded.error().message, Catch::Contains("no device can run torchscript models (devices: host.1)"));
+    CHECK_THAT(loaded.error().message,
+               Catch::Contains("no device can run torchscript models (devices: host.1)"));
   }
   SECTION("the host is chosen though the other device has more room") {
     o.devices = {"host.1:1GiB", "host:64MiB"};
@@ -299,7 +306,9 @@ resident_info resident_entry(runtime& w, const std::string& model) {
 TEST_CASE("a TorchScript model is charged what its load measured, not what its file says") {
   temp_dir state;
   auto o = options_for(state.path);
-  auto file_size = [](const char* model) { return fs::file_size(models_dir / "repo" / model / "1" / "model.pt"); };
+  auto file_size = [](const char* model) {
+    return fs::file_size(models_dir / "repo" / model / "1" / "model.pt");
+  };
 
   SECTION("the measurement replaces the prediction, up or down") {
     auto rt = runtime::create(o);
@@ -322,7 +331,8 @@ TEST_CASE("a TorchScript model is charged what its load measured, not what its f
     CHECK(resident_entry(w, "balloon").measured >= (std::uint64_t{16} << 20));
     auto snapshot = w.inspect().get();
     REQUIRE(snapshot);
-    CHECK(snapshot->devices[0].used == resident_entry(w, "balloon").bytes + resident_entry(w, "cnn").bytes);
+    CHECK(snapshot->devices[0].used ==
+          resident_entry(w, "balloon").bytes + resident_entry(w, "cnn").bytes);
   }
 
   SECTION("a device that is full evicts for the rest") {
@@ -330,13 +340,15 @@ TEST_CASE("a TorchScript model is charged what its load measured, not what its f
     for (const char* id : {"dense_a", "dense_b"}) {
       dense_model_options d;
       d.widths = widths_for_bytes(std::uint64_t{7} << 20);
-      REQUIRE(write_dense_model((state.path / "repo" / id / "1" / "model.safetensors").string(), d));
+      REQUIRE(
+          write_dense_model((state.path / "repo" / id / "1" / "model.safetensors").string(), d));
     }
     o.repositories.push_back((state.path / "repo").string());
     auto rt = runtime::create(o);
     REQUIRE(rt);
     auto& w = **rt;
-    for (const char* id : {"dense_a", "dense_b", "balloon"}) REQUIRE(w.register_model(id, model_info(id)).get());
+    for (const char* id : {"dense_a", "dense_b", "balloon"})
+      REQUIRE(w.register_model(id, model_info(id)).get());
     REQUIRE(w.ensure_loaded("dense_a", true).get());
     REQUIRE(w.ensure_loaded("dense_b", true).get());
     // 14 MiB resident, 10 free: the balloon's prediction fits, its 16 MiB do not.
@@ -348,7 +360,8 @@ TEST_CASE("a TorchScript model is charged what its load measured, not what its f
     CHECK(dev.evictions >= 1);
     CHECK(dev.used <= dev.capacity);
     std::uint64_t charged = 0;
-    for (const auto& r : dev.resident) charged += r.bytes;
+    for (const auto& r : dev.resident)
+      charged += r.bytes;
     CHECK(charged + dev.draining == dev.used);
     CHECK(resident_entry(w, "balloon").bytes >= (std::uint64_t{16} << 20));
   }
@@ -380,7 +393,8 @@ TEST_CASE("a TorchScript model is charged what its load measured, not what its f
 
 TEST_CASE("warmd serves TorchScript models over Cap'n Proto and KServe V2 HTTP") {
   warmd_process d;
-  fs::copy(models_dir / "repo", d.repo(), fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  fs::copy(models_dir / "repo", d.repo(),
+           fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   d.device = "host:256MiB";
   d.log_level = "info";
   d.start({"--http", "127.0.0.1:0", "--in-process-code"});
@@ -418,12 +432,16 @@ TEST_CASE("warmd serves TorchScript models over Cap'n Proto and KServe V2 HTTP")
           data.push_back(v);
         }
       } else {
-        for (float v : floats(t)) data.push_back(v);
+        for (float v : floats(t))
+          data.push_back(v);
       }
-      inputs.push_back({{"name", t.name}, {"datatype", std::string(v2_name(t.type))}, {"shape", t.shape}, {"data", data}});
+      inputs.push_back({{"name", t.name},
+                        {"datatype", std::string(v2_name(t.type))},
+                        {"shape", t.shape},
+                        {"data", data}});
     }
-    auto answer = http.Post((std::string("/v2/models/") + id + "/infer").c_str(), json{{"inputs", inputs}}.dump(),
-                            "application/json");
+    auto answer = http.Post((std::string("/v2/models/") + id + "/infer").c_str(),
+                            json{{"inputs", inputs}}.dump(), "application/json");
     REQUIRE(answer);
     INFO(answer->body);
     REQUIRE(answer->status == 200);
@@ -447,7 +465,8 @@ TEST_CASE("warmd serves TorchScript models over Cap'n Proto and KServe V2 HTTP")
     CHECK(body["platform"] == "pytorch_libtorch");
     CHECK(body["inputs"] == json::parse(R"([{"name":"ids","datatype":"INT64","shape":[-1,6]},
                                              {"name":"mask","datatype":"FP32","shape":[-1,6]}])"));
-    CHECK(body["outputs"][1] == json::parse(R"({"name":"output_1","datatype":"FP32","shape":[-1,8]})"));
+    CHECK(body["outputs"][1] ==
+          json::parse(R"({"name":"output_1","datatype":"FP32","shape":[-1,8]})"));
     auto req = warm.getModelStatusRequest();
     req.setId("pooler");
     auto st = r::from_capnp(req.send().wait(ws).getModel());
@@ -455,19 +474,23 @@ TEST_CASE("warmd serves TorchScript models over Cap'n Proto and KServe V2 HTTP")
     REQUIRE(st.io.inputs.size() == 2);
     CHECK(describe(st.io.inputs[0]) == "ids I64 [-1, 6]");
   }
-  SECTION("warmctl shows the tensors and makes random inputs of the model's own dtypes and shapes") {
+  SECTION(
+      "warmctl shows the tensors and makes random inputs of the model's own dtypes and shapes") {
     auto run = [&](const std::string& args) {
-      std::string command = std::string(std::getenv("WARMCTL")) + " --connect " + d.address() + " " + args + " 2>&1";
+      std::string command =
+          std::string(std::getenv("WARMCTL")) + " --connect " + d.address() + " " + args + " 2>&1";
       std::string out;
       FILE* p = ::popen(command.c_str(), "r");
       REQUIRE(p);
       char buffer[4096];
-      while (auto n = std::fread(buffer, 1, sizeof buffer, p)) out.append(buffer, n);
+      while (auto n = std::fread(buffer, 1, sizeof buffer, p))
+        out.append(buffer, n);
       CHECK(::pclose(p) == 0);
       return out;
     };
     auto status = run("status pooler");
-    CHECK_THAT(status, Catch::Contains("inputs:") && Catch::Contains("ids I64 [-1, 6]; mask F32 [-1, 6]"));
+    CHECK_THAT(status,
+               Catch::Contains("inputs:") && Catch::Contains("ids I64 [-1, 6]; mask F32 [-1, 6]"));
     CHECK_THAT(status, Catch::Contains("kind:") && Catch::Contains("torchscript"));
     auto answer = json::parse(run("--json infer pooler --random --batch 2"));
     REQUIRE(answer["outputs"].size() == 2);
@@ -478,7 +501,8 @@ TEST_CASE("warmd serves TorchScript models over Cap'n Proto and KServe V2 HTTP")
   SECTION("an output asked for by name, and a value INT64 cannot hold") {
     auto c = load_case("pooler");
     json ids = json::array(), mask = json::array();
-    for (int i = 0; i < 6; ++i) ids.push_back(i), mask.push_back(1.0);
+    for (int i = 0; i < 6; ++i)
+      ids.push_back(i), mask.push_back(1.0);
     json request = {{"inputs",
                      {{{"name", "ids"}, {"datatype", "INT64"}, {"shape", {1, 6}}, {"data", ids}},
                       {{"name", "mask"}, {"datatype", "FP32"}, {"shape", {1, 6}}, {"data", mask}}}},
@@ -501,7 +525,8 @@ TEST_CASE("warmd runs TorchScript models isolated in a model runtime, with PyTor
   const char* runtime = std::getenv("WARM_RUNTIME");
   REQUIRE(runtime != nullptr);
   warmd_process d;
-  fs::copy(models_dir / "repo", d.repo(), fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  fs::copy(models_dir / "repo", d.repo(),
+           fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   d.device = "host:1KiB";  // no room for a model in warmd's own process
   d.start({"--runtime", std::string("torch=") + runtime + " --capacity 256MiB"});
   capnp::EzRpcClient ez(d.address());
@@ -535,8 +560,8 @@ int main(int argc, char** argv) {
   if (!::mkdtemp(tmpl)) return 1;
   models_dir = tmpl;
   auto script = fs::path(WARM_SOURCE_ROOT) / "tools" / "torch_models.py";
-  auto command = "/usr/bin/python3 " + script.string() + " " + (models_dir / "repo").string() + " " +
-                 (models_dir / "cases").string();
+  auto command = "/usr/bin/python3 " + script.string() + " " + (models_dir / "repo").string() +
+                 " " + (models_dir / "cases").string();
   int status = std::system(command.c_str());
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
   int result = code;

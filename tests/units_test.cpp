@@ -13,7 +13,8 @@ TEST_CASE("byte sizes parse in the units people type") {
   CHECK(warm::parse_bytes("70GiB").value() == 70ull << 30);
   CHECK(warm::parse_bytes("2G").value() == 2ull << 30);
   CHECK(warm::parse_bytes("1TB").value() == 1'000'000'000'000ull);
-  for (const char* bad : {"", "GiB", "-1GiB", "1e9", "1..2MiB", "12 parsecs", "0x10", "inf", "99999999999TiB"}) {
+  for (const char* bad :
+       {"", "GiB", "-1GiB", "1e9", "1..2MiB", "12 parsecs", "0x10", "inf", "99999999999TiB"}) {
     INFO(bad);
     auto r = warm::parse_bytes(bad);
     REQUIRE_FALSE(r);
@@ -49,7 +50,8 @@ TEST_CASE("device specs parse as users write them") {
   CHECK(part->to_string() == "host.2:1048576");
   CHECK(warm::parse_device_spec("host")->partition == -1);
   CHECK((*warm::make_device(*part))->name() == "host.2");
-  for (const char* bad : {"", "host.", "host.x", "host.-1", "tpu:0", "cuda", "cuda:x", "cuda:-1:1GiB", "host:0", "host:lots", "host:1GiB:2", "cuda:0:1GiB:3"}) {
+  for (const char* bad : {"", "host.", "host.x", "host.-1", "tpu:0", "cuda", "cuda:x",
+                          "cuda:-1:1GiB", "host:0", "host:lots", "host:1GiB:2", "cuda:0:1GiB:3"}) {
     INFO(bad);
     auto r = warm::parse_device_spec(bad);
     REQUIRE_FALSE(r);
@@ -65,5 +67,6 @@ TEST_CASE("a CUDA device without a GPU is unavailable, not a crash") {
   CHECK_THAT(dev.error().message, Catch::Contains("no CUDA device"));
   // Said in a user's words, whichever way the machine lacks a GPU (no driver, no device, no CUDA
   // in the build).
-  CHECK_THAT(dev.error().message, Catch::Contains("no NVIDIA GPU") || Catch::Contains("built without CUDA"));
+  CHECK_THAT(dev.error().message,
+             Catch::Contains("no NVIDIA GPU") || Catch::Contains("built without CUDA"));
 }

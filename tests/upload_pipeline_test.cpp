@@ -16,7 +16,10 @@ namespace {
 class fake_async_target final : public warm::upload_target {
  public:
   fake_async_target(std::size_t size, std::size_t chunk, std::size_t slots)
-      : destination(size, '\0'), chunk_(chunk), staging_(slots, std::string(chunk, '\0')), pending_(slots) {}
+      : destination(size, '\0'),
+        chunk_(chunk),
+        staging_(slots, std::string(chunk, '\0')),
+        pending_(slots) {}
 
   std::size_t slots() const override { return staging_.size(); }
   std::size_t chunk_bytes() const override { return chunk_; }
@@ -26,7 +29,8 @@ class fake_async_target final : public warm::upload_target {
     return staging_[slot].data();
   }
   warm::expected<void> submit(std::size_t slot, std::uint64_t offset, std::size_t bytes) override {
-    if (fail_submit_at && submits == *fail_submit_at) return warm::make_error(warm::errc::load_failed, "injected");
+    if (fail_submit_at && submits == *fail_submit_at)
+      return warm::make_error(warm::errc::load_failed, "injected");
     ++submits;
     pending_[slot] = {true, offset, bytes};
     max_in_flight = std::max(max_in_flight, in_flight());
@@ -40,7 +44,8 @@ class fake_async_target final : public warm::upload_target {
   }
   std::size_t in_flight() const {
     std::size_t n = 0;
-    for (const auto& p : pending_) n += p.in_flight;
+    for (const auto& p : pending_)
+      n += p.in_flight;
     return n;
   }
 
@@ -61,7 +66,8 @@ class fake_async_target final : public warm::upload_target {
 
 std::string pattern(std::size_t n) {
   std::string s(n, '\0');
-  for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + i / 7) & 0xff);
+  for (std::size_t i = 0; i < n; ++i)
+    s[i] = static_cast<char>((i * 131 + i / 7) & 0xff);
   return s;
 }
 
@@ -86,7 +92,8 @@ TEST_CASE("double buffering copies every byte exactly once, overlapping two chun
       CHECK(target.destination == body);
       CHECK(target.in_flight() == 0);  // drained on return
       CHECK(target.submits == (body.size() + chunk - 1) / chunk);
-      if (slots > 1 && chunk < body.size()) CHECK(target.max_in_flight == std::min<std::size_t>(slots, target.submits));
+      if (slots > 1 && chunk < body.size())
+        CHECK(target.max_in_flight == std::min<std::size_t>(slots, target.submits));
     }
   }
 }

@@ -18,9 +18,15 @@ constexpr auto ready = version_state::ready;
 constexpr auto unloading = version_state::unloading;
 constexpr auto failed = version_state::error;
 
-std::optional<version_action> next(load_policy p, std::vector<version_snapshot> v) { return next_version_action(p, v); }
-version_action load(std::uint64_t v) { return {version_action::kind::load, v}; }
-version_action unload(std::uint64_t v) { return {version_action::kind::unload, v}; }
+std::optional<version_action> next(load_policy p, std::vector<version_snapshot> v) {
+  return next_version_action(p, v);
+}
+version_action load(std::uint64_t v) {
+  return {version_action::kind::load, v};
+}
+version_action unload(std::uint64_t v) {
+  return {version_action::kind::unload, v};
+}
 
 constexpr auto availability = load_policy::availability_preserving;
 constexpr auto resource = load_policy::resource_preserving;
@@ -42,8 +48,8 @@ TEST_CASE("version policies parse, print and select") {
   CHECK(specific->specific == std::vector<std::uint64_t>{1, 3});
   CHECK(to_string(*specific) == "specific:1,3");
 
-  for (auto bad : {"", "latest:", "latest:0", "latest:x", "latest:1001", "latest:-1", "specific:", "specific:0",
-                   "specific:1,", "specific:1,a", "newest", "all:2"}) {
+  for (auto bad : {"", "latest:", "latest:0", "latest:x", "latest:1001", "latest:-1",
+                   "specific:", "specific:0", "specific:1,", "specific:1,a", "newest", "all:2"}) {
     INFO(bad);
     auto r = parse_version_policy(bad);
     REQUIRE_FALSE(r);
@@ -93,17 +99,21 @@ TEST_CASE("availability-preserving: the rules' corners") {
     CHECK(next(availability, {{3, ready, false}, {2, ready, false}}) == unload(2));
   }
   SECTION("an aspired version is ready: unaspired ones go, lowest first") {
-    CHECK(next(availability, {{1, ready, true}, {3, ready, false}, {2, ready, false}, {4, new_, true}}) == unload(2));
+    CHECK(next(availability,
+               {{1, ready, true}, {3, ready, false}, {2, ready, false}, {4, new_, true}}) ==
+          unload(2));
   }
   SECTION("two unaspired ready while the aspired one loads: the lowest goes, one stays serving") {
-    CHECK(next(availability, {{1, ready, false}, {2, ready, false}, {3, loading, true}}) == unload(1));
+    CHECK(next(availability, {{1, ready, false}, {2, ready, false}, {3, loading, true}}) ==
+          unload(1));
     CHECK_FALSE(next(availability, {{1, unloading, false}, {2, ready, false}, {3, loading, true}}));
   }
   SECTION("the highest new aspired version loads first") {
     CHECK(next(availability, {{1, new_, true}, {3, new_, true}, {2, new_, true}}) == load(3));
     CHECK(next(availability, {{1, new_, true}, {3, loading, true}, {2, new_, true}}) == load(2));
   }
-  SECTION("a failed version is not loaded again by the rules (the manager's back-off makes it new)") {
+  SECTION(
+      "a failed version is not loaded again by the rules (the manager's back-off makes it new)") {
     CHECK_FALSE(next(availability, {{1, ready, false}, {2, failed, true}}));
   }
   SECTION("an aspired version that is ready is not unloaded") {
@@ -114,12 +124,16 @@ TEST_CASE("availability-preserving: the rules' corners") {
 // "An aspired version is ready" looks at every aspired version, wherever it stands in the list:
 // one ready aspired version is enough for the unaspired ones to go, even when an aspired version
 // examined after it is still new, loading or failed.
-TEST_CASE("availability-preserving: any ready aspired version counts, not only the last one listed") {
+TEST_CASE(
+    "availability-preserving: any ready aspired version counts, not only the last one listed") {
   for (auto pending : {new_, loading, failed}) {
     INFO("the other aspired version is " << std::string(to_string(pending)));
-    CHECK(next(availability, {{2, ready, true}, {3, pending, true}, {1, ready, false}}) == unload(1));
-    CHECK(next(availability, {{1, ready, false}, {2, ready, true}, {3, pending, true}}) == unload(1));
-    CHECK(next(availability, {{3, pending, true}, {1, ready, false}, {2, ready, true}}) == unload(1));
+    CHECK(next(availability, {{2, ready, true}, {3, pending, true}, {1, ready, false}}) ==
+          unload(1));
+    CHECK(next(availability, {{1, ready, false}, {2, ready, true}, {3, pending, true}}) ==
+          unload(1));
+    CHECK(next(availability, {{3, pending, true}, {1, ready, false}, {2, ready, true}}) ==
+          unload(1));
   }
 }
 
@@ -227,15 +241,19 @@ TEST_CASE("a version is taken once its model file has stopped changing") {
     CHECK(settler.take({file(1, 100, wall)}, 0s, wall).empty());
     CHECK(settler.take({file(1, 200, wall + second)}, 1s, wall + second).empty());
     CHECK(settler.take({file(1, 200, wall + second)}, 1500ms, wall + second).empty());
-    CHECK(settler.take({file(1, 200, wall + second)}, 2s, wall + 2 * second) == std::vector<std::uint64_t>{1});
+    CHECK(settler.take({file(1, 200, wall + second)}, 2s, wall + 2 * second) ==
+          std::vector<std::uint64_t>{1});
   }
   SECTION("a file last written a settle time ago is taken at the first look (a restart)") {
     CHECK(settler.take({file(1, 100, wall - second), file(2, 100, wall)}, 0s, wall) ==
           std::vector<std::uint64_t>{1});
   }
-  SECTION("a settled version stays while present, is forgotten when gone, and starts over if it returns") {
+  SECTION(
+      "a settled version stays while present, is forgotten when gone, and starts over if it "
+      "returns") {
     CHECK(settler.take({file(1, 100, wall - second)}, 0s, wall) == std::vector<std::uint64_t>{1});
-    CHECK(settler.take({file(1, 300, wall)}, 1s, wall) == std::vector<std::uint64_t>{1});  // rewritten in place
+    CHECK(settler.take({file(1, 300, wall)}, 1s, wall) ==
+          std::vector<std::uint64_t>{1});  // rewritten in place
     CHECK(settler.take({}, 2s, wall).empty());
     CHECK(settler.take({file(1, 100, wall + 2 * second)}, 3s, wall + 2 * second).empty());
   }
@@ -245,9 +263,11 @@ TEST_CASE("a version is taken once its model file has stopped changing") {
     renamed.inode = 99;
     CHECK(settler.take({renamed}, 500ms, wall + second / 2).empty());
     CHECK(settler.take({renamed}, 1400ms, wall + second + second / 3).empty());
-    CHECK(settler.take({renamed}, 1500ms, wall + second + second / 2) == std::vector<std::uint64_t>{2});
+    CHECK(settler.take({renamed}, 1500ms, wall + second + second / 2) ==
+          std::vector<std::uint64_t>{2});
   }
   SECTION("a version renamed into place complete, written long ago, is taken at once") {
-    CHECK(settler.take({file(3, 100, wall - 60 * second)}, 0s, wall) == std::vector<std::uint64_t>{3});
+    CHECK(settler.take({file(3, 100, wall - 60 * second)}, 0s, wall) ==
+          std::vector<std::uint64_t>{3});
   }
 }

@@ -37,7 +37,7 @@ TEST_CASE("the active model keeps serving until the target is loaded, then the a
   CHECK(moving->state == vmodel_state::transitioning);
   CHECK(moving->active == "a");
   CHECK(moving->target == "b");
-  REQUIRE(f.loader->wait_started(2));  // a's load, then b's
+  REQUIRE(f.loader->wait_started(2));   // a's load, then b's
   CHECK(served_by(*f.rt, "v") == "a");  // b is still loading
   auto during = f.rt->vmodel_status("v").get();
   CHECK(during->active_state == model_state::loaded);
@@ -77,7 +77,8 @@ TEST_CASE("setVModel with an expected target is a compare-and-set") {
   auto wrong = f.rt->set_vmodel("v", "b", false, std::string("c")).get();
   REQUIRE_FALSE(wrong);
   CHECK(wrong.error().code == errc::invalid_argument);
-  CHECK_THAT(wrong.error().message, Catch::Contains("targets 'a'") && Catch::Contains("expected 'c'"));
+  CHECK_THAT(wrong.error().message,
+             Catch::Contains("targets 'a'") && Catch::Contains("expected 'c'"));
   CHECK(f.rt->set_vmodel("v", "b", false, std::string("a")).get());
 }
 
@@ -90,7 +91,8 @@ TEST_CASE("vmodel errors carry their documented code and name what is wrong") {
     REQUIRE_FALSE(r);
     return r.error();
   };
-  auto fresh = error_of(f.rt->set_vmodel("fresh", "a", false, std::string("b")).get());  // nothing to compare
+  auto fresh = error_of(
+      f.rt->set_vmodel("fresh", "a", false, std::string("b")).get());  // nothing to compare
   CHECK(fresh.code == errc::invalid_argument);
   CHECK_THAT(fresh.message, Catch::Contains("'fresh' does not exist") && Catch::Contains("'b'"));
   auto unknown = error_of(f.rt->set_vmodel("v2", "nope").get());
@@ -122,9 +124,9 @@ TEST_CASE("vmodel ids follow the id rule: 256 bytes accepted, 257 and non-ASCII 
   test::runtime_fixture f({"a"});
   f.register_all();
   REQUIRE(f.rt->set_vmodel(std::string(256, 'v'), "a").get());
-  for (const std::string& bad : {std::string(257, 'v'), std::string(""), std::string("has space"),
-                                 std::string("a/b"), std::string("caf\xc3\xa9"), std::string("tab\there"),
-                                 std::string("del\x7f")}) {
+  for (const std::string& bad :
+       {std::string(257, 'v'), std::string(""), std::string("has space"), std::string("a/b"),
+        std::string("caf\xc3\xa9"), std::string("tab\there"), std::string("del\x7f")}) {
     INFO("vmodel id '" << bad << "'");
     auto r = f.rt->set_vmodel(bad, "a").get();
     REQUIRE_FALSE(r);
@@ -136,7 +138,8 @@ TEST_CASE("vmodel ids follow the id rule: 256 bytes accepted, 257 and non-ASCII 
 
 // max_models bounds models and vmodels together: exactly the limit is accepted, one past refused.
 TEST_CASE("vmodels count toward max_models") {
-  test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2, [](runtime_options& o) { o.max_models = 3; });
+  test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2,
+                          [](runtime_options& o) { o.max_models = 3; });
   REQUIRE(f.rt->register_model("a", {"a"}).get());
   REQUIRE(f.rt->set_vmodel("v1", "a").get());
   REQUIRE(f.rt->set_vmodel("v2", "a").get());  // the third: exactly the limit
@@ -206,7 +209,9 @@ TEST_CASE("a transition cut short by a restart resumes: the alias flips once the
   CHECK(f.rt->vmodel_status("v").get()->active == "b");
 }
 
-TEST_CASE("a vmodel's pending target cannot be unregistered; deleting the vmodel drops auto-delete models") {
+TEST_CASE(
+    "a vmodel's pending target cannot be unregistered; deleting the vmodel drops auto-delete "
+    "models") {
   test::runtime_fixture f({"a", "b"});
   f.register_all();
   REQUIRE(f.rt->set_vmodel("v", "a", true).get());
@@ -217,7 +222,9 @@ TEST_CASE("a vmodel's pending target cannot be unregistered; deleting the vmodel
   CHECK(refused.error().code == errc::invalid_argument);
   f.loader->open_gate();
   REQUIRE(eventually([&] { return vstate(*f.rt, "v") == vmodel_state::defined; }));
-  REQUIRE(eventually([&] { return test::state_of(*f.rt, "a") == model_state::not_found; }));  // a, auto-delete, dropped
+  REQUIRE(eventually([&] {
+    return test::state_of(*f.rt, "a") == model_state::not_found;
+  }));  // a, auto-delete, dropped
 
   REQUIRE(f.rt->delete_vmodel("v").get());
   REQUIRE(eventually([&] { return test::state_of(*f.rt, "b") == model_state::not_found; }));

@@ -96,7 +96,8 @@ TEST_CASE("--json output survives a message that is not UTF-8: bad bytes become 
 namespace {
 
 template <class T>
-tensor typed(const std::string& name, dtype type, std::vector<std::uint64_t> shape, std::vector<T> values) {
+tensor typed(const std::string& name, dtype type, std::vector<std::uint64_t> shape,
+             std::vector<T> values) {
   tensor t{name, type, std::move(shape), std::vector<std::byte>(values.size() * sizeof(T))};
   std::memcpy(t.data.data(), values.data(), t.data.size());
   return t;
@@ -109,7 +110,8 @@ TEST_CASE("infer results print every dtype's values, not a byte count") {
   r.model = "m";
   r.outputs.push_back(typed<std::int64_t>("ids", dtype::i64, {1, 3}, {-7, 0, 9007199254740993}));
   r.outputs.push_back(typed<std::uint8_t>("mask", dtype::boolean, {1, 2}, {1, 0}));
-  r.outputs.push_back(typed<std::uint16_t>("half", dtype::f16, {2}, {float_to_half(0.5f), float_to_half(-2.0f)}));
+  r.outputs.push_back(
+      typed<std::uint16_t>("half", dtype::f16, {2}, {float_to_half(0.5f), float_to_half(-2.0f)}));
   r.outputs.push_back(typed<std::uint16_t>("brain", dtype::bf16, {1}, {float_to_bfloat16(1.5f)}));
   r.outputs.push_back(typed<std::uint64_t>("big", dtype::u64, {1}, {18446744073709551615u}));
   r.outputs.push_back(typed<std::int8_t>("small", dtype::i8, {1}, {-128}));
@@ -145,12 +147,14 @@ TEST_CASE("8-bit floats round to nearest even; E4M3 saturates, E5M2 has infiniti
   CHECK(float_to_f8_e4m3(1.0625f) == 0x38);  // halfway between 1 and 1.125: to the even mantissa
   CHECK(float_to_f8_e4m3(std::ldexp(1.0f, -6) * 0.99f) == 0x08);  // rounds up into the normals
   for (int b = 0; b < 256; ++b)
-    if ((b & 0x7f) != 0x7f) CHECK(float_to_f8_e4m3(f8_e4m3_to_float(static_cast<std::uint8_t>(b))) == b);
+    if ((b & 0x7f) != 0x7f)
+      CHECK(float_to_f8_e4m3(f8_e4m3_to_float(static_cast<std::uint8_t>(b))) == b);
   CHECK(f8_e5m2_to_float(0x3c) == 1.0f);
   CHECK(float_to_f8_e5m2(1e6f) == 0x7c);  // infinity
   CHECK(std::isnan(f8_e5m2_to_float(float_to_f8_e5m2(NAN))));
   for (int b = 0; b < 256; ++b)
-    if ((b & 0x7f) <= 0x7c) CHECK(float_to_f8_e5m2(f8_e5m2_to_float(static_cast<std::uint8_t>(b))) == b);
+    if ((b & 0x7f) <= 0x7c)
+      CHECK(float_to_f8_e5m2(f8_e5m2_to_float(static_cast<std::uint8_t>(b))) == b);
 }
 
 TEST_CASE("--input documents: a nested array, one typed object, or a list of named inputs") {
@@ -163,7 +167,8 @@ TEST_CASE("--input documents: a nested array, one typed object, or a list of nam
   CHECK(nested->front().shape == std::vector<std::uint64_t>{2, 2});
   CHECK(element_text(nested->front(), 3) == "4.0000");
 
-  auto ids = parse_input(json::parse(R"({"name": "ids", "dtype": "I64", "shape": [1, 3], "data": [[5, -1, 7]]})"));
+  auto ids = parse_input(
+      json::parse(R"({"name": "ids", "dtype": "I64", "shape": [1, 3], "data": [[5, -1, 7]]})"));
   REQUIRE(ids);
   CHECK(ids->front().name == "ids");
   CHECK(ids->front().type == dtype::i64);
@@ -188,8 +193,10 @@ TEST_CASE("--input documents: a nested array, one typed object, or a list of nam
   };
   CHECK(message(R"({"name": "ids", "dtype": "I64", "shape": [1], "data": [1.5]})") ==
         "input 'ids': value 1.5 is not an integer (I64)");
-  CHECK(message(R"({"dtype": "I8", "shape": [1], "data": [300]})") == "input: value 300 is not in range (I8)");
-  CHECK(message(R"({"dtype": "U8", "shape": [1], "data": [-1]})") == "input: value -1 is not in range (U8)");
+  CHECK(message(R"({"dtype": "I8", "shape": [1], "data": [300]})") ==
+        "input: value 300 is not in range (I8)");
+  CHECK(message(R"({"dtype": "U8", "shape": [1], "data": [-1]})") ==
+        "input: value -1 is not in range (U8)");
   CHECK(message(R"({"dtype": "BOOL", "shape": [1], "data": [2]})") ==
         "input: value 2 is not true, false, 0 or 1 (BOOL)");
   CHECK(message(R"({"dtype": "I64", "shape": [1], "data": [18446744073709551615]})") ==
@@ -197,7 +204,8 @@ TEST_CASE("--input documents: a nested array, one typed object, or a list of nam
   CHECK(message(R"({"shape": [1], "data": ["x"]})") == "input: value \"x\" is not a number (F32)");
   CHECK_THAT(message(R"({"dtype": "F128", "shape": [1], "data": [1]})"),
              Catch::StartsWith("input: unknown dtype \"F128\""));
-  CHECK(message(R"({"shape": [3], "data": [1, 2]})") == "input: shape holds 3 values but data has 2");
+  CHECK(message(R"({"shape": [3], "data": [1, 2]})") ==
+        "input: shape holds 3 values but data has 2");
   CHECK(message("[[1, 2], [3]]") == "input is not a rectangular array");
   CHECK(message(R"({"inputs": [1]})") == "\"inputs\" holds a non-object");
 }
@@ -209,5 +217,6 @@ TEST_CASE("--batch repeats a one-dimensional input as rows and checks a batch's 
   CHECK(element_count(t) == 6);
   CHECK(element_text(t, 4) == "4");
   CHECK(apply_batch(t, 3));
-  CHECK(apply_batch(t, 2).error().message == "--batch 2 does not match the first dimension of input 'ids'");
+  CHECK(apply_batch(t, 2).error().message ==
+        "--batch 2 does not match the first dimension of input 'ids'");
 }

@@ -1,10 +1,10 @@
 // warmd's config file and durations (tools/warmd/config.hpp), from strings: what each key takes,
 // that the command line wins, and that nothing malformed throws (fuzz/warmd_config_fuzz.cpp
 // fuzzes the same function).
-#include <catch2/catch.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
+#include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cstdlib>
@@ -81,9 +81,9 @@ TEST_CASE("config: a flag given on the command line wins over the file") {
 
 TEST_CASE("config: malformed text, unknown keys and mistyped values are errors naming the file") {
   for (const char* text : {
-           "repo = [\"/m\",\n",             // TOML syntax
-           "port = 7411\n",                 // unknown key
-           "[server]\nrepo = \"/m\"\n",     // a table is an unknown key
+           "repo = [\"/m\",\n",          // TOML syntax
+           "port = 7411\n",              // unknown key
+           "[server]\nrepo = \"/m\"\n",  // a table is an unknown key
            "max-concurrent-loads = \"4\"\n",
            "max-concurrent-loads = 65\n",
            "http-threads = 0\n",
@@ -117,12 +117,13 @@ TEST_CASE("config: errors name the key and the line it is on") {
     const char* key;
     const char* line;
   };
-  for (auto w : {want{"state = \"s\"\n\nport = 7411\n", "\"port\"", "(line 3)"},
-                 want{"# c\nmax-concurrent-loads = \"4\"\n", "\"max-concurrent-loads\"", "(line 2)"},
-                 want{"repo = \"/m\"\nstate = \"s\"\nhttp-threads = 0\n", "\"http-threads\"", "(line 3)"},
-                 want{"\n\n\ndevice = [\"host:1GiB\", 2]\n", "\"device\"", "(line 4)"},
-                 want{"allow-remote = 1\n", "\"allow-remote\"", "(line 1)"},
-                 want{"\n[server]\nrepo = \"/m\"\n", "\"server\"", "(line 2)"}}) {
+  for (auto w :
+       {want{"state = \"s\"\n\nport = 7411\n", "\"port\"", "(line 3)"},
+        want{"# c\nmax-concurrent-loads = \"4\"\n", "\"max-concurrent-loads\"", "(line 2)"},
+        want{"repo = \"/m\"\nstate = \"s\"\nhttp-threads = 0\n", "\"http-threads\"", "(line 3)"},
+        want{"\n\n\ndevice = [\"host:1GiB\", 2]\n", "\"device\"", "(line 4)"},
+        want{"allow-remote = 1\n", "\"allow-remote\"", "(line 1)"},
+        want{"\n[server]\nrepo = \"/m\"\n", "\"server\"", "(line 2)"}}) {
     INFO(w.text);
     parsed p;
     auto r = p.apply(w.text);
@@ -140,25 +141,30 @@ TEST_CASE("config: errors name the key and the line it is on") {
 // toml++ 3.3 builds a table per dotted part by recursion: 50,000 parts overflowed the stack.
 TEST_CASE("config: a dotted key of 50,000 parts is refused before parsing, naming its line") {
   std::string parts = "a";
-  for (int i = 1; i < 50'000; ++i) parts += ".a";
-  for (const std::string& text : {"state = \"s\"\n" + parts + " = 1\n", "state = \"s\"\n[" + parts + "]\n",
-                                  "state = \"s\"\n" + std::string("\"q\"") + std::string(parts, 1) + " = 1\n"}) {
+  for (int i = 1; i < 50'000; ++i)
+    parts += ".a";
+  for (const std::string& text :
+       {"state = \"s\"\n" + parts + " = 1\n", "state = \"s\"\n[" + parts + "]\n",
+        "state = \"s\"\n" + std::string("\"q\"") + std::string(parts, 1) + " = 1\n"}) {
     parsed p;
     auto r = p.apply(text);
     REQUIRE_FALSE(r);
     CHECK(r.error().code == warm::errc::invalid_argument);
-    CHECK_THAT(r.error().message, Catch::Contains("dotted key of more than 64 parts") && Catch::Contains("(line 2)"));
+    CHECK_THAT(r.error().message,
+               Catch::Contains("dotted key of more than 64 parts") && Catch::Contains("(line 2)"));
   }
   // 64 dots on a line are still toml++'s to judge (an unknown key here), and dots in strings and
   // comments never count.
   std::string sixty_five = "a";
-  for (int i = 0; i < 64; ++i) sixty_five += ".b";
+  for (int i = 0; i < 64; ++i)
+    sixty_five += ".b";
   parsed deep;
   auto r = deep.apply(sixty_five + " = 1\n");
   REQUIRE_FALSE(r);
   CHECK_THAT(r.error().message, Catch::Contains("unknown key \"a\""));
   parsed strings;
-  CHECK(strings.apply("state = \"" + std::string(200, '.') + "\" # " + std::string(200, '.') + "\n"));
+  CHECK(
+      strings.apply("state = \"" + std::string(200, '.') + "\" # " + std::string(200, '.') + "\n"));
   CHECK(strings.c.state == std::string(200, '.'));
 }
 
@@ -171,7 +177,8 @@ TEST_CASE("config: durations") {
   CHECK(warm::warmd::parse_duration("1min").value() == minutes(1));
   CHECK(warm::warmd::parse_duration("1h").value() == hours(1));
   CHECK(warm::warmd::parse_duration("1.5s").value() == milliseconds(1500));
-  for (const char* bad : {"", "s", ".", "-1s", "1d", "1.2.3s", "1..2s", "1e3s", "99999999999999999999h", " 1s"}) {
+  for (const char* bad :
+       {"", "s", ".", "-1s", "1d", "1.2.3s", "1..2s", "1e3s", "99999999999999999999h", " 1s"}) {
     INFO(bad);
     auto r = warm::warmd::parse_duration(bad);
     REQUIRE_FALSE(r);
@@ -179,23 +186,24 @@ TEST_CASE("config: durations") {
   }
 }
 
-TEST_CASE("config: non-ASCII text is fine in strings and comments, refused elsewhere (toml++ 3.3 UB)") {
+TEST_CASE(
+    "config: non-ASCII text is fine in strings and comments, refused elsewhere (toml++ 3.3 UB)") {
   // Debian's toml++ 3.3 reaches __builtin_unreachable() asking whether some non-ASCII characters
   // are whitespace (found by fuzz/warmd_config_fuzz; marzer/tomlplusplus#190, #295): it is handed
   // ASCII only, strings escaped, so values keep every character.
   parsed ok;
-  REQUIRE(ok.apply("# mod\xC3\xA8les \xE2\x80\x94 a comment\nrepo = [\"/srv/mod\xC3\xA8les\", '/srv/\xD0\xBC\\d\"']\n"
-                   "state = \"\"\"\n\xC3\xA9t\xC3\xA9 \\u00e9 \xF0\x9F\x98\x80\"\"\"\npolicy = '''\xC3\xA9''''\n"
-                   "http = \"\"\"\\\n   \xC2\xA7\"\"\"\n"));
+  REQUIRE(ok.apply(
+      "# mod\xC3\xA8les \xE2\x80\x94 a comment\nrepo = [\"/srv/mod\xC3\xA8les\", "
+      "'/srv/\xD0\xBC\\d\"']\n"
+      "state = \"\"\"\n\xC3\xA9t\xC3\xA9 \\u00e9 \xF0\x9F\x98\x80\"\"\"\npolicy = '''\xC3\xA9''''\n"
+      "http = \"\"\"\\\n   \xC2\xA7\"\"\"\n"));
   CHECK(ok.c.repo == std::vector<std::string>{"/srv/mod\xC3\xA8les", "/srv/\xD0\xBC\\d\""});
   CHECK(ok.c.state == "\xC3\xA9t\xC3\xA9 \xC3\xA9 \xF0\x9F\x98\x80");
   CHECK(ok.c.policy == "\xC3\xA9'");
   CHECK(ok.c.http == "\xC2\xA7");  // a line-ending backslash before a non-ASCII character (#190)
 
   for (const char* text : {
-           "\xC9\xBBrepo = \"/x\"\n",
-           "repo = \"/x\"\xC2\xA7\n",
-           "state = \"a\"\n\xC3\xA9 = 2\n",
+           "\xC9\xBBrepo = \"/x\"\n", "repo = \"/x\"\xC2\xA7\n", "state = \"a\"\n\xC3\xA9 = 2\n",
            "state = \"\xC3\"\n",                // malformed UTF-8
            "state = \"\"\"\\\xC2\xA7\"\"\"\n",  // no escape
        }) {
@@ -286,17 +294,19 @@ max-queued-events = 16
   CHECK(p.c.max_watchers == 9);
   CHECK(p.c.max_watchers_per_connection == 2);
   CHECK(p.c.max_queued_events == 16);
-  for (std::string key : {"max-connections", "max-pending-logins", "max-watchers", "max-watchers-per-connection",
-                          "max-queued-events"}) {
+  for (std::string key : {"max-connections", "max-pending-logins", "max-watchers",
+                          "max-watchers-per-connection", "max-queued-events"}) {
     parsed bad;
     auto r = bad.apply(key + " = 0\n");
     REQUIRE_FALSE(r);
-    CHECK(r.error().message == "test.toml: key \"" + key + "\" must be an integer from 1 to 1048576 (line 1)");
+    CHECK(r.error().message ==
+          "test.toml: key \"" + key + "\" must be an integer from 1 to 1048576 (line 1)");
   }
   parsed negative;
   auto r = negative.apply("max-failed-logins = -1\n");
   REQUIRE_FALSE(r);
-  CHECK(r.error().message == "test.toml: key \"max-failed-logins\" must be an integer from 0 to 1048576 (line 1)");
+  CHECK(r.error().message ==
+        "test.toml: key \"max-failed-logins\" must be an integer from 0 to 1048576 (line 1)");
 }
 
 TEST_CASE("config: cluster mode from the file and the command line, with the lease TTL's range") {
@@ -318,13 +328,15 @@ drain-seconds = 0
     parsed bad;
     auto r = bad.apply(std::string("drain-seconds = ") + bad_drain + "\n");
     REQUIRE_FALSE(r);
-    CHECK(r.error().message == "test.toml: key \"drain-seconds\" must be an integer from 0 to 3600 (seconds) (line 1)");
+    CHECK(r.error().message ==
+          "test.toml: key \"drain-seconds\" must be an integer from 0 to 3600 (seconds) (line 1)");
   }
   for (auto bad_ttl : {"1", "301", "\"10s\""}) {
     parsed bad;
     auto r = bad.apply(std::string("lease-ttl = ") + bad_ttl + "\n");
     REQUIRE_FALSE(r);
-    CHECK(r.error().message == "test.toml: key \"lease-ttl\" must be an integer from 2 to 300 (seconds) (line 1)");
+    CHECK(r.error().message ==
+          "test.toml: key \"lease-ttl\" must be an integer from 2 to 300 (seconds) (line 1)");
   }
   parsed cli;
   const char* argv[] = {"warmd", "--lease-ttl", "5", "--cluster", "http://a:1,http://b:2"};
@@ -394,9 +406,12 @@ TEST_CASE("config: dynamic batching from the file and the command line, with its
   CHECK(defaults.c.max_queue_delay == "0");
   CHECK(defaults.c.batch_queue == 1024);
   parsed file;
-  REQUIRE(file.apply("max-batch = 64\nmax-queue-delay = \"500us\"\npreferred-batch = [16, 64]\nbatch-queue = 9\n"));
+  REQUIRE(
+      file.apply("max-batch = 64\nmax-queue-delay = \"500us\"\npreferred-batch = [16, "
+                 "64]\nbatch-queue = 9\n"));
   CHECK(file.c.max_batch == 64);
-  CHECK(warm::warmd::parse_duration(file.c.max_queue_delay).value() == std::chrono::microseconds(500));
+  CHECK(warm::warmd::parse_duration(file.c.max_queue_delay).value() ==
+        std::chrono::microseconds(500));
   CHECK(file.c.preferred_batch == std::vector<std::uint64_t>{16, 64});
   CHECK(file.c.batch_queue == 9);
   parsed flag;
@@ -412,9 +427,12 @@ TEST_CASE("config: dynamic batching from the file and the command line, with its
   for (auto [text, message] : std::vector<refusal>{
            {"max-batch = 65537\n", "key \"max-batch\" must be an integer from 0 to 65536 (line 1)"},
            {"max-batch = -1\n", "key \"max-batch\" must be an integer from 0 to 65536 (line 1)"},
-           {"batch-queue = 0\n", "key \"batch-queue\" must be an integer from 1 to 1048576 (line 1)"},
-           {"\npreferred-batch = [4, 0]\n", "key \"preferred-batch\" must be an array of integers from 1 to 65536 (line 2)"},
-           {"preferred-batch = 4\n", "key \"preferred-batch\" must be an array of integers from 1 to 65536 (line 1)"},
+           {"batch-queue = 0\n",
+            "key \"batch-queue\" must be an integer from 1 to 1048576 (line 1)"},
+           {"\npreferred-batch = [4, 0]\n",
+            "key \"preferred-batch\" must be an array of integers from 1 to 65536 (line 2)"},
+           {"preferred-batch = 4\n",
+            "key \"preferred-batch\" must be an array of integers from 1 to 65536 (line 1)"},
        }) {
     parsed bad;
     auto r = bad.apply(text);
@@ -473,7 +491,8 @@ name = "resnet"
     CHECK(r.error().message.rfind("models.toml: ", 0) == 0);
     CHECK(r.error().message.find(says) != std::string::npos);
   };
-  refused("[[model]]\nname = \"m\"\nversion = \"all\"\n", "\"version\" is not known (docs/versions.md lists the keys) (line 3)");
+  refused("[[model]]\nname = \"m\"\nversion = \"all\"\n",
+          "\"version\" is not known (docs/versions.md lists the keys) (line 3)");
   refused("[[model]]\nname = \"m\"\nversions = \"newest\"\n", "newest");
   refused("[[model]]\nname = \"m\"\nload-policy = \"fast\"\n", "fast");
   refused("[[model]]\nname = \"m\"\nlabels = { stable = \"1\" }\n", "labels.stable");

@@ -25,10 +25,12 @@ namespace {
 struct rpc_client {
   capnp::EzRpcClient client;
   r::Warm::Client warm;
-  explicit rpc_client(const warmd_process& d) : client(d.address()), warm(client.getMain<r::Warm>()) {}
+  explicit rpc_client(const warmd_process& d)
+      : client(d.address()), warm(client.getMain<r::Warm>()) {}
   kj::WaitScope& ws() { return client.getWaitScope(); }
 
-  Code set_vmodel(const std::string& id, const std::string& target, std::string* message = nullptr) {
+  Code set_vmodel(const std::string& id, const std::string& target,
+                  std::string* message = nullptr) {
     auto req = warm.setVModelRequest();
     req.setId(id);
     req.setTarget(target);
@@ -36,7 +38,8 @@ struct rpc_client {
     if (message) *message = res.getStatus().getMessage().cStr();
     return res.getStatus().getCode();
   }
-  Code register_code(const std::string& id, const std::string& path, std::string* message = nullptr) {
+  Code register_code(const std::string& id, const std::string& path,
+                     std::string* message = nullptr) {
     auto req = warm.registerModelRequest();
     req.setId(id);
     req.getInfo().setPath(path);
@@ -51,7 +54,8 @@ int root_page_of(const std::string& path, const std::string& table) {
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
   sqlite3_stmt* s = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE name = ?1", -1, &s, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE name = ?1", -1, &s,
+                             nullptr) == SQLITE_OK);
   sqlite3_bind_text(s, 1, table.c_str(), -1, SQLITE_TRANSIENT);
   int page = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int(s, 0) : 0;
   sqlite3_finalize(s);
@@ -80,14 +84,16 @@ TEST_CASE("warmd: --max-models bounds models and vmodels together") {
 
 // Damaged pages in the models table: SQLite reads them as fewer rows (or fails later), and warmd
 // used to start with an empty registry and say nothing.
-TEST_CASE("warmd: a registry.db with damaged pages stops the start, naming the file and the recovery") {
+TEST_CASE(
+    "warmd: a registry.db with damaged pages stops the start, naming the file and the recovery") {
   warmd_process d;
   d.write_model("m", {8, 4});
   d.start();
   {
     rpc_client c(d);
     for (int i = 0; i < 200; ++i)  // long ids: the models table spans several pages
-      REQUIRE(c.register_code("model-" + std::to_string(i) + "-" + std::string(100, 'x'), "m") == Code::OK);
+      REQUIRE(c.register_code("model-" + std::to_string(i) + "-" + std::string(100, 'x'), "m") ==
+              Code::OK);
     REQUIRE(c.set_vmodel("v", "model-0-" + std::string(100, 'x')) == Code::OK);
   }
   REQUIRE(d.stop() == 0);
@@ -97,17 +103,19 @@ TEST_CASE("warmd: a registry.db with damaged pages stops the start, naming the f
   REQUIRE(root > 1);
   {
     std::fstream f(db, std::ios::binary | std::ios::in | std::ios::out);
-    f.seekp(static_cast<std::streamoff>(root - 1) * 4096);  // warm's pages are SQLite's default 4 KiB
+    f.seekp(static_cast<std::streamoff>(root - 1) *
+            4096);  // warm's pages are SQLite's default 4 KiB
     std::string garbage(4096, '\0');
-    for (std::size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<char>((i * 7919 + 13) & 0xff);
+    for (std::size_t i = 0; i < garbage.size(); ++i)
+      garbage[i] = static_cast<char>((i * 7919 + 13) & 0xff);
     f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
   }
   auto damaged_size = fs::file_size(db);
   int status = d.run_to_exit({"--listen", d.address()});
   CHECK(status == 1);
   auto log = d.log();
-  CHECK_THAT(log, Catch::Contains(db) && Catch::Contains("corrupt") && Catch::Contains("move the file aside") &&
-                      Catch::Contains(".recover"));
+  CHECK_THAT(log, Catch::Contains(db) && Catch::Contains("corrupt") &&
+                      Catch::Contains("move the file aside") && Catch::Contains(".recover"));
   CHECK(fs::file_size(db) == damaged_size);  // left as it was, for the recovery
   CHECK(!fs::exists(d.socket()));            // nothing was served
 
@@ -121,7 +129,8 @@ TEST_CASE("warmd: a registry.db with damaged pages stops the start, naming the f
   CHECK(d.stop() == 0);
 }
 
-TEST_CASE("warmd --config: refused files exit 2 naming the key and line, a 50,000-part dotted key too") {
+TEST_CASE(
+    "warmd --config: refused files exit 2 naming the key and line, a 50,000-part dotted key too") {
   warmd_process d;
   auto write = [&](const std::string& name, const std::string& text) {
     auto path = (d.dir() / name).string();
@@ -129,10 +138,12 @@ TEST_CASE("warmd --config: refused files exit 2 naming the key and line, a 50,00
     return path;
   };
   std::string parts = "a";
-  for (int i = 1; i < 50'000; ++i) parts += ".a";
+  for (int i = 1; i < 50'000; ++i)
+    parts += ".a";
   auto deep = write("deep.toml", "log-level = \"warn\"\n" + parts + " = 1\n");
   CHECK(d.run_to_exit({"--config", deep}) == 2);
-  CHECK_THAT(d.log(), Catch::Contains(deep) && Catch::Contains("dotted key of more than 64 parts") &&
+  CHECK_THAT(d.log(), Catch::Contains(deep) &&
+                          Catch::Contains("dotted key of more than 64 parts") &&
                           Catch::Contains("(line 2)"));
 
   auto unknown = write("unknown.toml", "log-level = \"warn\"\n\nport = 7411\n");

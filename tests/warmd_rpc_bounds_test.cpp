@@ -41,7 +41,6 @@ namespace {
 
 const std::string token = "0123456789abcdef-the-right-token";
 
-
 // A raw TCP connection to 127.0.0.1:port, closed on destruction.
 struct raw_socket {
   // Connects to 127.0.0.1:port from `source`, another loopback address (Linux routes all of
@@ -77,7 +76,8 @@ struct raw_socket {
   bool closed_within(std::chrono::milliseconds limit) const {
     auto deadline = std::chrono::steady_clock::now() + limit;
     for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
       if (left.count() < 0) return false;
       pollfd p{fd, POLLIN, 0};
       int n = ::poll(&p, 1, static_cast<int>(left.count()));
@@ -121,7 +121,8 @@ std::uint64_t proc_kib(pid_t pid, const std::string& field) {
 
 std::string write_token(const fs::path& path) {
   std::ofstream(path) << token << "\n";
-  fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);  // warmd refuses a looser one
+  fs::permissions(path,
+                  fs::perms::owner_read | fs::perms::owner_write);  // warmd refuses a looser one
   return path.string();
 }
 
@@ -153,7 +154,8 @@ struct logged_in {
     auto req = warm.getModelStatusRequest();
     req.setId("no-such-model");
     auto res = req.send().wait(ez.getWaitScope());
-    return res.getStatus().getCode() == Code::OK && res.getModel().getState() == r::ModelState::NOT_FOUND;
+    return res.getStatus().getCode() == Code::OK &&
+           res.getModel().getState() == r::ModelState::NOT_FOUND;
   }
   capnp::EzRpcClient ez;
   r::Warm::Client warm = nullptr;
@@ -169,7 +171,8 @@ std::vector<char> frame_header(std::uint64_t bytes) {
 
 std::size_t count(const std::string& text, const std::string& what) {
   std::size_t n = 0;
-  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++n;
   return n;
 }
 
@@ -186,7 +189,8 @@ TEST_CASE("before login a message over 64 KiB closes the connection before its b
       attackers.push_back(std::make_unique<raw_socket>(rd.port));
       auto header = frame_header(std::uint64_t{250} << 20);
       bool sent = attackers.back()->send_all(header.data(), header.size());
-      for (int k = 0; sent && k < 48; ++k) sent = attackers.back()->send_all(chunk.data(), chunk.size());
+      for (int k = 0; sent && k < 48; ++k)
+        sent = attackers.back()->send_all(chunk.data(), chunk.size());
       CHECK(attackers.back()->closed_within(std::chrono::seconds(10)));
     }
   }
@@ -226,7 +230,9 @@ TEST_CASE("a connection past --max-pending-logins is closed; logged-in clients k
   CHECK(rd.d.stop() == 0);
 }
 
-TEST_CASE("one address holds an eighth of the pending logins; the last quarter is kept for new addresses") {
+TEST_CASE(
+    "one address holds an eighth of the pending logins; the last quarter is kept for new "
+    "addresses") {
   // 16 pending logins: 2 per address, the last 4 only for addresses with none pending.
   remote_daemon rd({"--max-pending-logins", "16"});
   raw_socket hog1(rd.port, "127.0.0.2"), hog2(rd.port, "127.0.0.2");
@@ -235,12 +241,13 @@ TEST_CASE("one address holds an eighth of the pending logins; the last quarter i
   CHECK(hog3.closed_within(std::chrono::seconds(10)));
   CHECK(hog1.open_now());
   CHECK(hog2.open_now());
-  CHECK(rd.d.log().find("from 127.0.0.2: 2 connections from this address wait to log in (at most 2 per address)") !=
-        std::string::npos);
+  CHECK(rd.d.log().find("from 127.0.0.2: 2 connections from this address wait to log in (at most 2 "
+                        "per address)") != std::string::npos);
   // Ten more addresses, one pending login each: 12 pending, the reserve begins.
   std::vector<std::unique_ptr<raw_socket>> others;
   for (int i = 10; i < 20; ++i)
-    others.push_back(std::make_unique<raw_socket>(rd.port, ("127.0.0." + std::to_string(i)).c_str()));
+    others.push_back(
+        std::make_unique<raw_socket>(rd.port, ("127.0.0." + std::to_string(i)).c_str()));
   REQUIRE(c.works());
   raw_socket second(rd.port, "127.0.0.10");  // has one pending: the reserve is not for it
   CHECK(second.closed_within(std::chrono::seconds(10)));
@@ -322,7 +329,8 @@ TEST_CASE("failed logins are logged without the token and limited per address on
     auto req = auth.authenticateRequest();
     req.setToken(t);
     auto res = req.send().wait(ws);
-    return std::make_pair(res.getStatus().getCode(), std::string(res.getStatus().getMessage().cStr()));
+    return std::make_pair(res.getStatus().getCode(),
+                          std::string(res.getStatus().getMessage().cStr()));
   };
   CHECK(login(wrong) == std::make_pair(Code::UNAUTHENTICATED, std::string("wrong token")));
   CHECK(login(wrong) == std::make_pair(Code::UNAUTHENTICATED, std::string("wrong token")));
@@ -357,7 +365,8 @@ class listener final : public r::StateListener::Server {
 
   void release() {
     hold = false;
-    for (auto& f : held_) f->fulfill();
+    for (auto& f : held_)
+      f->fulfill();
     held_.clear();
   }
 
@@ -395,7 +404,8 @@ struct unix_client {
 
 }  // namespace
 
-TEST_CASE("out of file descriptors, both listeners pause and accept again; neither stops for good") {
+TEST_CASE(
+    "out of file descriptors, both listeners pause and accept again; neither stops for good") {
   warmd_process d;
   d.open_file_limit = 128;  // soft and hard: warmd cannot raise it
   d.log_level = "info";
@@ -403,22 +413,28 @@ TEST_CASE("out of file descriptors, both listeners pause and accept again; neith
   auto http_port = d.announced_port("serving HTTP on 127.0.0.1:");
   {
     std::vector<std::unique_ptr<raw_socket>> held;
-    for (int i = 0; i < 150; ++i) held.push_back(std::make_unique<raw_socket>(d.socket()));
+    for (int i = 0; i < 150; ++i)
+      held.push_back(std::make_unique<raw_socket>(d.socket()));
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (d.log().find("accept failed") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+    while (d.log().find("accept failed") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     INFO(d.log());
     REQUIRE(d.log().find("accept failed") != std::string::npos);  // it did run out
     // Out of descriptors, the HTTP front's accepts fail too (a few connections: the rest of them
     // would wait in its listen backlog of 5, and a connect past that waits for SYN retries).
-    for (int i = 0; i < 3; ++i) held.push_back(std::make_unique<raw_socket>(http_port));
+    for (int i = 0; i < 3; ++i)
+      held.push_back(std::make_unique<raw_socket>(http_port));
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }  // every held connection closed: descriptors come back as warmd sees them end
 
   capnp::EzRpcClient c(d.address());
   auto req = c.getMain<r::Warm>().getModelStatusRequest();
   req.setId("x");
-  auto answered = c.getIoProvider().getTimer().timeoutAfter(30 * kj::SECONDS, req.send()).wait(c.getWaitScope());
+  auto answered = c.getIoProvider()
+                      .getTimer()
+                      .timeoutAfter(30 * kj::SECONDS, req.send())
+                      .wait(c.getWaitScope());
   CHECK(answered.getStatus().getCode() == Code::OK);  // a new client is served
   CHECK(http_status(http_port, "/v2/health/live", "") == 200);
   CHECK(d.log().find("accepting connections again") != std::string::npos);
@@ -443,9 +459,11 @@ TEST_CASE("watch streams are limited per connection and in all") {
   CHECK(d.stop() == 0);
 }
 
-TEST_CASE("a watcher that stops answering holds a bounded queue and learns how many events it missed") {
+TEST_CASE(
+    "a watcher that stops answering holds a bounded queue and learns how many events it missed") {
   warmd_process d;
-  for (int i = 0; i < 12; ++i) d.write_model("m" + std::to_string(i), {8, 4});
+  for (int i = 0; i < 12; ++i)
+    d.write_model("m" + std::to_string(i), {8, 4});
   d.start({"--max-queued-events", "4"});
   unix_client c(d.address());
   listener* l = nullptr;
@@ -471,7 +489,8 @@ TEST_CASE("a watcher that stops answering holds a bounded queue and learns how m
       if (e.model == "m11" && e.state == warm::model_state::loaded) return true;
     return false;
   };
-  for (int i = 0; i < 500 && !last_loaded(); ++i) timer.afterDelay(20 * kj::MILLISECONDS).wait(c.ws());
+  for (int i = 0; i < 500 && !last_loaded(); ++i)
+    timer.afterDelay(20 * kj::MILLISECONDS).wait(c.ws());
   REQUIRE(last_loaded());
   INFO(held << " events in the held batch, " << l->events.size() << " delivered in all");
   // At most one queue's worth after the held batch, plus what the last load published after its
@@ -488,7 +507,8 @@ TEST_CASE("a watcher that stops answering holds a bounded queue and learns how m
   CHECK(d.stop() == 0);
 }
 
-TEST_CASE("a unix socket path: a live server's exits 1, a stale file is replaced, a non-socket exits 2") {
+TEST_CASE(
+    "a unix socket path: a live server's exits 1, a stale file is replaced, a non-socket exits 2") {
   warmd_process live;
   live.start();
   SECTION("in use by a running warmd") {
@@ -562,7 +582,8 @@ TEST_CASE("a message over --max-request-bytes is answered tooLarge by the reques
     req.getInfo().setPath("m");
     auto res = req.send().wait(ws);
     CHECK(res.getStatus().getCode() == Code::TOO_LARGE);
-    CHECK(std::string(res.getStatus().getMessage().cStr()).find("the limit is " + limit) != std::string::npos);
+    CHECK(std::string(res.getStatus().getMessage().cStr()).find("the limit is " + limit) !=
+          std::string::npos);
   }
   // The connection stays usable, and a request under the limit is served.
   auto req = warm.registerModelRequest();
@@ -571,10 +592,11 @@ TEST_CASE("a message over --max-request-bytes is answered tooLarge by the reques
   CHECK(req.send().wait(ws).getStatus().getCode() == Code::OK);
   // A connection reads messages up to 4 x the limit + 1 MiB (5 MiB here): just under that, the
   // answer is still tooLarge; just over, the message is not read and the connection is closed.
-  CHECK(infer((4 << 20) / 4 + (256 << 10) / 4).getStatus().getCode() == Code::TOO_LARGE);  // 4.25 MiB
-  CHECK_THROWS(infer((5 << 20) / 4 + (256 << 10) / 4));                                     // 5.25 MiB
-  CHECK_THROWS(infer(8));  // the same connection is gone
-  capnp::EzRpcClient again(d.address());  // warmd serves a new one
+  CHECK(infer((4 << 20) / 4 + (256 << 10) / 4).getStatus().getCode() ==
+        Code::TOO_LARGE);                                // 4.25 MiB
+  CHECK_THROWS(infer((5 << 20) / 4 + (256 << 10) / 4));  // 5.25 MiB
+  CHECK_THROWS(infer(8));                                // the same connection is gone
+  capnp::EzRpcClient again(d.address());                 // warmd serves a new one
   auto status = again.getMain<r::Warm>().getModelStatusRequest();
   status.setId("m");
   CHECK(status.send().wait(again.getWaitScope()).getStatus().getCode() == Code::OK);
@@ -615,7 +637,8 @@ TEST_CASE("SIGTERM while inferences are in flight: they finish and warmd exits 0
       if (e.model == "heavy" && e.state == warm::model_state::loading) return true;
     return false;
   };
-  for (int i = 0; i < 1000 && !loading(); ++i) timer.afterDelay(10 * kj::MILLISECONDS).wait(c.ws());
+  for (int i = 0; i < 1000 && !loading(); ++i)
+    timer.afterDelay(10 * kj::MILLISECONDS).wait(c.ws());
   REQUIRE(loading());
   REQUIRE(::kill(d.pid(), SIGTERM) == 0);
   for (auto& call : calls) {
@@ -637,7 +660,9 @@ TEST_CASE("SIGTERM while inferences are in flight: they finish and warmd exits 0
   CHECK(d.log().find("closing anyway") == std::string::npos);
 }
 
-TEST_CASE("files warmd trusts: loose state directories, token files and repositories exit 2; symlinks warn") {
+TEST_CASE(
+    "files warmd trusts: loose state directories, token files and repositories exit 2; symlinks "
+    "warn") {
   warmd_process d;
   SECTION("a state directory every user may write") {
     fs::create_directories(d.dir() / "state");
@@ -646,7 +671,8 @@ TEST_CASE("files warmd trusts: loose state directories, token files and reposito
     CHECK(d.log().find("is writable by other users (mode 0777)") != std::string::npos);
   }
   SECTION("a state directory with the sticky bit, or writable by its group") {
-    for (auto mode : {fs::perms::all | fs::perms::sticky_bit, fs::perms::owner_all | fs::perms::group_all}) {
+    for (auto mode :
+         {fs::perms::all | fs::perms::sticky_bit, fs::perms::owner_all | fs::perms::group_all}) {
       fs::create_directories(d.dir() / "state");
       fs::permissions(d.dir() / "state", mode);
       CHECK(d.run_to_exit({"--listen", d.address()}) == 2);
@@ -655,23 +681,28 @@ TEST_CASE("files warmd trusts: loose state directories, token files and reposito
   }
   SECTION("a token file others may read") {
     auto token_file = write_token(d.dir() / "token");
-    fs::permissions(token_file, fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_read);
+    fs::permissions(token_file,
+                    fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_read);
     CHECK(d.run_to_exit({"--listen", d.address(), "--token-file", token_file}) == 2);
     CHECK(d.log().find("may be read or written by other users (mode 0604)") != std::string::npos);
   }
   SECTION("a repository every user may write") {
     fs::permissions(d.repo(), fs::perms::all);
     CHECK(d.run_to_exit({"--listen", d.address()}) == 2);
-    CHECK(d.log().find("is writable by every user (mode 0777): anyone could publish a model") != std::string::npos);
+    CHECK(d.log().find("is writable by every user (mode 0777): anyone could publish a model") !=
+          std::string::npos);
   }
-  SECTION("a symlinked state directory and a group-writable repository: warned, served; registry.db is 0600") {
+  SECTION(
+      "a symlinked state directory and a group-writable repository: warned, served; registry.db is "
+      "0600") {
     fs::create_directories(d.dir() / "real-state");
     fs::create_directory_symlink(d.dir() / "real-state", d.dir() / "state");
     fs::permissions(d.repo(), fs::perms::owner_all | fs::perms::group_all);
     auto token_file = write_token(d.dir() / "token");
     d.start({"--listen", "127.0.0.1:0", "--allow-remote", "--token-file", token_file});
     auto log = d.log();
-    CHECK(log.find("state directory " + (d.dir() / "state").string() + " is a symlink") != std::string::npos);
+    CHECK(log.find("state directory " + (d.dir() / "state").string() + " is a symlink") !=
+          std::string::npos);
     CHECK(log.find("is writable by its group") != std::string::npos);
     CHECK((fs::status(d.dir() / "real-state" / "registry.db").permissions() & fs::perms::mask) ==
           (fs::perms::owner_read | fs::perms::owner_write));

@@ -47,14 +47,13 @@ namespace {
 
 using warm::test::warmd_process;
 
-
-
 // A status call on `warm` (an unknown id answers ok with state notFound): true when it worked.
 bool status_works(r::Warm::Client& warm, kj::WaitScope& ws) {
   auto req = warm.getModelStatusRequest();
   req.setId("no-such-model");
   auto res = req.send().wait(ws);
-  return res.getStatus().getCode() == Code::OK && res.getModel().getState() == r::ModelState::NOT_FOUND;
+  return res.getStatus().getCode() == Code::OK &&
+         res.getModel().getState() == r::ModelState::NOT_FOUND;
 }
 
 // An F32 input [1, width] of 0.5s.
@@ -64,7 +63,8 @@ warm::tensor input(std::uint64_t width) {
   t.shape = {1, width};
   t.data.resize(width * 4);
   float v = 0.5f;
-  for (std::uint64_t i = 0; i < width; ++i) std::memcpy(t.data.data() + 4 * i, &v, 4);
+  for (std::uint64_t i = 0; i < width; ++i)
+    std::memcpy(t.data.data() + 4 * i, &v, 4);
   return t;
 }
 
@@ -96,7 +96,8 @@ class ignore_errors final : public kj::TaskSet::ErrorHandler {
 
 std::string write_token(const fs::path& path, const std::string& token) {
   std::ofstream(path) << token << "\n";
-  fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);  // warmd refuses a looser one
+  fs::permissions(path,
+                  fs::perms::owner_read | fs::perms::owner_write);  // warmd refuses a looser one
   return path.string();
 }
 
@@ -136,8 +137,8 @@ TEST_CASE("with --allow-remote the TCP bootstrap is an Authenticator that wants 
     CHECK(status_works(warm, ws));
   }
   SECTION("a wrong token gets unauthenticated and no capability") {
-    for (std::string wrong : {std::string("0123456789abcdef-the-wrong-token"), token.substr(0, token.size() - 1),
-                              token + "x", std::string()}) {
+    for (std::string wrong : {std::string("0123456789abcdef-the-wrong-token"),
+                              token.substr(0, token.size() - 1), token + "x", std::string()}) {
       auto req = auth.authenticateRequest();
       req.setToken(wrong);
       auto res = req.send().wait(ws);
@@ -169,7 +170,8 @@ TEST_CASE("refused exposure: usage errors exit 2") {
   }
   SECTION("a token file holding a short token") {
     auto token_file = write_token(d.dir() / "token", "short");
-    CHECK(d.run_to_exit({"--listen", "127.0.0.1:" + port, "--allow-remote", "--token-file", token_file}) == 2);
+    CHECK(d.run_to_exit({"--listen", "127.0.0.1:" + port, "--allow-remote", "--token-file",
+                         token_file}) == 2);
   }
 }
 
@@ -252,7 +254,9 @@ TEST_CASE("a 48 MB tensor within every limit is checked by the model, not refuse
   r::to_capnp(warm::infer_request{"m", {input(12'000'000)}}, req.initRequest());
   auto res = req.send().wait(ws);
   CHECK(res.getStatus().getCode() == Code::INVALID_ARGUMENT);  // the model takes width 8
-  CHECK(std::string(res.getStatus().getMessage().cStr()).find("the model takes input F32 [-1, 8]") != std::string::npos);
+  CHECK(
+      std::string(res.getStatus().getMessage().cStr()).find("the model takes input F32 [-1, 8]") !=
+      std::string::npos);
   CHECK(status_works(warm, ws));
   CHECK(d.stop() == 0);
 }
@@ -300,7 +304,8 @@ struct acknowledged {
 // Drives registrations (each with loadNow, so loads run) and, after every fifth acknowledged one,
 // a vmodel pointed at it, four requests outstanding, then kills warmd with SIGKILL at a random
 // moment. Ids continue from `next`. Records every acknowledged request in `acked`.
-void register_until_killed(warmd_process& d, std::mt19937& rng, int files, int& next, acknowledged& acked) {
+void register_until_killed(warmd_process& d, std::mt19937& rng, int files, int& next,
+                           acknowledged& acked) {
   capnp::EzRpcClient c(d.address());
   auto& ws = c.getWaitScope();
   auto& timer = c.getIoProvider().getTimer();
@@ -337,11 +342,13 @@ void register_until_killed(warmd_process& d, std::mt19937& rng, int files, int& 
         },
         [&](kj::Exception&&) { ++failed; }));  // the daemon died with it in flight
   };
-  for (int i = 0; i < outstanding; ++i) send_one();
+  for (int i = 0; i < outstanding; ++i)
+    send_one();
 
   // Some acknowledgements first, then a random moment.
   auto before = acked.models.size();
-  for (int i = 0; i < 1000 && acked.models.size() < before + 5; ++i) timer.afterDelay(5 * kj::MILLISECONDS).wait(ws);
+  for (int i = 0; i < 1000 && acked.models.size() < before + 5; ++i)
+    timer.afterDelay(5 * kj::MILLISECONDS).wait(ws);
   REQUIRE(acked.models.size() >= before + 5);
   auto delay = std::uniform_int_distribution<int>(0, 300)(rng);
   timer.afterDelay(delay * kj::MILLISECONDS).wait(ws);
@@ -352,21 +359,26 @@ void register_until_killed(warmd_process& d, std::mt19937& rng, int files, int& 
   }
   d.crash();
   timer.afterDelay(100 * kj::MILLISECONDS).wait(ws);  // answers sent before the death count too
-  INFO("killed after " << delay << " ms with " << acked.models.size() << " acked, " << sent << " sent");
+  INFO("killed after " << delay << " ms with " << acked.models.size() << " acked, " << sent
+                       << " sent");
   CHECK(failed <= outstanding);  // only the ones in flight at the kill
   CHECK(sent > answered);        // registrations were in flight at the kill
 }
 
-TEST_CASE("kill -9 at random moments during loads, registrations and vmodel changes loses nothing acknowledged") {
+TEST_CASE(
+    "kill -9 at random moments during loads, registrations and vmodel changes loses nothing "
+    "acknowledged") {
   warmd_process d;
   d.device = "host:24MiB";  // room for two of the 8 MiB models: loads evict and keep loading
   const auto widths = warm::widths_for_bytes(8u << 20, 1024, 16);
   const int files = 4;
-  for (int f = 0; f < files; ++f) d.write_model("f" + std::to_string(f), widths);
+  for (int f = 0; f < files; ++f)
+    d.write_model("f" + std::to_string(f), widths);
 
   // A new seed each run (WARM_TEST_SEED repeats one); the seed is printed so a failure can be.
   std::uint32_t seed = std::random_device{}();
-  if (const char* env = std::getenv("WARM_TEST_SEED")) seed = static_cast<std::uint32_t>(std::strtoul(env, nullptr, 10));
+  if (const char* env = std::getenv("WARM_TEST_SEED"))
+    seed = static_cast<std::uint32_t>(std::strtoul(env, nullptr, 10));
   std::printf("kill -9 test: seed %u (repeat with WARM_TEST_SEED=%u)\n", seed, seed);
   std::fflush(stdout);
   INFO("seed " << seed << " (repeat with WARM_TEST_SEED=" << seed << ")");
@@ -390,7 +402,8 @@ TEST_CASE("kill -9 at random moments during loads, registrations and vmodel chan
     req.setAfter(after);
     auto res = req.send().wait(ws);
     REQUIRE(res.getStatus().getCode() == Code::OK);
-    for (auto m : res.getModels()) listed.insert(m.getId().cStr());
+    for (auto m : res.getModels())
+      listed.insert(m.getId().cStr());
     after = res.getNext().cStr();
     if (after.empty()) break;
   }

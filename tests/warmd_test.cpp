@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <capnp/ez-rpc.h>
-#include <kj/async-io.h>
 #include <fcntl.h>
+#include <kj/async-io.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -33,13 +33,13 @@ namespace {
 
 using warm::test::warmd_process;
 
-
 // A connected client: the Warm capability and the event loop to wait on.
 struct client {
   explicit client(const std::string& address) : ez(address), warm(ez.getMain<r::Warm>()) {}
   kj::WaitScope& ws() { return ez.getWaitScope(); }
 
-  Code register_model(const std::string& id, const std::string& path, bool load = false, bool sync = false) {
+  Code register_model(const std::string& id, const std::string& path, bool load = false,
+                      bool sync = false) {
     auto req = warm.registerModelRequest();
     req.setId(id);
     req.getInfo().setPath(path);
@@ -71,7 +71,8 @@ warm::tensor input(std::uint64_t width, float value = 0.5f) {
   t.name = "input";
   t.shape = {1, width};
   t.data.resize(width * 4);
-  for (std::uint64_t i = 0; i < width; ++i) std::memcpy(t.data.data() + 4 * i, &value, 4);
+  for (std::uint64_t i = 0; i < width; ++i)
+    std::memcpy(t.data.data() + 4 * i, &value, 4);
   return t;
 }
 
@@ -206,7 +207,8 @@ TEST_CASE("warmd serves every method over the unix socket") {
       req.setLimit(2);
       auto res = req.send().wait(c.ws());
       REQUIRE(res.getStatus().getCode() == Code::OK);
-      for (auto m : res.getModels()) seen.push_back(m.getId().cStr());
+      for (auto m : res.getModels())
+        seen.push_back(m.getId().cStr());
       after = res.getNext().cStr();
       ++pages;
     } while (!after.empty() && pages < 10);
@@ -223,7 +225,8 @@ TEST_CASE("warmd serves every method over the unix socket") {
     CHECK(snapshot.devices[0].capacity == (4u << 20));
     CHECK(snapshot.registered_models == 3);
     bool resident = false;
-    for (auto& m : snapshot.devices[0].resident) resident |= m.model == "small";
+    for (auto& m : snapshot.devices[0].resident)
+      resident |= m.model == "small";
     CHECK(resident);
   }
 
@@ -259,17 +262,21 @@ TEST_CASE("a watcher sees the state changes of a load") {
       if (e.model == "m" && e.state == warm::model_state::loaded) return true;
     return false;
   };
-  for (int i = 0; i < 250 && !loaded(); ++i) timer.afterDelay(20 * kj::MILLISECONDS).wait(c.ws());
+  for (int i = 0; i < 250 && !loaded(); ++i)
+    timer.afterDelay(20 * kj::MILLISECONDS).wait(c.ws());
   REQUIRE(loaded());
 
   std::vector<warm::model_state> states;
   for (auto& e : events)
     if (e.model == "m") states.push_back(e.state);
-  auto at = [&](warm::model_state s) { return std::find(states.begin(), states.end(), s) - states.begin(); };
+  auto at = [&](warm::model_state s) {
+    return std::find(states.begin(), states.end(), s) - states.begin();
+  };
   CHECK(at(warm::model_state::queued) < at(warm::model_state::loading));
   CHECK(at(warm::model_state::loading) < at(warm::model_state::loaded));
   CHECK(at(warm::model_state::loaded) < static_cast<long>(states.size()));
-  for (std::size_t i = 1; i < events.size(); ++i) CHECK(events[i].sequence > events[i - 1].sequence);
+  for (std::size_t i = 1; i < events.size(); ++i)
+    CHECK(events[i].sequence > events[i - 1].sequence);
 
   CHECK(d.stop() == 0);
 }
@@ -337,7 +344,8 @@ TEST_CASE("SIGINT stops warmd gracefully, like SIGTERM: exit 0 and the state sur
 TEST_CASE("each device may name its own policy; the policies' tuning flags are checked") {
   warmd_process d;
   d.device = "host.0:1MiB@lru";
-  d.start({"--device", "host.1:1MiB", "--policy", "gdsf", "--rescore-period", "50ms", "--iam-rate", "window"});
+  d.start({"--device", "host.1:1MiB", "--policy", "gdsf", "--rescore-period", "50ms", "--iam-rate",
+           "window"});
   {
     client c(d.address());
     auto res = c.warm.inspectRequest().send().wait(c.ws());

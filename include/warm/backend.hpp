@@ -47,7 +47,8 @@ class backend {
   // Loads the model onto `dev`, charged `reservation` to begin with (made from describe's
   // predicted bytes or a size hint). May block. On failure every byte goes back to `dev`.
   virtual expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
-                                                         memory_reservation reservation, load_stats* stats) const = 0;
+                                                         memory_reservation reservation,
+                                                         load_stats* stats) const = 0;
 };
 
 // The backend for a kind; not_found naming the kinds this build serves when there is none.
@@ -92,7 +93,8 @@ code_policy current_code_policy();
 // Describes the model of `kind` in the file already open on `fd` (which stays open and owned by
 // the caller), named `path` in messages. What a describe helper runs inside its sandbox, and the
 // in-process path of describe(). Checks an archive's entries before anything is inflated.
-expected<model_description> describe_open_file(std::string_view kind, int fd, const std::string& path);
+expected<model_description> describe_open_file(std::string_view kind, int fd,
+                                               const std::string& path);
 
 // Whether a model at `where` can run on `dev`: for a device that hosts models itself (a model
 // runtime), whether it serves the kind; otherwise whether this build's backend for the kind runs

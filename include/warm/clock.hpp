@@ -25,12 +25,14 @@ class steady_clock final : public clock {
 // A clock that moves only when told to (tests, the simulator).
 class manual_clock final : public clock {
  public:
-  explicit manual_clock(timestamp start = timestamp{} + std::chrono::hours(1)) : ticks_(start.time_since_epoch().count()) {}
+  explicit manual_clock(timestamp start = timestamp{} + std::chrono::hours(1))
+      : ticks_(start.time_since_epoch().count()) {}
   timestamp now() const override {
     return timestamp{timestamp::duration{ticks_.load(std::memory_order_acquire)}};
   }
   void advance(std::chrono::nanoseconds by) {
-    ticks_.fetch_add(std::chrono::duration_cast<timestamp::duration>(by).count(), std::memory_order_acq_rel);
+    ticks_.fetch_add(std::chrono::duration_cast<timestamp::duration>(by).count(),
+                     std::memory_order_acq_rel);
   }
 
  private:

@@ -42,7 +42,7 @@ struct dense_spec {
 
   std::uint64_t input_width() const { return layers.front().in; }
   std::uint64_t output_width() const { return layers.back().out; }
-  std::uint64_t widest() const;     // the largest in/out width, for scratch space
+  std::uint64_t widest() const;      // the largest in/out width, for scratch space
   std::uint64_t parameters() const;  // weights + biases
 };
 

@@ -54,7 +54,9 @@ class memory_budget {
   void release(std::uint64_t bytes);
   // A new capacity (a model runtime that reported one). Bytes in use above a lowered capacity
   // stay charged; nothing more is taken until enough are released.
-  void set_capacity(std::uint64_t capacity) { capacity_.store(capacity, std::memory_order_relaxed); }
+  void set_capacity(std::uint64_t capacity) {
+    capacity_.store(capacity, std::memory_order_relaxed);
+  }
 
  private:
   std::atomic<std::uint64_t> capacity_;
@@ -137,13 +139,15 @@ class resident_model {
   virtual std::uint64_t cost(std::uint64_t batch) const = 0;
   // Runs inputs that check_inputs(io()) accepted, in io().inputs order with `batch` rows, and
   // returns the outputs in io().outputs order. Thread-safe.
-  virtual expected<std::vector<tensor>> run(const std::vector<tensor>& inputs, std::uint64_t batch) const = 0;
+  virtual expected<std::vector<tensor>> run(const std::vector<tensor>& inputs,
+                                            std::uint64_t batch) const = 0;
   // run() that may answer later, on another thread: `done` is called exactly once, possibly
   // before this returns. By default it is run() on the calling thread. A model whose inference
   // happens in another process (a model runtime) sends it and returns, so no thread of warm's
   // waits for the answer. Thread-safe; `done` must not block.
   using run_done = std::function<void(expected<std::vector<tensor>>)>;
-  virtual void run_then(const std::vector<tensor>& inputs, std::uint64_t batch, run_done done) const {
+  virtual void run_then(const std::vector<tensor>& inputs, std::uint64_t batch,
+                        run_done done) const {
     done(run(inputs, batch));
   }
   // The model's name in the process that holds it (a model runtime's id for this load); empty
@@ -181,7 +185,8 @@ class dense_resident final : public resident_model {
   std::uint64_t bytes() const override { return weights_->size(); }
   std::uint64_t max_batch() const override;
   std::uint64_t cost(std::uint64_t batch) const override;
-  expected<std::vector<tensor>> run(const std::vector<tensor>& inputs, std::uint64_t batch) const override;
+  expected<std::vector<tensor>> run(const std::vector<tensor>& inputs,
+                                    std::uint64_t batch) const override;
 
  private:
   device* device_;
@@ -270,14 +275,16 @@ class device {
   // Loads a validated model: allocates its data buffer and copies the file's bytes into it with
   // large sequential reads, once. Fails like allocate(), or load_failed when the file cannot be
   // read or changed since it was validated. Blocks on I/O: call it from a loader thread.
-  expected<std::unique_ptr<dense_resident>> load(const model_file& file, load_stats* stats = nullptr);
+  expected<std::unique_ptr<dense_resident>> load(const model_file& file,
+                                                 load_stats* stats = nullptr);
 
   // load() with the bytes reserved beforehand (by the device actor, before the load started):
   // allocates the whole reservation and copies the file into its start; the stats time both.
   // A reservation may exceed the model's data bytes (a registration's size hint: headroom the
   // model is charged for while resident). load_failed when it is smaller (the file grew since
   // it was registered); the bytes go back on any failure.
-  expected<std::unique_ptr<dense_resident>> load_into(const model_file& file, memory_reservation reservation,
+  expected<std::unique_ptr<dense_resident>> load_into(const model_file& file,
+                                                      memory_reservation reservation,
                                                       load_stats* stats = nullptr);
 
   // Runs `model` (which must be resident on this device) on a batch. `input` holds

@@ -37,7 +37,9 @@ struct error {
   std::string to_string() const;
 };
 
-inline error make_error(errc code, std::string message) { return error{code, std::move(message)}; }
+inline error make_error(errc code, std::string message) {
+  return error{code, std::move(message)};
+}
 // The error for bad input (a malformed file, a value out of range): invalid_argument.
 inline error invalid_input(std::string message) {
   return make_error(errc::invalid_argument, std::move(message));

@@ -2,9 +2,9 @@
 // slows them, and host devices whose allocations fail. Both draw from one fault_injector, whose
 // plan may change while loads run (a test turns storage "off" and back "on").
 //
-//   auto faults = std::make_shared<warm::fault_injector>(warm::fault_plan{.load_failure_rate = 0.2});
-//   options.loader = std::make_shared<warm::faulty_loader>(faults);
-//   options.make_device = warm::faulty_device_factory(faults);
+//   auto faults = std::make_shared<warm::fault_injector>(warm::fault_plan{.load_failure_rate =
+//   0.2}); options.loader = std::make_shared<warm::faulty_loader>(faults); options.make_device =
+//   warm::faulty_device_factory(faults);
 //
 // Injected failures carry "(injected fault)" in their message, so nobody mistakes them for real.
 //
@@ -65,7 +65,7 @@ class fault_injector {
   mutable std::mutex mutex_;
   fault_plan plan_;
   std::mt19937_64 random_;
-  std::condition_variable released_;  // with mutex_
+  std::condition_variable released_;   // with mutex_
   std::uint64_t hold_from_batch_ = 0;  // 0: nothing held; guarded by mutex_
   std::uint64_t held_ = 0;             // guarded by mutex_
   std::atomic<std::uint64_t> loads_failed_{0};
@@ -76,9 +76,11 @@ class fault_injector {
 // load_failed, and hands the rest to `inner` (default: file_loader).
 class faulty_loader final : public model_loader {
  public:
-  explicit faulty_loader(std::shared_ptr<fault_injector> faults, std::shared_ptr<model_loader> inner = nullptr);
+  explicit faulty_loader(std::shared_ptr<fault_injector> faults,
+                         std::shared_ptr<model_loader> inner = nullptr);
   expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
-                                                 memory_reservation reservation, load_stats* stats) override;
+                                                 memory_reservation reservation,
+                                                 load_stats* stats) override;
 
  private:
   std::shared_ptr<fault_injector> faults_;

@@ -81,8 +81,8 @@ const char* to_string(eviction_reason reason) noexcept;
 
 // What one device actor keeps current.
 struct device_metrics {
-  gauge models_loaded;                     // resident models (draining ones excluded)
-  counter evictions[eviction_reasons];     // by eviction_reason
+  gauge models_loaded;                  // resident models (draining ones excluded)
+  counter evictions[eviction_reasons];  // by eviction_reason
 };
 
 // Every instrument of one runtime. Owned by the runtime; the actors hold it by shared_ptr.
@@ -92,17 +92,18 @@ struct runtime_metrics {
   // Inference requests by outcome: a hit ran on a loaded model, a miss waited for a load,
   // an error was answered with one (bad input, unknown model, failed load).
   counter requests_hit, requests_miss, requests_error;
-  histogram cache_miss_wait{histogram::latency_bounds()};   // seconds a miss waited for its model
-  histogram load_seconds{histogram::latency_bounds()};      // successful loads: read + copy
-  histogram load_queue_wait{histogram::latency_bounds()};   // enqueue (or requeue) → load start
-  histogram batch_rows{histogram::batch_bounds()};          // rows per batched pass (dynamic batching)
-  histogram batch_queue_delay{histogram::latency_bounds()}; // seconds a request queued for its pass
+  histogram cache_miss_wait{histogram::latency_bounds()};  // seconds a miss waited for its model
+  histogram load_seconds{histogram::latency_bounds()};     // successful loads: read + copy
+  histogram load_queue_wait{histogram::latency_bounds()};  // enqueue (or requeue) → load start
+  histogram batch_rows{histogram::batch_bounds()};  // rows per batched pass (dynamic batching)
+  histogram batch_queue_delay{
+      histogram::latency_bounds()};  // seconds a request queued for its pass
   counter loads_started;
   counter load_failures;                                    // failed load attempts
   histogram age_at_eviction{histogram::lifetime_bounds()};  // seconds resident, at eviction
   histogram importance_rebuild{histogram::rebuild_bounds()};
-  gauge load_queue_length;                                  // loads queued, not yet started
-  gauge loads_running;                                      // reserving or loading
+  gauge load_queue_length;  // loads queued, not yet started
+  gauge loads_running;      // reserving or loading
   gauge models_registered;
   gauge vmodels_registered;
   // Served models (warm/versions.hpp): their number, failed version loads, versions that became
@@ -110,7 +111,7 @@ struct runtime_metrics {
   gauge served_models;
   counter version_load_failures;
   counter version_rolls;
-  std::vector<device_metrics> devices;                      // in the runtime's device order
+  std::vector<device_metrics> devices;  // in the runtime's device order
 };
 
 struct prometheus_options {
@@ -120,7 +121,8 @@ struct prometheus_options {
 };
 
 // The Prometheus text exposition (format 0.0.4) of `m`; `devices` in the same order as m.devices.
-std::string prometheus_text(const runtime_metrics& m, const std::vector<std::shared_ptr<device>>& devices,
+std::string prometheus_text(const runtime_metrics& m,
+                            const std::vector<std::shared_ptr<device>>& devices,
                             const prometheus_options& options = {});
 
 }  // namespace warm

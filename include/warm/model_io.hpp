@@ -75,7 +75,8 @@ std::string describe(const tensor_spec& spec);
 // input one rank short gains a leading batch dimension of 1, and every input must have the same
 // batch, at least 1 and at most `max_batch`. Returns the batch (1 for a model that is not
 // batched); invalid_argument naming what is wrong otherwise, the inputs then unspecified.
-expected<std::uint64_t> check_inputs(std::vector<tensor>& inputs, const model_io& io, std::uint64_t max_batch);
+expected<std::uint64_t> check_inputs(std::vector<tensor>& inputs, const model_io& io,
+                                     std::uint64_t max_batch);
 
 // Checks a model's answer against its declaration (`batch` rows, as check_inputs returned): as
 // many outputs as io.outputs declares (when it declares any), in that order; for each declared
@@ -85,6 +86,7 @@ expected<std::uint64_t> check_inputs(std::vector<tensor>& inputs, const model_io
 // runtime's, which may be hostile). internal on a mismatch, the message a phrase naming the
 // output by its declared name, to follow "answered MODEL with " ("output 'y' of 3 rows for a
 // batch of 2").
-expected<void> check_outputs(const std::vector<tensor>& outputs, const model_io& io, std::uint64_t batch);
+expected<void> check_outputs(const std::vector<tensor>& outputs, const model_io& io,
+                             std::uint64_t batch);
 
 }  // namespace warm

@@ -20,14 +20,16 @@ class model_loader {
   // (open_located, as every backend does). Runs on a loader-pool thread and may block on I/O; may
   // be called from several threads at once. On failure the reservation's bytes go back to `dev`.
   virtual expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
-                                                         memory_reservation reservation, load_stats* stats) = 0;
+                                                         memory_reservation reservation,
+                                                         load_stats* stats) = 0;
 };
 
 // Loads with the backend of the model's kind (warm/backend.hpp).
 class file_loader final : public model_loader {
  public:
   expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
-                                                 memory_reservation reservation, load_stats* stats) override;
+                                                 memory_reservation reservation,
+                                                 load_stats* stats) override;
 };
 
 }  // namespace warm

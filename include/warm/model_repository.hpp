@@ -1,7 +1,7 @@
 // Model repositories: directory trees <root>/<model-name>/<version>/<model file>, the layout of
 // TensorFlow Serving (versions are positive decimal integers). The model file's name says which
-// backend serves it: model.safetensors (dense) or model.pt (torchscript). A repository resolves a model
-// path given relative to one of its roots and confines it there: absolute paths, ".." and
+// backend serves it: model.safetensors (dense) or model.pt (torchscript). A repository resolves a
+// model path given relative to one of its roots and confines it there: absolute paths, ".." and
 // symlinks that lead outside every root are refused, when the path is resolved and again each
 // time the file is opened (the walk starts from a handle on the root directory and may not leave
 // it, so a directory or file swapped for a symlink after registration cannot lead outside).
@@ -23,7 +23,8 @@ struct model_file_kind {
   const char* file;
   const char* kind;
 };
-inline constexpr model_file_kind model_file_kinds[] = {{"model.safetensors", "dense"}, {"model.pt", "torchscript"}};
+inline constexpr model_file_kind model_file_kinds[] = {{"model.safetensors", "dense"},
+                                                       {"model.pt", "torchscript"}};
 
 // The backend a model file's name means: "torchscript" for a name ending in .pt, else "dense"
 // (a file named directly is validated by that backend, which says what is wrong with it).
@@ -48,7 +49,6 @@ struct model_location {
   }
 };
 
-
 // A version directory's name as its number: a positive decimal integer of at most 18 digits,
 // without sign or leading zeros; nullopt for anything else ("007", "0", "latest").
 std::optional<std::uint64_t> parse_version(const std::string& name);
@@ -60,7 +60,8 @@ expected<std::vector<std::uint64_t>> list_versions(const std::string& model_dir)
 // Finds the model file for `path`, which may be a model file, a version directory holding one,
 // or a model directory (then `version`, or else the highest version, is
 // chosen). No confinement: for offline tools given a path by the user.
-expected<std::string> find_model_file(const std::string& path, std::optional<std::uint64_t> version = {});
+expected<std::string> find_model_file(const std::string& path,
+                                      std::optional<std::uint64_t> version = {});
 
 // A version directory of a model directory, as one look found it: its model file and that file's
 // identity (a file that is still being written changes it between looks).
@@ -86,7 +87,8 @@ class model_repository {
   // model file's canonical path with its root. invalid_argument for an empty or absolute path, a
   // NUL byte, or one that resolves (symlinks included) outside the root; not_found when no root
   // holds it.
-  expected<model_location> resolve(const std::string& relative, std::optional<std::uint64_t> version = {}) const;
+  expected<model_location> resolve(const std::string& relative,
+                                   std::optional<std::uint64_t> version = {}) const;
 
   // The version directories of model directory `relative` (in the first root that holds it) that
   // hold one regular model file, ascending, with each file's identity. Confined like resolve: a

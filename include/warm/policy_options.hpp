@@ -10,7 +10,8 @@
 namespace warm {
 
 struct policy_options {
-  std::uint64_t capacity = 0;  // the device's bytes (ARC sizes its ghost lists by it); set per device
+  std::uint64_t capacity =
+      0;  // the device's bytes (ARC sizes its ghost lists by it); set per device
   // iam: rank_i = log(#{j ≠ i : u_i > u_j} + b0); b0 = iam_bias > 0
   double iam_bias = 1.0;
   // iam: request rate estimator, "ewma" (time constant rate_tau) or "window" (rate_window)

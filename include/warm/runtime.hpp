@@ -45,8 +45,9 @@ struct runtime_options {
   std::vector<std::string> devices{"host:1GiB"};  // device specs, see parse_device_spec
   std::vector<std::string> repositories;          // model repository roots (at least one)
   std::string state_dir = "warm-state";           // holds registry.db
-  std::string policy = "kdf";                     // eviction policy of every device (docs/policies.md)
-  std::vector<std::string> device_policies;       // per device, in `devices` order; "" or missing = `policy`
+  std::string policy = "kdf";  // eviction policy of every device (docs/policies.md)
+  std::vector<std::string>
+      device_policies;  // per device, in `devices` order; "" or missing = `policy`
   // Devices the host process made itself, placed after `devices` (warmd's model runtimes, each a
   // device whose models another process holds), each with its policy ("" = `policy`).
   struct attached_device {
@@ -54,14 +55,16 @@ struct runtime_options {
     std::string policy;
   };
   std::vector<attached_device> attached_devices;
-  policy_options policy_tuning;                   // the policies' parameters (capacity is set per device)
+  policy_options policy_tuning;  // the policies' parameters (capacity is set per device)
   std::chrono::milliseconds rescore_period{1000};  // how often the importance scorer rebuilds heaps
-  std::uint32_t max_concurrent_loads = 2;         // loads (reservations included) at once, 1..64
-  std::uint32_t max_load_attempts = 3;            // attempts per load across devices, 1..16
-  std::chrono::nanoseconds failure_expiry = std::chrono::minutes(10);  // how long a failure blocks a device
-  std::uint64_t max_models = 1'000'000;           // models and vmodels the registry holds, together
-  std::uint32_t scheduler_threads = 0;            // CAF scheduler threads; 0 = one per core
-  std::uint32_t inference_threads = 0;            // threads running misses and offloaded hits; 0 = one per core
+  std::uint32_t max_concurrent_loads = 2;          // loads (reservations included) at once, 1..64
+  std::uint32_t max_load_attempts = 3;             // attempts per load across devices, 1..16
+  std::chrono::nanoseconds failure_expiry =
+      std::chrono::minutes(10);          // how long a failure blocks a device
+  std::uint64_t max_models = 1'000'000;  // models and vmodels the registry holds, together
+  std::uint32_t scheduler_threads = 0;   // CAF scheduler threads; 0 = one per core
+  std::uint32_t inference_threads =
+      0;  // threads running misses and offloaded hits; 0 = one per core
   // The largest hit, in multiply-adds (resident_model::cost: about batch x the model's parameters),
   // run on the calling thread; a larger hit keeps its lease and runs on the inference threads, its
   // callback called from there. The default runs every hit inline: an embedder calling from its own
@@ -71,9 +74,10 @@ struct runtime_options {
   // registered without its own (model_info::batching); off by default. For a model that batches,
   // a hit is queued for its model's next pass on the inference threads instead of running inline.
   batching_options batching;
-  std::uint32_t blas_threads = 1;                 // host threads per inference (BLAS, libtorch; process-wide), 0 = leave as is
-  std::shared_ptr<const clock> time;              // default: the steady clock
-  std::shared_ptr<model_loader> loader;           // default: file_loader
+  std::uint32_t blas_threads =
+      1;  // host threads per inference (BLAS, libtorch; process-wide), 0 = leave as is
+  std::shared_ptr<const clock> time;     // default: the steady clock
+  std::shared_ptr<model_loader> loader;  // default: file_loader
   // Makes each device from its spec; default make_device. Fault injection substitutes its own
   // (warm/fault_injection.hpp).
   std::function<expected<std::unique_ptr<device>>(const device_spec&)> make_device;
@@ -90,7 +94,9 @@ struct runtime_options {
   // (it then answers `done`; warmd's cluster mode forwards it to an instance that holds the
   // model), false to load and serve it here. `model` is the target resolved (a vmodel's active
   // model). Runs on the caller's thread and must not block. Hits never reach it.
-  std::function<bool(const std::string& model, infer_request& request, callback<infer_result>& done)> miss_handler;
+  std::function<bool(const std::string& model, infer_request& request,
+                     callback<infer_result>& done)>
+      miss_handler;
 };
 
 struct runtime_impl;
@@ -108,9 +114,10 @@ class runtime {
   // Registers `id` (idempotent for the same info; invalid_argument for different info). The path
   // must resolve inside a repository root. load_now queues a background load; sync answers only
   // once the model is loaded (or its load failed). Answered once the registration is durable.
-  void register_model(const std::string& id, model_info info, bool load_now, bool sync, callback<void> done);
-  std::future<expected<void>> register_model(const std::string& id, model_info info, bool load_now = false,
-                                             bool sync = false);
+  void register_model(const std::string& id, model_info info, bool load_now, bool sync,
+                      callback<void> done);
+  std::future<expected<void>> register_model(const std::string& id, model_info info,
+                                             bool load_now = false, bool sync = false);
 
   // Unregisters (unloading asynchronously). invalid_argument while a vmodel references it.
   void unregister_model(const std::string& id, callback<void> done);
@@ -121,8 +128,10 @@ class runtime {
   std::future<expected<model_status>> status(const std::string& id);
 
   // Registered models in id order, starting after `after`, at most `limit` (0 = all).
-  void list_models(const std::string& after, std::uint32_t limit, callback<std::vector<model_status>> done);
-  std::future<expected<std::vector<model_status>>> list_models(const std::string& after = "", std::uint32_t limit = 0);
+  void list_models(const std::string& after, std::uint32_t limit,
+                   callback<std::vector<model_status>> done);
+  std::future<expected<std::vector<model_status>>> list_models(const std::string& after = "",
+                                                               std::uint32_t limit = 0);
 
   // Unloads the model (or a vmodel's active model) and keeps it registered: a loaded copy stops
   // taking new requests (those in flight finish), a queued background load is cancelled.
@@ -148,9 +157,9 @@ class runtime {
   // then the alias flips. expected_target makes it a compare-and-set on the current target.
   void set_vmodel(const std::string& id, const std::string& target, bool auto_delete_target,
                   std::optional<std::string> expected_target, callback<warm::vmodel_status> done);
-  std::future<expected<warm::vmodel_status>> set_vmodel(const std::string& id, const std::string& target,
-                                                   bool auto_delete_target = false,
-                                                   std::optional<std::string> expected_target = {});
+  std::future<expected<warm::vmodel_status>> set_vmodel(
+      const std::string& id, const std::string& target, bool auto_delete_target = false,
+      std::optional<std::string> expected_target = {});
   void delete_vmodel(const std::string& id, callback<void> done);
   std::future<expected<void>> delete_vmodel(const std::string& id);
   void vmodel_status(const std::string& id, callback<warm::vmodel_status> done);
@@ -197,6 +206,5 @@ class runtime {
   explicit runtime(std::unique_ptr<runtime_impl> impl);
   std::unique_ptr<runtime_impl> impl_;
 };
-
 
 }  // namespace warm

@@ -25,17 +25,20 @@ std::string_view to_string(model_state state) noexcept;
 // What a registration says about a model.
 struct model_info {
   model_info() = default;
-  model_info(std::string p, std::optional<std::uint64_t> v = {}, std::optional<std::uint64_t> hint = {})
+  model_info(std::string p, std::optional<std::uint64_t> v = {},
+             std::optional<std::uint64_t> hint = {})
       : path(std::move(p)), version(v), size_hint(hint) {}
 
-  std::string path;                        // relative to a repository root: "mnist", "mnist/3"
-  std::optional<std::uint64_t> version;    // a version directory; default: the highest
-  std::optional<std::uint64_t> size_hint;  // bytes to reserve on a device (≥ the weights); default: the weights
+  std::string path;                      // relative to a repository root: "mnist", "mnist/3"
+  std::optional<std::uint64_t> version;  // a version directory; default: the highest
+  std::optional<std::uint64_t>
+      size_hint;  // bytes to reserve on a device (≥ the weights); default: the weights
   // How this model's inferences are batched, replacing the runtime's options (runtime_options::
   // batching) as a whole; default: the runtime's.
   std::optional<batching_options> batching;
   bool operator==(const model_info& o) const {
-    return path == o.path && version == o.version && size_hint == o.size_hint && batching == o.batching;
+    return path == o.path && version == o.version && size_hint == o.size_hint &&
+           batching == o.batching;
   }
 };
 
@@ -49,17 +52,17 @@ struct load_time_stats {
 struct model_status {
   std::string id;
   model_state state = model_state::not_found;
-  std::string device;         // where it is loaded or loading; empty otherwise
-  std::uint64_t bytes = 0;    // bytes it takes on a device
-  std::uint64_t requests = 0;  // uses: inferences and ensureLoaded calls
-  std::uint64_t hits = 0;      // uses served without waiting for a load
+  std::string device;              // where it is loaded or loading; empty otherwise
+  std::uint64_t bytes = 0;         // bytes it takes on a device
+  std::uint64_t requests = 0;      // uses: inferences and ensureLoaded calls
+  std::uint64_t hits = 0;          // uses served without waiting for a load
   double requests_per_second = 0;  // moving average (60 s time constant)
   std::uint32_t in_flight = 0;
-  double idle_seconds = -1;    // since the last use; -1 if never used
+  double idle_seconds = -1;  // since the last use; -1 if never used
   load_time_stats loads;
-  std::optional<warm::error> last_error;    // the recorded load failure, while it blocks loads
-  double retry_in_seconds = 0;              // loading_failed: until the next attempt is allowed
-  std::uint64_t loaded_bytes = 0;           // LOADING: copied so far (progress); LOADED: bytes
+  std::optional<warm::error> last_error;  // the recorded load failure, while it blocks loads
+  double retry_in_seconds = 0;            // loading_failed: until the next attempt is allowed
+  std::uint64_t loaded_bytes = 0;         // LOADING: copied so far (progress); LOADED: bytes
   // The backend that serves it ("dense", "torchscript") and its inputs and outputs, read from its
   // file at registration; empty when the file could not be read (then a use fails to load).
   std::string kind;
@@ -75,15 +78,16 @@ struct model_status {
 
 // What a model takes and gives (KServe V2's model metadata), read from its file's header.
 struct model_metadata {
-  std::string id;                        // the model (for a vmodel: its active model)
-  std::optional<std::uint64_t> version;  // the version served: the registered one, else the version
-                                         // directory registration chose; none for a file named directly
-  std::uint64_t bytes = 0;               // bytes it takes on a device
-  std::string kind;                      // its backend: "dense", "torchscript"
-  model_io io;                           // its inputs and outputs
-  std::uint64_t input_width = 0;         // one [batch, width] input and output: the widths, else 0
+  std::string id;  // the model (for a vmodel: its active model)
+  std::optional<std::uint64_t>
+      version;                    // the version served: the registered one, else the version
+                                  // directory registration chose; none for a file named directly
+  std::uint64_t bytes = 0;        // bytes it takes on a device
+  std::string kind;               // its backend: "dense", "torchscript"
+  model_io io;                    // its inputs and outputs
+  std::uint64_t input_width = 0;  // one [batch, width] input and output: the widths, else 0
   std::uint64_t output_width = 0;
-  std::uint32_t layers = 0;              // dense models: layers and activation; 0 and empty otherwise
+  std::uint32_t layers = 0;  // dense models: layers and activation; 0 and empty otherwise
   std::string activation;
 };
 
@@ -102,8 +106,8 @@ struct vmodel_status {
 };
 
 struct infer_request {
-  std::string target;           // a model id or a vmodel id
-  std::vector<tensor> inputs;   // the model's inputs by name, any order (model_status::io)
+  std::string target;          // a model id or a vmodel id
+  std::vector<tensor> inputs;  // the model's inputs by name, any order (model_status::io)
   // Sent by another instance of a cluster: served here, never passed on again (one hop).
   bool forwarded = false;
 };
@@ -130,27 +134,28 @@ struct device_info {
   std::string name;
   std::string policy;
   std::uint64_t capacity = 0;
-  std::uint64_t used = 0;        // bytes charged now (resident, reserved and draining)
-  std::uint64_t draining = 0;    // bytes of evicted models still finishing inferences
+  std::uint64_t used = 0;      // bytes charged now (resident, reserved and draining)
+  std::uint64_t draining = 0;  // bytes of evicted models still finishing inferences
   std::uint64_t evictions = 0;
-  std::uint64_t score_swaps = 0;  // importance heaps swapped in (policies that rescore)
+  std::uint64_t score_swaps = 0;        // importance heaps swapped in (policies that rescore)
   std::vector<resident_info> resident;  // in eviction order: the policy's next victim first
-  std::string state;  // device::state(): a model runtime's pid, restarts, readiness; empty otherwise
+  std::string
+      state;  // device::state(): a model runtime's pid, restarts, readiness; empty otherwise
   // Models resident on the device that the policy does not rank, plus models it ranks that are
   // not resident: 0 unless the device's and the policy's books disagree (a bug; tests check it).
   std::uint64_t untracked = 0;
 };
 struct queued_load {
   std::string model;
-  bool waiting = false;    // a request waits on it (else proactive)
-  double age_ms = 0;       // waiting: since the first waiting request; proactive: since last use
+  bool waiting = false;  // a request waits on it (else proactive)
+  double age_ms = 0;     // waiting: since the first waiting request; proactive: since last use
   std::uint32_t attempts = 0;
   std::uint32_t waiters = 0;  // requests waiting on it now (0 for a proactive load)
 };
 struct running_load {
   std::string model;
   std::string device;
-  std::string phase;       // "reserving" or "loading"
+  std::string phase;  // "reserving" or "loading"
   std::uint32_t attempt = 0;
 };
 struct failure_info {
@@ -162,17 +167,17 @@ struct failure_info {
 };
 struct inspection {
   std::vector<device_info> devices;
-  std::vector<queued_load> queue;      // in start order
+  std::vector<queued_load> queue;  // in start order
   std::vector<running_load> running;
   std::vector<failure_info> failures;
-  std::vector<model_status> models;    // models with runtime state (used at least once)
+  std::vector<model_status> models;  // models with runtime state (used at least once)
   std::uint64_t registered_models = 0;
   std::uint64_t vmodels = 0;
   std::uint32_t max_concurrent_loads = 0;
   std::uint64_t loads_started = 0;
   std::uint64_t loads_failed = 0;
-  std::uint64_t importance_rebuilds = 0;       // heaps built by the importance scorer
-  double importance_rebuild_seconds = 0;       // how long the last one took
+  std::uint64_t importance_rebuilds = 0;  // heaps built by the importance scorer
+  double importance_rebuild_seconds = 0;  // how long the last one took
 };
 
 // An instance's view of its cluster (docs/cluster.md): what Warm.clusterInfo and
@@ -189,7 +194,7 @@ struct cluster_instance {
   std::uint32_t loads_in_flight = 0;
   std::uint32_t loading_threads = 0;
   std::int64_t started_unix = 0;
-  double updated_seconds_ago = 0;  // since this instance saw its record last written
+  double updated_seconds_ago = 0;      // since this instance saw its record last written
   std::vector<std::string> residents;  // models resident there, sorted
   std::vector<std::string> loading;    // models queued or loading there, sorted
 };

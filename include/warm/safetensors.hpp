@@ -10,7 +10,8 @@
 // and cover the whole buffer, and that no name (or key) appears twice. It reads the JSON in one
 // streaming pass, without a document tree, so what it allocates stays within a small multiple of
 // the header's length (about 4x for the densest valid header; a shape of more than 64 dimensions
-// and a __metadata__ of more than 4096 entries are refused), and it is safe to fuzz. Model-kind rules (e.g. "dense") live in dense_model.hpp.
+// and a __metadata__ of more than 4096 entries are refused), and it is safe to fuzz. Model-kind
+// rules (e.g. "dense") live in dense_model.hpp.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +26,23 @@
 namespace warm {
 
 // Element types of the safetensors format.
-enum class dtype { f64, f32, f16, bf16, f8_e4m3, f8_e5m2, i64, i32, i16, i8, u64, u32, u16, u8, boolean };
+enum class dtype {
+  f64,
+  f32,
+  f16,
+  bf16,
+  f8_e4m3,
+  f8_e5m2,
+  i64,
+  i32,
+  i16,
+  i8,
+  u64,
+  u32,
+  u16,
+  u8,
+  boolean
+};
 
 // "F32", "BF16", ... as written in files; parse_dtype() is its inverse.
 std::string_view to_string(dtype type) noexcept;
@@ -63,7 +80,8 @@ struct safetensors_header {
 // Validates a header given its JSON text and the size of the whole file it came from.
 // `json` must be exactly the N header bytes. Errors are invalid_argument with a message naming
 // what is wrong (the caller prefixes the file name).
-expected<safetensors_header> parse_safetensors_header(std::string_view json, std::uint64_t file_size);
+expected<safetensors_header> parse_safetensors_header(std::string_view json,
+                                                      std::uint64_t file_size);
 
 // Validates a complete in-memory file image (length prefix, header, buffer size).
 expected<safetensors_header> parse_safetensors(std::string_view file_bytes);

@@ -25,8 +25,8 @@ namespace warm {
 struct version_policy {
   enum class kind { latest, all, specific };
   kind which = kind::latest;
-  std::uint64_t latest = 1;                // latest: the N highest versions
-  std::vector<std::uint64_t> specific;     // specific: these versions, ascending, no duplicates
+  std::uint64_t latest = 1;             // latest: the N highest versions
+  std::vector<std::uint64_t> specific;  // specific: these versions, ascending, no duplicates
   bool operator==(const version_policy& o) const {
     return which == o.which && latest == o.latest && specific == o.specific;
   }
@@ -40,7 +40,8 @@ std::string to_string(const version_policy& policy);
 
 // The versions of `present` (any order, no duplicates) that `policy` aspires to, ascending. A
 // specific version that is not present is not aspired (it becomes so when it appears).
-std::vector<std::uint64_t> select_versions(const version_policy& policy, std::vector<std::uint64_t> present);
+std::vector<std::uint64_t> select_versions(const version_policy& policy,
+                                           std::vector<std::uint64_t> present);
 
 // How a new aspired version replaces an old one (TensorFlow Serving's AspiredVersionPolicy).
 //  - availability_preserving: the new version is loaded first; an old one is unloaded once an
@@ -67,9 +68,9 @@ struct served_model_config {
   std::optional<std::uint64_t> size_hint;    // per version, as model_info::size_hint
   std::optional<batching_options> batching;  // per version, as model_info::batching
   bool operator==(const served_model_config& o) const {
-    return name == o.name && base_path == o.base_path && versions == o.versions && loading == o.loading &&
-           labels == o.labels && force_labels == o.force_labels && size_hint == o.size_hint &&
-           batching == o.batching;
+    return name == o.name && base_path == o.base_path && versions == o.versions &&
+           loading == o.loading && labels == o.labels && force_labels == o.force_labels &&
+           size_hint == o.size_hint && batching == o.batching;
   }
 };
 
@@ -99,18 +100,19 @@ struct version_status {
   std::uint64_t version = 0;
   version_state state = version_state::new_;
   bool aspired = false;
-  std::string error;           // error: why its last load failed
-  double retry_in_seconds = 0; // error: until its next load
-  std::uint32_t failures = 0;  // failed loads since it was last ready
+  std::string error;            // error: why its last load failed
+  double retry_in_seconds = 0;  // error: until its next load
+  std::uint32_t failures = 0;   // failed loads since it was last ready
 };
 
 struct served_model_status {
   served_model_config config;
-  std::vector<version_status> versions;  // ascending
+  std::vector<version_status> versions;          // ascending
   std::optional<std::uint64_t> default_version;  // what the model's name serves now
   std::map<std::string, std::uint64_t> labels;   // labels in effect (each names a ready version)
-  std::string source_error;  // why its directory could not be read at the last look; empty if it could
-  bool rolling = false;      // a version is being loaded or unloaded
+  std::string
+      source_error;      // why its directory could not be read at the last look; empty if it could
+  bool rolling = false;  // a version is being loaded or unloaded
 };
 
 }  // namespace warm

@@ -29,11 +29,11 @@ struct device_state {
   device_actor_config config;
   loader_pool_actor pool;
   std::unordered_map<std::string, resident> residents;
-  std::unordered_set<std::string> pinned;  // never victims (msg::pin_model)
+  std::unordered_set<std::string> pinned;               // never victims (msg::pin_model)
   std::vector<std::shared_ptr<serving_slot>> draining;  // withdrawn, waiting for leases to end
   bool pool_waiting = false;  // a reservation was refused; tell the pool when anything frees
   std::uint64_t evictions = 0;
-  std::uint64_t swaps = 0;  // importance heaps swapped in
+  std::uint64_t swaps = 0;            // importance heaps swapped in
   device_metrics* metrics = nullptr;  // this device's entry in config.metrics
   load_penalty penalties;  // measured load times: the penalty the policy is told at each insert
   // Settling reservations that wait for evicted models' bytes to come back (msg::reserve::settle).
@@ -45,7 +45,8 @@ struct device_state {
 
   ~device_state() {
     if (config.dev) config.dev->watch(nullptr);
-    for (auto& [id, r] : residents) r.slot->withdraw();
+    for (auto& [id, r] : residents)
+      r.slot->withdraw();
   }
 };
 
@@ -67,8 +68,10 @@ void sync_accesses(device_state& s) {
       r.seen_uses = uses;
     }
   }
-  std::sort(accesses.begin(), accesses.end(), [](const pending& a, const pending& b) { return a.when < b.when; });
-  for (auto& a : accesses) s.config.policy->on_access(*a.model, a.when, a.count);
+  std::sort(accesses.begin(), accesses.end(),
+            [](const pending& a, const pending& b) { return a.when < b.when; });
+  for (auto& a : accesses)
+    s.config.policy->on_access(*a.model, a.when, a.count);
 }
 
 void tell_pool_if_waiting(self_ptr self) {
@@ -90,13 +93,15 @@ void withdraw(self_ptr self, const std::string& model, eviction_reason why) {
   s.metrics->evictions[static_cast<int>(why)].add();
   s.metrics->models_loaded.set(static_cast<std::int64_t>(s.residents.size()));
   s.config.policy->on_remove(model, why == eviction_reason::capacity);
-  if (why == eviction_reason::unload) s.penalties.forget(model);  // unregistered, or unloaded by hand
+  if (why == eviction_reason::unload)
+    s.penalties.forget(model);  // unregistered, or unloaded by hand
   if (!slot->withdraw()) s.draining.push_back(slot);
 }
 
 std::uint64_t draining_bytes(const device_state& s) {
   std::uint64_t bytes = 0;
-  for (auto& slot : s.draining) bytes += slot->bytes();
+  for (auto& slot : s.draining)
+    bytes += slot->bytes();
   return bytes;
 }
 
@@ -122,7 +127,8 @@ void evict(self_ptr self, const std::vector<std::string>& victims) {
 // Evicts enough idle models for `bytes` more to fit, counting bytes already draining. Evicts
 // nothing when the idle models cannot free enough. `busy` gets the models it passed over because
 // an inference was in flight.
-void make_room(self_ptr self, const std::string& incoming, std::uint64_t bytes, std::vector<std::string>& busy) {
+void make_room(self_ptr self, const std::string& incoming, std::uint64_t bytes,
+               std::vector<std::string>& busy) {
   auto& s = self->state;
   bytes += overcommitted(s);
   auto free = s.config.dev->free();
@@ -136,7 +142,8 @@ void make_room(self_ptr self, const std::string& incoming, std::uint64_t bytes, 
     busy.push_back(model);
     return true;
   };
-  auto victims = s.config.policy->choose_victims(incoming, bytes - free - pending, pinned, s.config.time->now());
+  auto victims = s.config.policy->choose_victims(incoming, bytes - free - pending, pinned,
+                                                 s.config.time->now());
   evict(self, victims);
 }
 
@@ -150,13 +157,15 @@ void lose_models(self_ptr self, const device_event& e) {
   std::vector<std::pair<std::string, resident>> gone(s.residents.begin(), s.residents.end());
   for (auto& [model, r] : gone) {
     const auto& host_id = r.slot->host_id();
-    if (!host_id.empty() && std::find(e.in_flight.begin(), e.in_flight.end(), host_id) != e.in_flight.end())
+    if (!host_id.empty() &&
+        std::find(e.in_flight.begin(), e.in_flight.end(), host_id) != e.in_flight.end())
       lost.in_flight.push_back(model);  // its inference was running when the process died
     withdraw(self, model, eviction_reason::lost);
     self->send(r.owner, msg::slot_evicted{r.slot});
     lost.models.push_back(model);
   }
-  for (auto& w : std::exchange(s.settling, {})) w.promise.deliver(msg::reserve_result{nullptr, e.reason});
+  for (auto& w : std::exchange(s.settling, {}))
+    w.promise.deliver(msg::reserve_result{nullptr, e.reason});
   self->send(s.pool, std::move(lost));
 }
 
@@ -181,7 +190,8 @@ void fit_capacity(self_ptr self) {
   for (int attempt = 0; attempt < 4; ++attempt) {
     std::vector<std::string> busy;
     make_room(self, {}, 0, busy);
-    if (!watch_busy_models(self->state, busy)) return;  // an idle event is on its way, or none is needed
+    if (!watch_busy_models(self->state, busy))
+      return;  // an idle event is on its way, or none is needed
   }
 }
 
@@ -202,7 +212,8 @@ msg::reserve_result reserve_bytes(self_ptr self, const msg::reserve& m) {
     result.error = std::move(reserved).error();
     if (result.error.code != errc::capacity_exhausted) return result;
     s.pool_waiting = true;
-    if (!watch_busy_models(s, busy)) return result;  // an idle event is on its way (or nothing was busy)
+    if (!watch_busy_models(s, busy))
+      return result;  // an idle event is on its way (or nothing was busy)
   }
   // Every busy model was idle again when asked, and busy again when we tried: no event is
   // pending, so schedule the retry ourselves.
@@ -234,7 +245,8 @@ void retry_settles(self_ptr self) {
   waiting = std::move(still);
 }
 
-device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<device_actor_config> config,
+device_actor::behavior_type device_behavior(self_ptr self,
+                                            std::shared_ptr<device_actor_config> config,
                                             loader_pool_actor pool) {
   self->state.config = std::move(*config);
   self->state.pool = std::move(pool);
@@ -244,7 +256,8 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
   self->state.metrics = &cfg.metrics->devices[cfg.index];
   auto weak_self = caf::actor_cast<caf::weak_actor_ptr>(self);
   cfg.dev->watch([weak_self](const device_event& e) {
-    if (auto strong = caf::actor_cast<device_actor>(weak_self.lock())) caf::anon_send(strong, msg::device_changed{e});
+    if (auto strong = caf::actor_cast<device_actor>(weak_self.lock()))
+      caf::anon_send(strong, msg::device_changed{e});
   });
   return {
       [=](msg::reserve& m) -> caf::result<msg::reserve_result> {
@@ -279,21 +292,27 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
           withdraw(self, m.model, eviction_reason::replaced);
           self->send(stale.owner, msg::slot_evicted{stale.slot});
         }
-        s.residents[m.model] = resident{slot, m.owner, 0, s.config.time->now(), m.predicted, measured};
+        s.residents[m.model] =
+            resident{slot, m.owner, 0, s.config.time->now(), m.predicted, measured};
         s.metrics->models_loaded.set(static_cast<std::int64_t>(s.residents.size()));
         // The policy weighs the model by what reloading it costs: its mean load time here (an
         // estimate from the device's measured bandwidth while no load of it has been timed).
         s.penalties.record(m.model, slot->bytes(), m.seconds);
-        s.config.policy->on_insert(m.model, slot->bytes(), s.penalties.of(m.model, slot->bytes()), s.config.time->now());
+        s.config.policy->on_insert(m.model, slot->bytes(), s.penalties.of(m.model, slot->bytes()),
+                                   s.config.time->now());
         // Uses already counted by the slot (the waiters' leases) reach the policy at the next sync.
         self->send(m.owner, msg::load_done{dev.name(), slot, m.seconds});
         if (lost_already) {
           withdraw(self, m.model, eviction_reason::lost);
           self->send(m.owner, msg::slot_evicted{slot});
-          self->send(s.pool, msg::models_lost{s.config.index, {m.model},
-                                              make_error(errc::unavailable, dev.name() + ": " + m.model +
-                                                                                " was lost with the runtime that loaded it"),
-                                              std::chrono::nanoseconds(0), {}});
+          self->send(s.pool,
+                     msg::models_lost{s.config.index,
+                                      {m.model},
+                                      make_error(errc::unavailable,
+                                                 dev.name() + ": " + m.model +
+                                                     " was lost with the runtime that loaded it"),
+                                      std::chrono::nanoseconds(0),
+                                      {}});
         }
         tell_pool_if_waiting(self);  // a new model may be a victim for a waiting load
       },
@@ -311,7 +330,9 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
         auto& s = self->state;
         if (m.what == serving_slot::event::quiesced) {
           auto& d = s.draining;
-          d.erase(std::remove_if(d.begin(), d.end(), [&](auto& slot) { return slot.get() == m.slot; }), d.end());
+          d.erase(
+              std::remove_if(d.begin(), d.end(), [&](auto& slot) { return slot.get() == m.slot; }),
+              d.end());
         }
         retry_settles(self);
         fit_capacity(self);
@@ -339,8 +360,9 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
         auto& s = self->state;
         auto* rescorer = s.config.policy->rescorer();
         if (!rescorer)
-          return to_caf_error(make_error(errc::invalid_argument, "policy '" + std::string(s.config.policy->name()) +
-                                                                     "' keeps no importance scores"));
+          return to_caf_error(make_error(
+              errc::invalid_argument,
+              "policy '" + std::string(s.config.policy->name()) + "' keeps no importance scores"));
         sync_accesses(s);
         auto now = s.config.time->now();
         return msg::scores_collected{rescorer->score_inputs(now), rescorer->bias(), now};
@@ -380,8 +402,8 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
           auto& slot = *it->second.slot;
           auto served = slot.served();
           auto idle = served ? std::chrono::duration<double>(now - slot.last_used()).count() : -1;
-          info.resident.push_back({ranked.model, slot.bytes(), slot.in_flight(), served, idle, ranked.score,
-                                   it->second.predicted, it->second.measured});
+          info.resident.push_back({ranked.model, slot.bytes(), slot.in_flight(), served, idle,
+                                   ranked.score, it->second.predicted, it->second.measured});
         }
         info.untracked += s.residents.size() - ranked_residents;
         m.done(std::move(info));
@@ -391,8 +413,10 @@ device_actor::behavior_type device_behavior(self_ptr self, std::shared_ptr<devic
 
 }  // namespace
 
-device_actor spawn_device_actor(caf::actor_system& system, device_actor_config config, loader_pool_actor pool) {
-  return system.spawn(device_behavior, std::make_shared<device_actor_config>(std::move(config)), std::move(pool));
+device_actor spawn_device_actor(caf::actor_system& system, device_actor_config config,
+                                loader_pool_actor pool) {
+  return system.spawn(device_behavior, std::make_shared<device_actor_config>(std::move(config)),
+                      std::move(pool));
 }
 
 }  // namespace warm

@@ -22,9 +22,9 @@
 namespace warm {
 
 struct device_actor_config {
-  std::size_t index = 0;                  // position in the runtime's device list
+  std::size_t index = 0;  // position in the runtime's device list
   std::shared_ptr<device> dev;
-  std::unique_ptr<cache_policy> policy;   // moved into the actor's state
+  std::unique_ptr<cache_policy> policy;  // moved into the actor's state
   std::shared_ptr<const clock> time;
   std::shared_ptr<runtime_metrics> metrics;  // null: the actor keeps private ones
   // Where withdrawn weights are freed (serving_slot::set_reclaimer): off this actor's thread,
@@ -33,6 +33,7 @@ struct device_actor_config {
 };
 
 // Spawns a device actor reporting to `pool`.
-device_actor spawn_device_actor(caf::actor_system& system, device_actor_config config, loader_pool_actor pool);
+device_actor spawn_device_actor(caf::actor_system& system, device_actor_config config,
+                                loader_pool_actor pool);
 
 }  // namespace warm

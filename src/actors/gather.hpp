@@ -14,7 +14,8 @@ template <class T>
 class gather : public std::enable_shared_from_this<gather<T>> {
  public:
   // `done` runs exactly once, on the thread of the last answer (or here when count is 0).
-  static std::shared_ptr<gather> create(std::size_t count, std::function<void(std::vector<T>)> done) {
+  static std::shared_ptr<gather> create(std::size_t count,
+                                        std::function<void(std::vector<T>)> done) {
     auto g = std::shared_ptr<gather>(new gather(count, std::move(done)));
     if (count == 0) g->finish();
     return g;

@@ -28,8 +28,9 @@ struct worker_state {
 
 // A detached actor (its own thread): runs one load at a time for the pool, answering each
 // load_job request with its load_result.
-loader_worker_actor::behavior_type loader_worker(loader_worker_actor::stateful_pointer<worker_state> self,
-                                                 std::shared_ptr<model_loader> loader) {
+loader_worker_actor::behavior_type loader_worker(
+    loader_worker_actor::stateful_pointer<worker_state> self,
+    std::shared_ptr<model_loader> loader) {
   self->state.loader = std::move(loader);
   return {
       [=](msg::load_job& job) -> msg::load_result {
@@ -38,7 +39,8 @@ loader_worker_actor::behavior_type loader_worker(loader_worker_actor::stateful_p
         auto seen = look_at(job.where);
         load_stats stats;
         stats.copied = job.progress.get();
-        auto loaded = self->state.loader->load(*job.dev, job.where, std::move(*job.reservation), &stats);
+        auto loaded =
+            self->state.loader->load(*job.dev, job.where, std::move(*job.reservation), &stats);
         if (loaded) {
           // A measurement within the reservation settles here (the excess goes back now); one
           // beyond it is settled by the pool once the device actor has made room for the rest.
@@ -71,7 +73,7 @@ struct load_record {
   std::uint32_t attempts = 0;
   std::uint32_t waiters = 0;  // requests waiting on it, as the owner last told (inspection)
   bool cancelled = false;
-  timestamp queued_at{};  // when it last entered the queue (metrics: queue wait)
+  timestamp queued_at{};          // when it last entered the queue (metrics: queue wait)
   std::optional<file_seen> file;  // as its last failed attempt saw it
   std::uint64_t measured = 0;     // what the model took when its charge could not be settled
 };
@@ -80,13 +82,14 @@ struct pool_state {
   loader_pool_config config;
   std::vector<device_actor> devices;
   std::vector<std::string> device_names;
-  std::vector<bool> blocked;       // refused a reservation; waits for device_freed
+  std::vector<bool> blocked;  // refused a reservation; waits for device_freed
   std::vector<loader_worker_actor> idle_workers;
   load_queue queue;
   failure_table failures{std::chrono::minutes(10)};
-  crash_suspects suspects;  // models running when a model runtime died
-  std::unordered_map<std::string, load_record> loads;           // by model id
-  std::unordered_map<std::string, msg::enqueue_load> deferred;  // a new registration behind a cancelled load
+  crash_suspects suspects;                             // models running when a model runtime died
+  std::unordered_map<std::string, load_record> loads;  // by model id
+  std::unordered_map<std::string, msg::enqueue_load>
+      deferred;               // a new registration behind a cancelled load
   std::uint32_t running = 0;  // reserving + loading
   std::uint64_t started = 0;
   std::uint64_t failed = 0;
@@ -95,7 +98,9 @@ struct pool_state {
 
 using self_ptr = loader_pool_actor::stateful_pointer<pool_state>;
 
-timestamp now(self_ptr self) { return self->state.config.time->now(); }
+timestamp now(self_ptr self) {
+  return self->state.config.time->now();
+}
 
 void requeue(pool_state& s, load_record& r) {
   r.at = phase::queued;
@@ -106,7 +111,9 @@ void requeue(pool_state& s, load_record& r) {
     s.queue.push_proactive(r.model, r.entry.last_used);
 }
 
-void forget(pool_state& s, const std::string& model) { s.loads.erase(model); }
+void forget(pool_state& s, const std::string& model) {
+  s.loads.erase(model);
+}
 
 void enqueue(self_ptr self, msg::enqueue_load& m);
 
@@ -163,15 +170,18 @@ placement place(self_ptr self, const load_record& r) {
   }
   if (!runs_any) {
     std::string names;
-    for (const auto& name : s.device_names) names += (names.empty() ? "" : ", ") + name;
+    for (const auto& name : s.device_names)
+      names += (names.empty() ? "" : ", ") + name;
     auto kind = find_backend(r.where.kind);
     return make_error(errc::load_failed, r.model + ": " +
-                                             (kind ? "no device can run " + r.where.kind + " models (devices: " + names + ")"
+                                             (kind ? "no device can run " + r.where.kind +
+                                                         " models (devices: " + names + ")"
                                                    : kind.error().message));
   }
   if (!eligible_any) {
     auto latest = s.failures.latest(r.model, t);
-    return latest ? latest->error : make_error(errc::load_failed, r.model + ": no device may load it");
+    return latest ? latest->error
+                  : make_error(errc::load_failed, r.model + ": no device may load it");
   }
   if (!best && not_ready && !blocked_any) {
     // Only devices that are down (a model runtime restarting) could take it: fail now rather
@@ -179,12 +189,13 @@ placement place(self_ptr self, const load_record& r) {
     // tries again.
     auto& dev = *s.config.devices[*not_ready];
     auto state = dev.state();
-    return make_error(errc::unavailable,
-                      r.model + ": " + dev.name() + " is not ready" + (state.empty() ? "" : " (" + state + ")"));
+    return make_error(errc::unavailable, r.model + ": " + dev.name() + " is not ready" +
+                                             (state.empty() ? "" : " (" + state + ")"));
   }
   if (!fits_any)
-    return make_error(errc::model_too_large, r.model + ": " + format_bytes(r.bytes) +
-                                                 " exceed the capacity of every device it may load on");
+    return make_error(errc::model_too_large,
+                      r.model + ": " + format_bytes(r.bytes) +
+                          " exceed the capacity of every device it may load on");
   if (!best) return blocked_t{};
   return *best;
 }
@@ -260,7 +271,8 @@ void enqueue(self_ptr self, msg::enqueue_load& m) {
   auto& r = it->second;
   r.waiters = m.waiters;
   if (m.waiting) {
-    if (r.entry.kind != load_queue::priority::waiting || m.when < r.entry.first_wait) r.entry.first_wait = m.when;
+    if (r.entry.kind != load_queue::priority::waiting || m.when < r.entry.first_wait)
+      r.entry.first_wait = m.when;
     r.entry.kind = load_queue::priority::waiting;
   } else if (r.entry.kind == load_queue::priority::proactive) {
     r.entry.last_used = std::max(r.entry.last_used, m.when);
@@ -281,20 +293,24 @@ load_record* awaited(pool_state& s, const msg::registration& who) {
   return it == s.loads.end() || it->second.who != who ? nullptr : &it->second;
 }
 
-void on_loaded(self_ptr self, loader_worker_actor worker, const msg::registration& who, msg::load_result& m);
+void on_loaded(self_ptr self, loader_worker_actor worker, const msg::registration& who,
+               msg::load_result& m);
 void settle(self_ptr self, load_record& r, msg::load_result loaded);
 
 // The load is done and its charge settled: the device actor installs it and tells the owner.
-void install(self_ptr self, load_record& r, std::shared_ptr<std::unique_ptr<resident_model>> model, double seconds) {
+void install(self_ptr self, load_record& r, std::shared_ptr<std::unique_ptr<resident_model>> model,
+             double seconds) {
   auto& s = self->state;
   s.metrics->load_seconds.observe(seconds);
   s.failures.clear(r.model);
-  self->send(s.devices[r.device], msg::install{r.model, r.owner, std::move(model), seconds, r.bytes});
+  self->send(s.devices[r.device],
+             msg::install{r.model, r.owner, std::move(model), seconds, r.bytes});
   finish(self, r.model);
 }
 
 // An attempt failed on r.device: records it, and retries on another eligible device or gives up.
-void attempt_failed(self_ptr self, load_record& r, warm::error error, std::optional<file_seen> file) {
+void attempt_failed(self_ptr self, load_record& r, warm::error error,
+                    std::optional<file_seen> file) {
   auto& s = self->state;
   s.blocked[r.device] = false;  // the failed load's memory is gone
   s.metrics->load_failures.add();
@@ -324,12 +340,15 @@ void on_reserved(self_ptr self, const msg::registration& who, msg::reserve_resul
     ++r.attempts;
     ++s.started;
     s.metrics->loads_started.add();
-    s.metrics->load_queue_wait.observe(std::chrono::duration<double>(now(self) - r.queued_at).count());
+    s.metrics->load_queue_wait.observe(
+        std::chrono::duration<double>(now(self) - r.queued_at).count());
     auto worker = s.idle_workers.back();
     s.idle_workers.pop_back();
     auto progress = std::make_shared<std::atomic<std::uint64_t>>(0);
     self->send(r.owner, msg::load_started{s.device_names[r.device], progress});
-    self->request(worker, caf::infinite, msg::load_job{s.config.devices[r.device], r.where, std::move(m.reservation), progress})
+    self->request(
+            worker, caf::infinite,
+            msg::load_job{s.config.devices[r.device], r.where, std::move(m.reservation), progress})
         .then([self, worker, who](msg::load_result& m) { on_loaded(self, worker, who, m); },
               [self, worker, who](caf::error& e) {  // the worker stopped (the runtime stops)
                 msg::load_result m;
@@ -355,14 +374,17 @@ void drop(self_ptr self, std::size_t device, std::unique_ptr<resident_model> mod
   if (!model) return;
   self->state.blocked[device] = true;
   auto weak_self = caf::actor_cast<caf::weak_actor_ptr>(self);
-  self->state.config.reclaim([weights = std::shared_ptr<resident_model>(std::move(model)), weak_self, device]() mutable {
-    weights.reset();
-    if (auto pool = caf::actor_cast<loader_pool_actor>(weak_self.lock())) caf::anon_send(pool, msg::device_freed{device});
-  });
+  self->state.config.reclaim(
+      [weights = std::shared_ptr<resident_model>(std::move(model)), weak_self, device]() mutable {
+        weights.reset();
+        if (auto pool = caf::actor_cast<loader_pool_actor>(weak_self.lock()))
+          caf::anon_send(pool, msg::device_freed{device});
+      });
 }
 
 // A worker's answer to a load job.
-void on_loaded(self_ptr self, loader_worker_actor worker, const msg::registration& who, msg::load_result& m) {
+void on_loaded(self_ptr self, loader_worker_actor worker, const msg::registration& who,
+               msg::load_result& m) {
   auto& s = self->state;
   s.idle_workers.push_back(std::move(worker));
   --s.running;
@@ -414,11 +436,12 @@ void settle(self_ptr self, load_record& r, msg::load_result loaded) {
       auto& dev = *s.config.devices[r.device];
       auto code = measured > dev.capacity() ? errc::model_too_large : m.error.code;
       r.measured = r.bytes = measured;  // a retry reserves what the model takes
-      attempt_failed(self, r,
-                     make_error(code, r.model + ": it takes " + format_bytes(measured) + " on " + dev.name() +
-                                          " once loaded, more than the " + format_bytes(reserved) +
-                                          " reserved, and the rest does not fit: " + m.error.message),
-                     std::nullopt);  // requeues it or fails it: `r` may be gone
+      attempt_failed(
+          self, r,
+          make_error(code, r.model + ": it takes " + format_bytes(measured) + " on " + dev.name() +
+                               " once loaded, more than the " + format_bytes(reserved) +
+                               " reserved, and the rest does not fit: " + m.error.message),
+          std::nullopt);                       // requeues it or fails it: `r` may be gone
       drop(self, device, std::move(weights));  // the device waits for these bytes to come back
     }
     dispatch(self);
@@ -431,14 +454,17 @@ void settle(self_ptr self, load_record& r, msg::load_result loaded) {
       });
 }
 
-loader_pool_actor::behavior_type loader_pool(self_ptr self, std::shared_ptr<loader_pool_config> config) {
+loader_pool_actor::behavior_type loader_pool(self_ptr self,
+                                             std::shared_ptr<loader_pool_config> config) {
   auto& s = self->state;
   s.config = std::move(*config);
   s.failures = failure_table(s.config.failure_expiry);
   s.suspects = crash_suspects(2, s.config.failure_expiry);
-  for (auto& d : s.config.devices) s.device_names.push_back(d->name());
+  for (auto& d : s.config.devices)
+    s.device_names.push_back(d->name());
   s.blocked.assign(s.config.devices.size(), false);
-  if (!s.config.metrics) s.config.metrics = std::make_shared<runtime_metrics>(s.config.devices.size());
+  if (!s.config.metrics)
+    s.config.metrics = std::make_shared<runtime_metrics>(s.config.devices.size());
   s.metrics = s.config.metrics.get();
   for (std::uint32_t i = 0; i < s.config.max_concurrent_loads; ++i) {
     auto worker = self->spawn<caf::detached>(loader_worker, s.config.loader);
@@ -497,9 +523,10 @@ loader_pool_actor::behavior_type loader_pool(self_ptr self, std::shared_ptr<load
         for (auto& model : m.models) {
           if (std::binary_search(blamed.begin(), blamed.end(), model)) {
             s.failures.record(model, s.device_names[m.device], t,
-                              make_error(errc::load_failed, m.reason.message + "; " + model +
-                                                                "'s inference was running when it died, so it is "
-                                                                "not loaded there again until the failure expires"));
+                              make_error(errc::load_failed,
+                                         m.reason.message + "; " + model +
+                                             "'s inference was running when it died, so it is "
+                                             "not loaded there again until the failure expires"));
           } else {
             s.failures.record(model, s.device_names[m.device], t, m.reason, m.back_in);
           }
@@ -509,7 +536,9 @@ loader_pool_actor::behavior_type loader_pool(self_ptr self, std::shared_ptr<load
       [=](msg::inspect_loads& m) {
         auto& s = self->state;
         auto t = now(self);
-        auto ms = [&](timestamp a) { return std::chrono::duration<double, std::milli>(t - a).count(); };
+        auto ms = [&](timestamp a) {
+          return std::chrono::duration<double, std::milli>(t - a).count();
+        };
         std::vector<queued_load> queued;
         for (auto& e : s.queue.snapshot()) {
           bool waiting = e.kind == load_queue::priority::waiting;
@@ -521,11 +550,14 @@ loader_pool_actor::behavior_type loader_pool(self_ptr self, std::shared_ptr<load
         for (auto& [model, r] : s.loads)
           if (r.at != phase::queued)
             running.push_back({model, s.device_names[r.device],
-                               r.at == phase::reserving ? "reserving" : r.at == phase::loading ? "loading" : "settling",
+                               r.at == phase::reserving ? "reserving"
+                               : r.at == phase::loading ? "loading"
+                                                        : "settling",
                                r.attempts});
         std::vector<failure_info> failures;
         for (auto& f : s.failures.snapshot(t))
-          failures.push_back({f.model, f.device, f.error, std::chrono::duration<double>(t - f.when).count(),
+          failures.push_back({f.model, f.device, f.error,
+                              std::chrono::duration<double>(t - f.when).count(),
                               std::chrono::duration<double>(f.expires - t).count()});
         m.done(std::move(queued), std::move(running), std::move(failures), s.started, s.failed);
       },

@@ -48,8 +48,9 @@ struct loader_pool_config {
   serving_slot::reclaim_fn reclaim;
 };
 
-// Spawns the pool and its workers (std::logic_error without config.reclaim). Device actors are attached afterwards (they need the pool's
-// handle): send them to the pool through attach_devices().
+// Spawns the pool and its workers (std::logic_error without config.reclaim). Device actors are
+// attached afterwards (they need the pool's handle): send them to the pool through
+// attach_devices().
 loader_pool_actor spawn_loader_pool(caf::actor_system& system, loader_pool_config config);
 void attach_devices(const loader_pool_actor& pool, std::vector<device_actor> device_actors);
 

@@ -3,9 +3,9 @@
 #include <caf/all.hpp>
 
 #include <algorithm>
-#include <utility>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "actors/protocol/device_protocol.hpp"
@@ -46,13 +46,13 @@ struct model_state_data {
   watch_hub_actor hub;  // the watch hub: every state change is reported there
 
   model_state state = model_state::not_loaded;
-  std::shared_ptr<serving_slot> slot;  // while LOADED
-  device_actor slot_device;            // the device actor holding `slot`
-  std::string device;                  // where loaded or loading
+  std::shared_ptr<serving_slot> slot;                    // while LOADED
+  device_actor slot_device;                              // the device actor holding `slot`
+  std::string device;                                    // where loaded or loading
   std::shared_ptr<std::atomic<std::uint64_t>> progress;  // LOADING: bytes copied so far
   std::vector<waiter> waiters;
-  bool load_pending = false;           // the pool holds a load of ours (queued or running)
-  bool started = false;                // ... and it has started
+  bool load_pending = false;  // the pool holds a load of ours (queued or running)
+  bool started = false;       // ... and it has started
   bool unregistered = false;
 
   // Uses are counted in two places: hits by the slot (the hit path never reaches this actor),
@@ -72,8 +72,11 @@ struct model_state_data {
 
   // Stopping (runtime shutdown) answers whoever still waits.
   ~model_state_data() {
-    for (auto& w : waiters) w.answer(make_error(errc::unavailable, "model '" + id + "': the runtime is shutting down"));
-    for (auto& h : held) h.second.answer(make_error(errc::unavailable, "model '" + id + "': the runtime is shutting down"));
+    for (auto& w : waiters)
+      w.answer(make_error(errc::unavailable, "model '" + id + "': the runtime is shutting down"));
+    for (auto& h : held)
+      h.second.answer(
+          make_error(errc::unavailable, "model '" + id + "': the runtime is shutting down"));
   }
 
   msg::registration who() const { return {id, generation}; }
@@ -95,7 +98,9 @@ void set_state(self_ptr self, model_state next) {
   if (s.hub) self->send(s.hub, msg::state_changed{std::move(e)});
 }
 
-double ms_between(timestamp a, timestamp b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+double ms_between(timestamp a, timestamp b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
 
 // Forgets the slot (evicted, withdrawn or unregistered); its uses stay counted.
 void drop_slot(self_ptr self) {
@@ -119,8 +124,8 @@ void request_load(self_ptr self, bool waiting, timestamp when) {
   if (s.started) return;  // a running load will answer every waiter
   if (!s.load_pending && s.state != model_state::loading) set_state(self, model_state::queued);
   s.load_pending = true;
-  self->send(s.pool, msg::enqueue_load{s.who(), caf::actor_cast<model_actor>(self), s.where, s.bytes, waiting,
-                                       when, waiter_count(s)});
+  self->send(s.pool, msg::enqueue_load{s.who(), caf::actor_cast<model_actor>(self), s.where,
+                                       s.bytes, waiting, when, waiter_count(s)});
 }
 
 void stop_if_done(self_ptr self) {
@@ -153,7 +158,8 @@ void answer_waiters(self_ptr self) {
 void fail_waiters(self_ptr self, const warm::error& error) {
   auto waiters = std::move(self->state.waiters);
   self->state.waiters.clear();
-  for (auto& w : waiters) w.answer(error);
+  for (auto& w : waiters)
+    w.answer(error);
 }
 
 std::uint64_t total_uses(const model_state_data& s) {
@@ -177,7 +183,8 @@ model_status status_of(model_state_data& s) {
   st.idle_seconds = st.requests ? std::chrono::duration<double>(now - last).count() : -1;
   st.loads = s.loads;
   if (s.state == model_state::loaded) st.loaded_bytes = s.bytes;
-  if (s.state == model_state::loading && s.progress) st.loaded_bytes = s.progress->load(std::memory_order_relaxed);
+  if (s.state == model_state::loading && s.progress)
+    st.loaded_bytes = s.progress->load(std::memory_order_relaxed);
   if (s.state == model_state::loading_failed) {
     st.last_error = s.last_error;
     st.retry_in_seconds = std::max(0.0, std::chrono::duration<double>(s.retry_at - now).count());
@@ -202,8 +209,9 @@ std::optional<expected<acquired>> use_now(self_ptr self, use_kind kind, timestam
   s.last_used = std::max(s.last_used, arrival);
   if (s.state == model_state::loading_failed) {
     if (now < s.retry_at)
-      return make_error(s.last_error->code == errc::model_too_large ? errc::model_too_large : errc::load_failed,
-                        s.last_error->message);
+      return make_error(
+          s.last_error->code == errc::model_too_large ? errc::model_too_large : errc::load_failed,
+          s.last_error->message);
     set_state(self, model_state::not_loaded);
   }
   if (kind == use_kind::proactive) {
@@ -218,8 +226,8 @@ std::optional<expected<acquired>> use_now(self_ptr self, use_kind kind, timestam
 // way wait for it too, so that they are answered in order.
 bool must_look(const model_state_data& s) {
   if (s.checking) return true;
-  return !s.unregistered && !s.slot && s.state == model_state::loading_failed && s.failed_file && s.offload &&
-         s.time->now() < s.retry_at;
+  return !s.unregistered && !s.slot && s.state == model_state::loading_failed && s.failed_file &&
+         s.offload && s.time->now() < s.retry_at;
 }
 
 // Holds a use that must_look, and asks the offload for the file once per look.
@@ -273,7 +281,8 @@ caf::result<void> on_unload(self_ptr self) {
   auto& s = self->state;
   if (s.started || !s.waiters.empty())
     return to_caf_error(
-        make_error(errc::unavailable, "model '" + s.id + "' is loading for waiting requests; unload it once loaded"));
+        make_error(errc::unavailable,
+                   "model '" + s.id + "' is loading for waiting requests; unload it once loaded"));
   if (s.load_pending) self->send(s.pool, msg::cancel_load{s.who()});
   if (s.slot) self->send(s.slot_device, msg::withdraw_slot{s.id, s.slot});
   drop_slot(self);
@@ -298,7 +307,8 @@ void forget_failure(self_ptr self) {
 void on_file_checked(self_ptr self, msg::file_checked& m) {
   auto& s = self->state;
   s.checking = false;
-  if (s.state == model_state::loading_failed && s.failed_file && m.file != *s.failed_file) forget_failure(self);
+  if (s.state == model_state::loading_failed && s.failed_file && m.file != *s.failed_file)
+    forget_failure(self);
   auto held = std::move(s.held);
   s.held.clear();
   for (auto& [kind, w] : held) {
@@ -309,7 +319,8 @@ void on_file_checked(self_ptr self, msg::file_checked& m) {
   }
 }
 
-model_actor::behavior_type model_behavior(self_ptr self, std::shared_ptr<model_actor_config> config) {
+model_actor::behavior_type model_behavior(self_ptr self,
+                                          std::shared_ptr<model_actor_config> config) {
   auto& s = self->state;
   s.id = config->id;
   s.generation = config->generation;
@@ -364,7 +375,8 @@ model_actor::behavior_type model_behavior(self_ptr self, std::shared_ptr<model_a
         s.retry_at = m.retry_at;
         s.failed_file = m.file;
         if (m.measured) s.bytes = m.measured;  // the next load reserves what it took
-        auto code = m.error.code == errc::model_too_large ? errc::model_too_large : errc::load_failed;
+        auto code =
+            m.error.code == errc::model_too_large ? errc::model_too_large : errc::load_failed;
         s.last_error = make_error(code, m.error.message);
         set_state(self, model_state::loading_failed);
         fail_waiters(self, *s.last_error);

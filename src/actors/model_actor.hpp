@@ -32,8 +32,8 @@ namespace warm {
 struct model_actor_config {
   std::string id;
   std::uint64_t generation = 0;  // the registration's (registry_actor.hpp)
-  model_location where;      // the resolved model file
-  std::uint64_t bytes = 0;  // what a device must reserve for it
+  model_location where;          // the resolved model file
+  std::uint64_t bytes = 0;       // what a device must reserve for it
   loader_pool_actor pool;
   std::shared_ptr<route_table> routes;
   std::shared_ptr<const clock> time;

@@ -22,16 +22,23 @@ model_entry* find(registry_state& s, const msg::registration& who) {
 // Runs `then` with `e`'s model actor, spawned at the first use (after resolving its file).
 void with_actor(self_ptr self, model_entry& e, std::function<void(expected<model_actor>)> then) {
   if (e.actor) return then(e.actor);
-  when_resolved(self, e, [self, who = msg::registration{e.record.id, e.generation}, then](expected<void> r) {
-    if (!r) return then(r.error().code == errc::unavailable ? r.error() : make_error(errc::load_failed, r.error().message));
-    auto& s = self->state;
-    auto* e = find(s, who);
-    if (!e) return then(make_error(errc::not_found, "model '" + who.id + "' was unregistered meanwhile"));
-    if (!e->actor)
-      e->actor = spawn_model_actor(self->system(), {e->record.id, e->generation, e->file, e->bytes, s.pool,
-                                                    s.config.routes, s.config.time, s.hub, s.config.offload});
-    then(e->actor);
-  });
+  when_resolved(
+      self, e, [self, who = msg::registration{e.record.id, e.generation}, then](expected<void> r) {
+        if (!r)
+          return then(r.error().code == errc::unavailable
+                          ? r.error()
+                          : make_error(errc::load_failed, r.error().message));
+        auto& s = self->state;
+        auto* e = find(s, who);
+        if (!e)
+          return then(
+              make_error(errc::not_found, "model '" + who.id + "' was unregistered meanwhile"));
+        if (!e->actor)
+          e->actor = spawn_model_actor(self->system(),
+                                       {e->record.id, e->generation, e->file, e->bytes, s.pool,
+                                        s.config.routes, s.config.time, s.hub, s.config.offload});
+        then(e->actor);
+      });
 }
 
 void use(self_ptr self, const std::string& model, use_kind kind, timestamp arrival,
@@ -143,7 +150,8 @@ void load_target(self_ptr self, const std::string& vmodel, const std::string& ta
   if (it == s.models.end()) return on_target_ready(self, vmodel, target, unknown(target));
   with_actor(self, it->second, [=](expected<model_actor> actor) {
     if (!actor) {
-      if (actor.error().code != errc::unavailable) on_target_ready(self, vmodel, target, std::move(actor).error());
+      if (actor.error().code != errc::unavailable)
+        on_target_ready(self, vmodel, target, std::move(actor).error());
       return;
     }
     self->request(*actor, caf::infinite,
@@ -166,12 +174,14 @@ void on_register(self_ptr self, msg::register_model& m) {
   auto& s = self->state;
   auto reply = std::move(m.done);
   if (auto ok = check_id(m.id, "model"); !ok) return reply(ok.error());
-  if (s.vmodels.count(m.id)) return reply(make_error(errc::invalid_argument, "'" + m.id + "' is a vmodel id"));
+  if (s.vmodels.count(m.id))
+    return reply(make_error(errc::invalid_argument, "'" + m.id + "' is a vmodel id"));
   if (m.info.path.empty()) return reply(make_error(errc::invalid_argument, "model path is empty"));
   if (m.info.batching)
     if (auto why = check_batching(*m.info.batching); !why.empty())
       return reply(make_error(errc::invalid_argument, "model '" + m.id + "': batching: " + why));
-  auto then = [self, id = m.id, load_now = m.load_now || m.sync, sync = m.sync, reply](expected<void> r) {
+  auto then = [self, id = m.id, load_now = m.load_now || m.sync, sync = m.sync,
+               reply](expected<void> r) {
     if (!r || !load_now) return reply(r);
     if (!sync) {
       use(self, id, use_kind::proactive, self->state.config.time->now(), nullptr);
@@ -186,16 +196,18 @@ void on_register(self_ptr self, msg::register_model& m) {
     auto& r = existing->second.record;
     if (r.path != m.info.path || r.version != m.info.version || r.size_hint != m.info.size_hint ||
         r.batching != m.info.batching)
-      return reply(make_error(errc::invalid_argument, "model '" + m.id + "' is registered with different info (path '" +
-                                                          r.path + "')"));
+      return reply(make_error(
+          errc::invalid_argument,
+          "model '" + m.id + "' is registered with different info (path '" + r.path + "')"));
     return stage(self, {}, then);  // idempotent: answered with the next commit
   }
   model_record record{m.id, m.info.path, m.info.version, m.info.size_hint, false, m.info.batching};
   if (auto pending = s.registering.find(m.id); pending != s.registering.end()) {
     if (pending->second.record != record)
-      return reply(make_error(errc::invalid_argument, "model '" + m.id +
-                                                          "' is being registered with different info (path '" +
-                                                          pending->second.record.path + "')"));
+      return reply(make_error(errc::invalid_argument,
+                              "model '" + m.id +
+                                  "' is being registered with different info (path '" +
+                                  pending->second.record.path + "')"));
     pending->second.then.push_back(std::move(then));  // joins the registration in progress
     return;
   }
@@ -204,7 +216,8 @@ void on_register(self_ptr self, msg::register_model& m) {
   pending.record = record;
   pending.generation = s.next_generation++;
   pending.then.push_back(std::move(then));
-  resolve_then(self, {m.id, pending.generation}, record, [self, id = m.id](const auto& r) { registered(self, id, r); });
+  resolve_then(self, {m.id, pending.generation}, record,
+               [self, id = m.id](const auto& r) { registered(self, id, r); });
 }
 
 // A registration's file was resolved (or not): the model enters the tables and its record is
@@ -216,27 +229,34 @@ void registered(self_ptr self, const std::string& id,
   if (node.empty()) return;  // stopping: its requests are answered by ~registry_state
   auto& pending = node.mapped();
   if (!resolution) {
-    for (auto& then : pending.then) then(resolution.error());
+    for (auto& then : pending.then)
+      then(resolution.error());
     return;
   }
   if (auto taken = s.models.find(id); taken != s.models.end()) {
     // Another instance registered it meanwhile (a shared registry), and this one took it in.
     if (taken->second.record == pending.record)
       return stage(self, {}, [then = std::move(pending.then)](expected<void> r) {
-        for (auto& t : then) t(r);
+        for (auto& t : then)
+          t(r);
       });
-    auto differs = make_error(errc::invalid_argument, "model '" + id + "' was registered meanwhile with different info (path '" +
-                                                          taken->second.record.path + "')");
-    for (auto& then : pending.then) then(differs);
+    auto differs =
+        make_error(errc::invalid_argument,
+                   "model '" + id + "' was registered meanwhile with different info (path '" +
+                       taken->second.record.path + "')");
+    for (auto& then : pending.then)
+      then(differs);
     return;
   }
   auto& r = **resolution;
-  model_entry e{pending.record, r.file, r.bytes, {}, r.described, resolved_description(r, pending.record),
-                pending.generation};
+  model_entry e{
+      pending.record,    r.file, r.bytes, {}, r.described, resolved_description(r, pending.record),
+      pending.generation};
   s.models.emplace(id, std::move(e));
   if (s.config.on_batching) s.config.on_batching(id, pending.record.batching);
   stage(self, {put_model{pending.record}}, [then = std::move(pending.then)](expected<void> r) {
-    for (auto& t : then) t(r);
+    for (auto& t : then)
+      t(r);
   });
 }
 
@@ -253,15 +273,18 @@ void on_model_resolved(self_ptr self, msg::model_resolved& m) {
     e->io = r.described;
     if (!e->described) e->described = resolved_description(r, e->record);
   }
-  for (auto& fn : node.mapped()) fn(m.result);
+  for (auto& fn : node.mapped())
+    fn(m.result);
 }
 
 void on_unregister(self_ptr self, msg::unregister_model& m) {
   auto& s = self->state;
-  if (!s.models.count(m.id)) return m.done(make_error(errc::not_found, "no model '" + m.id + "' is registered"));
+  if (!s.models.count(m.id))
+    return m.done(make_error(errc::not_found, "no model '" + m.id + "' is registered"));
   std::string by;
   if (referenced(s, m.id, &by))
-    return m.done(make_error(errc::invalid_argument, "model '" + m.id + "' is in use by vmodel '" + by + "'"));
+    return m.done(make_error(errc::invalid_argument,
+                             "model '" + m.id + "' is in use by vmodel '" + by + "'"));
   drop_model(self, m.id);
   stage(self, {erase_model{m.id}}, std::move(m.done));
 }
@@ -270,9 +293,11 @@ void on_set_vmodel(self_ptr self, msg::set_vmodel& m) {
   auto& s = self->state;
   auto reply = std::move(m.done);
   if (auto ok = check_id(m.id, "vmodel"); !ok) return reply(ok.error());
-  if (s.models.count(m.id)) return reply(make_error(errc::invalid_argument, "'" + m.id + "' is a model id"));
+  if (s.models.count(m.id))
+    return reply(make_error(errc::invalid_argument, "'" + m.id + "' is a model id"));
   auto target = s.models.find(m.target);
-  if (target == s.models.end()) return reply(make_error(errc::not_found, "no model '" + m.target + "' is registered"));
+  if (target == s.models.end())
+    return reply(make_error(errc::not_found, "no model '" + m.target + "' is registered"));
   std::vector<registry_change> changes;
   // Marks the target auto-delete once every check has passed: a refused request changes nothing.
   auto mark_target = [&] {
@@ -285,8 +310,9 @@ void on_set_vmodel(self_ptr self, msg::set_vmodel& m) {
   bool start_load = false;
   if (it == s.vmodels.end()) {
     if (m.expected_target && !m.expected_target->empty())
-      return reply(make_error(errc::invalid_argument, "vmodel '" + m.id + "' does not exist; expected target '" +
-                                                          *m.expected_target + "'"));
+      return reply(make_error(
+          errc::invalid_argument,
+          "vmodel '" + m.id + "' does not exist; expected target '" + *m.expected_target + "'"));
     if (auto room = check_room(s); !room) return reply(std::move(room).error());
     mark_target();
     vmodel_entry v{{m.id, m.target, m.target}, vmodel_state::defined, {}};
@@ -297,8 +323,9 @@ void on_set_vmodel(self_ptr self, msg::set_vmodel& m) {
   } else {
     auto& v = it->second;
     if (m.expected_target && *m.expected_target != v.record.target)
-      return reply(make_error(errc::invalid_argument, "vmodel '" + m.id + "' targets '" + v.record.target +
-                                                          "', not the expected '" + *m.expected_target + "'"));
+      return reply(make_error(errc::invalid_argument,
+                              "vmodel '" + m.id + "' targets '" + v.record.target +
+                                  "', not the expected '" + *m.expected_target + "'"));
     mark_target();
     if (v.record.target != m.target || v.state == vmodel_state::transition_failed ||
         (v.state == vmodel_state::transitioning && !v.driving)) {
@@ -313,18 +340,21 @@ void on_set_vmodel(self_ptr self, msg::set_vmodel& m) {
     }
   }
   auto id = m.id;
-  stage(self, std::move(changes), [self, id, start_load, target = m.target, reply](expected<void> r) {
-    if (!r) return reply(std::move(r).error());
-    if (start_load) load_target(self, id, target);
-    vmodel_status_of(self, id, reply);
-  });
+  stage(self, std::move(changes),
+        [self, id, start_load, target = m.target, reply](expected<void> r) {
+          if (!r) return reply(std::move(r).error());
+          if (start_load) load_target(self, id, target);
+          vmodel_status_of(self, id, reply);
+        });
 }
 
 // A vmodel's target answered its waiting use (`result`): flip the alias, or TRANSITION_FAILED.
-void on_target_ready(self_ptr self, const std::string& vmodel, const std::string& target, expected<void> result) {
+void on_target_ready(self_ptr self, const std::string& vmodel, const std::string& target,
+                     expected<void> result) {
   auto& s = self->state;
   auto it = s.vmodels.find(vmodel);
-  if (it == s.vmodels.end() || it->second.record.target != target || it->second.state != vmodel_state::transitioning)
+  if (it == s.vmodels.end() || it->second.record.target != target ||
+      it->second.state != vmodel_state::transitioning)
     return;  // superseded by a later setVModel or deleted
   auto& v = it->second;
   if (!result) {
@@ -361,8 +391,9 @@ namespace {
 
 using namespace registry_impl;
 
-registry_actor::behavior_type registry_behavior(self_ptr self, std::shared_ptr<registry_config> config,
-                                               registry_writer_actor writer) {
+registry_actor::behavior_type registry_behavior(self_ptr self,
+                                                std::shared_ptr<registry_config> config,
+                                                registry_writer_actor writer) {
   auto& s = self->state;
   s.config = std::move(*config);
   s.pool = std::move(s.config.pool);
@@ -383,7 +414,9 @@ registry_actor::behavior_type registry_behavior(self_ptr self, std::shared_ptr<r
       [=](msg::retry_model& m) { on_retry(self, m); },
       [=](msg::describe_model& m) { on_describe(self, m); },
       [=](msg::get_status& m) {
-        statuses(self, {m.id}, [done = std::move(m.done)](std::vector<model_status> st) { done(std::move(st[0])); });
+        statuses(self, {m.id}, [done = std::move(m.done)](std::vector<model_status> st) {
+          done(std::move(st[0]));
+        });
       },
       [=](msg::list_models& m) { on_list(self, m); },
       [=](msg::set_vmodel& m) { on_set_vmodel(self, m); },
@@ -395,9 +428,10 @@ registry_actor::behavior_type registry_behavior(self_ptr self, std::shared_ptr<r
         for (auto& [id, e] : s.models)
           if (e.actor) ids.push_back(id);
         auto registered = s.models.size(), vmodels = s.vmodels.size();
-        statuses(self, ids, [done = std::move(m.done), registered, vmodels](std::vector<model_status> st) {
-          done(std::move(st), registered, vmodels);
-        });
+        statuses(self, ids,
+                 [done = std::move(m.done), registered, vmodels](std::vector<model_status> st) {
+                   done(std::move(st), registered, vmodels);
+                 });
       },
       [=](msg::flush_registry&) { flush(self); },
       [=](msg::description_read& m) { on_description_read(self, m); },
@@ -448,12 +482,14 @@ registry_actor spawn_registry(caf::actor_system& system, registry_config config)
   const auto since = config.initial ? config.initial->revision : 0;
   auto* store = config.store.get();  // owned by the writer until it stops, after the registry
   auto writer = spawn_registry_writer(system, std::move(config.store));
-  auto registry = system.spawn<caf::detached>(registry_behavior, std::make_shared<registry_config>(std::move(config)),
-                                              std::move(writer));
-  store->follow(since, [weak = caf::actor_cast<caf::weak_actor_ptr>(registry)](registry_update update) {
-    if (auto target = caf::actor_cast<registry_actor>(weak.lock()))
-      caf::anon_send(target, msg::store_update{std::make_shared<const registry_update>(std::move(update))});
-  });
+  auto registry = system.spawn<caf::detached>(
+      registry_behavior, std::make_shared<registry_config>(std::move(config)), std::move(writer));
+  store->follow(
+      since, [weak = caf::actor_cast<caf::weak_actor_ptr>(registry)](registry_update update) {
+        if (auto target = caf::actor_cast<registry_actor>(weak.lock()))
+          caf::anon_send(target, msg::store_update{
+                                     std::make_shared<const registry_update>(std::move(update))});
+      });
   return registry;
 }
 

@@ -55,7 +55,8 @@ struct registry_config {
   watch_hub_actor hub;  // model actors report state changes there
   std::shared_ptr<route_table> routes;
   std::shared_ptr<const clock> time;
-  std::uint64_t max_models = 1'000'000;  // models + vmodels held at most (capacity_exhausted past it)
+  std::uint64_t max_models =
+      1'000'000;  // models + vmodels held at most (capacity_exhausted past it)
   std::shared_ptr<runtime_metrics> metrics;  // registered-model gauges (may be null)
   // What `store` held when opened (the caller's load(), so that a store that cannot be read stops
   // the start instead of starting empty); when absent the registry loads it itself.

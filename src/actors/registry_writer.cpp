@@ -28,8 +28,10 @@ registry_writer_actor::behavior_type writer_behavior(registry_writer_actor::poin
 
 }  // namespace
 
-registry_writer_actor spawn_registry_writer(caf::actor_system& system, std::unique_ptr<registry_storage> store) {
-  return system.spawn<caf::detached>(writer_behavior, std::shared_ptr<registry_storage>(std::move(store)));
+registry_writer_actor spawn_registry_writer(caf::actor_system& system,
+                                            std::unique_ptr<registry_storage> store) {
+  return system.spawn<caf::detached>(writer_behavior,
+                                     std::shared_ptr<registry_storage>(std::move(store)));
 }
 
 }  // namespace warm

@@ -19,6 +19,7 @@
 
 namespace warm {
 
-registry_writer_actor spawn_registry_writer(caf::actor_system& system, std::unique_ptr<registry_storage> store);
+registry_writer_actor spawn_registry_writer(caf::actor_system& system,
+                                            std::unique_ptr<registry_storage> store);
 
 }  // namespace warm

@@ -15,11 +15,13 @@ struct scorer_state {
 };
 
 // Builds a heap from one device's inputs and sends it back to the device.
-void rebuild(scorer_actor::stateful_pointer<scorer_state> self, const device_actor& device, msg::scores_collected& m) {
+void rebuild(scorer_actor::stateful_pointer<scorer_state> self, const device_actor& device,
+             msg::scores_collected& m) {
   auto& s = self->state;
   auto started = std::chrono::steady_clock::now();
   auto heap = build_importance_heap(std::move(m.inputs), m.bias, m.taken);
-  s.last_build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  s.last_build_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   ++s.rebuilds;
   if (s.config.metrics) s.config.metrics->importance_rebuild.observe(s.last_build_seconds);
   self->send(device, msg::swap_scores{std::move(heap)});
@@ -36,7 +38,8 @@ scorer_actor::behavior_type scorer(scorer_actor::stateful_pointer<scorer_state> 
           self->request(d, caf::infinite, msg::collect_scores{})
               .then([=](msg::scores_collected& m) { rebuild(self, d, m); },
                     [](caf::error&) {});  // the device's policy keeps no scores (or it stopped)
-        self->delayed_send(caf::actor_cast<scorer_actor>(self), s.config.period, msg::rescore_tick{});
+        self->delayed_send(caf::actor_cast<scorer_actor>(self), s.config.period,
+                           msg::rescore_tick{});
       },
       [=](msg::inspect_scorer& m) { m.done(self->state.rebuilds, self->state.last_build_seconds); },
   };

@@ -21,7 +21,8 @@ struct version_entry {
   version_state state = version_state::new_;
   bool aspired = false;
   bool present = false;  // settled at the last look
-  bool kept = false;     // its unload was refused (an alias someone else owns names it): kept until the next look
+  bool kept = false;     // its unload was refused (an alias someone else owns names it): kept until
+                         // the next look
   bool registered = false;  // loading: its registration is in place (a forced label may name it)
   std::string error;
   std::uint32_t failures = 0;
@@ -40,11 +41,11 @@ struct served_entry {
   version_settler settler;
   std::map<std::uint64_t, version_entry> versions;
   std::map<std::string, alias_entry> aliases;  // by vmodel id: the name, and name@label
-  std::uint32_t adopting = 0;  // registry answers still awaited before the first step
-  bool looked = false;         // a look has been taken in
-  bool looking = false;        // a look is on the offload
-  bool look_again = false;     // asked for a look while one was on the offload
-  bool removing = false;       // no longer configured: everything goes, then the entry
+  std::uint32_t adopting = 0;             // registry answers still awaited before the first step
+  bool looked = false;                    // a look has been taken in
+  bool looking = false;                   // a look is on the offload
+  bool look_again = false;                // asked for a look while one was on the offload
+  bool removing = false;                  // no longer configured: everything goes, then the entry
   std::optional<std::uint64_t> evicting;  // an unload waits for the default alias to leave it
   std::optional<std::uint64_t> pinned;    // the version pinned on the devices while another loads
   std::string source_error;
@@ -59,9 +60,13 @@ struct manager_state {
 
 using self_ptr = version_manager_actor::stateful_pointer<manager_state>;
 
-const std::string& base_of(const served_model_config& c) { return c.base_path.empty() ? c.name : c.base_path; }
+const std::string& base_of(const served_model_config& c) {
+  return c.base_path.empty() ? c.name : c.base_path;
+}
 
-version_manager_actor handle(self_ptr self) { return caf::actor_cast<version_manager_actor>(self); }
+version_manager_actor handle(self_ptr self) {
+  return caf::actor_cast<version_manager_actor>(self);
+}
 
 served_entry* find(self_ptr self, const std::string& model, std::uint64_t generation) {
   auto it = self->state.models.find(model);
@@ -89,7 +94,8 @@ void ask_registry(self_ptr self, const served_entry& e, Message m, Then then) {
 
 std::vector<version_snapshot> snapshots(const served_entry& e) {
   std::vector<version_snapshot> out;
-  for (auto& [v, entry] : e.versions) out.push_back({v, entry.state, entry.aspired || entry.kept});
+  for (auto& [v, entry] : e.versions)
+    out.push_back({v, entry.state, entry.aspired || entry.kept});
   return out;
 }
 
@@ -101,11 +107,14 @@ void reaspire(served_entry& e) {
   auto chosen = select_versions(e.config.versions, present);
   std::set<std::uint64_t> aspired(chosen.begin(), chosen.end());
   for (auto& [label, v] : e.config.labels)
-    if (auto it = e.versions.find(v); it != e.versions.end() && it->second.present) aspired.insert(v);
-  for (auto& [v, entry] : e.versions) entry.aspired = !e.removing && aspired.count(v) > 0;
+    if (auto it = e.versions.find(v); it != e.versions.end() && it->second.present)
+      aspired.insert(v);
+  for (auto& [v, entry] : e.versions)
+    entry.aspired = !e.removing && aspired.count(v) > 0;
   // A version that is neither aspired nor registered needs nothing more.
   for (auto it = e.versions.begin(); it != e.versions.end();) {
-    bool unregistered = it->second.state == version_state::new_ || it->second.state == version_state::error;
+    bool unregistered =
+        it->second.state == version_state::new_ || it->second.state == version_state::error;
     it = !it->second.aspired && unregistered ? e.versions.erase(it) : std::next(it);
   }
 }
@@ -184,7 +193,8 @@ void on_alias(self_ptr self, served_entry& e, const std::string& alias,
 }
 
 // Points vmodel `alias` at `version` (none: deletes it).
-void move_alias(self_ptr self, served_entry& e, const std::string& alias, std::optional<std::uint64_t> version) {
+void move_alias(self_ptr self, served_entry& e, const std::string& alias,
+                std::optional<std::uint64_t> version) {
   e.aliases[alias].busy = true;
   if (!version) {
     ask_registry<void>(
@@ -203,7 +213,8 @@ void move_alias(self_ptr self, served_entry& e, const std::string& alias, std::o
 }
 
 // Asks the registry where vmodel `alias` is now.
-void check_alias(self_ptr self, served_entry& e, const std::string& alias, std::optional<std::uint64_t> version) {
+void check_alias(self_ptr self, served_entry& e, const std::string& alias,
+                 std::optional<std::uint64_t> version) {
   ask_registry<vmodel_status>(self, e, msg::get_vmodel_status{alias, {}},
                               [self, alias, version](served_entry& e, expected<vmodel_status> r) {
                                 on_alias(self, e, alias, version, true, std::move(r));
@@ -225,8 +236,9 @@ void update_aliases(self_ptr self, served_entry& e) {
       auto state = it != e.versions.end() ? it->second.state : version_state::new_;
       // A label moves only to a ready version (forced: to one being loaded); until then it stays
       // where it was.
-      bool movable = state == version_state::ready ||
-                     (e.config.force_labels && state == version_state::loading && it->second.registered);
+      bool movable =
+          state == version_state::ready ||
+          (e.config.force_labels && state == version_state::loading && it->second.registered);
       desired[id] = movable ? std::optional<std::uint64_t>(v) : e.aliases[id].target;
     }
   for (auto& [alias, a] : e.aliases)
@@ -263,7 +275,8 @@ void start_load(self_ptr self, served_entry& e, std::uint64_t version) {
   // A registration a failed load left behind (a forced label held it) loads again at once: its
   // failure record is forgotten first (the registry takes requests in order).
   if (v.failures > 0)
-    self->send(self->state.config.registry, msg::retry_model{version_id(e.config.name, version), [](expected<void>) {}});
+    self->send(self->state.config.registry,
+               msg::retry_model{version_id(e.config.name, version), [](expected<void>) {}});
   ask_registry<void>(
       self, e,
       msg::register_model{version_id(e.config.name, version), std::move(info), false, false, {}},
@@ -340,7 +353,8 @@ void step(self_ptr self, served_entry& e) {
   if (e.adopting > 0 || !e.looked) return;
   auto now = self->state.config.time->now();
   for (auto& [v, entry] : e.versions)
-    if (entry.state == version_state::error && entry.aspired && entry.retry_at <= now) entry.state = version_state::new_;
+    if (entry.state == version_state::error && entry.aspired && entry.retry_at <= now)
+      entry.state = version_state::new_;
   for (int guard = 0; guard < 1000; ++guard) {
     update_aliases(self, e);
     auto action = next_version_action(e.config.loading, snapshots(e));
@@ -413,8 +427,10 @@ void on_seen(self_ptr self, msg::versions_seen& m) {
     entry.present = present.count(v) > 0;
     entry.kept = false;
   }
-  for (auto v : settled) e->versions[v].present = true;
-  for (auto& [id, a] : e->aliases) a.error.clear();
+  for (auto v : settled)
+    e->versions[v].present = true;
+  for (auto& [id, a] : e->aliases)
+    a.error.clear();
   reaspire(*e);
   after_event(self, *e);
 }
@@ -422,7 +438,8 @@ void on_seen(self_ptr self, msg::versions_seen& m) {
 // Takes in what a previous run left registered: versions `m@N` and the model's aliases.
 void adopt(self_ptr self, served_entry& e) {
   std::vector<std::string> aliases{e.config.name};
-  for (auto& [label, v] : e.config.labels) aliases.push_back(label_id(e.config.name, label));
+  for (auto& [label, v] : e.config.labels)
+    aliases.push_back(label_id(e.config.name, label));
   e.adopting = static_cast<std::uint32_t>(1 + aliases.size());
   auto prefix = e.config.name + "@";
   ask_registry<std::vector<model_status>>(
@@ -436,7 +453,8 @@ void adopt(self_ptr self, served_entry& e) {
         if (e.adopting > 0) --e.adopting;
         after_event(self, e);
       });
-  for (auto& alias : aliases) check_alias(self, e, alias, std::nullopt);
+  for (auto& alias : aliases)
+    check_alias(self, e, alias, std::nullopt);
 }
 
 void on_serve(self_ptr self, msg::serve_models& m) {
@@ -463,7 +481,8 @@ void on_serve(self_ptr self, msg::serve_models& m) {
     e.removing = false;
     if (moved) {
       e.settler = version_settler(s.config.settle);
-      for (auto& [v, entry] : e.versions) entry.present = false;
+      for (auto& [v, entry] : e.versions)
+        entry.present = false;
     }
     reaspire(e);
     touched.push_back(c.name);
@@ -477,7 +496,8 @@ void on_serve(self_ptr self, msg::serve_models& m) {
       touched.push_back(name);
     }
   m.done({});
-  if (auto& metrics = s.config.metrics) metrics->served_models.set(static_cast<std::int64_t>(m.config.models.size()));
+  if (auto& metrics = s.config.metrics)
+    metrics->served_models.set(static_cast<std::int64_t>(m.config.models.size()));
   for (auto& name : touched)
     if (auto it = s.models.find(name); it != s.models.end()) after_event(self, it->second);
 }
@@ -494,14 +514,18 @@ served_model_status status_of(const manager_state& s, const served_entry& e) {
     vs.error = entry.error;
     vs.failures = entry.failures;
     if (entry.state == version_state::error)
-      vs.retry_in_seconds = std::max(0.0, std::chrono::duration<double>(entry.retry_at - now).count());
+      vs.retry_in_seconds =
+          std::max(0.0, std::chrono::duration<double>(entry.retry_at - now).count());
     st.versions.push_back(std::move(vs));
-    st.rolling = st.rolling || entry.state == version_state::loading || entry.state == version_state::unloading;
+    st.rolling = st.rolling || entry.state == version_state::loading ||
+                 entry.state == version_state::unloading;
   }
   for (auto& [id, a] : e.aliases) {
     if (!a.target) continue;
-    if (id == e.config.name) st.default_version = a.target;
-    else st.labels[id.substr(e.config.name.size() + 1)] = *a.target;
+    if (id == e.config.name)
+      st.default_version = a.target;
+    else
+      st.labels[id.substr(e.config.name.size() + 1)] = *a.target;
     st.rolling = st.rolling || a.busy;
   }
   st.source_error = e.source_error;
@@ -511,7 +535,8 @@ served_model_status status_of(const manager_state& s, const served_entry& e) {
   return st;
 }
 
-version_manager_actor::behavior_type manager(self_ptr self, std::shared_ptr<version_manager_config> config) {
+version_manager_actor::behavior_type manager(self_ptr self,
+                                             std::shared_ptr<version_manager_config> config) {
   self->state.config = std::move(*config);
   self->send(handle(self), msg::poll_versions{});
   return {
@@ -546,7 +571,8 @@ version_manager_actor::behavior_type manager(self_ptr self, std::shared_ptr<vers
 
 }  // namespace
 
-version_manager_actor spawn_version_manager(caf::actor_system& system, version_manager_config config) {
+version_manager_actor spawn_version_manager(caf::actor_system& system,
+                                            version_manager_config config) {
   return system.spawn(manager, std::make_shared<version_manager_config>(std::move(config)));
 }
 

@@ -58,13 +58,16 @@ struct version_manager_config {
   std::shared_ptr<runtime_metrics> metrics;
   // Wakes the manager when a served model's directory changes (may be null: polling alone). The
   // offload registers each model's directory with it at every look.
-  std::shared_ptr<dir_watch> watcher;  // served_models, version_load_failures, version_rolls (may be null)
+  std::shared_ptr<dir_watch>
+      watcher;  // served_models, version_load_failures, version_rolls (may be null)
   std::chrono::nanoseconds poll = std::chrono::seconds(1);    // between looks at a directory
   std::chrono::nanoseconds settle = std::chrono::seconds(1);  // version_settler's rule
-  std::chrono::nanoseconds retry_min = std::chrono::seconds(1);  // first back-off after a failed load
+  std::chrono::nanoseconds retry_min =
+      std::chrono::seconds(1);  // first back-off after a failed load
   std::chrono::nanoseconds retry_max = std::chrono::minutes(1);  // the back-off's cap
 };
 
-version_manager_actor spawn_version_manager(caf::actor_system& system, version_manager_config config);
+version_manager_actor spawn_version_manager(caf::actor_system& system,
+                                            version_manager_config config);
 
 }  // namespace warm

@@ -33,14 +33,16 @@ expected<const backend*> find_backend(std::string_view kind) {
   for (const auto* b : all_backends())
     if (b->name() == kind) return b;
   std::string served;
-  for (const auto& k : backend_kinds()) served += (served.empty() ? "" : ", ") + k;
-  return make_error(errc::not_found, "no backend serves model kind '" + std::string(kind) + "' in this build (it serves " +
-                                         served + ")");
+  for (const auto& k : backend_kinds())
+    served += (served.empty() ? "" : ", ") + k;
+  return make_error(errc::not_found, "no backend serves model kind '" + std::string(kind) +
+                                         "' in this build (it serves " + served + ")");
 }
 
 std::vector<std::string> backend_kinds() {
   std::vector<std::string> kinds;
-  for (const auto* b : all_backends()) kinds.emplace_back(b->name());
+  for (const auto* b : all_backends())
+    kinds.emplace_back(b->name());
   return kinds;
 }
 
@@ -62,10 +64,14 @@ code_policy current_code_policy() {
   return h.policy;
 }
 
-expected<model_description> describe_open_file(std::string_view kind, int fd, const std::string& path) {
+expected<model_description> describe_open_file(std::string_view kind, int fd,
+                                               const std::string& path) {
   if (kind == "torchscript") return describe_torchscript_fd(fd, path);
-  return make_error(errc::invalid_argument, path + ": describe_open_file serves model kinds that are code "
-                                                   "(torchscript), not '" + std::string(kind) + "'");
+  return make_error(errc::invalid_argument,
+                    path +
+                        ": describe_open_file serves model kinds that are code "
+                        "(torchscript), not '" +
+                        std::string(kind) + "'");
 }
 
 void set_backend_threads(int threads) {

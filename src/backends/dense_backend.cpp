@@ -25,7 +25,8 @@ class dense_backend final : public backend {
   }
 
   expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
-                                                 memory_reservation reservation, load_stats* stats) const override {
+                                                 memory_reservation reservation,
+                                                 load_stats* stats) const override {
     auto file = open_model_file(where);
     if (!file) return make_error(errc::load_failed, file.error().message);
     auto loaded = dev.load_into(*file, std::move(reservation), stats);

@@ -3,7 +3,9 @@
 
 namespace warm {
 
-const backend* torchscript_backend_instance() { return nullptr; }
+const backend* torchscript_backend_instance() {
+  return nullptr;
+}
 
 void set_torchscript_threads(int) {}
 

@@ -12,7 +12,8 @@ namespace {
 
 // Bytes free after the instance's reservations; negative when they already overcommit it.
 double room_left(const instance_view& v) {
-  return static_cast<double>(v.capacity) - static_cast<double>(v.used) - static_cast<double>(v.reserved);
+  return static_cast<double>(v.capacity) - static_cast<double>(v.used) -
+         static_cast<double>(v.reserved);
 }
 
 // What freeing `bytes` gives up, estimated from the candidates (see eviction_cost).
@@ -34,7 +35,8 @@ double value_to_free(const std::vector<eviction_candidate>& candidates, std::uin
 
 // The expected wait behind the loads already queued on the instance, in seconds.
 double queue_wait(const instance_view& v, const placement_request& r) {
-  return static_cast<double>(v.loads_in_flight + v.reserved_loads) / std::max<std::uint32_t>(v.loading_threads, 1) * r.load_seconds;
+  return static_cast<double>(v.loads_in_flight + v.reserved_loads) /
+         std::max<std::uint32_t>(v.loading_threads, 1) * r.load_seconds;
 }
 
 // An empty instance has no least recent model: for ModelMesh's order it is the oldest of all.
@@ -47,10 +49,13 @@ double idle_for_order(const instance_view& v) {
 expected<placement_rule> parse_placement_rule(std::string_view name) {
   if (name == "warm") return placement_rule::warm;
   if (name == "modelmesh") return placement_rule::modelmesh;
-  return make_error(errc::invalid_argument, "unknown placement '" + std::string(name) + "' (known: warm, modelmesh)");
+  return make_error(errc::invalid_argument,
+                    "unknown placement '" + std::string(name) + "' (known: warm, modelmesh)");
 }
 
-std::string_view to_string(placement_rule rule) { return rule == placement_rule::warm ? "warm" : "modelmesh"; }
+std::string_view to_string(placement_rule rule) {
+  return rule == placement_rule::warm ? "warm" : "modelmesh";
+}
 
 std::uint64_t bytes_to_free(const instance_view& v, std::uint64_t bytes) {
   auto wanted = v.used + v.reserved + bytes;
@@ -60,11 +65,12 @@ std::uint64_t bytes_to_free(const instance_view& v, std::uint64_t bytes) {
 double eviction_cost(const instance_view& v, std::uint64_t bytes) {
   auto after = bytes_to_free(v, bytes);
   if (after == 0) return 0;
-  return std::max(0.0, value_to_free(v.candidates, after) - value_to_free(v.candidates, bytes_to_free(v, 0)));
+  return std::max(
+      0.0, value_to_free(v.candidates, after) - value_to_free(v.candidates, bytes_to_free(v, 0)));
 }
 
-std::vector<std::size_t> rank_instances(const std::vector<instance_view>& instances, const placement_request& request,
-                                        placement_rule rule) {
+std::vector<std::size_t> rank_instances(const std::vector<instance_view>& instances,
+                                        const placement_request& request, placement_rule rule) {
   std::vector<std::size_t> out;
   for (std::size_t i = 0; i < instances.size(); ++i)
     if (!instances[i].draining && instances[i].capacity >= request.bytes) out.push_back(i);
@@ -74,9 +80,11 @@ std::vector<std::size_t> rank_instances(const std::vector<instance_view>& instan
       const auto& v = instances[i];
       bool full = room_left(v) < static_cast<double>(request.bytes);
       double oldest_first = -idle_for_order(v);
-      return std::make_tuple(full, full ? oldest_first : 0.0, v.models, -room_left(v), full ? 0.0 : oldest_first, i);
+      return std::make_tuple(full, full ? oldest_first : 0.0, v.models, -room_left(v),
+                             full ? 0.0 : oldest_first, i);
     };
-    std::sort(out.begin(), out.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
+    std::sort(out.begin(), out.end(),
+              [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
     return out;
   }
 
@@ -87,13 +95,15 @@ std::vector<std::size_t> rank_instances(const std::vector<instance_view>& instan
     bool must_evict = bytes_to_free(v, request.bytes) > 0;
     bool unknown = must_evict && v.candidates.empty();
     double cost = unknown ? -v.idle_seconds : eviction_cost(v, request.bytes);
-    return std::make_tuple(unknown, cost + queue_wait(v, request), -room_left(v), v.loads_in_flight, i);
+    return std::make_tuple(unknown, cost + queue_wait(v, request), -room_left(v), v.loads_in_flight,
+                           i);
   };
   std::sort(out.begin(), out.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
   return out;
 }
 
-std::size_t modelmesh_shortlist(const std::vector<instance_view>& instances, const std::vector<std::size_t>& ranked,
+std::size_t modelmesh_shortlist(const std::vector<instance_view>& instances,
+                                const std::vector<std::size_t>& ranked,
                                 const placement_request& request) {
   if (ranked.empty()) return 0;
   const auto& best = instances[ranked.front()];
@@ -102,22 +112,26 @@ std::size_t modelmesh_shortlist(const std::vector<instance_view>& instances, con
   for (; n < ranked.size(); ++n) {
     const auto& v = instances[ranked[n]];
     if (best_full) {
-      double younger = idle_for_order(best) - idle_for_order(v);  // seconds its LRU entry is younger
+      double younger =
+          idle_for_order(best) - idle_for_order(v);  // seconds its LRU entry is younger
       if (std::isinf(idle_for_order(best))) younger = std::isinf(idle_for_order(v)) ? 0 : younger;
       if (younger > 45 && younger > idle_for_order(best) / 10) break;
     } else {
-      if (room_left(v) < static_cast<double>(request.bytes) || room_left(v) < room_left(best) / 4) break;
+      if (room_left(v) < static_cast<double>(request.bytes) || room_left(v) < room_left(best) / 4)
+        break;
       if (v.models >= 10 && v.models > best.models + best.models / 4) break;
     }
   }
   return n;
 }
 
-bool scores_are_values(std::string_view policy) { return policy == "kdf"; }
+bool scores_are_values(std::string_view policy) {
+  return policy == "kdf";
+}
 
-std::vector<eviction_candidate> eviction_candidates(const cache_policy& policy,
-                                                   const std::function<std::uint64_t(const std::string&)>& bytes_of,
-                                                   timestamp now, std::size_t count) {
+std::vector<eviction_candidate> eviction_candidates(
+    const cache_policy& policy, const std::function<std::uint64_t(const std::string&)>& bytes_of,
+    timestamp now, std::size_t count) {
   std::vector<eviction_candidate> out;
   if (!scores_are_values(policy.name())) return out;
   for (auto& r : policy.eviction_order(now)) {

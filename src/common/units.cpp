@@ -44,15 +44,16 @@ bool ends_with_ci(std::string_view text, std::string_view suffix) {
 
 expected<std::uint64_t> parse_bytes(std::string_view text) {
   auto bad = [&](const char* why) {
-    return make_error(errc::invalid_argument,
-                      "bad byte size '" + std::string(text) + "': " + why);
+    return make_error(errc::invalid_argument, "bad byte size '" + std::string(text) + "': " + why);
   };
   std::string_view body = text;
-  while (!body.empty() && body.back() == ' ') body.remove_suffix(1);
+  while (!body.empty() && body.back() == ' ')
+    body.remove_suffix(1);
   for (const auto& u : units) {
     if (!ends_with_ci(body, u.suffix)) continue;
     auto number = body.substr(0, body.size() - u.suffix.size());
-    while (!number.empty() && number.back() == ' ') number.remove_suffix(1);
+    while (!number.empty() && number.back() == ' ')
+      number.remove_suffix(1);
     if (number.empty()) return bad("no number");
     // Digits with at most one '.', nothing else (no sign, exponent, hex, inf or nan).
     int dots = 0;
@@ -81,16 +82,21 @@ std::string format_bytes(std::uint64_t bytes) {
     ++index;
   }
   char buffer[32];
-  std::snprintf(buffer, sizeof buffer, value < 10 ? "%.2f %s" : value < 100 ? "%.1f %s" : "%.0f %s",
+  std::snprintf(buffer, sizeof buffer,
+                value < 10    ? "%.2f %s"
+                : value < 100 ? "%.1f %s"
+                              : "%.0f %s",
                 value, names[index]);
   return buffer;
 }
 
 expected<std::chrono::nanoseconds> parse_duration(std::string_view in) {
   const std::string text(in);
-  auto bad = make_error(errc::invalid_argument, "bad duration \"" + text + "\" (expected e.g. 500ms, 30s, 10m, 1h)");
+  auto bad = make_error(errc::invalid_argument,
+                        "bad duration \"" + text + "\" (expected e.g. 500ms, 30s, 10m, 1h)");
   std::size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
   if (i == 0) return bad;
   double value = 0;
   try {

@@ -4,7 +4,8 @@
 
 namespace warm {
 
-void failure_table::record(const std::string& model, const std::string& device, timestamp now, warm::error error) {
+void failure_table::record(const std::string& model, const std::string& device, timestamp now,
+                           warm::error error) {
   if (now >= next_sweep_) {
     expire(now);
     next_sweep_ = now + expiry_ / 4;
@@ -12,13 +13,15 @@ void failure_table::record(const std::string& model, const std::string& device, 
   records_[model][device] = failure_record{model, device, now, now + expiry_, std::move(error)};
 }
 
-void failure_table::record(const std::string& model, const std::string& device, timestamp now, warm::error error,
-                           std::chrono::nanoseconds lasting) {
+void failure_table::record(const std::string& model, const std::string& device, timestamp now,
+                           warm::error error, std::chrono::nanoseconds lasting) {
   record(model, device, now, std::move(error));
-  records_[model][device].expires = now + std::max(lasting, std::chrono::nanoseconds(std::chrono::milliseconds(1)));
+  records_[model][device].expires =
+      now + std::max(lasting, std::chrono::nanoseconds(std::chrono::milliseconds(1)));
 }
 
-bool failure_table::eligible(const std::string& model, const std::string& device, timestamp now) const {
+bool failure_table::eligible(const std::string& model, const std::string& device,
+                             timestamp now) const {
   auto m = records_.find(model);
   if (m == records_.end()) return true;
   auto d = m->second.find(device);
@@ -43,7 +46,9 @@ std::optional<failure_record> failure_table::latest(const std::string& model, ti
   return *best;
 }
 
-void failure_table::clear(const std::string& model) { records_.erase(model); }
+void failure_table::clear(const std::string& model) {
+  records_.erase(model);
+}
 
 std::size_t failure_table::expire(timestamp now) {
   std::size_t dropped = 0;
@@ -71,7 +76,8 @@ std::vector<failure_record> failure_table::snapshot(timestamp now) const {
 
 std::size_t failure_table::size() const {
   std::size_t n = 0;
-  for (const auto& [model, devices] : records_) n += devices.size();
+  for (const auto& [model, devices] : records_)
+    n += devices.size();
   return n;
 }
 

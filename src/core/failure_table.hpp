@@ -38,7 +38,8 @@ class failure_table {
   // Records a failed load; replaces an older record for the same model and device. Drops the
   // expired records first, at most once per quarter of the expiry: whenever a record is added,
   // none older than 1.25 × the expiry is held, so memory follows the recent failure rate.
-  void record(const std::string& model, const std::string& device, timestamp now, warm::error error);
+  void record(const std::string& model, const std::string& device, timestamp now,
+              warm::error error);
   // The same with its own lifetime (at least 1 ms): a record of a model a device lost when its
   // process died expires when the device is expected back, not after the table's expiry.
   void record(const std::string& model, const std::string& device, timestamp now, warm::error error,
@@ -48,7 +49,8 @@ class failure_table {
   bool eligible(const std::string& model, const std::string& device, timestamp now) const;
 
   // The first of `devices` eligible for `model` at `now`, in the given order; nullopt when none.
-  std::optional<std::string> first_eligible(const std::string& model, const std::vector<std::string>& devices,
+  std::optional<std::string> first_eligible(const std::string& model,
+                                            const std::vector<std::string>& devices,
                                             timestamp now) const;
 
   // When the first of the model's unexpired records expires; `now` if it has none. A model that

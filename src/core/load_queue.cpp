@@ -31,7 +31,8 @@ bool load_queue::push_waiting(const std::string& model, timestamp arrival) {
   entry current = it->second.value;
   if (current.kind == priority::waiting && current.first_wait <= arrival) return false;
   erase(it);
-  current.first_wait = current.kind == priority::waiting ? std::min(current.first_wait, arrival) : arrival;
+  current.first_wait =
+      current.kind == priority::waiting ? std::min(current.first_wait, arrival) : arrival;
   current.kind = priority::waiting;
   insert(std::move(current));
   return false;
@@ -66,7 +67,8 @@ std::optional<load_queue::entry> load_queue::pop() {
   return pop_first([](const entry&) { return true; });
 }
 
-std::optional<load_queue::entry> load_queue::pop_first(const std::function<bool(const entry&)>& ready) {
+std::optional<load_queue::entry> load_queue::pop_first(
+    const std::function<bool(const entry&)>& ready) {
   for (const auto& [order, model] : order_) {
     auto it = index_.find(model);
     if (ready(it->second.value)) return erase(it);
@@ -82,7 +84,8 @@ const load_queue::entry* load_queue::find(const std::string& model) const {
 std::vector<load_queue::entry> load_queue::snapshot() const {
   std::vector<entry> out;
   out.reserve(index_.size());
-  for (const auto& [order, model] : order_) out.push_back(index_.at(model).value);
+  for (const auto& [order, model] : order_)
+    out.push_back(index_.at(model).value);
   return out;
 }
 

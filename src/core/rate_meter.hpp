@@ -15,7 +15,8 @@ namespace warm {
 class rate_meter {
  public:
   // `tau`: the averaging time constant (how fast old traffic is forgotten). Must be positive.
-  explicit rate_meter(std::chrono::duration<double> tau = std::chrono::seconds(60)) : tau_(tau.count()) {}
+  explicit rate_meter(std::chrono::duration<double> tau = std::chrono::seconds(60))
+      : tau_(tau.count()) {}
 
   // Records that the counter read `count` at `now`. The first sample only sets the origin.
   void sample(std::uint64_t count, timestamp now) {

@@ -34,12 +34,14 @@ struct reader_record {
 };
 
 std::atomic<std::uint64_t> global_epoch{1};
-std::atomic<reader_record*> records{nullptr};  // a list that only grows: one record per thread alive at once
+std::atomic<reader_record*> records{
+    nullptr};  // a list that only grows: one record per thread alive at once
 
 reader_record* take_record() {
   for (auto* r = records.load(std::memory_order_acquire); r; r = r->next) {
     bool free = false;
-    if (!r->taken.load(std::memory_order_relaxed) && r->taken.compare_exchange_strong(free, true)) return r;
+    if (!r->taken.load(std::memory_order_relaxed) && r->taken.compare_exchange_strong(free, true))
+      return r;
   }
   auto* r = new reader_record;  // never freed: records are reused by later threads
   r->taken.store(true, std::memory_order_relaxed);
@@ -140,7 +142,8 @@ std::vector<std::shared_ptr<serving_slot>> route_table::slots() const {
 
 std::size_t route_table::entry_count() const {
   std::size_t n = 0;
-  for (const auto& shard : std::atomic_load(&published_)->entries) n += shard->size();
+  for (const auto& shard : std::atomic_load(&published_)->entries)
+    n += shard->size();
   return n;
 }
 
@@ -152,7 +155,8 @@ std::size_t route_table::entries() const {
 std::size_t route_table::aliases() const {
   std::lock_guard<std::mutex> guard(writers_);
   std::size_t n = 0;
-  for (const auto& shard : std::atomic_load(&published_)->aliases) n += shard->size();
+  for (const auto& shard : std::atomic_load(&published_)->aliases)
+    n += shard->size();
   return n;
 }
 
@@ -213,7 +217,8 @@ void route_table::compact_if_sparse() {
     for (auto& shard : s.entries) {
       auto copy = std::make_shared<entry_shard>(*shard);
       copied_.fetch_add(copy->size(), std::memory_order_relaxed);
-      for (auto it = copy->begin(); it != copy->end();) it = it->second->owner ? std::next(it) : copy->erase(it);
+      for (auto it = copy->begin(); it != copy->end();)
+        it = it->second->owner ? std::next(it) : copy->erase(it);
       shard = std::move(copy);
     }
   });
@@ -244,7 +249,8 @@ void route_table::erase_slot(const std::string& model, const serving_slot* slot)
   auto now = std::atomic_load(&published_);
   const auto& shard = *now->entries[shard_of(model)];
   auto it = shard.find(model);
-  if (it != shard.end() && it->second->owner && it->second->owner.get() == slot) retire(*it->second);
+  if (it != shard.end() && it->second->owner && it->second->owner.get() == slot)
+    retire(*it->second);
   reclaim();
   compact_if_sparse();
 }
@@ -262,10 +268,13 @@ void route_table::erase_alias(const std::string& vmodel) {
 void route_table::replace_aliases(std::unordered_map<std::string, std::string> aliases) {
   std::lock_guard<std::mutex> guard(writers_);
   std::array<std::shared_ptr<alias_shard>, shard_count> shards;
-  for (auto& shard : shards) shard = std::make_shared<alias_shard>();
-  for (auto& [vmodel, model] : aliases) shards[shard_of(vmodel)]->emplace(vmodel, std::move(model));
+  for (auto& shard : shards)
+    shard = std::make_shared<alias_shard>();
+  for (auto& [vmodel, model] : aliases)
+    shards[shard_of(vmodel)]->emplace(vmodel, std::move(model));
   publish([&](snapshot& s) {
-    for (std::size_t i = 0; i < shard_count; ++i) s.aliases[i] = std::move(shards[i]);
+    for (std::size_t i = 0; i < shard_count; ++i)
+      s.aliases[i] = std::move(shards[i]);
   });
 }
 

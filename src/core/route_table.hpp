@@ -88,14 +88,17 @@ class route_table {
     std::shared_ptr<serving_slot> owner;       // keeps `slot` alive; guarded by writers_
   };
   static constexpr std::size_t shard_count = 64;
-  using entry_shard = std::unordered_map<std::string, std::shared_ptr<entry>>;  // model id → its entry
-  using alias_shard = std::unordered_map<std::string, std::string>;             // vmodel id → model id
+  using entry_shard =
+      std::unordered_map<std::string, std::shared_ptr<entry>>;       // model id → its entry
+  using alias_shard = std::unordered_map<std::string, std::string>;  // vmodel id → model id
   struct snapshot {
     std::array<std::shared_ptr<const entry_shard>, shard_count> entries;
     std::array<std::shared_ptr<const alias_shard>, shard_count> aliases;
   };
   // The shard of `id` (a model or vmodel id).
-  static std::size_t shard_of(const std::string& id) { return std::hash<std::string>{}(id) % shard_count; }
+  static std::size_t shard_of(const std::string& id) {
+    return std::hash<std::string>{}(id) % shard_count;
+  }
 
  private:
   struct retired_slot {

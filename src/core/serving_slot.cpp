@@ -4,8 +4,8 @@
 
 namespace warm {
 
-serving_slot::serving_slot(std::string model, device& owner, std::unique_ptr<resident_model> weights,
-                           release_fn on_release)
+serving_slot::serving_slot(std::string model, device& owner,
+                           std::unique_ptr<resident_model> weights, release_fn on_release)
     : model_(std::move(model)),
       host_id_(weights->host_id()),
       owner_(&owner),
@@ -13,7 +13,9 @@ serving_slot::serving_slot(std::string model, device& owner, std::unique_ptr<res
       weights_(std::move(weights)),
       on_release_(std::move(on_release)) {}
 
-serving_slot::~serving_slot() { assert(in_flight() == 0 && "a lease outlived its slot"); }
+serving_slot::~serving_slot() {
+  assert(in_flight() == 0 && "a lease outlived its slot");
+}
 
 serving_slot::lease& serving_slot::lease::operator=(lease&& other) noexcept {
   if (this != &other) {
@@ -70,8 +72,8 @@ bool serving_slot::quiesce() {
   // be gone by the time a reclaimer runs it. The slot keeps its callback unchanged: the release
   // that emptied the count just before the withdrawal may still be calling it (an idle event),
   // and copying it is a read like that call, where moving it out would race with it.
-  auto free_then_notify = [weights = std::shared_ptr<resident_model>(std::move(weights_)), done = on_release_,
-                           freed = freed_]() mutable {
+  auto free_then_notify = [weights = std::shared_ptr<resident_model>(std::move(weights_)),
+                           done = on_release_, freed = freed_]() mutable {
     weights.reset();  // frees the device memory and returns its bytes to the budget
     freed->store(true);
     if (done) done(event::quiesced);

@@ -48,7 +48,8 @@ class serving_slot : public std::enable_shared_from_this<serving_slot> {
   using reclaim_fn = std::function<void(std::function<void()> task)>;
 
   // `weights` must be resident on `owner`, which must outlive the slot.
-  serving_slot(std::string model, device& owner, std::unique_ptr<resident_model> weights, release_fn on_release);
+  serving_slot(std::string model, device& owner, std::unique_ptr<resident_model> weights,
+               release_fn on_release);
   ~serving_slot();
 
   // Sets the callback; only before the slot is shared (it is not synchronized).
@@ -100,7 +101,9 @@ class serving_slot : public std::enable_shared_from_this<serving_slot> {
   const std::string& host_id() const { return host_id_; }
   const device& owner() const { return *owner_; }
   std::uint64_t bytes() const { return bytes_; }
-  std::uint32_t in_flight() const { return static_cast<std::uint32_t>(counts_.load() & in_flight_mask); }
+  std::uint32_t in_flight() const {
+    return static_cast<std::uint32_t>(counts_.load() & in_flight_mask);
+  }
   bool withdrawn() const { return (counts_.load() & withdrawn_bit) != 0; }
   bool quiesced() const { return quiesced_.load(); }  // no lease can be held any more
   // Successful acquisitions and (to within last_used_resolution) the time of the last one.
@@ -109,7 +112,9 @@ class serving_slot : public std::enable_shared_from_this<serving_slot> {
     return ((counts_.load(std::memory_order_relaxed) & ~withdrawn_bit) >> use_shift) -
            refused_.load(std::memory_order_relaxed);
   }
-  timestamp last_used() const { return timestamp{timestamp::duration{last_used_.load(std::memory_order_relaxed)}}; }
+  timestamp last_used() const {
+    return timestamp{timestamp::duration{last_used_.load(std::memory_order_relaxed)}};
+  }
   // Every lease granted: uses() and the requests that waited for the load (what an operator calls
   // the model's uses while it is resident; last_used() covers both). Relaxed: for inspection.
   std::uint64_t served() const { return uses() + waited_.load(std::memory_order_relaxed); }

@@ -9,14 +9,16 @@ namespace {
 std::optional<std::uint64_t> highest_new_aspired(const std::vector<version_snapshot>& versions) {
   std::optional<std::uint64_t> best;
   for (auto& v : versions)
-    if (v.aspired && v.state == version_state::new_ && (!best || v.version > *best)) best = v.version;
+    if (v.aspired && v.state == version_state::new_ && (!best || v.version > *best))
+      best = v.version;
   return best;
 }
 
 std::optional<std::uint64_t> lowest_ready_unaspired(const std::vector<version_snapshot>& versions) {
   std::optional<std::uint64_t> best;
   for (auto& v : versions)
-    if (!v.aspired && v.state == version_state::ready && (!best || v.version < *best)) best = v.version;
+    if (!v.aspired && v.state == version_state::ready && (!best || v.version < *best))
+      best = v.version;
   return best;
 }
 
@@ -30,7 +32,8 @@ std::optional<version_action> unload(std::optional<std::uint64_t> version) {
   return version_action{version_action::kind::unload, *version};
 }
 
-std::optional<version_action> availability_preserving(const std::vector<version_snapshot>& versions) {
+std::optional<version_action> availability_preserving(
+    const std::vector<version_snapshot>& versions) {
   bool any_aspired = false, aspired_ready = false;
   std::size_t unaspired_ready = 0;
   for (auto& v : versions) {
@@ -58,7 +61,8 @@ std::optional<version_action> resource_preserving(const std::vector<version_snap
 
 }  // namespace
 
-std::optional<version_action> next_version_action(load_policy policy, const std::vector<version_snapshot>& versions) {
+std::optional<version_action> next_version_action(load_policy policy,
+                                                  const std::vector<version_snapshot>& versions) {
   return policy == load_policy::availability_preserving ? availability_preserving(versions)
                                                         : resource_preserving(versions);
 }

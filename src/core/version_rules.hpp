@@ -36,7 +36,8 @@ struct version_action {
 //     is finished), wait.
 //  3. Else load the highest aspired version that is new (if any).
 // Nothing when there is nothing to do now. `versions` in any order.
-std::optional<version_action> next_version_action(load_policy policy, const std::vector<version_snapshot>& versions);
+std::optional<version_action> next_version_action(load_policy policy,
+                                                  const std::vector<version_snapshot>& versions);
 
 // The version a served model's name serves: the highest ready aspired version, else the highest
 // ready version (an old one keeps serving while the new one cannot load); nothing when none is

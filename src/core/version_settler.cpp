@@ -2,7 +2,8 @@
 
 namespace warm {
 
-std::vector<std::uint64_t> version_settler::take(const std::vector<version_file>& look, std::chrono::nanoseconds now,
+std::vector<std::uint64_t> version_settler::take(const std::vector<version_file>& look,
+                                                 std::chrono::nanoseconds now,
                                                  std::int64_t wall_now_ns) {
   std::map<std::uint64_t, seen> next;
   std::vector<std::uint64_t> settled;
@@ -12,7 +13,8 @@ std::vector<std::uint64_t> version_settler::take(const std::vector<version_file>
     if (old != versions_.end() && old->second.file.same_file(file)) {
       s = old->second;
       s.settled = s.settled || now - s.since >= settle_;
-    } else if (old != versions_.end() && old->second.settled && old->second.file.path == file.path) {
+    } else if (old != versions_.end() && old->second.settled &&
+               old->second.file.path == file.path) {
       // Settled once and rewritten in place since: it stays (it may be served already); a load
       // reads the file as it is then.
       s = old->second;
@@ -31,7 +33,8 @@ std::vector<std::uint64_t> version_settler::take(const std::vector<version_file>
 
 std::size_t version_settler::pending() const {
   std::size_t n = 0;
-  for (auto& [v, s] : versions_) n += s.settled ? 0 : 1;
+  for (auto& [v, s] : versions_)
+    n += s.settled ? 0 : 1;
   return n;
 }
 

@@ -27,8 +27,8 @@ class version_settler {
 
   // Takes one look, made at `now` (steady clock) and `wall_now_ns` (the clock file times use),
   // and answers the settled versions, ascending.
-  std::vector<std::uint64_t> take(const std::vector<version_file>& look, std::chrono::nanoseconds now,
-                                  std::int64_t wall_now_ns);
+  std::vector<std::uint64_t> take(const std::vector<version_file>& look,
+                                  std::chrono::nanoseconds now, std::int64_t wall_now_ns);
 
   // Versions seen but not settled yet (for status).
   std::size_t pending() const;

@@ -34,15 +34,15 @@ expected<void> check_base_path(const served_model_config& m) {
   if (p.find('\0') != std::string::npos)
     return make_error(errc::invalid_argument, "model '" + m.name + "': base path holds a NUL byte");
   if (p.front() == '/')
-    return make_error(errc::invalid_argument,
-                      "model '" + m.name + "': base path '" + p + "' must be relative to a repository root");
+    return make_error(errc::invalid_argument, "model '" + m.name + "': base path '" + p +
+                                                  "' must be relative to a repository root");
   std::string_view rest = p;
   while (!rest.empty()) {
     auto slash = rest.find('/');
     auto part = rest.substr(0, slash);
     if (part == ".." || part == "." || part.empty())
-      return make_error(errc::invalid_argument,
-                        "model '" + m.name + "': base path '" + p + "' may not hold '.', '..' or an empty part");
+      return make_error(errc::invalid_argument, "model '" + m.name + "': base path '" + p +
+                                                    "' may not hold '.', '..' or an empty part");
     if (slash == std::string_view::npos) break;
     rest.remove_prefix(slash + 1);
   }
@@ -62,8 +62,8 @@ expected<version_policy> parse_version_policy(std::string_view text) {
     auto n = parse_positive(text.substr(7), "latest's count");
     if (!n) return std::move(n).error();
     if (*n > max_latest)
-      return make_error(errc::invalid_argument, "latest's count " + std::to_string(*n) + " is over " +
-                                                    std::to_string(max_latest));
+      return make_error(errc::invalid_argument, "latest's count " + std::to_string(*n) +
+                                                    " is over " + std::to_string(max_latest));
     policy.latest = *n;
     return policy;
   }
@@ -82,8 +82,9 @@ expected<version_policy> parse_version_policy(std::string_view text) {
     policy.specific.assign(versions.begin(), versions.end());
     return policy;
   }
-  return make_error(errc::invalid_argument, "version policy '" + std::string(text) +
-                                                "' is not latest, latest:N, all or specific:V[,V...]");
+  return make_error(errc::invalid_argument,
+                    "version policy '" + std::string(text) +
+                        "' is not latest, latest:N, all or specific:V[,V...]");
 }
 
 std::string to_string(const version_policy& policy) {
@@ -101,7 +102,8 @@ std::string to_string(const version_policy& policy) {
   return text;
 }
 
-std::vector<std::uint64_t> select_versions(const version_policy& policy, std::vector<std::uint64_t> present) {
+std::vector<std::uint64_t> select_versions(const version_policy& policy,
+                                           std::vector<std::uint64_t> present) {
   std::sort(present.begin(), present.end());
   switch (policy.which) {
     case version_policy::kind::all:
@@ -114,20 +116,22 @@ std::vector<std::uint64_t> select_versions(const version_policy& policy, std::ve
       break;
   }
   std::vector<std::uint64_t> chosen;
-  std::set_intersection(present.begin(), present.end(), policy.specific.begin(), policy.specific.end(),
-                        std::back_inserter(chosen));
+  std::set_intersection(present.begin(), present.end(), policy.specific.begin(),
+                        policy.specific.end(), std::back_inserter(chosen));
   return chosen;
 }
 
 expected<load_policy> parse_load_policy(std::string_view text) {
   if (text == "availability-preserving") return load_policy::availability_preserving;
   if (text == "resource-preserving") return load_policy::resource_preserving;
-  return make_error(errc::invalid_argument, "load policy '" + std::string(text) +
-                                                "' is not availability-preserving or resource-preserving");
+  return make_error(errc::invalid_argument,
+                    "load policy '" + std::string(text) +
+                        "' is not availability-preserving or resource-preserving");
 }
 
 std::string_view to_string(load_policy policy) noexcept {
-  return policy == load_policy::availability_preserving ? "availability-preserving" : "resource-preserving";
+  return policy == load_policy::availability_preserving ? "availability-preserving"
+                                                        : "resource-preserving";
 }
 
 std::string_view to_string(version_state state) noexcept {
@@ -150,7 +154,9 @@ std::string version_id(const std::string& model, std::uint64_t version) {
   return model + "@" + std::to_string(version);
 }
 
-std::string label_id(const std::string& model, const std::string& label) { return model + "@" + label; }
+std::string label_id(const std::string& model, const std::string& label) {
+  return model + "@" + label;
+}
 
 expected<void> check_served_models(const served_models_config& config) {
   std::set<std::string> names;
@@ -160,22 +166,28 @@ expected<void> check_served_models(const served_models_config& config) {
       return make_error(errc::invalid_argument, "served model '" + m.name + "' is listed twice");
     if (auto ok = check_base_path(m); !ok) return ok;
     if (m.versions.which == version_policy::kind::specific && m.versions.specific.empty())
-      return make_error(errc::invalid_argument, "model '" + m.name + "': specific versions name none");
-    if (m.versions.which == version_policy::kind::latest && (m.versions.latest == 0 || m.versions.latest > max_latest))
-      return make_error(errc::invalid_argument, "model '" + m.name + "': latest's count must be 1.." +
-                                                    std::to_string(max_latest));
+      return make_error(errc::invalid_argument,
+                        "model '" + m.name + "': specific versions name none");
+    if (m.versions.which == version_policy::kind::latest &&
+        (m.versions.latest == 0 || m.versions.latest > max_latest))
+      return make_error(
+          errc::invalid_argument,
+          "model '" + m.name + "': latest's count must be 1.." + std::to_string(max_latest));
     for (auto& [label, version] : m.labels) {
       if (auto ok = check_name(label, "label"); !ok)
         return make_error(errc::invalid_argument, "model '" + m.name + "': " + ok.error().message);
       if (label.find_first_not_of("0123456789") == std::string::npos)
         return make_error(errc::invalid_argument,
-                          "model '" + m.name + "': label '" + label + "' is a number; versions are named by numbers");
+                          "model '" + m.name + "': label '" + label +
+                              "' is a number; versions are named by numbers");
       if (version == 0)
-        return make_error(errc::invalid_argument, "model '" + m.name + "': label '" + label + "' names version 0");
+        return make_error(errc::invalid_argument,
+                          "model '" + m.name + "': label '" + label + "' names version 0");
       if (auto ok = check_id(label_id(m.name, label), "label"); !ok) return ok;
     }
     if (auto ok = check_id(version_id(m.name, 999'999'999'999'999'999ULL), "model"); !ok)
-      return make_error(errc::invalid_argument, "served model name '" + m.name + "' is too long for its versions' ids");
+      return make_error(errc::invalid_argument,
+                        "served model name '" + m.name + "' is too long for its versions' ids");
   }
   return {};
 }

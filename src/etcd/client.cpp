@@ -24,7 +24,6 @@ std::string prefix_end(const std::string& prefix) {
   return std::string(1, '\0');
 }
 
-
 client::client(std::unique_ptr<impl> impl) : impl_(std::move(impl)) {}
 client::~client() = default;
 

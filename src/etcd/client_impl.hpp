@@ -34,7 +34,8 @@ inline std::chrono::system_clock::time_point to_system(steady::time_point t) {
 }
 
 // An attempt's deadline: an equal share of the time left for each of the `untried` endpoints.
-inline steady::time_point share(steady::time_point now, steady::time_point deadline, std::size_t untried) {
+inline steady::time_point share(steady::time_point now, steady::time_point deadline,
+                                std::size_t untried) {
   if (untried <= 1) return deadline;
   return now + (deadline - now) / static_cast<long>(untried);
 }
@@ -127,7 +128,7 @@ inline failed classify(const grpc::Status& s, grpc::Channel& channel) {
 
 // A gRPC status (not OK, not a failure to reach etcd) as warm's error.
 inline warm::error status_error(const std::string& what, const std::string& endpoint,
-                         const grpc::Status& s) {
+                                const grpc::Status& s) {
   errc code = errc::internal;
   switch (s.error_code()) {
     case grpc::StatusCode::INVALID_ARGUMENT:
@@ -196,8 +197,8 @@ struct endpoint {
 // The error of a call that tried every endpoint until its deadline: timeout when some endpoint
 // took the request and did not answer in time, unavailable when none could be reached.
 inline warm::error gave_up(const std::string& what, const std::vector<std::string>& names,
-                    const std::vector<std::string>& failures, bool answered_late,
-                    milliseconds timeout) {
+                           const std::vector<std::string>& failures, bool answered_late,
+                           milliseconds timeout) {
   std::string message = "etcd " + what + ": " +
                         (answered_late ? "no answer" : "no endpoint reachable") + " within " +
                         std::to_string(timeout.count()) + " ms (";
@@ -211,7 +212,7 @@ inline warm::error gave_up(const std::string& what, const std::vector<std::strin
 
 // The error of a call whose TLS handshake failed at every endpoint (client.hpp's contract 7).
 inline warm::error tls_failed(const std::string& what, const std::vector<std::string>& names,
-                       const std::vector<std::string>& failures) {
+                              const std::vector<std::string>& failures) {
   std::string message = "etcd " + what + ": TLS failed with every endpoint (";
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (i) message += "; ";

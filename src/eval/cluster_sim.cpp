@@ -18,9 +18,10 @@ struct instance {
   std::unique_ptr<cache_policy> policy;
   std::unordered_map<std::size_t, double> residents;  // catalog index → last use (ms)
   std::uint64_t used = 0;
-  std::vector<double> thread_free_ms;  // when each loading thread is next free
+  std::vector<double> thread_free_ms;    // when each loading thread is next free
   std::multiset<double> loads_ready_ms;  // loads placed here that may still be under way
-  std::uint64_t claimed_since_record = 0;  // bytes placed here since its last record (warm's claims)
+  std::uint64_t claimed_since_record =
+      0;  // bytes placed here since its last record (warm's claims)
   std::uint64_t cold_starts = 0;
 
   std::uint32_t loads_in_flight(double now_ms) {
@@ -42,7 +43,8 @@ class cluster_run {
 
   expected<cluster_result> run() {
     if (auto ok = check(); !ok) return std::move(ok).error();
-    for (std::size_t i = 0; i < models_.size(); ++i) index_.emplace(models_[i].model, i);
+    for (std::size_t i = 0; i < models_.size(); ++i)
+      index_.emplace(models_[i].model, i);
     where_.assign(models_.size(), placed{});
     remembered_.assign(models_.size(), cache_policy::history{});
     auto tuning = options_.tuning;
@@ -50,18 +52,21 @@ class cluster_run {
     for (std::size_t i = 0; i < options_.instances; ++i) {
       auto made = make_policy(options_.policy, tuning);
       if (!made) return std::move(made).error();
-      instances_.push_back({std::move(*made), {}, 0, std::vector<double>(options_.loading_threads, 0.0), {}, 0, 0});
+      instances_.push_back(
+          {std::move(*made), {}, 0, std::vector<double>(options_.loading_threads, 0.0), {}, 0, 0});
     }
     records_.resize(options_.instances);
 
     for (const auto& r : requests_) {
       auto found = index_.find(r.model);
-      if (found == index_.end()) return make_error(errc::invalid_argument, "model '" + r.model + "' is not in the catalog");
+      if (found == index_.end())
+        return make_error(errc::invalid_argument, "model '" + r.model + "' is not in the catalog");
       auto m = found->second;
       if (models_[m].bytes > options_.instance_capacity)
-        return make_error(errc::invalid_argument, "model '" + r.model + "' (" + std::to_string(models_[m].bytes) +
-                                                      " bytes) is larger than an instance (" +
-                                                      std::to_string(options_.instance_capacity) + " bytes)");
+        return make_error(errc::invalid_argument,
+                          "model '" + r.model + "' (" + std::to_string(models_[m].bytes) +
+                              " bytes) is larger than an instance (" +
+                              std::to_string(options_.instance_capacity) + " bytes)");
       if (auto ok = serve(m, r.time_ms); !ok) return std::move(ok).error();
     }
     return finish();
@@ -69,10 +74,13 @@ class cluster_run {
 
  private:
   expected<void> check() const {
-    if (options_.instances == 0) return make_error(errc::invalid_argument, "a cluster needs at least one instance");
-    if (options_.loading_threads == 0) return make_error(errc::invalid_argument, "loading threads must be at least 1");
+    if (options_.instances == 0)
+      return make_error(errc::invalid_argument, "a cluster needs at least one instance");
+    if (options_.loading_threads == 0)
+      return make_error(errc::invalid_argument, "loading threads must be at least 1");
     if (!(options_.record_seconds >= 0) || !std::isfinite(options_.record_seconds))
-      return make_error(errc::invalid_argument, "the record interval must be a finite number of seconds >= 0");
+      return make_error(errc::invalid_argument,
+                        "the record interval must be a finite number of seconds >= 0");
     return {};
   }
 
@@ -164,7 +172,8 @@ class cluster_run {
   void publish_if_due(double now_ms) {
     if (published_ && now_ms < next_record_ms_) return;
     share_time_scale();
-    for (std::size_t i = 0; i < instances_.size(); ++i) records_[i] = record_of(i, now_ms);
+    for (std::size_t i = 0; i < instances_.size(); ++i)
+      records_[i] = record_of(i, now_ms);
     published_ = true;
     next_record_ms_ = now_ms + options_.record_seconds * 1000;
   }
@@ -178,7 +187,8 @@ class cluster_run {
       if (double t = inst.policy->time_scale(); t > 0) log_sum += std::log(t), ++known;
     if (known == 0) return;
     double shared = std::exp(log_sum / static_cast<double>(known));
-    for (auto& inst : instances_) inst.policy->share_time_scale(shared);
+    for (auto& inst : instances_)
+      inst.policy->share_time_scale(shared);
   }
 
   cluster::instance_view record_of(std::size_t i, double now_ms) {
@@ -190,7 +200,8 @@ class cluster_run {
     v.loads_in_flight = inst.loads_in_flight(now_ms);
     v.loading_threads = options_.loading_threads;
     double least_recent = now_ms;
-    for (auto& [model, last] : inst.residents) least_recent = std::min(least_recent, last);
+    for (auto& [model, last] : inst.residents)
+      least_recent = std::min(least_recent, last);
     v.idle_seconds = (now_ms - least_recent) / 1000;
     v.candidates = cluster::eviction_candidates(
         *inst.policy, [&](const std::string& id) { return models_[index_.at(id)].bytes; },
@@ -216,11 +227,15 @@ class cluster_run {
     r.placement = std::string(cluster::to_string(options_.placement));
     r.instances = options_.instances;
     r.instance_capacity = options_.instance_capacity;
-    r.hit_ratio = r.requests ? static_cast<double>(r.requests - r.waited) / static_cast<double>(r.requests) : 0;
+    r.hit_ratio = r.requests
+                      ? static_cast<double>(r.requests - r.waited) / static_cast<double>(r.requests)
+                      : 0;
     r.wait_ms_per_request = r.requests ? r.wait_ms_total / static_cast<double>(r.requests) : 0;
     std::uint64_t most = 0;
-    for (auto& inst : instances_) most = std::max(most, inst.cold_starts);
-    r.max_share = r.cold_starts ? static_cast<double>(most) / static_cast<double>(r.cold_starts) : 0;
+    for (auto& inst : instances_)
+      most = std::max(most, inst.cold_starts);
+    r.max_share =
+        r.cold_starts ? static_cast<double>(most) / static_cast<double>(r.cold_starts) : 0;
     return r;
   }
 
@@ -240,7 +255,8 @@ class cluster_run {
 
 }  // namespace
 
-expected<cluster_result> simulate_cluster(const trace& requests, const catalog& models, const cluster_options& options) {
+expected<cluster_result> simulate_cluster(const trace& requests, const catalog& models,
+                                          const cluster_options& options) {
   return cluster_run(requests, models, options).run();
 }
 

@@ -5,8 +5,8 @@
 // load is under way wait for that one load (one load cluster-wide). Time is the trace's.
 //
 // What placement sees. Instances publish their record (used bytes, models, idle age, eviction
-// candidates, loads in flight) every `record_seconds` of trace time, as they would to etcd; placement
-// works from the last records.
+// candidates, loads in flight) every `record_seconds` of trace time, as they would to etcd;
+// placement works from the last records.
 //  - warm: a placement claims the model's bytes on its instance (the claim is part of the
 //    decision), so later placements see them as reserved until the next record; loads in flight
 //    are counted from the claims.
@@ -37,13 +37,13 @@
 namespace warm::eval {
 
 struct cluster_options {
-  std::size_t instances = 4;             // ≥ 1
-  std::uint64_t instance_capacity = 0;   // bytes per instance; every model must fit one
-  std::string policy = "kdf";            // every instance's eviction policy
+  std::size_t instances = 4;            // ≥ 1
+  std::uint64_t instance_capacity = 0;  // bytes per instance; every model must fit one
+  std::string policy = "kdf";           // every instance's eviction policy
   cluster::placement_rule placement = cluster::placement_rule::warm;
-  double record_seconds = 2;             // ≥ 0: how often instances republish their records
-  std::uint32_t loading_threads = 1;     // ≥ 1 per instance
-  std::uint64_t seed = 1;                // ModelMesh's random choice within its shortlist
+  double record_seconds = 2;          // ≥ 0: how often instances republish their records
+  std::uint32_t loading_threads = 1;  // ≥ 1 per instance
+  std::uint64_t seed = 1;             // ModelMesh's random choice within its shortlist
   policy_options tuning;
 };
 
@@ -53,19 +53,20 @@ struct cluster_result {
   std::size_t instances = 0;
   std::uint64_t instance_capacity = 0;
   std::uint64_t requests = 0;
-  std::uint64_t cold_starts = 0;   // loads (a request for a model no instance held or was loading)
-  std::uint64_t waited = 0;        // requests that waited for a load (the cold start's included)
+  std::uint64_t cold_starts = 0;  // loads (a request for a model no instance held or was loading)
+  std::uint64_t waited = 0;       // requests that waited for a load (the cold start's included)
   std::uint64_t evictions = 0;
-  std::uint64_t forced = 0;        // placements that had to evict a model still loading
-  double hit_ratio = 0;            // requests served without waiting
-  double load_ms_total = 0;        // the loads' own time
-  double wait_ms_total = 0;        // what requests waited, queueing behind other loads included
+  std::uint64_t forced = 0;  // placements that had to evict a model still loading
+  double hit_ratio = 0;      // requests served without waiting
+  double load_ms_total = 0;  // the loads' own time
+  double wait_ms_total = 0;  // what requests waited, queueing behind other loads included
   double wait_ms_per_request = 0;
-  double max_share = 0;            // the largest share of the loads one instance took
+  double max_share = 0;  // the largest share of the loads one instance took
 };
 
 // Runs the trace. invalid_argument for a model missing from the catalog or larger than an
 // instance, an unknown policy, 0 instances or loading threads, or a negative record interval.
-expected<cluster_result> simulate_cluster(const trace& requests, const catalog& models, const cluster_options& options);
+expected<cluster_result> simulate_cluster(const trace& requests, const catalog& models,
+                                          const cluster_options& options);
 
 }  // namespace warm::eval

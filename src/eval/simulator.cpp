@@ -12,35 +12,41 @@ namespace warm::eval {
 namespace {
 
 // The requests as catalog indices, checked: every model known and able to fit.
-expected<std::vector<std::size_t>> resolve(const trace& requests, const catalog& models, std::uint64_t capacity) {
+expected<std::vector<std::size_t>> resolve(const trace& requests, const catalog& models,
+                                           std::uint64_t capacity) {
   std::unordered_map<std::string, std::size_t> index;
-  for (std::size_t i = 0; i < models.size(); ++i) index.emplace(models[i].model, i);
+  for (std::size_t i = 0; i < models.size(); ++i)
+    index.emplace(models[i].model, i);
   std::vector<std::size_t> out;
   out.reserve(requests.size());
   for (auto& r : requests) {
     auto it = index.find(r.model);
-    if (it == index.end()) return make_error(errc::invalid_argument, "model '" + r.model + "' is not in the catalog");
+    if (it == index.end())
+      return make_error(errc::invalid_argument, "model '" + r.model + "' is not in the catalog");
     if (models[it->second].bytes > capacity)
-      return make_error(errc::invalid_argument, "model '" + r.model + "' (" + std::to_string(models[it->second].bytes) +
-                                                    " bytes) is larger than the capacity of " + std::to_string(capacity));
+      return make_error(errc::invalid_argument,
+                        "model '" + r.model + "' (" + std::to_string(models[it->second].bytes) +
+                            " bytes) is larger than the capacity of " + std::to_string(capacity));
     out.push_back(it->second);
   }
   return out;
 }
 
-void finish(sim_result& r, const trace& requests, const catalog& models, const std::vector<std::size_t>& ids,
-            double bytes_missed) {
+void finish(sim_result& r, const trace& requests, const catalog& models,
+            const std::vector<std::size_t>& ids, double bytes_missed) {
   r.requests = requests.size();
   r.hits = r.requests - r.misses;
   r.hit_ratio = r.requests ? static_cast<double>(r.hits) / static_cast<double>(r.requests) : 0;
   double bytes_requested = 0;
-  for (auto i : ids) bytes_requested += static_cast<double>(models[i].bytes);
+  for (auto i : ids)
+    bytes_requested += static_cast<double>(models[i].bytes);
   r.byte_miss_ratio = bytes_requested > 0 ? bytes_missed / bytes_requested : 0;
   r.load_ms_per_request = r.requests ? r.load_ms_total / static_cast<double>(r.requests) : 0;
 }
 
-expected<sim_result> run_online(const trace& requests, const catalog& models, const std::vector<std::size_t>& ids,
-                                std::uint64_t capacity, const std::string& name, policy_options options) {
+expected<sim_result> run_online(const trace& requests, const catalog& models,
+                                const std::vector<std::size_t>& ids, std::uint64_t capacity,
+                                const std::string& name, policy_options options) {
   options.capacity = capacity;
   auto made = make_policy(name, options);
   if (!made) return std::move(made).error();
@@ -53,7 +59,8 @@ expected<sim_result> run_online(const trace& requests, const catalog& models, co
   double bytes_missed = 0;
   auto unpinned = [](const std::string&) { return false; };
   std::unordered_map<std::string, std::size_t> index;
-  for (std::size_t i = 0; i < models.size(); ++i) index.emplace(models[i].model, i);
+  for (std::size_t i = 0; i < models.size(); ++i)
+    index.emplace(models[i].model, i);
   for (std::size_t k = 0; k < ids.size(); ++k) {
     auto i = ids[k];
     auto now = detail::at_ms(requests[k].time_ms);
@@ -67,10 +74,12 @@ expected<sim_result> run_online(const trace& requests, const catalog& models, co
     bytes_missed += static_cast<double>(m.bytes);
     if (used + m.bytes > capacity) {
       auto victims = policy.choose_victims(m.model, used + m.bytes - capacity, unpinned, now);
-      if (victims.empty()) return make_error(errc::internal, name + " found no victims for " + m.model);
+      if (victims.empty())
+        return make_error(errc::internal, name + " found no victims for " + m.model);
       for (auto& v : victims) {
         auto vi = index.at(v);
-        if (!resident[vi]) return make_error(errc::internal, name + " chose " + v + ", which is not resident");
+        if (!resident[vi])
+          return make_error(errc::internal, name + " chose " + v + ", which is not resident");
         policy.on_remove(v, true);
         resident[vi] = false;
         used -= models[vi].bytes;
@@ -87,8 +96,8 @@ expected<sim_result> run_online(const trace& requests, const catalog& models, co
 
 // Size-aware Belady: on a miss, evict the resident model with the largest
 // (requests until its next use) × bytes until the newcomer fits. Needs the future: offline only.
-sim_result run_belady_size(const trace& requests, const catalog& models, const std::vector<std::size_t>& ids,
-                           std::uint64_t capacity) {
+sim_result run_belady_size(const trace& requests, const catalog& models,
+                           const std::vector<std::size_t>& ids, std::uint64_t capacity) {
   const auto never = std::numeric_limits<std::size_t>::max();
   std::vector<std::size_t> next_use(ids.size(), never);
   std::vector<std::size_t> seen(models.size(), never);
@@ -136,8 +145,8 @@ sim_result run_belady_size(const trace& requests, const catalog& models, const s
 // subset T of S with bytes(T) + bytes(m) ≤ capacity (evicting S \ T). Voluntary evictions at
 // other times never help (evicting is free and can wait until room is needed), so these
 // transitions cover every schedule. Ties prefer fewer misses, then fewer evictions.
-expected<sim_result> run_opt(const trace& requests, const catalog& models, const std::vector<std::size_t>& ids,
-                             std::uint64_t capacity) {
+expected<sim_result> run_opt(const trace& requests, const catalog& models,
+                             const std::vector<std::size_t>& ids, std::uint64_t capacity) {
   std::vector<std::size_t> used_models;  // catalog index of each bit
   std::unordered_map<std::size_t, std::size_t> bit_of;
   for (auto i : ids)
@@ -147,9 +156,10 @@ expected<sim_result> run_opt(const trace& requests, const catalog& models, const
     }
   const std::size_t n = used_models.size();
   if (n > opt_max_models)
-    return make_error(errc::invalid_argument, "opt handles at most " + std::to_string(opt_max_models) +
-                                                  " distinct models; the trace uses " + std::to_string(n) +
-                                                  " (use belady-size)");
+    return make_error(errc::invalid_argument, "opt handles at most " +
+                                                  std::to_string(opt_max_models) +
+                                                  " distinct models; the trace uses " +
+                                                  std::to_string(n) + " (use belady-size)");
   const std::size_t states = std::size_t{1} << n;
   std::vector<std::uint64_t> bytes(states, 0);
   for (std::size_t s = 1; s < states; ++s) {

@@ -19,7 +19,7 @@ constexpr std::uint64_t stream_mapping = 1;
 constexpr std::uint64_t stream_zipf_models = 2;
 constexpr std::uint64_t stream_zipf_arrivals = 3;
 constexpr std::uint64_t stream_function_base = 1'000'000;  // + the function's row in the file
-constexpr std::uint64_t stream_day_step = 1ull << 32;       // × the repeated day (0 for day 0)
+constexpr std::uint64_t stream_day_step = 1ull << 32;      // × the repeated day (0 for day 0)
 
 constexpr std::int64_t us_per_minute = 60'000'000;
 
@@ -304,9 +304,11 @@ expected<trace> make_azure_trace(const azure_options& o, const catalog& models,
       for (std::size_t w = 0; w < f->counts.size(); ++w) {
         for (std::uint64_t k = 0; k < f->counts[w]; ++k) {
           bool keep = rng.uniform() < o.sample;  // always drawn, so sample only thins
-          auto offset = static_cast<std::int64_t>(rng.uniform() * static_cast<double>(us_per_minute));
+          auto offset =
+              static_cast<std::int64_t>(rng.uniform() * static_cast<double>(us_per_minute));
           if (keep)
-            requests.push_back({day_start + static_cast<std::int64_t>(w) * us_per_minute + offset, model});
+            requests.push_back(
+                {day_start + static_cast<std::int64_t>(w) * us_per_minute + offset, model});
         }
       }
     }

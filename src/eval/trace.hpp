@@ -71,8 +71,9 @@ std::string to_string(mapping m);
 // same request times for one seed, the trigger or cut do not move the other functions'
 // requests, and a smaller sample keeps a subset of a larger one's requests at the same times.
 // Errors: the file's (read errors, bad counts with PATH:LINE), invalid_argument for options out of
-// range (cut not in (0,1], sample not in [0,1], minutes or days 0, a window past the file's last minute
-// column), an invalid catalog, or no function with the trigger / no invocation in the window.
+// range (cut not in (0,1], sample not in [0,1], minutes or days 0, a window past the file's last
+// minute column), an invalid catalog, or no function with the trigger / no invocation in the
+// window.
 struct azure_options {
   std::string invocations;       // path to the invocation counts
   std::string trigger = "http";  // a Trigger value ("http", "timer", …) or "any"
@@ -82,7 +83,7 @@ struct azure_options {
   double sample = 0.15;          // probability of keeping each invocation
   mapping scheme = mapping::random;
   std::uint64_t seed = 1;
-  std::size_t days = 1;          // how many times the window is played (>= 1)
+  std::size_t days = 1;  // how many times the window is played (>= 1)
 };
 
 // What make_azure_trace saw and decided, for reports and tests.

@@ -39,8 +39,10 @@ expected<size_order> parse_size_order(const std::string& name) {
 }
 
 expected<catalog> make_shaped_catalog(const shaped_catalog_options& o) {
-  if (o.models == 0) return make_error(errc::invalid_argument, "a catalog needs at least one model");
-  if (o.min_size == 0) return make_error(errc::invalid_argument, "the smallest size must be positive");
+  if (o.models == 0)
+    return make_error(errc::invalid_argument, "a catalog needs at least one model");
+  if (o.min_size == 0)
+    return make_error(errc::invalid_argument, "the smallest size must be positive");
   if (!(std::isfinite(o.ratio) && o.ratio >= 1))
     return make_error(errc::invalid_argument, "the size ratio must be at least 1");
   if (!(o.large_share >= 0 && o.large_share <= 1))
@@ -49,20 +51,28 @@ expected<catalog> make_shaped_catalog(const shaped_catalog_options& o) {
   auto large = static_cast<std::uint64_t>(std::llround(static_cast<double>(o.min_size) * o.ratio));
   std::vector<std::uint64_t> sizes(o.models, o.min_size);
   if (o.shape == size_shape::two_class) {
-    auto n_large = static_cast<std::size_t>(std::llround(o.large_share * static_cast<double>(o.models)));
+    auto n_large =
+        static_cast<std::size_t>(std::llround(o.large_share * static_cast<double>(o.models)));
     std::fill(sizes.begin(), sizes.begin() + static_cast<std::ptrdiff_t>(n_large), large);
   } else if (o.shape == size_shape::log_uniform) {
-    double lo = std::log(static_cast<double>(o.min_size)), hi = std::log(static_cast<double>(large));
+    double lo = std::log(static_cast<double>(o.min_size)),
+           hi = std::log(static_cast<double>(large));
     for (auto& s : sizes)
-      s = std::clamp(static_cast<std::uint64_t>(std::llround(std::exp(lo + rng.uniform() * (hi - lo)))),
-                     o.min_size, large);
+      s = std::clamp(
+          static_cast<std::uint64_t>(std::llround(std::exp(lo + rng.uniform() * (hi - lo)))),
+          o.min_size, large);
   }
   switch (o.order) {
     case size_order::random:  // Fisher-Yates: the two classes' ranks are independent of size
-      for (std::size_t i = sizes.size(); i > 1; --i) std::swap(sizes[i - 1], sizes[rng.below(i)]);
+      for (std::size_t i = sizes.size(); i > 1; --i)
+        std::swap(sizes[i - 1], sizes[rng.below(i)]);
       break;
-    case size_order::ascending: std::sort(sizes.begin(), sizes.end()); break;
-    case size_order::descending: std::sort(sizes.rbegin(), sizes.rend()); break;
+    case size_order::ascending:
+      std::sort(sizes.begin(), sizes.end());
+      break;
+    case size_order::descending:
+      std::sort(sizes.rbegin(), sizes.rend());
+      break;
   }
   catalog out;
   out.reserve(o.models);
@@ -73,12 +83,16 @@ expected<catalog> make_shaped_catalog(const shaped_catalog_options& o) {
 
 expected<trace> make_synthetic_trace(const synthetic_options& o, const catalog& models) {
   if (models.empty()) return make_error(errc::invalid_argument, "the catalog is empty");
-  if (!(o.days > 0 && std::isfinite(o.days))) return make_error(errc::invalid_argument, "days must be positive");
+  if (!(o.days > 0 && std::isfinite(o.days)))
+    return make_error(errc::invalid_argument, "days must be positive");
   if (!(o.requests_per_day > 0 && std::isfinite(o.requests_per_day)))
     return make_error(errc::invalid_argument, "requests per day must be positive");
-  if (!(o.alpha >= 0 && std::isfinite(o.alpha))) return make_error(errc::invalid_argument, "alpha must be >= 0");
-  if (!(o.drift >= 0 && o.drift <= 1)) return make_error(errc::invalid_argument, "drift must be in [0, 1]");
-  if (!(o.diurnal >= 0 && o.diurnal < 1)) return make_error(errc::invalid_argument, "diurnal must be in [0, 1)");
+  if (!(o.alpha >= 0 && std::isfinite(o.alpha)))
+    return make_error(errc::invalid_argument, "alpha must be >= 0");
+  if (!(o.drift >= 0 && o.drift <= 1))
+    return make_error(errc::invalid_argument, "drift must be in [0, 1]");
+  if (!(o.diurnal >= 0 && o.diurnal < 1))
+    return make_error(errc::invalid_argument, "diurnal must be in [0, 1)");
   if (!(o.pareto_shape == 0 || (o.pareto_shape > 1 && std::isfinite(o.pareto_shape))))
     return make_error(errc::invalid_argument, "the Pareto shape must be 0 (Poisson) or above 1");
   if (!(o.burst_probability >= 0 && o.burst_probability <= 1))
@@ -88,7 +102,8 @@ expected<trace> make_synthetic_trace(const synthetic_options& o, const catalog& 
 
   const std::size_t n = models.size();
   std::vector<double> weight(n);
-  for (std::size_t r = 0; r < n; ++r) weight[r] = std::pow(static_cast<double>(r + 1), -o.alpha);
+  for (std::size_t r = 0; r < n; ++r)
+    weight[r] = std::pow(static_cast<double>(r + 1), -o.alpha);
   const double total_weight = std::accumulate(weight.begin(), weight.end(), 0.0);
   std::vector<std::size_t> rank(n);
   std::iota(rank.begin(), rank.end(), 0);
@@ -123,12 +138,14 @@ expected<trace> make_synthetic_trace(const synthetic_options& o, const catalog& 
   };
   const double end = o.days * seconds_per_day;
   for (std::size_t slot = 0; slot * slot_seconds < end; ++slot) {
-    double start = static_cast<double>(slot) * slot_seconds, length = std::min(slot_seconds, end - start);
+    double start = static_cast<double>(slot) * slot_seconds,
+           length = std::min(slot_seconds, end - start);
     if (slot > 0 && slot % 24 == 0)
       for (std::size_t m = 0; m < n; ++m)
         if (drift.uniform() < o.drift) std::swap(rank[m], rank[drift.below(n)]);
     double middle = (start + length / 2) / seconds_per_day;
-    double expected = o.requests_per_day * length / seconds_per_day * (1 + o.diurnal * std::sin(2 * pi * middle));
+    double expected =
+        o.requests_per_day * length / seconds_per_day * (1 + o.diurnal * std::sin(2 * pi * middle));
     for (std::size_t m = 0; m < n; ++m) {
       double budget = expected * weight[rank[m]] / total_weight;
       if (budget <= 0) continue;
@@ -141,11 +158,13 @@ expected<trace> make_synthetic_trace(const synthetic_options& o, const catalog& 
       until[m] -= budget - used;
     }
   }
-  std::sort(out.begin(), out.end(),
-            [](const timed& a, const timed& b) { return a.us != b.us ? a.us < b.us : a.model < b.model; });
+  std::sort(out.begin(), out.end(), [](const timed& a, const timed& b) {
+    return a.us != b.us ? a.us < b.us : a.model < b.model;
+  });
   trace t;
   t.reserve(out.size());
-  for (const auto& r : out) t.push_back({static_cast<double>(r.us) / 1000.0, models[r.model].model});
+  for (const auto& r : out)
+    t.push_back({static_cast<double>(r.us) / 1000.0, models[r.model].model});
   return t;
 }
 

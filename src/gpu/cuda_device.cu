@@ -367,13 +367,15 @@ expected<int> cuda_device_count() {
   if (const cudaError_t status = cudaGetDeviceCount(&count); !ok(status)) {
     (void)cudaGetLastError();
     const bool none = status == cudaErrorInsufficientDriver || status == cudaErrorNoDevice;
-    return make_error(errc::unavailable,
-                      std::string("no CUDA device: ") +
-                          (none ? std::string("this machine has no NVIDIA GPU with a working driver (CUDA: ") +
-                                      describe(status) + ")"
-                                : std::string(describe(status))));
+    return make_error(
+        errc::unavailable,
+        std::string("no CUDA device: ") +
+            (none ? std::string("this machine has no NVIDIA GPU with a working driver (CUDA: ") +
+                        describe(status) + ")"
+                  : std::string(describe(status))));
   }
-  if (count <= 0) return make_error(errc::unavailable, "no CUDA device: this machine has no NVIDIA GPU");
+  if (count <= 0)
+    return make_error(errc::unavailable, "no CUDA device: this machine has no NVIDIA GPU");
   return count;
 }
 

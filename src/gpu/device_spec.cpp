@@ -11,8 +11,8 @@ inline constexpr std::uint64_t default_host_capacity = std::uint64_t{1} << 30;
 
 std::string device_spec::to_string() const {
   std::string out = type == kind::cuda ? "cuda:" + std::to_string(ordinal)
-                    : partition < 0     ? "host"
-                                        : "host." + std::to_string(partition);
+                    : partition < 0    ? "host"
+                                       : "host." + std::to_string(partition);
   if (capacity) out += ":" + std::to_string(*capacity);
   return out;
 }
@@ -20,12 +20,14 @@ std::string device_spec::to_string() const {
 expected<device_spec> parse_device_spec(const std::string& text) {
   auto bad = [&](const std::string& why) {
     return make_error(errc::invalid_argument,
-                      "bad device '" + text + "': " + why + " (expected host[:SIZE] or cuda:N[:SIZE], e.g. host:4GiB)");
+                      "bad device '" + text + "': " + why +
+                          " (expected host[:SIZE] or cuda:N[:SIZE], e.g. host:4GiB)");
   };
   std::vector<std::string> parts;
   for (std::size_t start = 0;;) {
     auto colon = text.find(':', start);
-    parts.push_back(text.substr(start, colon == std::string::npos ? std::string::npos : colon - start));
+    parts.push_back(
+        text.substr(start, colon == std::string::npos ? std::string::npos : colon - start));
     if (colon == std::string::npos) break;
     start = colon + 1;
   }
@@ -38,14 +40,16 @@ expected<device_spec> parse_device_spec(const std::string& text) {
     spec.type = device_spec::kind::host;
     auto index = parts[0].substr(5);
     auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), spec.partition);
-    if (index.empty() || ec != std::errc{} || end != index.data() + index.size() || spec.partition < 0)
+    if (index.empty() || ec != std::errc{} || end != index.data() + index.size() ||
+        spec.partition < 0)
       return bad("host partition '" + index + "' is not a non-negative integer");
   } else if (parts[0] == "cuda") {
     spec.type = device_spec::kind::cuda;
     if (parts.size() < 2) return bad("missing GPU index");
     const auto& index = parts[1];
     auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), spec.ordinal);
-    if (index.empty() || ec != std::errc{} || end != index.data() + index.size() || spec.ordinal < 0)
+    if (index.empty() || ec != std::errc{} || end != index.data() + index.size() ||
+        spec.ordinal < 0)
       return bad("GPU index '" + index + "' is not a non-negative integer");
     size_at = 2;
   } else {
@@ -62,7 +66,8 @@ expected<device_spec> parse_device_spec(const std::string& text) {
 }
 
 expected<std::unique_ptr<device>> make_device(const device_spec& spec) {
-  if (spec.type == device_spec::kind::host) return make_host_device(spec.capacity.value_or(default_host_capacity),
+  if (spec.type == device_spec::kind::host)
+    return make_host_device(spec.capacity.value_or(default_host_capacity),
                             spec.partition < 0 ? "host" : "host." + std::to_string(spec.partition));
   return make_cuda_device(spec.ordinal, spec.capacity);
 }

@@ -13,18 +13,22 @@
 
 namespace warm {
 
-void add_bias_activate(float* y, const float* bias, std::uint64_t rows, std::uint64_t cols, activation act) {
+void add_bias_activate(float* y, const float* bias, std::uint64_t rows, std::uint64_t cols,
+                       activation act) {
   for (std::uint64_t r = 0; r < rows; ++r) {
     float* row = y + r * cols;
     switch (act) {  // hoisted so each loop vectorizes
       case activation::none:
-        for (std::uint64_t c = 0; c < cols; ++c) row[c] += bias[c];
+        for (std::uint64_t c = 0; c < cols; ++c)
+          row[c] += bias[c];
         break;
       case activation::relu:
-        for (std::uint64_t c = 0; c < cols; ++c) row[c] = std::max(row[c] + bias[c], 0.0f);
+        for (std::uint64_t c = 0; c < cols; ++c)
+          row[c] = std::max(row[c] + bias[c], 0.0f);
         break;
       default:
-        for (std::uint64_t c = 0; c < cols; ++c) row[c] = activate(act, row[c] + bias[c]);
+        for (std::uint64_t c = 0; c < cols; ++c)
+          row[c] = activate(act, row[c] + bias[c]);
         break;
     }
   }
@@ -50,7 +54,8 @@ class host_memory {
       std::size_t rounded = (bytes + host_alignment - 1) / host_alignment * host_alignment;
       return std::aligned_alloc(host_alignment, rounded == 0 ? host_alignment : rounded);
     }
-    void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (memory == MAP_FAILED) return nullptr;
     mapped = bytes;
     return memory;
@@ -65,8 +70,8 @@ class host_memory {
 
 class host_buffer final : public device_buffer {
  public:
-  host_buffer(std::uint64_t size, void* memory, std::size_t mapped, std::function<void()> before_free,
-              std::function<void(std::uint64_t)> on_free)
+  host_buffer(std::uint64_t size, void* memory, std::size_t mapped,
+              std::function<void()> before_free, std::function<void(std::uint64_t)> on_free)
       : device_buffer(size),
         memory_(memory),
         mapped_(mapped),
@@ -89,7 +94,8 @@ class host_buffer final : public device_buffer {
 // One slot, staging straight into the destination: the read() is the only copy.
 class direct_target final : public upload_target {
  public:
-  explicit direct_target(device_buffer& destination) : base_(static_cast<char*>(destination.address())) {}
+  explicit direct_target(device_buffer& destination)
+      : base_(static_cast<char*>(destination.address())) {}
   std::size_t slots() const override { return 1; }
   std::size_t chunk_bytes() const override { return std::size_t{64} << 20; }
   void* stage(std::size_t, std::uint64_t offset, std::size_t) override { return base_ + offset; }
@@ -111,19 +117,23 @@ class host_device final : public device {
   expected<std::unique_ptr<device_buffer>> allocate_memory(std::uint64_t bytes) override {
     std::size_t mapped = 0;
     if (hooks_.allocation_fault && hooks_.allocation_fault())
-      return make_error(errc::capacity_exhausted, name() + ": out of memory allocating " + std::to_string(bytes) +
+      return make_error(errc::capacity_exhausted, name() + ": out of memory allocating " +
+                                                      std::to_string(bytes) +
                                                       " bytes (injected fault)");
     void* memory = host_memory::allocate(bytes, mapped);
-    if (!memory) return make_error(errc::capacity_exhausted, "host: out of memory allocating " + std::to_string(bytes) + " bytes");
-    return std::unique_ptr<device_buffer>(
-        std::make_unique<host_buffer>(bytes, memory, mapped, hooks_.before_free, [this](std::uint64_t n) { release(n); }));
+    if (!memory)
+      return make_error(errc::capacity_exhausted,
+                        "host: out of memory allocating " + std::to_string(bytes) + " bytes");
+    return std::unique_ptr<device_buffer>(std::make_unique<host_buffer>(
+        bytes, memory, mapped, hooks_.before_free, [this](std::uint64_t n) { release(n); }));
   }
 
   std::unique_ptr<upload_target> upload_target_for(device_buffer& destination) override {
     return std::make_unique<direct_target>(destination);
   }
 
-  expected<void> run(const dense_resident& model, const float* input, std::uint64_t batch, float* output) override {
+  expected<void> run(const dense_resident& model, const float* input, std::uint64_t batch,
+                     float* output) override {
     if (hooks_.before_run) hooks_.before_run(batch);
     const auto& spec = model.spec();
     const auto* base = static_cast<const char*>(model.weights().address());
@@ -151,10 +161,12 @@ class host_device final : public device {
       // matrix on every call, a fixed cost of about five matrix-vector products (1024x1024 on
       // one core: 61 us per sgemv row; sgemm 325 us at 4 rows, 417 us at 8, 924 us at 32): a few
       // rows go faster one sgemv each.
-      auto m = static_cast<blasint>(batch), n = static_cast<blasint>(layer.out), k = static_cast<blasint>(layer.in);
+      auto m = static_cast<blasint>(batch), n = static_cast<blasint>(layer.out),
+           k = static_cast<blasint>(layer.in);
       if (batch <= gemv_rows)
         for (std::uint64_t r = 0; r < batch; ++r)
-          cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w, k, x + r * layer.in, 1, 0.0f, y + r * layer.out, 1);
+          cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w, k, x + r * layer.in, 1, 0.0f,
+                      y + r * layer.out, 1);
       else
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k, 0.0f, y, n);
       add_bias_activate(y, b, batch, layer.out, last ? activation::none : spec.activation);
@@ -169,9 +181,12 @@ class host_device final : public device {
 
 }  // namespace
 
-void set_host_blas_threads(int threads) { openblas_set_num_threads(threads < 1 ? 1 : threads); }
+void set_host_blas_threads(int threads) {
+  openblas_set_num_threads(threads < 1 ? 1 : threads);
+}
 
-std::unique_ptr<device> make_host_device(std::uint64_t capacity, std::string name, host_device_hooks hooks) {
+std::unique_ptr<device> make_host_device(std::uint64_t capacity, std::string name,
+                                         host_device_hooks hooks) {
   return std::make_unique<host_device>(capacity, std::move(name), std::move(hooks));
 }
 

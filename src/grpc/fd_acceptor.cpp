@@ -192,11 +192,13 @@ expected<std::unique_ptr<fd_acceptor>> fd_acceptor::listen(acceptor_options opti
     std::string why;
     i->listen_fd = net::listen_unix(i->options.unix_path, why);
     if (i->listen_fd < 0)
-      return make_error(why.find("not a socket") != std::string::npos ? errc::invalid_argument : errc::unavailable,
+      return make_error(why.find("not a socket") != std::string::npos ? errc::invalid_argument
+                                                                      : errc::unavailable,
                         why);
     i->bound_unix = true;
     i->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (i->wake_fd < 0) return make_error(errc::unavailable, std::string("eventfd: ") + std::strerror(errno));
+    if (i->wake_fd < 0)
+      return make_error(errc::unavailable, std::string("eventfd: ") + std::strerror(errno));
     return std::unique_ptr<fd_acceptor>(new fd_acceptor(std::move(i)));
   }
   std::string why;

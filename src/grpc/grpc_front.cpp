@@ -17,12 +17,12 @@
 #include "grpc/fd_acceptor.hpp"
 #include "grpc/input_decode.hpp"
 #include "grpc/wire_bounds.hpp"
-#include "runtime/executor.hpp"
 #include "kserve_v2.grpc.pb.h"
 #include "net/front_access.hpp"
 #include "net/login_limiter.hpp"
-#include "net/token.hpp"
 #include "net/tls_server.hpp"
+#include "net/token.hpp"
+#include "runtime/executor.hpp"
 #include "v2/v2_common.hpp"
 #include "warm/runtime.hpp"
 
@@ -104,9 +104,9 @@ class service final {
 
   Status ServerReady(const ServerContext& ctx, const pb::ServerReadyRequest*,
                      pb::ServerReadyResponse* out) {
-    out->set_ready(bool(wait(rt_.list_models("", 1), std::min<std::chrono::milliseconds>(
-                                                         budget(ctx, options_.request_timeout),
-                                                         std::chrono::seconds(2)))));
+    out->set_ready(bool(wait(rt_.list_models("", 1),
+                             std::min<std::chrono::milliseconds>(
+                                 budget(ctx, options_.request_timeout), std::chrono::seconds(2)))));
     return Status::OK;
   }
 
@@ -126,16 +126,20 @@ class service final {
     if (!described) return to_status(described.error());
     const auto* meta = &described->meta;
     out->set_name(req->name());
-    for (auto v : described->versions) out->add_versions(std::to_string(v));  // every one it serves
+    for (auto v : described->versions)
+      out->add_versions(std::to_string(v));  // every one it serves
     out->set_platform(meta->kind == "torchscript" ? "pytorch_libtorch" : "warm_" + meta->kind);
     auto add = [](auto* t, const tensor_spec& spec) {  // undeclared: datatype "" and shape [-1]
       t->set_name(spec.name);
       t->set_datatype(spec.known ? std::string(v2_name(spec.type)) : "");
       if (!spec.known) t->add_shape(-1);
-      for (auto d : spec.shape) t->add_shape(d);
+      for (auto d : spec.shape)
+        t->add_shape(d);
     };
-    for (const auto& spec : meta->io.inputs) add(out->add_inputs(), spec);
-    for (const auto& spec : meta->io.outputs) add(out->add_outputs(), spec);
+    for (const auto& spec : meta->io.inputs)
+      add(out->add_inputs(), spec);
+    for (const auto& spec : meta->io.outputs)
+      add(out->add_outputs(), spec);
     return Status::OK;
   }
 
@@ -169,10 +173,12 @@ class service final {
     auto result = wait(rt_.infer(std::move(request)), budget(ctx, options_.request_timeout));
     if (!result) return to_status(result.error());
     std::vector<std::string> asked;
-    for (const auto& o : req->outputs()) asked.push_back(o.name());
+    for (const auto& o : req->outputs())
+      asked.push_back(o.name());
     if (auto chosen = v2::select_outputs(*result, asked); !chosen) return to_status(chosen.error());
     out->set_model_name(result->model);
-    out->set_model_version(v2::answered_version(result->model, req->model_version()));  // the one that served
+    out->set_model_version(
+        v2::answered_version(result->model, req->model_version()));  // the one that served
     out->set_id(req->id());
     (*out->mutable_parameters())["warm_cache_hit"].set_bool_param(result->cache_hit);
     (*out->mutable_parameters())["warm_load_wait_us"].set_int64_param(
@@ -209,7 +215,8 @@ class service final {
     return done ? Status::OK : to_status(done.error());
   }
 
-  Status RepositoryModelUnload(const ServerContext& ctx, const pb::RepositoryModelUnloadRequest* req,
+  Status RepositoryModelUnload(const ServerContext& ctx,
+                               const pb::RepositoryModelUnloadRequest* req,
                                pb::RepositoryModelUnloadResponse*) {
     auto done = wait(rt_.unload(req->model_name()), budget(ctx, options_.request_timeout));
     return done ? Status::OK : to_status(done.error());
@@ -234,17 +241,21 @@ class service final {
     const auto address = client_address(ctx);
     auto now = net::login_limiter::clock::now();
     std::chrono::seconds retry_after{0};
-    if (options_.login_limiter && !options_.login_limiter->allow(address, "grpc", now, &retry_after))
+    if (options_.login_limiter &&
+        !options_.login_limiter->allow(address, "grpc", now, &retry_after))
       return Status(StatusCode::UNAUTHENTICATED,
-                    "too many wrong tokens from this address; retry in " + std::to_string(retry_after.count()) + " s");
+                    "too many wrong tokens from this address; retry in " +
+                        std::to_string(retry_after.count()) + " s");
     if (options_.login_limiter) options_.login_limiter->failed(address, "grpc", now);
-    return Status(StatusCode::UNAUTHENTICATED, "this server needs \"authorization: Bearer TOKEN\" metadata");
+    return Status(StatusCode::UNAUTHENTICATED,
+                  "this server needs \"authorization: Bearer TOKEN\" metadata");
   }
 
  private:
   // The model a request names: `model` when `version` is empty, else v2::version_target's
   // (a served model's version or label, or `model` when it serves that version).
-  expected<std::string> served(const ServerContext& ctx, const std::string& model, const std::string& version) {
+  expected<std::string> served(const ServerContext& ctx, const std::string& model,
+                               const std::string& version) {
     if (version.empty()) return model;
     return v2::version_target(rt_, model, version, budget(ctx, options_.request_timeout));
   }
@@ -273,18 +284,20 @@ struct method {
   bool reads_request = true;
   std::uint64_t max_bytes = 0;
   // Decodes the request (bounded first), runs the call, encodes the answer into `out`.
-  std::function<Status(service&, const ServerContext&, ::grpc::ByteBuffer&, ::grpc::ByteBuffer&)> run;
+  std::function<Status(service&, const ServerContext&, ::grpc::ByteBuffer&, ::grpc::ByteBuffer&)>
+      run;
 };
 
 // The typed call `call` of `service` as a method: the request is checked against `bounds` before
 // protobuf parses it, and the response serialized into the reply buffer.
 template <class Request, class Response>
-method typed(Status (service::*call)(const ServerContext&, const Request*, Response*), std::uint64_t max_bytes,
-             wire_limits bounds, bool authenticated = true) {
+method typed(Status (service::*call)(const ServerContext&, const Request*, Response*),
+             std::uint64_t max_bytes, wire_limits bounds, bool authenticated = true) {
   method m;
   m.authenticated = authenticated;
   m.max_bytes = max_bytes;
-  m.run = [call, bounds](service& s, const ServerContext& ctx, ::grpc::ByteBuffer& in, ::grpc::ByteBuffer& out) {
+  m.run = [call, bounds](service& s, const ServerContext& ctx, ::grpc::ByteBuffer& in,
+                         ::grpc::ByteBuffer& out) {
     const auto wire_bytes = in.Length();
     {
       ::grpc::ProtoBufferReader reader(&in);
@@ -294,7 +307,8 @@ method typed(Status (service::*call)(const ServerContext&, const Request*, Respo
     Request request;
     {
       ::grpc::ProtoBufferReader reader(&in);
-      if (!request.ParseFromZeroCopyStream(&reader)) return invalid("the request is not a " + Request::descriptor()->name());
+      if (!request.ParseFromZeroCopyStream(&reader))
+        return invalid("the request is not a " + Request::descriptor()->name());
     }
     Response response;
     auto status = (s.*call)(ctx, &request, &response);
@@ -342,7 +356,8 @@ class dispatcher final : public ::grpc::CallbackGenericService {
   dispatcher(service& s, const front_options& options)
       : service_(s), options_(options), methods_(methods(options)), workers_(options.threads) {}
 
-  ::grpc::ServerGenericBidiReactor* CreateReactor(::grpc::GenericCallbackServerContext* ctx) override {
+  ::grpc::ServerGenericBidiReactor* CreateReactor(
+      ::grpc::GenericCallbackServerContext* ctx) override {
     return new call(*this, ctx);
   }
 
@@ -378,7 +393,8 @@ class dispatcher final : public ::grpc::CallbackGenericService {
         return;
       }
       if (request_.Length() > method_->max_bytes) {
-        Finish(Status(StatusCode::RESOURCE_EXHAUSTED, "the request takes " + std::to_string(request_.Length()) +
+        Finish(Status(StatusCode::RESOURCE_EXHAUSTED, "the request takes " +
+                                                          std::to_string(request_.Length()) +
                                                           " bytes; this method takes at most " +
                                                           std::to_string(method_->max_bytes)));
         return;
@@ -450,8 +466,10 @@ void front::stop() {
 
 expected<void> front::set_tls(std::shared_ptr<const net::tls_material> tls) {
   if (!impl_->options.unix_path.empty()) return {};
-  if (!tls && impl_->serving_tls) return make_error(errc::invalid_argument, "TLS cannot be turned off while serving");
-  if (tls && !impl_->serving_tls) return make_error(errc::invalid_argument, "TLS cannot be turned on while serving");
+  if (!tls && impl_->serving_tls)
+    return make_error(errc::invalid_argument, "TLS cannot be turned off while serving");
+  if (tls && !impl_->serving_tls)
+    return make_error(errc::invalid_argument, "TLS cannot be turned on while serving");
   if (!tls) return {};
   auto context = net::ssl_server::make(*tls, "h2");
   if (!context) return context.error();
@@ -488,7 +506,8 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
   listening.max_connections = i->options.max_connections;
   listening.log = i->options.log;
   if (i->options.unix_path.empty() && i->options.tls) {
-    auto context = net::ssl_server::make(*i->options.tls, "h2");  // gRPC clients ask for HTTP/2 by ALPN
+    auto context =
+        net::ssl_server::make(*i->options.tls, "h2");  // gRPC clients ask for HTTP/2 by ALPN
     if (!context) return make_error(errc::invalid_argument, "gRPC: " + context.error().message);
     listening.tls = std::move(*context);
     listening.handshake_timeout = i->options.idle_timeout;
@@ -508,8 +527,9 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
       static_cast<int>(std::clamp<std::int64_t>(i->options.idle_timeout.count(), 1, INT32_MAX)));
   // Streams a connection may open at once: each may hold up to a flow-control window of data
   // before it is read.
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                             static_cast<int>(std::clamp<std::uint32_t>(i->options.threads, 1, 1024)));
+  builder.AddChannelArgument(
+      GRPC_ARG_MAX_CONCURRENT_STREAMS,
+      static_cast<int>(std::clamp<std::uint32_t>(i->options.threads, 1, 1024)));
   i->server = builder.BuildAndStart();
   if (!i->server) return make_error(errc::unavailable, "cannot start the gRPC server");
   auto* server = i->server.get();

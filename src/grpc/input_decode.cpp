@@ -18,8 +18,9 @@ expected<void> put_contents(const List& list, tensor& t, const char* field) {
     auto v = list.Get(i);
     To x = static_cast<To>(v);
     if (static_cast<decltype(v)>(x) != v)
-      return make_error(errc::invalid_argument, "input '" + t.name + "': " + field + "[" + std::to_string(i) +
-                                                    "] is out of " + std::string(v2_name(t.type)) + " range");
+      return make_error(errc::invalid_argument, "input '" + t.name + "': " + field + "[" +
+                                                    std::to_string(i) + "] is out of " +
+                                                    std::string(v2_name(t.type)) + " range");
     std::memcpy(t.data.data() + static_cast<std::size_t>(i) * sizeof(To), &x, sizeof(To));
   }
   return {};
@@ -49,10 +50,10 @@ expected<tensor> decode_input(const ::inference::ModelInferRequest::InferInputTe
     t.shape.push_back(dim);
   }
   const auto& c = in.contents();
-  const std::uint64_t lists = (c.fp32_contents_size() > 0) + (c.fp64_contents_size() > 0) + (c.int_contents_size() > 0) +
-                              (c.int64_contents_size() > 0) + (c.uint_contents_size() > 0) +
-                              (c.uint64_contents_size() > 0) + (c.bool_contents_size() > 0) +
-                              (c.bytes_contents_size() > 0);
+  const std::uint64_t lists = (c.fp32_contents_size() > 0) + (c.fp64_contents_size() > 0) +
+                              (c.int_contents_size() > 0) + (c.int64_contents_size() > 0) +
+                              (c.uint_contents_size() > 0) + (c.uint64_contents_size() > 0) +
+                              (c.bool_contents_size() > 0) + (c.bytes_contents_size() > 0);
   if (raw) {
     if (lists) return bad("data is in both contents and raw_input_contents");
     if (raw->size() != count * element)
@@ -66,37 +67,77 @@ expected<tensor> decode_input(const ::inference::ModelInferRequest::InferInputTe
   const char* field = nullptr;
   std::uint64_t given = 0;
   switch (t.type) {
-    case dtype::f32: field = "fp32_contents", given = static_cast<std::uint64_t>(c.fp32_contents_size()); break;
-    case dtype::f64: field = "fp64_contents", given = static_cast<std::uint64_t>(c.fp64_contents_size()); break;
-    case dtype::i64: field = "int64_contents", given = static_cast<std::uint64_t>(c.int64_contents_size()); break;
+    case dtype::f32:
+      field = "fp32_contents", given = static_cast<std::uint64_t>(c.fp32_contents_size());
+      break;
+    case dtype::f64:
+      field = "fp64_contents", given = static_cast<std::uint64_t>(c.fp64_contents_size());
+      break;
+    case dtype::i64:
+      field = "int64_contents", given = static_cast<std::uint64_t>(c.int64_contents_size());
+      break;
     case dtype::i32:
     case dtype::i16:
-    case dtype::i8: field = "int_contents", given = static_cast<std::uint64_t>(c.int_contents_size()); break;
-    case dtype::u64: field = "uint64_contents", given = static_cast<std::uint64_t>(c.uint64_contents_size()); break;
+    case dtype::i8:
+      field = "int_contents", given = static_cast<std::uint64_t>(c.int_contents_size());
+      break;
+    case dtype::u64:
+      field = "uint64_contents", given = static_cast<std::uint64_t>(c.uint64_contents_size());
+      break;
     case dtype::u32:
     case dtype::u16:
-    case dtype::u8: field = "uint_contents", given = static_cast<std::uint64_t>(c.uint_contents_size()); break;
-    case dtype::boolean: field = "bool_contents", given = static_cast<std::uint64_t>(c.bool_contents_size()); break;
-    default: return bad(in.datatype() + " data goes in raw_input_contents");
+    case dtype::u8:
+      field = "uint_contents", given = static_cast<std::uint64_t>(c.uint_contents_size());
+      break;
+    case dtype::boolean:
+      field = "bool_contents", given = static_cast<std::uint64_t>(c.bool_contents_size());
+      break;
+    default:
+      return bad(in.datatype() + " data goes in raw_input_contents");
   }
   if (lists > (given > 0 ? 1u : 0u))
-    return bad(in.datatype() + " data goes in " + field + " (or raw_input_contents), not another list");
+    return bad(in.datatype() + " data goes in " + field +
+               " (or raw_input_contents), not another list");
   if (given != count)
-    return bad(std::string(field) + " holds " + std::to_string(given) + " elements; the shape needs " + std::to_string(count));
+    return bad(std::string(field) + " holds " + std::to_string(given) +
+               " elements; the shape needs " + std::to_string(count));
   expected<void> put;
   switch (t.type) {
-    case dtype::f32: put = put_contents<float>(c.fp32_contents(), t, field); break;
-    case dtype::f64: put = put_contents<double>(c.fp64_contents(), t, field); break;
-    case dtype::i64: put = put_contents<std::int64_t>(c.int64_contents(), t, field); break;
-    case dtype::i32: put = put_contents<std::int32_t>(c.int_contents(), t, field); break;
-    case dtype::i16: put = put_contents<std::int16_t>(c.int_contents(), t, field); break;
-    case dtype::i8: put = put_contents<std::int8_t>(c.int_contents(), t, field); break;
-    case dtype::u64: put = put_contents<std::uint64_t>(c.uint64_contents(), t, field); break;
-    case dtype::u32: put = put_contents<std::uint32_t>(c.uint_contents(), t, field); break;
-    case dtype::u16: put = put_contents<std::uint16_t>(c.uint_contents(), t, field); break;
-    case dtype::u8: put = put_contents<std::uint8_t>(c.uint_contents(), t, field); break;
-    case dtype::boolean: put = put_contents<std::uint8_t>(c.bool_contents(), t, field); break;
-    default: break;
+    case dtype::f32:
+      put = put_contents<float>(c.fp32_contents(), t, field);
+      break;
+    case dtype::f64:
+      put = put_contents<double>(c.fp64_contents(), t, field);
+      break;
+    case dtype::i64:
+      put = put_contents<std::int64_t>(c.int64_contents(), t, field);
+      break;
+    case dtype::i32:
+      put = put_contents<std::int32_t>(c.int_contents(), t, field);
+      break;
+    case dtype::i16:
+      put = put_contents<std::int16_t>(c.int_contents(), t, field);
+      break;
+    case dtype::i8:
+      put = put_contents<std::int8_t>(c.int_contents(), t, field);
+      break;
+    case dtype::u64:
+      put = put_contents<std::uint64_t>(c.uint64_contents(), t, field);
+      break;
+    case dtype::u32:
+      put = put_contents<std::uint32_t>(c.uint_contents(), t, field);
+      break;
+    case dtype::u16:
+      put = put_contents<std::uint16_t>(c.uint_contents(), t, field);
+      break;
+    case dtype::u8:
+      put = put_contents<std::uint8_t>(c.uint_contents(), t, field);
+      break;
+    case dtype::boolean:
+      put = put_contents<std::uint8_t>(c.bool_contents(), t, field);
+      break;
+    default:
+      break;
   }
   if (!put) return std::move(put).error();
   return t;

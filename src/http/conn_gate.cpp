@@ -76,14 +76,14 @@ struct conn_gate::impl {
   serve_fn serve;
   std::unique_ptr<pool> main_pool;
   std::unique_ptr<pool> light_pool;  // null without light_threads
-  int wake = -1;  // eventfd: new arrivals, room given back, or stop
+  int wake = -1;                     // eventfd: new arrivals, room given back, or stop
   std::thread poller;
   std::mutex mutex;
   std::vector<connection> arrived;  // under mutex
   std::atomic<std::size_t> open{0};
   std::mutex counts_mutex;
   std::unordered_map<std::string, address_count> by_address;  // under counts_mutex; open > 0 only
-  address_count over_all;                                      // refusals for max_connections, under counts_mutex
+  address_count over_all;                  // refusals for max_connections, under counts_mutex
   std::atomic<std::uint64_t> buffered{0};  // body bytes reserved; added on the poll thread only
   std::atomic<std::uint64_t> peak_buffered{0};
   std::deque<connection> for_room;  // poll thread: complete heads waiting for room for their bodies
@@ -94,7 +94,8 @@ struct conn_gate::impl {
   std::size_t handshakes_unlogged = 0;
 
   impl(gate_options o, serve_fn s)
-      : options(std::move(o)), serve(std::move(s)),
+      : options(std::move(o)),
+        serve(std::move(s)),
         main_pool(std::make_unique<pool>(std::max<std::uint32_t>(1, options.threads))),
         light_pool(options.light_threads ? std::make_unique<pool>(options.light_threads) : nullptr),
         wake(::eventfd(0, EFD_CLOEXEC)) {}
@@ -126,12 +127,13 @@ struct conn_gate::impl {
       reason = std::to_string(open.load()) + " connections are open (max_connections)";
     } else if (!peer.empty() && options.max_connections_per_address &&
                from_peer >= options.max_connections_per_address) {
-      reason = std::to_string(from_peer) + " connections are open from it (max_connections_per_address)";
+      reason =
+          std::to_string(from_peer) + " connections are open from it (max_connections_per_address)";
       counted = &found->second;
     } else if (!peer.empty() && open.load() >= max - reserve && from_peer >= few_connections) {
-      reason = std::to_string(from_peer) + " connections are open from it, and the last " + std::to_string(reserve) +
-               " of " + std::to_string(max) + " are kept for addresses with fewer than " +
-               std::to_string(few_connections);
+      reason = std::to_string(from_peer) + " connections are open from it, and the last " +
+               std::to_string(reserve) + " of " + std::to_string(max) +
+               " are kept for addresses with fewer than " + std::to_string(few_connections);
       counted = &found->second;
     } else {
       ++open;
@@ -139,8 +141,10 @@ struct conn_gate::impl {
       return admission::admitted;
     }
     if (now - counted->logged >= std::chrono::seconds(1)) {
-      line = "http: refusing a connection from " + (peer.empty() ? std::string("a client") : peer) + ": " + reason;
-      if (counted->unlogged) line += " (and " + std::to_string(counted->unlogged) + " more since the last such line)";
+      line = "http: refusing a connection from " + (peer.empty() ? std::string("a client") : peer) +
+             ": " + reason;
+      if (counted->unlogged)
+        line += " (and " + std::to_string(counted->unlogged) + " more since the last such line)";
       counted->logged = now;
       counted->unlogged = 0;
     } else {
@@ -153,7 +157,8 @@ struct conn_gate::impl {
   void forget(connection& c) {
     release(c);
     std::lock_guard<std::mutex> lock(counts_mutex);
-    if (auto found = by_address.find(c.peer); found != by_address.end() && --found->second.open == 0)
+    if (auto found = by_address.find(c.peer);
+        found != by_address.end() && --found->second.open == 0)
       by_address.erase(found);
     --open;
   }
@@ -177,10 +182,11 @@ struct conn_gate::impl {
       ++handshakes_unlogged;
       return;
     }
-    std::string line = "http: TLS handshake with " + (c.peer.empty() ? std::string("a client") : c.peer) +
-                       " failed: " + why;
+    std::string line = "http: TLS handshake with " +
+                       (c.peer.empty() ? std::string("a client") : c.peer) + " failed: " + why;
     if (handshakes_unlogged)
-      line += " (and " + std::to_string(handshakes_unlogged) + " more failed since the last such line)";
+      line +=
+          " (and " + std::to_string(handshakes_unlogged) + " more failed since the last such line)";
     handshake_logged = now;
     handshakes_unlogged = 0;
     log(line);
@@ -214,7 +220,8 @@ struct conn_gate::impl {
   bool light(const head_facts& facts) const {
     bool bodiless = facts.body == head_facts::framing::none ||
                     (facts.body == head_facts::framing::length && facts.length == 0);
-    return light_pool && bodiless && options.classify && options.classify(facts.method, facts.target).light;
+    return light_pool && bodiless && options.classify &&
+           options.classify(facts.method, facts.target).light;
   }
 
   void dispatch(connection c, bool light_request) {
@@ -231,10 +238,12 @@ struct conn_gate::impl {
           std::size_t head_size = 0;
           if (scan_head(shared->pending, options.limits, &head) == head_scan::complete) {
             head_size = head.line_start + (shared->pending[head.line_start] == '\r' ? 2 : 1);
-            if (frame_bodyless_request(shared->pending, head.line_start)) head_size += bodyless_framing.size();
+            if (frame_bodyless_request(shared->pending, head.line_start))
+              head_size += bodyless_framing.size();
           }
-          gate_stream stream(*shared, clock::now() + options.body_timeout, options.max_request_wire_bytes,
-                             options.limits.max_bytes, head_size, options.min_body_rate, options.min_body_rate_after);
+          gate_stream stream(*shared, clock::now() + options.body_timeout,
+                             options.max_request_wire_bytes, options.limits.max_bytes, head_size,
+                             options.min_body_rate, options.min_body_rate_after);
           keep = serve(stream, stopping.load()) && !request_over_limit && !close_requested;
           stream.keep_unread();
           request_timed_out = request_over_limit = close_requested = false;
@@ -243,9 +252,12 @@ struct conn_gate::impl {
         shared->fresh = false;
         if (!keep || stopping) break;
         switch (linger(*shared, p)) {
-          case next::serve: continue;
-          case next::wait: return wait_for_head(std::move(*shared));
-          case next::closed: return;
+          case next::serve:
+            continue;
+          case next::wait:
+            return wait_for_head(std::move(*shared));
+          case next::closed:
+            return;
         }
       }
       drop(*shared);
@@ -267,12 +279,15 @@ struct conn_gate::impl {
         case head_scan::complete: {
           auto facts = read_head(c.pending, progress.line_start);
           if (&p != main_pool.get() && !light(facts)) return next::wait;  // not the light pool's
-          if (facts.body != head_facts::framing::length || c.pending.size() >= facts.size + facts.length)
+          if (facts.body != head_facts::framing::length ||
+              c.pending.size() >= facts.size + facts.length)
             return next::serve;
           break;  // its body is on its way
         }
-        case head_scan::incomplete: break;
-        default: return next::wait;  // the gate answers 431
+        case head_scan::incomplete:
+          break;
+        default:
+          return next::wait;  // the gate answers 431
       }
       auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock::now()).count();
       if (left <= 0 || p.queued.load() > 0) return next::wait;
@@ -289,7 +304,8 @@ struct conn_gate::impl {
         return next::closed;
       }
       c.pending.append(buffer, static_cast<std::size_t>(got.n));
-      if (c.pending.size() > options.limits.max_bytes + (64 << 10)) return next::wait;  // the gate reads the rest
+      if (c.pending.size() > options.limits.max_bytes + (64 << 10))
+        return next::wait;  // the gate reads the rest
     }
   }
 
@@ -297,8 +313,10 @@ struct conn_gate::impl {
   bool receive(connection& c) {
     std::string why;
     switch (continue_handshake(c, why)) {  // TLS: on this thread, never on a worker
-      case handshake::done: break;
-      case handshake::waiting: return true;
+      case handshake::done:
+        break;
+      case handshake::waiting:
+        return true;
       case handshake::failed:
         handshake_failed(c, why);
         drop(c);
@@ -363,8 +381,10 @@ struct conn_gate::impl {
   bool judge(connection& c) {
     c.judged = true;
     switch (scan_head(c.pending, options.limits, &c.scanned)) {
-      case head_scan::incomplete: return true;
-      case head_scan::complete: return head_complete(c);
+      case head_scan::incomplete:
+        return true;
+      case head_scan::complete:
+        return head_complete(c);
       case head_scan::too_large:
         refuse(c, 431, "Request Header Fields Too Large", "request head exceeds the size limit");
         break;
@@ -396,7 +416,9 @@ struct conn_gate::impl {
     }
     c.length = facts.length;
     c.expect_continue = facts.expect_continue;
-    c.head_size = facts.size - (facts.expect_continue ? drop_expect_continue(c.pending, c.scanned.line_start) : 0);
+    c.head_size =
+        facts.size -
+        (facts.expect_continue ? drop_expect_continue(c.pending, c.scanned.line_start) : 0);
     c.need = c.head_size + static_cast<std::size_t>(c.length);
     c.head_at = clock::now();
     if (for_room.empty() && fits(c.length)) {
@@ -407,7 +429,9 @@ struct conn_gate::impl {
     return false;
   }
 
-  bool fits(std::uint64_t length) const { return buffered.load() + length <= options.max_buffered_body_bytes; }
+  bool fits(std::uint64_t length) const {
+    return buffered.load() + length <= options.max_buffered_body_bytes;
+  }
 
   // Counts a body against the bound and begins reading it.
   void begin_body(connection& c) {
@@ -430,7 +454,8 @@ struct conn_gate::impl {
     for (auto& c : for_room) {
       auto deadline = c.head_at + options.body_timeout;
       if (now >= deadline) {
-        refuse(c, 503, "Service Unavailable", "too many request bodies are being received; try again later");
+        refuse(c, 503, "Service Unavailable",
+               "too many request bodies are being received; try again later");
         continue;
       }
       if (still.empty() && fits(c.length)) {
@@ -454,7 +479,8 @@ struct conn_gate::impl {
     if (c.need) {  // its body is being read
       auto deadline = c.head_at + options.body_timeout;
       auto received = c.pending.size() + c.block_bytes - c.head_size;
-      auto slow = slow_body_at(c.reading_at, received, options.min_body_rate, options.min_body_rate_after);
+      auto slow =
+          slow_body_at(c.reading_at, received, options.min_body_rate, options.min_body_rate_after);
       if (now >= deadline) {
         refuse(c, 408, "Request Timeout", "request body not received in time");
         return true;
@@ -471,10 +497,13 @@ struct conn_gate::impl {
       head_timeout = std::min(head_timeout, options.first_header_timeout);
     // A TLS handshake counts toward the first head's deadline: it is closed, unanswered, at it.
     const bool handshaking = c.ssl && !c.handshaken;
-    auto limit = c.since + (c.pending.empty() && !handshaking ? options.idle_timeout : head_timeout);
+    auto limit =
+        c.since + (c.pending.empty() && !handshaking ? options.idle_timeout : head_timeout);
     if (now >= limit) {
-      if (c.pending.empty()) drop(c);
-      else refuse(c, 408, "Request Timeout", "request head not received in time");
+      if (c.pending.empty())
+        drop(c);
+      else
+        refuse(c, 408, "Request Timeout", "request head not received in time");
       return true;
     }
     next = std::min(next, limit);
@@ -488,7 +517,8 @@ struct conn_gate::impl {
     for (;;) {
       {
         std::lock_guard<std::mutex> lock(mutex);
-        for (auto& c : arrived) waiting.push_back(std::move(c));
+        for (auto& c : arrived)
+          waiting.push_back(std::move(c));
         arrived.clear();
       }
       if (stopping) break;
@@ -507,8 +537,10 @@ struct conn_gate::impl {
         polled.push_back(pollfd{c.fd, c.events, 0});
         held = held || tls_pending(c);
       }
-      auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(next - clock::now()).count() + 1;
-      int r = ::poll(polled.data(), polled.size(), held ? 0 : static_cast<int>(std::max<long long>(0, timeout)));
+      auto timeout =
+          std::chrono::duration_cast<std::chrono::milliseconds>(next - clock::now()).count() + 1;
+      int r = ::poll(polled.data(), polled.size(),
+                     held ? 0 : static_cast<int>(std::max<long long>(0, timeout)));
       if (r < 0 && errno != EINTR) break;
       if (r < 0 || (r == 0 && !held)) continue;
       if (polled[0].revents) {
@@ -522,9 +554,11 @@ struct conn_gate::impl {
       }
       waiting.swap(still);
     }
-    for (auto& c : for_room) drop(c);  // stopping: a body not read is not served
+    for (auto& c : for_room)
+      drop(c);  // stopping: a body not read is not served
     for_room.clear();
-    for (auto& c : waiting) {  // a whole head already here (and no body left to read) is still served
+    for (auto& c :
+         waiting) {  // a whole head already here (and no body left to read) is still served
       if (!c.need && scan_head(c.pending, options.limits, &c.scanned) == head_scan::complete) {
         dispatch(std::move(c), false);
       } else {
@@ -542,7 +576,9 @@ conn_gate::conn_gate(gate_options options, serve_fn serve)
   impl_->poller = std::thread([raw] { raw->run(); });
 }
 
-conn_gate::~conn_gate() { stop(); }
+conn_gate::~conn_gate() {
+  stop();
+}
 
 void conn_gate::admit(int fd, const net::ssl_server* tls) {
   // A TLS client waits for a handshake: a refusal in clear text would only confuse it.
@@ -558,7 +594,8 @@ void conn_gate::admit(int fd, const net::ssl_server* tls) {
   auto admitted = impl_->admit(c.peer, line);
   if (!line.empty()) impl_->log(line);
   if (admitted == impl::admission::full) return refuse("too many open connections");
-  if (admitted == impl::admission::address_full) return refuse("too many open connections from this address");
+  if (admitted == impl::admission::address_full)
+    return refuse("too many open connections from this address");
   if (tls && !(c.ssl = tls->open(fd))) return impl_->drop(c);  // out of memory
   impl_->wait_for_head(std::move(c));
 }
@@ -572,15 +609,22 @@ void conn_gate::stop() {
   }
   impl_->notify();
   if (impl_->poller.joinable()) impl_->poller.join();
-  for (auto& c : impl_->arrived) impl_->drop(c);
+  for (auto& c : impl_->arrived)
+    impl_->drop(c);
   impl_->arrived.clear();
   impl_->main_pool->workers.shutdown();  // requests being served finish; their connections close
   if (impl_->light_pool) impl_->light_pool->workers.shutdown();
   ::close(impl_->wake);
 }
 
-std::size_t conn_gate::open_connections() const { return impl_->open.load(); }
-std::uint64_t conn_gate::buffered_body_bytes() const { return impl_->buffered.load(); }
-std::uint64_t conn_gate::peak_buffered_body_bytes() const { return impl_->peak_buffered.load(); }
+std::size_t conn_gate::open_connections() const {
+  return impl_->open.load();
+}
+std::uint64_t conn_gate::buffered_body_bytes() const {
+  return impl_->buffered.load();
+}
+std::uint64_t conn_gate::peak_buffered_body_bytes() const {
+  return impl_->peak_buffered.load();
+}
 
 }  // namespace warm::http

@@ -88,7 +88,8 @@ struct head_progress {
 // Where the bytes received so far on a connection stand. Lines end with "\n" (an "\r" before it
 // is part of the line ending); the head ends with the first empty line. Pure; never reads past
 // `bytes`. With `progress`, resumes where the last scan of a prefix of `bytes` stopped.
-head_scan scan_head(std::string_view bytes, const head_limits& limits, head_progress* progress = nullptr);
+head_scan scan_head(std::string_view bytes, const head_limits& limits,
+                    head_progress* progress = nullptr);
 
 // A request whose head has neither Content-Length nor Transfer-Encoding has no body (RFC 9112,
 // 6.3), but httplib 0.11 reads a POST's body until the connection closes (so `curl -X POST` with
@@ -131,15 +132,17 @@ struct request_class {
 
 struct gate_options {
   head_limits limits;
-  std::chrono::milliseconds idle_timeout{5000};     // a waiting connection that sends nothing is closed
+  std::chrono::milliseconds idle_timeout{
+      5000};  // a waiting connection that sends nothing is closed
   std::chrono::milliseconds header_timeout{10000};  // from waiting to a complete head, else 408
   // The first head on a connection: the shorter of this and header_timeout (0: header_timeout).
   // With a token, a connection that is refused is closed after its answer, so any later head
   // comes from a client that presented the token.
   std::chrono::milliseconds first_header_timeout{5000};
-  std::chrono::milliseconds body_timeout{60000};    // from a complete head to the whole body, else 408
-  std::size_t max_connections = 1024;               // open at once, waiting or being served
-  std::size_t max_connections_per_address = 64;     // open at once from one address; 0: no bound
+  std::chrono::milliseconds body_timeout{
+      60000};                                    // from a complete head to the whole body, else 408
+  std::size_t max_connections = 1024;            // open at once, waiting or being served
+  std::size_t max_connections_per_address = 64;  // open at once from one address; 0: no bound
   // Body bytes the gate's reads may hold at once (rule 3); 0: the gate reads no body.
   std::uint64_t max_buffered_body_bytes = 256ull << 20;
   // A body (read by the gate or by a worker) that has arrived, min_body_rate_after past the start
@@ -151,12 +154,13 @@ struct gate_options {
   // bound. The front sets twice its body limit plus 64 KiB, room for chunk framing, so that only
   // a body far past the limit is cut off here; routes that read bodies answer 413 at the limit.
   std::uint64_t max_request_wire_bytes = 0;
-  std::uint32_t threads = 32;                       // workers serving complete requests
-  std::uint32_t light_threads = 2;                  // workers serving light requests; 0: `threads` do
+  std::uint32_t threads = 32;       // workers serving complete requests
+  std::uint32_t light_threads = 2;  // workers serving light requests; 0: `threads` do
   // The route a request line names; called on the poll thread and on workers. Empty: every
   // request is of request_class{}.
   std::function<request_class(std::string_view method, std::string_view target)> classify;
-  // Told of refused connections (a line each, without a trailing newline); any thread; may be empty.
+  // Told of refused connections (a line each, without a trailing newline); any thread; may be
+  // empty.
   std::function<void(const std::string&)> log;
 };
 

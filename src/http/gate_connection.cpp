@@ -24,10 +24,13 @@ std::string answer_text(int status, const char* reason, const char* message) {
 // broken and clears this thread's OpenSSL errors (SSL_get_error reads that queue).
 io_result tls_outcome(connection& c, int result) {
   switch (SSL_get_error(c.ssl.get(), result)) {
-    case SSL_ERROR_WANT_READ: return {-1, POLLIN};
-    case SSL_ERROR_WANT_WRITE: return {-1, POLLOUT};
+    case SSL_ERROR_WANT_READ:
+      return {-1, POLLIN};
+    case SSL_ERROR_WANT_WRITE:
+      return {-1, POLLOUT};
     // close_notify, or (SSL_OP_IGNORE_UNEXPECTED_EOF) the stream's end without one
-    case SSL_ERROR_ZERO_RETURN: return {0, 0};
+    case SSL_ERROR_ZERO_RETURN:
+      return {0, 0};
     default:
       c.broken = true;
       ERR_clear_error();
@@ -56,7 +59,8 @@ io_result receive_some(connection& c, char* buffer, std::size_t size) {
   if (c.broken) return {-1, 0};
   if (!c.ssl) {
     ssize_t n;
-    do n = ::recv(c.fd, buffer, size, MSG_DONTWAIT);
+    do
+      n = ::recv(c.fd, buffer, size, MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return {-1, POLLIN};
     return {n, 0};
@@ -70,7 +74,8 @@ io_result send_some(connection& c, const char* data, std::size_t size) {
   if (c.broken) return {-1, 0};
   if (!c.ssl) {
     ssize_t n;
-    do n = ::send(c.fd, data, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+    do
+      n = ::send(c.fd, data, size, MSG_DONTWAIT | MSG_NOSIGNAL);
     while (n < 0 && errno == EINTR);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return {-1, POLLOUT};
     return {n, 0};
@@ -86,7 +91,9 @@ io_result send_some(connection& c, const char* data, std::size_t size) {
   return out;
 }
 
-bool tls_pending(const connection& c) { return c.ssl && !c.broken && SSL_pending(c.ssl.get()) > 0; }
+bool tls_pending(const connection& c) {
+  return c.ssl && !c.broken && SSL_pending(c.ssl.get()) > 0;
+}
 
 handshake continue_handshake(connection& c, std::string& why) {
   if (!c.ssl || c.handshaken) return handshake::done;
@@ -106,7 +113,8 @@ handshake continue_handshake(connection& c, std::string& why) {
   if (error == SSL_ERROR_SSL) {
     why = net::tls_error_text();
     long verified = SSL_get_verify_result(c.ssl.get());
-    if (verified != X509_V_OK) why += std::string(" (") + X509_verify_cert_error_string(verified) + ")";
+    if (verified != X509_V_OK)
+      why += std::string(" (") + X509_verify_cert_error_string(verified) + ")";
   } else {
     why.clear();  // the client went away (SSL_ERROR_SYSCALL, ZERO_RETURN): nothing to tell
     ERR_clear_error();
@@ -133,7 +141,8 @@ void answer_and_close(connection& c, int status, const char* reason, const char*
   }
   if (c.handshaken) {
     std::string text = answer_text(status, reason, message);
-    if (send_some(c, text.data(), text.size()).n < 0) c.broken = true;  // a record may wait half sent
+    if (send_some(c, text.data(), text.size()).n < 0)
+      c.broken = true;  // a record may wait half sent
   }
   close_connection(c);
 }
@@ -141,16 +150,25 @@ void answer_and_close(connection& c, int status, const char* reason, const char*
 clock::time_point slow_body_at(clock::time_point start, std::uint64_t body, std::uint64_t rate,
                                std::chrono::milliseconds after) {
   if (rate == 0) return clock::time_point::max();
-  double seconds = std::min(double(body) / double(rate), 1e9);  // far past any deadline; no overflow
+  double seconds =
+      std::min(double(body) / double(rate), 1e9);  // far past any deadline; no overflow
   auto earned = std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
   return start + std::max<clock::duration>(after, earned);
 }
 
 }  // namespace gate
 
-bool current_request_timed_out() { return gate::request_timed_out; }
-bool current_request_over_limit() { return gate::request_over_limit; }
-void note_request_over_limit() { gate::request_over_limit = true; }
-void close_after_answer() { gate::close_requested = true; }
+bool current_request_timed_out() {
+  return gate::request_timed_out;
+}
+bool current_request_over_limit() {
+  return gate::request_over_limit;
+}
+void note_request_over_limit() {
+  gate::request_over_limit = true;
+}
+void close_after_answer() {
+  gate::close_requested = true;
+}
 
 }  // namespace warm::http

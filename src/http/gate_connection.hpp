@@ -111,18 +111,25 @@ class gate_stream final : public httplib::Stream {
   // `budget`: the bytes this request may read past its head (the head's own bound on top); 0: any.
   // `head_size`: the bytes of its head, which the rate rule (`rate` bytes a second after
   // `rate_after`) does not count.
-  gate_stream(connection& c, clock::time_point deadline, std::uint64_t budget, std::size_t head_bytes,
-              std::size_t head_size, std::uint64_t rate, std::chrono::milliseconds rate_after)
-      : c_(c), deadline_(deadline), budget_(budget ? budget + head_bytes : 0), head_size_(head_size),
-        rate_(rate), rate_after_(rate_after) {}
+  gate_stream(connection& c, clock::time_point deadline, std::uint64_t budget,
+              std::size_t head_bytes, std::size_t head_size, std::uint64_t rate,
+              std::chrono::milliseconds rate_after)
+      : c_(c),
+        deadline_(deadline),
+        budget_(budget ? budget + head_bytes : 0),
+        head_size_(head_size),
+        rate_(rate),
+        rate_after_(rate_after) {}
 
   bool is_readable() const override {
-    return pos_ < c_.pending.size() || !c_.blocks.empty() || tls_pending(c_) || wait(POLLIN, read_deadline());
+    return pos_ < c_.pending.size() || !c_.blocks.empty() || tls_pending(c_) ||
+           wait(POLLIN, read_deadline());
   }
   bool is_writable() const override { return wait(POLLOUT, clock::now() + write_timeout); }
 
   ssize_t read(char* ptr, std::size_t size) override {
-    if (pos_ >= c_.pending.size() && !c_.blocks.empty()) {  // the next block of a body the gate read
+    if (pos_ >= c_.pending.size() &&
+        !c_.blocks.empty()) {  // the next block of a body the gate read
       c_.pending = std::move(c_.blocks.front());
       c_.blocks.pop_front();
       c_.block_bytes -= c_.pending.size();
@@ -135,7 +142,8 @@ class gate_stream final : public httplib::Stream {
       char buffer[16 << 10];
       io_result got{-1, 0};
       for (;;) {  // a read before any wait: a TLS session may hold bytes already
-        if (clock::now() >= until || (got = receive_some(c_, buffer, sizeof buffer)).wait == 0) break;
+        if (clock::now() >= until || (got = receive_some(c_, buffer, sizeof buffer)).wait == 0)
+          break;
         if (!wait(got.wait, until)) break;
       }
       if (got.n <= 0) {
@@ -159,7 +167,8 @@ class gate_stream final : public httplib::Stream {
     return static_cast<ssize_t>(n);
   }
 
-  // Some of the bytes, as soon as the socket takes them; -1 when it takes none within write_timeout.
+  // Some of the bytes, as soon as the socket takes them; -1 when it takes none within
+  // write_timeout.
   ssize_t write(const char* ptr, std::size_t size) override {
     if (size == 0) return 0;
     auto until = clock::now() + write_timeout;
@@ -167,21 +176,27 @@ class gate_stream final : public httplib::Stream {
       auto sent = send_some(c_, ptr, size);
       if (sent.n >= 0 || sent.wait == 0) return sent.n;
       if (!wait(sent.wait, until)) {
-        if (c_.ssl) c_.broken = true;  // the session waits for these very bytes: nothing else may follow
+        if (c_.ssl)
+          c_.broken = true;  // the session waits for these very bytes: nothing else may follow
         return -1;
       }
     }
   }
 
-  void get_remote_ip_and_port(std::string& ip, int& port) const override { address(::getpeername, ip, port); }
-  void get_local_ip_and_port(std::string& ip, int& port) const override { address(::getsockname, ip, port); }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    address(::getpeername, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    address(::getsockname, ip, port);
+  }
   socket_t socket() const override { return c_.fd; }
 
   // The bytes received but not consumed (a pipelined next request) go back to the connection,
   // without the room a body read by the gate took (no longer counted against the bound).
   void keep_unread() {
     c_.pending.erase(0, pos_);
-    for (auto& block : c_.blocks) c_.pending += block;  // a body the server did not read
+    for (auto& block : c_.blocks)
+      c_.pending += block;  // a body the server did not read
     c_.blocks.clear();
     c_.block_bytes = 0;
     if (c_.pending.capacity() > (64 << 10)) std::string(c_.pending).swap(c_.pending);
@@ -198,7 +213,8 @@ class gate_stream final : public httplib::Stream {
 
   bool wait(short events, clock::time_point until) const {
     for (;;) {
-      // Rounded up: false only once `until` has passed, so a caller can tell a deadline by the clock.
+      // Rounded up: false only once `until` has passed, so a caller can tell a deadline by the
+      // clock.
       auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock::now()).count();
       if (left <= 0) return false;
       pollfd p{c_.fd, events, 0};

@@ -40,8 +40,10 @@ bool names(std::string_view line, std::string_view name) {
 std::string_view value_of(std::string_view line, std::string_view name) {
   auto value = line.substr(name.size() + 1);
   auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
-  while (!value.empty() && blank(value.back())) value.remove_suffix(1);
-  while (!value.empty() && blank(value.front())) value.remove_prefix(1);
+  while (!value.empty() && blank(value.back()))
+    value.remove_suffix(1);
+  while (!value.empty() && blank(value.front()))
+    value.remove_prefix(1);
   return value;
 }
 
@@ -59,9 +61,11 @@ bool is_100_continue(std::string_view line) {
 template <class F>
 void each_header(std::string_view head, F visit) {
   auto first = head.find('\n');
-  for (std::size_t at = first == std::string_view::npos ? head.size() : first + 1; at < head.size();) {
+  for (std::size_t at = first == std::string_view::npos ? head.size() : first + 1;
+       at < head.size();) {
     auto end = head.find('\n', at);
-    auto line = head.substr(at, end == std::string_view::npos ? std::string_view::npos : end + 1 - at);
+    auto line =
+        head.substr(at, end == std::string_view::npos ? std::string_view::npos : end + 1 - at);
     visit(line, at);
     at += line.size();
   }
@@ -123,7 +127,8 @@ std::size_t drop_expect_continue(std::string& bytes, std::size_t empty_line_star
     if (names(line, "expect") && is_100_continue(line)) lines.emplace_back(at, line.size());
   });
   std::size_t removed = 0;
-  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {  // the last first: earlier offsets stay valid
+  for (auto it = lines.rbegin(); it != lines.rend();
+       ++it) {  // the last first: earlier offsets stay valid
     bytes.erase(it->first, it->second);
     removed += it->second;
   }

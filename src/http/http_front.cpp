@@ -17,11 +17,11 @@
 
 #include "http/conn_gate.hpp"
 #include "http/decode_budget.hpp"
-#include "net/tls_server.hpp"
 #include "net/front_access.hpp"
-#include "net/login_limiter.hpp"
-#include "net/token.hpp"
 #include "net/listen.hpp"
+#include "net/login_limiter.hpp"
+#include "net/tls_server.hpp"
+#include "net/token.hpp"
 #include "v2/v2_common.hpp"
 #include "warm/model_repository.hpp"
 #include "warm/runtime.hpp"
@@ -37,7 +37,9 @@ void reply_json(httplib::Response& res, int status, std::string body) {
   res.set_content(std::move(body), "application/json");
 }
 
-void reply_error(httplib::Response& res, const warm::error& e) { reply_json(res, http_status(e.code), encode_error(e.message)); }
+void reply_error(httplib::Response& res, const warm::error& e) {
+  reply_json(res, http_status(e.code), encode_error(e.message));
+}
 
 using v2::wait;
 
@@ -50,16 +52,20 @@ constexpr std::uint64_t max_control_body_bytes = 64 * 1024;
 
 // The body limit of the repository routes: max_control_body_bytes, or a lower --max-request-bytes.
 std::uint64_t control_body_limit(std::uint64_t max_request_bytes) {
-  return max_request_bytes ? std::min(max_request_bytes, max_control_body_bytes) : max_control_body_bytes;
+  return max_request_bytes ? std::min(max_request_bytes, max_control_body_bytes)
+                           : max_control_body_bytes;
 }
 
 // What the gate needs to know of a route: the body limit, and whether a bodiless request is a
 // health check or a metrics scrape (served on threads of their own).
-request_class classify(std::uint64_t max_request_bytes, std::string_view method, std::string_view target) {
+request_class classify(std::uint64_t max_request_bytes, std::string_view method,
+                       std::string_view target) {
   auto starts = [&](std::string_view prefix) { return target.substr(0, prefix.size()) == prefix; };
   request_class c;
-  c.max_body = starts("/v2/repository/") ? control_body_limit(max_request_bytes) : max_request_bytes;
-  c.light = method == "GET" && (starts("/v2/health/") || target == "/metrics" || starts("/metrics?"));
+  c.max_body =
+      starts("/v2/repository/") ? control_body_limit(max_request_bytes) : max_request_bytes;
+  c.light =
+      method == "GET" && (starts("/v2/health/") || target == "/metrics" || starts("/metrics?"));
   return c;
 }
 
@@ -68,13 +74,19 @@ request_class classify(std::uint64_t max_request_bytes, std::string_view method,
 // pattern's `*` a non-empty path segment (the routes' ([^/]+)); keep the two lists together.
 std::string allowed_methods(std::string_view path) {
   static constexpr std::pair<const char*, const char*> routes[] = {
-      {"/v2/health/live", "GET, HEAD"},          {"/v2/health/ready", "GET, HEAD"},
-      {"/v2", "GET, HEAD"},                      {"/v2/models/*", "GET, HEAD"},
-      {"/v2/models/*/versions/*", "GET, HEAD"},  {"/v2/models/*/ready", "GET, HEAD"},
+      {"/v2/health/live", "GET, HEAD"},
+      {"/v2/health/ready", "GET, HEAD"},
+      {"/v2", "GET, HEAD"},
+      {"/v2/models/*", "GET, HEAD"},
+      {"/v2/models/*/versions/*", "GET, HEAD"},
+      {"/v2/models/*/ready", "GET, HEAD"},
       {"/v2/models/*/versions/*/ready", "GET, HEAD"},
-      {"/v2/models/*/infer", "POST"},            {"/v2/models/*/versions/*/infer", "POST"},
-      {"/v2/repository/index", "POST"},          {"/v2/repository/models/*/load", "POST"},
-      {"/v2/repository/models/*/unload", "POST"}, {"/metrics", "GET, HEAD"},
+      {"/v2/models/*/infer", "POST"},
+      {"/v2/models/*/versions/*/infer", "POST"},
+      {"/v2/repository/index", "POST"},
+      {"/v2/repository/models/*/load", "POST"},
+      {"/v2/repository/models/*/unload", "POST"},
+      {"/metrics", "GET, HEAD"},
   };
   auto matches = [&](std::string_view pattern) {
     std::string_view rest = path;
@@ -111,12 +123,14 @@ expected<void> check_control_body(const std::string& body) {
 // closed with the rest unread, so nothing past the limit is buffered.
 template <class F>
 httplib::Server::HandlerWithContentReader with_body(std::uint64_t max_bytes, F handle) {
-  return [handle, max_bytes](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+  return [handle, max_bytes](const httplib::Request& req, httplib::Response& res,
+                             const httplib::ContentReader& read) {
     std::string body;
     auto declared = req.get_header_value("Content-Length");
     if (!declared.empty() && declared.size() <= 19 &&
         declared.find_first_not_of("0123456789") == std::string::npos)
-      body.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(std::stoull(declared), max_bytes)));
+      body.reserve(
+          static_cast<std::size_t>(std::min<std::uint64_t>(std::stoull(declared), max_bytes)));
     bool complete = read([&](const char* data, std::size_t n) {
       if (max_bytes && n > max_bytes - body.size()) {
         note_request_over_limit();
@@ -148,11 +162,13 @@ class inline_queue final : public httplib::TaskQueue {
 class gated_server final : public httplib::Server {
  public:
   void start_gate(gate_options o) {
-    gate_ = std::make_unique<conn_gate>(std::move(o), [this](httplib::Stream& stream, bool stopping) {
-      bool closed = false;
-      bool served = process_request(stream, stopping, closed, [](httplib::Request&) {});
-      return served && !closed && !current_request_timed_out();  // a timed-out body is not read to its end
-    });
+    gate_ =
+        std::make_unique<conn_gate>(std::move(o), [this](httplib::Stream& stream, bool stopping) {
+          bool closed = false;
+          bool served = process_request(stream, stopping, closed, [](httplib::Request&) {});
+          return served && !closed &&
+                 !current_request_timed_out();  // a timed-out body is not read to its end
+        });
     new_task_queue = [] { return new inline_queue; };
   }
   void stop_gate() {
@@ -179,7 +195,8 @@ class gated_server final : public httplib::Server {
 // doubles from 10 ms to 1 s: the waiting connections stay in the backlog.
 class socket_acceptor {
  public:
-  socket_acceptor(int listen_fd, bool tcp, std::function<void(int)> take, std::function<void(const std::string&)> log)
+  socket_acceptor(int listen_fd, bool tcp, std::function<void(int)> take,
+                  std::function<void(const std::string&)> log)
       : listen_fd_(listen_fd),
         tcp_(tcp),
         wake_(::eventfd(0, EFD_CLOEXEC)),
@@ -214,7 +231,8 @@ class socket_acceptor {
         }
         take_(fd);
       } else if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
-        if (pause_ms == 0 && log_) log_(std::string("http: accept failed (") + std::strerror(errno) + "); retrying");
+        if (pause_ms == 0 && log_)
+          log_(std::string("http: accept failed (") + std::strerror(errno) + "); retrying");
         pause_ms = pause_ms == 0 ? 10 : std::min(2 * pause_ms, 1000);
       }
     }
@@ -256,19 +274,23 @@ struct front::impl {
     auto header = presented ? req.get_header_value("Authorization") : std::string();
     const std::string prefix = "Bearer ";
     // The prefix is public; the token itself is compared in constant time (net/token.hpp).
-    bool ok = header.rfind(prefix, 0) == 0 &&
-              net::constant_time_equal(std::string_view(header).substr(prefix.size()), options.token);
+    bool ok =
+        header.rfind(prefix, 0) == 0 &&
+        net::constant_time_equal(std::string_view(header).substr(prefix.size()), options.token);
     if (ok) return true;
     auto now = net::login_limiter::clock::now();
-    if (options.login_limiter && !options.login_limiter->allow(req.remote_addr, "http", now, &retry_after))
+    if (options.login_limiter &&
+        !options.login_limiter->allow(req.remote_addr, "http", now, &retry_after))
       return false;
-    if (presented && options.login_limiter) options.login_limiter->failed(req.remote_addr, "http", now);
+    if (presented && options.login_limiter)
+      options.login_limiter->failed(req.remote_addr, "http", now);
     return false;
   }
 
   void routes();
   // Runs an inference on `target` (the route's model when empty).
-  void infer(const httplib::Request& req, const std::string& body, httplib::Response& res, std::string target = {});
+  void infer(const httplib::Request& req, const std::string& body, httplib::Response& res,
+             std::string target = {});
   // What a /versions/{version}/ route names: a served model's version `model@version` when there
   // is one (docs/versions.md), else `model` itself when {version} is the version it serves (a
   // version directory's name, parse_version); not_found naming every version it serves otherwise.
@@ -294,81 +316,103 @@ void front::impl::routes() {
       return httplib::Server::HandlerResponse::Handled;
     }
     res.set_header("WWW-Authenticate", "Bearer");
-    reply_json(res, 401, encode_error("authentication required: send \"Authorization: Bearer TOKEN\""));
+    reply_json(res, 401,
+               encode_error("authentication required: send \"Authorization: Bearer TOKEN\""));
     return httplib::Server::HandlerResponse::Handled;
   });
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;  // a handler's own error
+    if (!res.body.empty()) return;       // a handler's own error
     if (current_request_over_limit()) {  // its body's rest is unread: the connection closes
       res.set_header("Connection", "close");
       return reply_json(res, 413, encode_error("request body exceeds the size limit"));
     }
-    if (res.status == 404) {  // a path a route has, with another method, is 405 naming the methods it takes
+    if (res.status ==
+        404) {  // a path a route has, with another method, is 405 naming the methods it takes
       if (auto allow = allowed_methods(req.path); !allow.empty()) {
         res.set_header("Allow", allow);
-        return reply_json(res, 405, encode_error("method " + req.method + " is not allowed on " + req.path +
-                                                 "; it takes " + allow));
+        return reply_json(res, 405,
+                          encode_error("method " + req.method + " is not allowed on " + req.path +
+                                       "; it takes " + allow));
       }
       return reply_json(res, 404, encode_error("no route " + req.method + " " + req.path));
     }
-    if (res.status == 413) return reply_json(res, 413, encode_error("request body exceeds the size limit"));
+    if (res.status == 413)
+      return reply_json(res, 413, encode_error("request body exceeds the size limit"));
     if (res.status == 400) return reply_json(res, 400, encode_error("malformed HTTP request"));
     reply_json(res, res.status, encode_error("HTTP " + std::to_string(res.status)));
   });
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    reply_json(res, 500, encode_error("internal error: " + what));
-  });
-  s.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, "{}"); });
+  s.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        reply_json(res, 500, encode_error("internal error: " + what));
+      });
+  s.Get("/v2/health/live",
+        [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, "{}"); });
   s.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
     auto answered = wait(rt.list_models("", 1), std::chrono::seconds(2));
-    if (!answered) return reply_json(res, 503, encode_error("not ready: " + answered.error().message));
+    if (!answered)
+      return reply_json(res, 503, encode_error("not ready: " + answered.error().message));
     reply_json(res, 200, "{}");
   });
   s.Get("/v2", [](const httplib::Request&, httplib::Response& res) {
-    reply_json(res, 200, json{{"name", "warm"}, {"version", "0.1.0"}, {"extensions", {"model_repository", "metrics", "binary_tensor_data"}}}.dump());
+    reply_json(res, 200,
+               json{{"name", "warm"},
+                    {"version", "0.1.0"},
+                    {"extensions", {"model_repository", "metrics", "binary_tensor_data"}}}
+                   .dump());
   });
-  s.Get(R"(/v2/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) { metadata(req, res); });
-  s.Get(R"(/v2/models/([^/]+)/versions/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    auto target = served_version(req.matches[1], req.matches[2]);
-    if (!target) return reply_error(res, target.error());
-    auto described = v2::describe(rt, req.matches[1], *target, options.request_timeout);
-    if (!described) return reply_error(res, described.error());
-    reply_json(res, 200, encode_model_metadata(req.matches[1], described->meta, described->versions));
-  });
-  s.Get(R"(/v2/models/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) { model_ready(req, res); });
-  s.Get(R"(/v2/models/([^/]+)/versions/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) {
-    auto target = served_version(req.matches[1], req.matches[2]);
-    if (!target) return reply_error(res, target.error());
-    model_ready(req, res, *target);
-  });
+  s.Get(R"(/v2/models/([^/]+))",
+        [this](const httplib::Request& req, httplib::Response& res) { metadata(req, res); });
+  s.Get(R"(/v2/models/([^/]+)/versions/([^/]+))",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto target = served_version(req.matches[1], req.matches[2]);
+          if (!target) return reply_error(res, target.error());
+          auto described = v2::describe(rt, req.matches[1], *target, options.request_timeout);
+          if (!described) return reply_error(res, described.error());
+          reply_json(res, 200,
+                     encode_model_metadata(req.matches[1], described->meta, described->versions));
+        });
+  s.Get(R"(/v2/models/([^/]+)/ready)",
+        [this](const httplib::Request& req, httplib::Response& res) { model_ready(req, res); });
+  s.Get(R"(/v2/models/([^/]+)/versions/([^/]+)/ready)",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          auto target = served_version(req.matches[1], req.matches[2]);
+          if (!target) return reply_error(res, target.error());
+          model_ready(req, res, *target);
+        });
   s.Post(R"(/v2/models/([^/]+)/infer)",
-         with_body(options.max_request_bytes, [this](const httplib::Request& req, const std::string& body,
-                                                     httplib::Response& res) { infer(req, body, res); }));
-  s.Post(R"(/v2/models/([^/]+)/versions/([^/]+)/infer)",
-         with_body(options.max_request_bytes, [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
-           auto target = served_version(req.matches[1], req.matches[2]);
-           if (!target) return reply_error(res, target.error());
-           infer(req, body, res, *target);
-         }));
+         with_body(options.max_request_bytes,
+                   [this](const httplib::Request& req, const std::string& body,
+                          httplib::Response& res) { infer(req, body, res); }));
+  s.Post(
+      R"(/v2/models/([^/]+)/versions/([^/]+)/infer)",
+      with_body(options.max_request_bytes, [this](const httplib::Request& req,
+                                                  const std::string& body, httplib::Response& res) {
+        auto target = served_version(req.matches[1], req.matches[2]);
+        if (!target) return reply_error(res, target.error());
+        infer(req, body, res, *target);
+      }));
   const auto control_bytes = control_body_limit(options.max_request_bytes);
   s.Post("/v2/repository/index",
-         with_body(control_bytes, [this](const httplib::Request&, const std::string& body, httplib::Response& res) { index(body, res); }));
+         with_body(control_bytes, [this](const httplib::Request&, const std::string& body,
+                                         httplib::Response& res) { index(body, res); }));
   s.Post(R"(/v2/repository/models/([^/]+)/load)",
-         with_body(control_bytes, [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
+         with_body(control_bytes, [this](const httplib::Request& req, const std::string& body,
+                                         httplib::Response& res) {
            if (auto ok = check_control_body(body); !ok) return reply_error(res, ok.error());
            auto done = v2::load(rt, req.matches[1], options.request_timeout);
            if (!done) return reply_error(res, done.error());
            reply_json(res, 200, "{}");
          }));
   s.Post(R"(/v2/repository/models/([^/]+)/unload)",
-         with_body(control_bytes, [this](const httplib::Request& req, const std::string& body, httplib::Response& res) {
+         with_body(control_bytes, [this](const httplib::Request& req, const std::string& body,
+                                         httplib::Response& res) {
            if (auto ok = check_control_body(body); !ok) return reply_error(res, ok.error());
            auto done = wait(rt.unload(req.matches[1]), options.request_timeout);
            if (!done) return reply_error(res, done.error());
@@ -377,29 +421,34 @@ void front::impl::routes() {
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
 }
 
-void front::impl::infer(const httplib::Request& req, const std::string& body, httplib::Response& res,
-                        std::string target) {
+void front::impl::infer(const httplib::Request& req, const std::string& body,
+                        httplib::Response& res, std::string target) {
   std::optional<std::size_t> json_length;  // the binary tensor data extension's header
   if (req.has_header(json_length_header)) {
     auto value = req.get_header_value(json_length_header);
     std::size_t n = 0;
     auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
     if (value.empty() || ec != std::errc() || end != value.data() + value.size())
-      return reply_error(res, make_error(errc::invalid_argument, std::string(json_length_header) +
-                                                                     " must be a byte count, not \"" + value + "\""));
+      return reply_error(res, make_error(errc::invalid_argument,
+                                         std::string(json_length_header) +
+                                             " must be a byte count, not \"" + value + "\""));
     json_length = n;
   }
   // Room to decode first: many large bodies at once are decoded a few at a time.
-  const std::uint64_t json_bytes = json_length ? std::min<std::uint64_t>(*json_length, body.size()) : body.size();
-  auto room = decoding.acquire(decode_budget::estimate(json_bytes, body.size() - json_bytes), options.decode_wait);
+  const std::uint64_t json_bytes =
+      json_length ? std::min<std::uint64_t>(*json_length, body.size()) : body.size();
+  auto room = decoding.acquire(decode_budget::estimate(json_bytes, body.size() - json_bytes),
+                               options.decode_wait);
   if (!room)
-    return reply_error(res, make_error(errc::unavailable, "too many request bodies are being decoded; retry later"));
+    return reply_error(res, make_error(errc::unavailable,
+                                       "too many request bodies are being decoded; retry later"));
   auto decoded = decode_infer_request(body, options.limits, json_length);
   if (!decoded) return reply_error(res, decoded.error());
   decoded->request.target = target.empty() ? std::string(req.matches[1]) : std::move(target);
   auto result = wait(rt.infer(std::move(decoded->request)), options.request_timeout);
   if (!result) return reply_error(res, result.error());
-  if (auto chosen = v2::select_outputs(*result, decoded->outputs); !chosen) return reply_error(res, chosen.error());
+  if (auto chosen = v2::select_outputs(*result, decoded->outputs); !chosen)
+    return reply_error(res, chosen.error());
   // Each output as it asked (binary_outputs); the binary extension's framing once any is binary.
   const auto binary = binary_outputs(*decoded, result->outputs.size());
   if (std::find(binary.begin(), binary.end(), true) == binary.end())
@@ -418,17 +467,20 @@ void front::impl::metadata(const httplib::Request& req, httplib::Response& res) 
   reply_json(res, 200, encode_model_metadata(name, described->meta, described->versions));
 }
 
-expected<std::string> front::impl::served_version(const std::string& model, const std::string& version) {
+expected<std::string> front::impl::served_version(const std::string& model,
+                                                  const std::string& version) {
   return v2::version_target(rt, model, version, options.request_timeout);
 }
 
-void front::impl::model_ready(const httplib::Request& req, httplib::Response& res, std::string target) {
+void front::impl::model_ready(const httplib::Request& req, httplib::Response& res,
+                              std::string target) {
   if (target.empty()) target = req.matches[1];
   auto state = v2::state_of(rt, target, options.request_timeout);
   if (!state) return reply_error(res, state.error());
   if (*state != model_state::loaded)
-    return reply_json(res, 400, encode_error("model '" + target + "' is " +
-                                             std::string(to_string(*state)) + ", not LOADED"));
+    return reply_json(res, 400,
+                      encode_error("model '" + target + "' is " + std::string(to_string(*state)) +
+                                   ", not LOADED"));
   reply_json(res, 200, "{}");
 }
 
@@ -436,18 +488,21 @@ void front::impl::index(const std::string& text, httplib::Response& res) {
   bool ready_only = false;
   if (!text.empty()) {
     auto body = json::parse(text, nullptr, false);
-    if (body.is_discarded() || !body.is_object()) return reply_json(res, 400, encode_error("body must be a JSON object"));
+    if (body.is_discarded() || !body.is_object())
+      return reply_json(res, 400, encode_error("body must be a JSON object"));
     if (auto ready = body.find("ready"); ready != body.end()) {
-      if (!ready->is_boolean()) return reply_json(res, 400, encode_error("\"ready\" must be true or false"));
+      if (!ready->is_boolean())
+        return reply_json(res, 400, encode_error("\"ready\" must be true or false"));
       ready_only = ready->get<bool>();
     }
   }
   auto models = wait(rt.list_models(), options.request_timeout);
   if (!models) return reply_error(res, models.error());
   if (ready_only)
-    models->erase(std::remove_if(models->begin(), models->end(),
-                                 [](const model_status& m) { return m.state != model_state::loaded; }),
-                  models->end());
+    models->erase(
+        std::remove_if(models->begin(), models->end(),
+                       [](const model_status& m) { return m.state != model_state::loaded; }),
+        models->end());
   reply_json(res, 200, encode_repository_index(*models));
 }
 
@@ -467,7 +522,8 @@ void front::impl::metrics(httplib::Response& res) {
 }
 
 expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options) {
-  if (options.threads == 0) return make_error(errc::invalid_argument, "the HTTP front needs at least one thread");
+  if (options.threads == 0)
+    return make_error(errc::invalid_argument, "the HTTP front needs at least one thread");
   if (auto problem = net::access_problem(options, "HTTP"); !problem.empty())
     return make_error(errc::invalid_argument, problem);
   auto i = std::make_unique<impl>(rt, std::move(options));
@@ -488,7 +544,8 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
   gate.max_buffered_body_bytes = i->options.max_buffered_body_bytes;
   gate.max_connections = i->options.max_connections;
   gate.max_connections_per_address = i->options.max_connections_per_address;
-  gate.classify = [max = i->options.max_request_bytes](std::string_view method, std::string_view target) {
+  gate.classify = [max = i->options.max_request_bytes](std::string_view method,
+                                                       std::string_view target) {
     return classify(max, method, target);
   };
   gate.log = i->options.log;
@@ -503,9 +560,12 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
   i->routes();
   std::string why;
   std::uint16_t bound = 0;
-  int fd = tcp ? net::listen_tcp(i->options.host, i->options.port, bound, why) : net::listen_unix(i->options.unix_path, why);
+  int fd = tcp ? net::listen_tcp(i->options.host, i->options.port, bound, why)
+               : net::listen_unix(i->options.unix_path, why);
   if (fd < 0)
-    return make_error(why.find("not a socket") != std::string::npos ? errc::invalid_argument : errc::unavailable, why);
+    return make_error(
+        why.find("not a socket") != std::string::npos ? errc::invalid_argument : errc::unavailable,
+        why);
   i->port = bound;
   auto* raw = i.get();
   i->listener = std::make_unique<socket_acceptor>(
@@ -520,7 +580,9 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
 
 front::front(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
 
-front::~front() { stop(); }
+front::~front() {
+  stop();
+}
 
 void front::stop() {
   if (impl_->stopped) return;
@@ -533,17 +595,22 @@ void front::stop() {
 expected<void> front::set_tls(std::shared_ptr<const net::tls_material> tls) {
   if (!impl_->options.unix_path.empty()) return {};
   const bool serving_tls = impl_->current_tls() != nullptr;
-  if (!tls && serving_tls) return make_error(errc::invalid_argument, "TLS cannot be turned off while serving");
-  if (tls && !serving_tls) return make_error(errc::invalid_argument, "TLS cannot be turned on while serving");
+  if (!tls && serving_tls)
+    return make_error(errc::invalid_argument, "TLS cannot be turned off while serving");
+  if (tls && !serving_tls)
+    return make_error(errc::invalid_argument, "TLS cannot be turned on while serving");
   if (!tls) return {};
-  auto context = net::ssl_server::make(*tls, "http/1.1");  // outside the lock: new connections do not wait for it
+  auto context = net::ssl_server::make(
+      *tls, "http/1.1");  // outside the lock: new connections do not wait for it
   if (!context) return context.error();
   std::lock_guard<std::mutex> lock(impl_->tls_mutex);
   impl_->tls = std::move(*context);
   return {};
 }
 
-std::uint16_t front::port() const { return static_cast<std::uint16_t>(impl_->port); }
+std::uint16_t front::port() const {
+  return static_cast<std::uint16_t>(impl_->port);
+}
 
 std::string front::address() const {
   if (!impl_->options.unix_path.empty()) return "unix:" + impl_->options.unix_path;

@@ -68,7 +68,8 @@ struct front_options : net::front_access {
   std::uint64_t max_buffered_body_bytes = 256ull << 20;
   std::size_t max_connections = 1024;
   std::size_t max_connections_per_address = 64;
-  // Told of refused connections (a line each, without a trailing newline); any thread; may be empty.
+  // Told of refused connections (a line each, without a trailing newline); any thread; may be
+  // empty.
   std::function<void(const std::string&)> log;
   bool per_model_metrics = false;  // warm_model_*{model="…"} series on /metrics
   // More families for /metrics, in Prometheus text (each line ending in a newline), appended to
@@ -80,8 +81,8 @@ class front {
  public:
   // Binds host:port and starts serving before it returns. invalid_argument for a non-loopback
   // host without allow_remote, allow_remote without a token, threads == 0, or TLS material that
-  // OpenSSL does not take (net/tls_server.hpp); unavailable when the address cannot be bound. `rt` is
-  // borrowed and must outlive the front. options.tls is ignored on a unix socket.
+  // OpenSSL does not take (net/tls_server.hpp); unavailable when the address cannot be bound. `rt`
+  // is borrowed and must outlive the front. options.tls is ignored on a unix socket.
   static expected<std::unique_ptr<front>> start(runtime& rt, front_options options);
   ~front();  // stop()s if needed
 

@@ -4,8 +4,9 @@
 // An inference request is {"id"?, "parameters"?, "inputs": [{"name", "shape", "datatype", "data",
 // "parameters"?}], "outputs"?: [{"name"}]}. `data` is flat or nested row-major; its element count
 // must equal the shape's product, each element representable in the datatype (FP32, FP16, BF16,
-// FP64, INT8..64, UINT8..64, BOOL as true/false); anything else is a clear invalid_argument. Nothing from the body is trusted: nesting depth, element
-// counts and tensor bytes are bounded before anything is allocated for them.
+// FP64, INT8..64, UINT8..64, BOOL as true/false); anything else is a clear invalid_argument.
+// Nothing from the body is trusted: nesting depth, element counts and tensor bytes are bounded
+// before anything is allocated for them.
 //
 // The binary tensor data extension: a request with the header Inference-Header-Content-Length: N
 // carries its JSON in the body's first N bytes and tensor data after it. An input with
@@ -36,8 +37,10 @@ struct v2_request {
   infer_request request;       // target left empty: the URL names the model
   std::string id;              // echoed in the response when given
   bool binary_output = false;  // the request's binary_data_output: the default of every output
-  std::vector<std::string> outputs;  // the outputs asked for, in order; empty: all (v2::select_outputs)
-  std::vector<bool> output_binary;   // outputs[i] as binary data: its binary_data, else binary_output
+  std::vector<std::string>
+      outputs;  // the outputs asked for, in order; empty: all (v2::select_outputs)
+  std::vector<bool>
+      output_binary;  // outputs[i] as binary data: its binary_data, else binary_output
 };
 
 // Whether each output of the answer to `request` goes as binary data, in the answer's order once
@@ -60,11 +63,12 @@ expected<v2_request> decode_infer_request(std::string_view body, const decode_li
 // order; a missing one is false) has "parameters": {"binary_data_size": K} instead of "data",
 // and its K bytes (little-endian) follow the JSON, binary outputs in output order; *json_length,
 // when given, is set to the JSON's length (the answer's Inference-Header-Content-Length).
-std::string encode_infer_response(const infer_result& result, const std::string& id, const std::vector<bool>& binary,
+std::string encode_infer_response(const infer_result& result, const std::string& id,
+                                  const std::vector<bool>& binary,
                                   std::size_t* json_length = nullptr);
 // The same with every output binary (`binary`) or every output JSON.
-std::string encode_infer_response(const infer_result& result, const std::string& id, bool binary = false,
-                                  std::size_t* json_length = nullptr);
+std::string encode_infer_response(const infer_result& result, const std::string& id,
+                                  bool binary = false, std::size_t* json_length = nullptr);
 
 // GET /v2/models/{m}: {"name", "versions", "platform", "inputs", "outputs", "parameters"}, the
 // model's own tensors with -1 for dynamic dimensions (the batch). `name` is what the client asked

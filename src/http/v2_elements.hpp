@@ -12,7 +12,8 @@ namespace warm::http {
 enum class element_fault {
   none,
   not_integer,   // an integer datatype, and the number has a fraction
-  out_of_range,  // the datatype cannot hold it (an integer's range; a float that rounds to infinity)
+  out_of_range,  // the datatype cannot hold it (an integer's range; a float that rounds to
+                 // infinity)
 };
 
 // Writes `value` as one little-endian element of `type` at `at` (dtype_size(type) bytes), or

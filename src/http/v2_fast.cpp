@@ -208,7 +208,8 @@ std::optional<v2_request> fast_decode_infer_request(std::string_view json,
       bool binary = out.binary_output;  // the request's default unless the output says
       if (o.size() == 2) {
         auto params = o["parameters"];
-        if (params.error() || !flag_only(params.value(), "binary_data", binary)) return std::nullopt;
+        if (params.error() || !flag_only(params.value(), "binary_data", binary))
+          return std::nullopt;
       }
       out.output_binary.push_back(binary);
     }

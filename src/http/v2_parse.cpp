@@ -15,9 +15,12 @@ using json = nlohmann::json;
 // inputs[i].data, which it turns into floats itself.
 class request_sax {
  public:
-  request_sax(parsed_request& out, const parse_bounds& bounds) : out_(out), bounds_(bounds), dom_(out.root, false) {}
+  request_sax(parsed_request& out, const parse_bounds& bounds)
+      : out_(out), bounds_(bounds), dom_(out.root, false) {}
 
-  bool null() { return in_data() ? not_a_number("null") : other_scalar([&] { return dom_.null(); }); }
+  bool null() {
+    return in_data() ? not_a_number("null") : other_scalar([&] { return dom_.null(); });
+  }
   bool boolean(bool v) {
     if (!in_data()) return other_scalar([&] { return dom_.boolean(v); });
     if (skip_depth_ == 0 && current_) ++current_->booleans;
@@ -28,7 +31,8 @@ class request_sax {
                      : other_scalar([&] { return dom_.number_integer(v); });
   }
   bool number_unsigned(json::number_unsigned_t v) {
-    if (in_data()) return integer(v > static_cast<json::number_unsigned_t>(exact_limit), static_cast<double>(v));
+    if (in_data())
+      return integer(v > static_cast<json::number_unsigned_t>(exact_limit), static_cast<double>(v));
     if (in_shape()) {
       declared().shape.push_back(v);
       return scalar([&] { return dom_.number_unsigned(v); });
@@ -48,7 +52,8 @@ class request_sax {
   }
 
   bool start_object(std::size_t n) {
-    if (in_data_mode() || at_data()) {  // an object in data (or as data): refused, its contents skipped
+    if (in_data_mode() ||
+        at_data()) {  // an object in data (or as data): refused, its contents skipped
       if (!in_data_mode()) {
         begin_data();
         if (!dom_.null()) return false;
@@ -108,7 +113,10 @@ class request_sax {
   std::vector<std::string> repeated() const {
     std::vector<std::string> out;
     for (const auto& d : declared_)
-      out.push_back(d.datatype_seen > 1 ? "datatype" : d.shape_seen > 1 ? "shape" : d.data_seen > 1 ? "data" : "");
+      out.push_back(d.datatype_seen > 1 ? "datatype"
+                    : d.shape_seen > 1  ? "shape"
+                    : d.data_seen > 1   ? "data"
+                                        : "");
     return out;
   }
 
@@ -130,18 +138,19 @@ class request_sax {
 
   // Whether the value beginning now is an input's "data": root{"inputs": [ {"data": HERE} ]}.
   bool at_data() const {
-    return frames_.size() == 3 && frames_[0].object && frames_[0].key == "inputs" && !frames_[1].object &&
-           frames_[2].object && frames_[2].key == "data";
+    return frames_.size() == 3 && frames_[0].object && frames_[0].key == "inputs" &&
+           !frames_[1].object && frames_[2].object && frames_[2].key == "data";
   }
   // Whether the value beginning now is inputs[i][key].
   bool at_input_key(const char* key) const {
-    return frames_.size() == 3 && frames_[0].object && frames_[0].key == "inputs" && !frames_[1].object &&
-           frames_[2].object && frames_[2].key == key;
+    return frames_.size() == 3 && frames_[0].object && frames_[0].key == "inputs" &&
+           !frames_[1].object && frames_[2].object && frames_[2].key == key;
   }
   // Whether the value beginning now is an element of inputs[i]["shape"].
   bool in_shape() const {
-    return frames_.size() == 4 && frames_[0].object && frames_[0].key == "inputs" && !frames_[1].object &&
-           frames_[2].object && frames_[2].key == "shape" && !frames_[3].object;
+    return frames_.size() == 4 && frames_[0].object && frames_[0].key == "inputs" &&
+           !frames_[1].object && frames_[2].object && frames_[2].key == "shape" &&
+           !frames_[3].object;
   }
   declaration& declared() {
     std::size_t input = frames_[1].index - 1;
@@ -231,7 +240,8 @@ class request_sax {
       if (d.count < d.expected && d.fault == element_fault::none) {
         const std::size_t size = dtype_size(*d.type), at = d.bytes.size();
         d.bytes.resize(at + size);
-        if (auto fault = put_element(v, *d.type, d.bytes.data() + at); fault != element_fault::none) {
+        if (auto fault = put_element(v, *d.type, d.bytes.data() + at);
+            fault != element_fault::none) {
           d.fault = fault;
           d.fault_at = d.count;
           d.bytes.resize(at);
@@ -284,7 +294,8 @@ expected<parsed_request> parse_request(std::string_view body, const parse_bounds
   request_sax sax(out, bounds);
   bool ok = json::sax_parse(body.begin(), body.end(), &sax, json::input_format_t::json, true);
   if (!ok || !sax.error().empty())
-    return make_error(errc::invalid_argument, sax.error().empty() ? "request is not valid JSON" : sax.error());
+    return make_error(errc::invalid_argument,
+                      sax.error().empty() ? "request is not valid JSON" : sax.error());
   out.repeated = sax.repeated();
   return out;
 }

@@ -44,8 +44,8 @@ struct data_values {
 };
 
 struct parsed_request {
-  nlohmann::json root;             // the body, each input's "data" replaced by null
-  std::vector<data_values> data;   // by input index (inputs[i]); shorter when inputs are fewer
+  nlohmann::json root;            // the body, each input's "data" replaced by null
+  std::vector<data_values> data;  // by input index (inputs[i]); shorter when inputs are fewer
   // By input index: the first of "datatype", "shape" and "data" the input holds more than once
   // (empty: none). Such an input is refused: which one counts would be the parser's choice.
   std::vector<std::string> repeated;

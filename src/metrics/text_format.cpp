@@ -16,9 +16,12 @@ bool name_char(char c, bool first, bool colon) {
 
 const char* kind_name(kind k) {
   switch (k) {
-    case kind::counter: return "counter";
-    case kind::gauge: return "gauge";
-    case kind::histogram: return "histogram";
+    case kind::counter:
+      return "counter";
+    case kind::gauge:
+      return "gauge";
+    case kind::histogram:
+      return "histogram";
   }
   return "untyped";
 }
@@ -43,10 +46,14 @@ std::string escape_label_value(std::string_view value) {
   std::string out;
   out.reserve(value.size());
   for (char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -55,9 +62,12 @@ std::string escape_help(std::string_view help) {
   std::string out;
   out.reserve(help.size());
   for (char c : help) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -71,7 +81,8 @@ std::string format_value(double value) {
 }
 
 void text_writer::family(std::string_view name, kind k, std::string_view help) {
-  if (!valid_metric_name(name)) throw std::invalid_argument("invalid metric name '" + std::string(name) + "'");
+  if (!valid_metric_name(name))
+    throw std::invalid_argument("invalid metric name '" + std::string(name) + "'");
   if (std::find(seen_.begin(), seen_.end(), name) != seen_.end())
     throw std::invalid_argument("metric family '" + std::string(name) + "' written twice");
   seen_.emplace_back(name);
@@ -81,21 +92,23 @@ void text_writer::family(std::string_view name, kind k, std::string_view help) {
   out_ += "# TYPE " + name_ + " " + kind_name(k) + "\n";
 }
 
-void text_writer::series(std::string_view suffix, const labels& l, const std::pair<std::string, std::string>* extra,
-                         double value) {
+void text_writer::series(std::string_view suffix, const labels& l,
+                         const std::pair<std::string, std::string>* extra, double value) {
   out_ += name_;
   out_ += suffix;
   if (!l.empty() || extra) {
     out_ += '{';
     bool first = true;
     auto put = [&](const std::pair<std::string, std::string>& label) {
-      if (!valid_label_name(label.first) || (label.first == "le" && kind_ == kind::histogram && &label != extra))
+      if (!valid_label_name(label.first) ||
+          (label.first == "le" && kind_ == kind::histogram && &label != extra))
         throw std::invalid_argument("invalid label name '" + label.first + "' on " + name_);
       if (!first) out_ += ',';
       first = false;
       out_ += label.first + "=\"" + escape_label_value(label.second) + "\"";
     };
-    for (auto& label : l) put(label);
+    for (auto& label : l)
+      put(label);
     if (extra) put(*extra);
     out_ += '}';
   }
@@ -106,7 +119,8 @@ void text_writer::series(std::string_view suffix, const labels& l, const std::pa
 
 void text_writer::sample(const labels& l, double value) {
   if (name_.empty()) throw std::invalid_argument("a sample before any family");
-  if (kind_ == kind::histogram) throw std::invalid_argument(name_ + " is a histogram: write it with histogram()");
+  if (kind_ == kind::histogram)
+    throw std::invalid_argument(name_ + " is a histogram: write it with histogram()");
   series("", l, nullptr, value);
 }
 

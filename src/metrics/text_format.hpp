@@ -34,7 +34,8 @@ class text_writer {
   const std::string& text() const { return out_; }
 
  private:
-  void series(std::string_view suffix, const labels& l, const std::pair<std::string, std::string>* extra, double value);
+  void series(std::string_view suffix, const labels& l,
+              const std::pair<std::string, std::string>* extra, double value);
 
   std::string out_;
   std::string name_;

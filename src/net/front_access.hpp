@@ -13,7 +13,7 @@ struct tls_material;
 
 struct front_access {
   std::string host = "127.0.0.1";
-  std::uint16_t port = 0;     // 0: any free port
+  std::uint16_t port = 0;  // 0: any free port
   // Non-empty: listen on this unix socket instead of host:port (net/listen.hpp: mode 0600,
   // and no token is asked there).
   std::string unix_path;

@@ -38,7 +38,8 @@ std::string clear_stale_socket(const std::string& path) {
   ::close(fd);
   if (rc == 0) return path + " is in use by another server";
   if (err != ECONNREFUSED && err != ENOENT) return path + ": " + std::strerror(err);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return "cannot remove " + path + ": " + std::strerror(errno);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return "cannot remove " + path + ": " + std::strerror(errno);
   return {};
 }
 
@@ -67,7 +68,8 @@ int listen_unix(const std::string& path, std::string& why) {
   return fd;
 }
 
-int listen_tcp(const std::string& host, std::uint16_t port, std::uint16_t& bound_port, std::string& why) {
+int listen_tcp(const std::string& host, std::uint16_t port, std::uint16_t& bound_port,
+               std::string& why) {
   const std::string where = host + ":" + std::to_string(port);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -103,8 +105,9 @@ int listen_tcp(const std::string& host, std::uint16_t port, std::uint16_t& bound
   sockaddr_storage bound{};
   socklen_t length = sizeof bound;
   ::getsockname(listening, reinterpret_cast<sockaddr*>(&bound), &length);
-  bound_port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                                 : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  bound_port =
+      ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   return listening;
 }
 

@@ -26,6 +26,7 @@ int listen_unix(const std::string& path, std::string& why);
 // A listening TCP socket on host:port (port 0: any free one; `bound_port` gets the one bound),
 // non-blocking, close-on-exec, SO_REUSEADDR, backlog SOMAXCONN; the first of the host's addresses
 // that can be bound. -1 with `why` set ("cannot listen on HOST:PORT: …") when none can.
-int listen_tcp(const std::string& host, std::uint16_t port, std::uint16_t& bound_port, std::string& why);
+int listen_tcp(const std::string& host, std::uint16_t port, std::uint16_t& bound_port,
+               std::string& why);
 
 }  // namespace warm::net

@@ -36,7 +36,8 @@ login_limiter::bucket& login_limiter::find(const std::string& peer, clock::time_
     const std::string& key = buckets_.size() >= options_.max_peers ? overflow_peer : peer;
     it = buckets_.find(key);
     if (it == buckets_.end())
-      it = buckets_.emplace(key, bucket{static_cast<double>(options_.failures_per_minute), now}).first;
+      it = buckets_.emplace(key, bucket{static_cast<double>(options_.failures_per_minute), now})
+               .first;
   }
   refill(it->second, now);
   return it->second;
@@ -51,14 +52,16 @@ bool login_limiter::allow(const std::string& peer, const std::string& front, clo
     if (b.tokens >= 1) return true;
     if (retry_after) {
       double seconds = (1 - b.tokens) * 60.0 / options_.failures_per_minute;
-      *retry_after = std::chrono::seconds(std::max<long long>(1, static_cast<long long>(std::ceil(seconds - 1e-6))));
+      *retry_after = std::chrono::seconds(
+          std::max<long long>(1, static_cast<long long>(std::ceil(seconds - 1e-6))));
     }
   }
   report(peer, front, true);
   return false;
 }
 
-void login_limiter::failed(const std::string& peer, const std::string& front, clock::time_point now) {
+void login_limiter::failed(const std::string& peer, const std::string& front,
+                           clock::time_point now) {
   if (options_.failures_per_minute > 0) {
     std::lock_guard lock(mutex_);
     auto& b = find(peer, now);

@@ -1,6 +1,6 @@
 // Failed logins, counted and rate-limited per peer address: shared by warmd's two authenticated
-// fronts (the Cap'n Proto authenticator, src/rpc/authenticator.cpp, and the HTTP front's bearer token,
-// src/http/http_front.cpp), so a peer's budget is the same whichever front it guesses on.
+// fronts (the Cap'n Proto authenticator, src/rpc/authenticator.cpp, and the HTTP front's bearer
+// token, src/http/http_front.cpp), so a peer's budget is the same whichever front it guesses on.
 #pragma once
 
 #include <chrono>
@@ -30,8 +30,9 @@ class login_limiter {
   using clock = std::chrono::steady_clock;
 
   struct options {
-    std::uint32_t failures_per_minute = 10;  // a peer's budget (0: no limit, failures still reported)
-    std::size_t max_peers = 4096;            // peers tracked at once (at least 1)
+    std::uint32_t failures_per_minute =
+        10;                        // a peer's budget (0: no limit, failures still reported)
+    std::size_t max_peers = 4096;  // peers tracked at once (at least 1)
     // Told of each failure: the peer, the front ("rpc", "http"), and whether the attempt was
     // refused by the limit (true) or was a wrong token (false). Never sees the token.
     std::function<void(const std::string& peer, const std::string& front, bool limited)> on_failure;

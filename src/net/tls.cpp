@@ -21,7 +21,9 @@ struct failure {
   std::string message;
 };
 
-failure bad(const std::string& file, const std::string& what) { return {"TLS: " + file + ": " + what}; }
+failure bad(const std::string& file, const std::string& what) {
+  return {"TLS: " + file + ": " + what};
+}
 
 // A file's bytes, or why not.
 struct file_text {
@@ -93,7 +95,8 @@ bool load_tls(const tls_files& files, tls_material& out, std::string& error) {
   if (!files.client_ca.empty()) {
     auto ca = read_file(files.client_ca, false);
     if (!ca.error.empty()) return refuse({ca.error});
-    if (pem_certificates(ca.text).empty()) return refuse(bad(files.client_ca, "holds no PEM certificate"));
+    if (pem_certificates(ca.text).empty())
+      return refuse(bad(files.client_ca, "holds no PEM certificate"));
     m.client_ca_pem = std::move(ca.text);
   }
 
@@ -114,8 +117,8 @@ bool load_tls(const tls_files& files, tls_material& out, std::string& error) {
 }
 
 std::string describe(const tls_material& m, const tls_files& files) {
-  std::string line = "TLS with " + (m.subject.empty() ? std::string("a certificate") : m.subject) + " (" +
-                     (m.expired ? "EXPIRED " : "expires ") + m.not_after + ")";
+  std::string line = "TLS with " + (m.subject.empty() ? std::string("a certificate") : m.subject) +
+                     " (" + (m.expired ? "EXPIRED " : "expires ") + m.not_after + ")";
   if (!m.client_ca_pem.empty()) line += ", clients need a certificate from " + files.client_ca;
   return line;
 }

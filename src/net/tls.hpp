@@ -11,8 +11,8 @@ namespace warm::net {
 
 // The files, as given (--tls-cert, --tls-key, --tls-client-ca).
 struct tls_files {
-  std::string cert;       // PEM: the certificate chain, leaf first
-  std::string key;        // PEM: the leaf's private key (unencrypted); group and others may not read it
+  std::string cert;  // PEM: the certificate chain, leaf first
+  std::string key;   // PEM: the leaf's private key (unencrypted); group and others may not read it
   std::string client_ca;  // PEM: CAs one of which must have signed a client's certificate (mutual
                           // TLS); empty: clients present none
   bool enabled() const { return !cert.empty() || !key.empty(); }
@@ -31,8 +31,8 @@ struct tls_material {
 // The largest file read as a certificate, key or CA bundle.
 inline constexpr std::uint64_t max_tls_file_bytes = 1 << 20;
 
-// Reads and checks a set into `out`. False, with `error` naming the file (never a key's bytes), when:
-// only one of cert and key is given; a file is missing, not a regular file, or over
+// Reads and checks a set into `out`. False, with `error` naming the file (never a key's bytes),
+// when: only one of cert and key is given; a file is missing, not a regular file, or over
 // max_tls_file_bytes; the key file may be read or written by group or others (chmod 600 it); the
 // certificate chain, the key or the CA bundle does not parse as PEM; the key is not the leaf
 // certificate's. Blocking file reads: call it off event-loop threads, or at start.

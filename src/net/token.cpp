@@ -10,11 +10,15 @@ namespace {
 constexpr unsigned size_bits = sizeof(std::size_t) * CHAR_BIT;
 
 // 1 when x != 0, else 0, without a branch.
-std::size_t nonzero(std::size_t x) noexcept { return (x | (0 - x)) >> (size_bits - 1); }
+std::size_t nonzero(std::size_t x) noexcept {
+  return (x | (0 - x)) >> (size_bits - 1);
+}
 
 // All ones when a < b, else 0, without a branch. Both are object sizes or indices, so below
 // SIZE_MAX / 2, and a - b wraps to a value with its top bit set exactly when a < b.
-std::size_t less_mask(std::size_t a, std::size_t b) noexcept { return 0 - ((a - b) >> (size_bits - 1)); }
+std::size_t less_mask(std::size_t a, std::size_t b) noexcept {
+  return 0 - ((a - b) >> (size_bits - 1));
+}
 
 }  // namespace
 

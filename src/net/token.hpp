@@ -1,7 +1,7 @@
 // Comparing a presented secret (an access token) with the expected one without telling the
 // presenter, through the time taken, where they first differ or how long the expected one is.
-// Used by warmd's two authenticated fronts: the Cap'n Proto authenticator (src/rpc/authenticator.cpp)
-// and the HTTP front's bearer token (src/http/http_front.cpp).
+// Used by warmd's two authenticated fronts: the Cap'n Proto authenticator
+// (src/rpc/authenticator.cpp) and the HTTP front's bearer token (src/http/http_front.cpp).
 #pragma once
 
 #include <string_view>

@@ -31,7 +31,7 @@
 namespace warm::node {
 
 struct copy_rule {
-  double add_queue = 2.0;   // requests in flight per copy that call for more copies; 0: never
+  double add_queue = 2.0;  // requests in flight per copy that call for more copies; 0: never
   std::int64_t sustain_ms = 1000;
   double drop_queue = 0.5;  // per copy, with one copy fewer, below which a copy may go
   std::int64_t cool_ms = 60000;
@@ -48,8 +48,8 @@ struct copy_view {
   std::uint32_t copies = 1;  // live instances holding it, not draining, this one among them
   std::uint32_t room = 0;    // live instances that could take a copy: not holding or loading it,
                              // not draining, no recent failed load of it
-  std::optional<double> recent;  // this copy's mean queueing over the last sustain_ms
-  std::optional<double> slow;    // ... over the last cool_ms
+  std::optional<double> recent;     // this copy's mean queueing over the last sustain_ms
+  std::optional<double> slow;       // ... over the last cool_ms
   std::int64_t last_change_ms = 0;  // the model's last change of copies (unix ms; 0: none)
   bool cluster_full = false;
   std::int64_t now_ms = 0;
@@ -70,7 +70,8 @@ class queue_meter {
 
   // One sample at `now_ms` (not before the last): the models resident now, each with its
   // requests in flight. A model missing from a sample is no longer resident; its history goes.
-  void sample(std::int64_t now_ms, const std::vector<std::pair<std::string, std::uint32_t>>& resident);
+  void sample(std::int64_t now_ms,
+              const std::vector<std::pair<std::string, std::uint32_t>>& resident);
 
   // The mean of `model`'s samples taken within the last `window_ms` (≤ the horizon); nullopt
   // unless it was resident at every sample of the window and was first sampled at least
@@ -82,7 +83,7 @@ class queue_meter {
 
  private:
   struct history {
-    std::int64_t since_ms = 0;                               // first sampled resident
+    std::int64_t since_ms = 0;                                // first sampled resident
     std::deque<std::pair<std::int64_t, std::uint32_t>> busy;  // samples with requests in flight
   };
   std::int64_t horizon_ms_;

@@ -37,15 +37,15 @@
 namespace warm::node {
 
 struct membership_options {
-  std::vector<std::string> endpoints;   // etcd client URLs, at least one
+  std::vector<std::string> endpoints;  // etcd client URLs, at least one
   // How to reach a secured etcd: TLS files, user and password (etcd/client.hpp); its endpoints
   // and timeout are ignored (the fields here set them).
   etcd::options etcd_access;
-  std::string cluster = "warm";         // the cluster's name: its keys live under /warm/<cluster>/
-  std::string instance;                 // this instance's name, unique in the cluster
-  std::string address;                  // where peers reach this instance (Cap'n Proto)
-  std::string version;                  // warm's version, for the record
-  std::chrono::seconds lease_ttl{10};   // ≥ 2 (etcd's minimum)
+  std::string cluster = "warm";        // the cluster's name: its keys live under /warm/<cluster>/
+  std::string instance;                // this instance's name, unique in the cluster
+  std::string address;                 // where peers reach this instance (Cap'n Proto)
+  std::string version;                 // warm's version, for the record
+  std::chrono::seconds lease_ttl{10};  // ≥ 2 (etcd's minimum)
   std::chrono::milliseconds min_publish_interval{1000};
   std::chrono::milliseconds refresh_interval{10000};
   std::chrono::milliseconds etcd_timeout{2000};  // each etcd call's deadline
@@ -67,10 +67,10 @@ struct membership_status {
   std::string cluster;
   std::string instance;
   std::vector<std::string> endpoints;
-  bool joined = false;         // holds a lease and its record is published
-  std::int64_t lease = 0;      // the lease's id; 0 without one
-  std::string last_error;      // the last etcd failure, "" once a call succeeds again
-  std::vector<member> members; // by name; this instance among them once its record is seen
+  bool joined = false;          // holds a lease and its record is published
+  std::int64_t lease = 0;       // the lease's id; 0 without one
+  std::string last_error;       // the last etcd failure, "" once a call succeeds again
+  std::vector<member> members;  // by name; this instance among them once its record is seen
 };
 
 class membership {

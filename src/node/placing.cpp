@@ -13,7 +13,8 @@ const member* find_member(const std::vector<member>& members, const std::string&
 
 bool failed_on(const placement_inputs& in, const std::string& instance) {
   return std::any_of(in.failures.begin(), in.failures.end(), [&](const known_failure& f) {
-    return f.model == in.model && f.instance == instance && in.now_unix_ms - f.failed_unix_ms < in.failure_life_ms;
+    return f.model == in.model && f.instance == instance &&
+           in.now_unix_ms - f.failed_unix_ms < in.failure_life_ms;
   });
 }
 
@@ -23,8 +24,8 @@ bool excluded(const placement_inputs& in, const std::string& instance) {
 
 }  // namespace
 
-bool claim_is_live(const known_claim& c, const std::vector<member>& members, std::int64_t now_unix_ms,
-                   std::int64_t claim_life_ms) {
+bool claim_is_live(const known_claim& c, const std::vector<member>& members,
+                   std::int64_t now_unix_ms, std::int64_t claim_life_ms) {
   if (now_unix_ms - c.claim.claimed_unix_ms >= claim_life_ms) return false;
   const member* m = find_member(members, c.claim.instance);
   return m && !m->record.draining;
@@ -49,10 +50,15 @@ placement_decision decide_placement(const placement_inputs& in) {
   views.reserve(in.members.size());
   for (const auto& m : in.members) {
     auto v = view_of(m.record);
-    if (failed_on(in, m.record.name) || excluded(in, m.record.name)) v.draining = true;  // no candidate
+    if (failed_on(in, m.record.name) || excluded(in, m.record.name))
+      v.draining = true;  // no candidate
     for (const auto& c : in.claims) {
-      if (c.claim.instance != m.record.name || c.mod_revision <= m.mod_revision || c.model == in.model) continue;
-      if (m.record.holds(c.model) || !claim_is_live(c, in.members, in.now_unix_ms, in.claim_life_ms)) continue;
+      if (c.claim.instance != m.record.name || c.mod_revision <= m.mod_revision ||
+          c.model == in.model)
+        continue;
+      if (m.record.holds(c.model) ||
+          !claim_is_live(c, in.members, in.now_unix_ms, in.claim_life_ms))
+        continue;
       v.reserved += c.claim.bytes;
       ++v.reserved_loads;
     }
@@ -71,16 +77,19 @@ placement_decision decide_placement(const placement_inputs& in) {
   return out;
 }
 
-const holder* choose_holder(const std::vector<holder>& holders,
-                            const std::function<std::uint32_t(const std::string& address)>& requests) {
+const holder* choose_holder(
+    const std::vector<holder>& holders,
+    const std::function<std::uint32_t(const std::string& address)>& requests) {
   std::size_t eligible = 0;
-  for (const auto& h : holders) eligible += !h.self && !h.draining;
+  for (const auto& h : holders)
+    eligible += !h.self && !h.draining;
   const holder* best = nullptr;
   std::uint32_t best_requests = 0;
   for (const auto& h : holders) {
     if (h.self || h.draining) continue;
     const auto in_flight = eligible > 1 ? requests(h.address) : 0;
-    if (!best || in_flight < best_requests || (in_flight == best_requests && h.loads_in_flight < best->loads_in_flight)) {
+    if (!best || in_flight < best_requests ||
+        (in_flight == best_requests && h.loads_in_flight < best->loads_in_flight)) {
       best = &h;
       best_requests = in_flight;
     }

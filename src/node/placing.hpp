@@ -14,8 +14,9 @@
 //     decide with its reservation (rule 3), so concurrent placements cannot herd.
 //  3. Reservations: a live claim for another model counts its bytes as reserved on its instance,
 //     and its load as queued there, until that instance publishes a record written after the
-//     claim (a record that already counts the load), or lists the model as resident. So 50 cold models placed at once spread
-//     over the instances instead of herding onto the one that looked emptiest.
+//     claim (a record that already counts the load), or lists the model as resident. So 50 cold
+//     models placed at once spread over the instances instead of herding onto the one that looked
+//     emptiest.
 //  4. Failures: an instance where the model's load failed within failure_life is no candidate
 //     for it, and a claim naming it is not live (the model is placed again elsewhere).
 //  5. Excluded instances (those that hold the model already, when a copy is placed) are no
@@ -83,11 +84,12 @@ placement_decision decide_placement(const placement_inputs& in);
 // The copy a miss is forwarded to, among `holders` (by name): not this instance, not draining;
 // the fewest requests in flight to it from this instance (`requests`, asked only when there is a
 // choice), then the fewest loads in flight, then the first by name. nullptr when none is left.
-const holder* choose_holder(const std::vector<holder>& holders,
-                            const std::function<std::uint32_t(const std::string& address)>& requests);
+const holder* choose_holder(
+    const std::vector<holder>& holders,
+    const std::function<std::uint32_t(const std::string& address)>& requests);
 
 // Whether `c` still decides where its model loads (rule 1), among `members`.
-bool claim_is_live(const known_claim& c, const std::vector<member>& members, std::int64_t now_unix_ms,
-                   std::int64_t claim_life_ms);
+bool claim_is_live(const known_claim& c, const std::vector<member>& members,
+                   std::int64_t now_unix_ms, std::int64_t claim_life_ms);
 
 }  // namespace warm::node

@@ -21,7 +21,8 @@ bool allowed(std::string_view text, std::string_view extra) {
 // Reads one field of a decoded record, naming the key and field on any mismatch.
 class reader {
  public:
-  reader(const char* kind, const std::string& key, const json& object) : kind_(kind), key_(key), object_(object) {}
+  reader(const char* kind, const std::string& key, const json& object)
+      : kind_(kind), key_(key), object_(object) {}
 
   expected<std::string> text(const char* field) const {
     auto it = object_.find(field);
@@ -39,12 +40,14 @@ class reader {
     if (it == object_.end() || !it->is_number_integer()) return bad(field, "an integer");
     if (it->is_number_unsigned()) {
       auto v = it->get<std::uint64_t>();
-      if (v > static_cast<std::uint64_t>(std::numeric_limits<Int>::max())) return bad(field, "in range");
+      if (v > static_cast<std::uint64_t>(std::numeric_limits<Int>::max()))
+        return bad(field, "in range");
       return static_cast<Int>(v);
     }
     auto v = it->get<std::int64_t>();
     if (v < static_cast<std::int64_t>(std::numeric_limits<Int>::min()) ||
-        (v > 0 && static_cast<std::uint64_t>(v) > static_cast<std::uint64_t>(std::numeric_limits<Int>::max())))
+        (v > 0 && static_cast<std::uint64_t>(v) >
+                      static_cast<std::uint64_t>(std::numeric_limits<Int>::max())))
       return bad(field, "in range");
     return static_cast<Int>(v);
   }
@@ -62,7 +65,8 @@ class reader {
   }
 
   error bad(const std::string& field, const std::string& what) const {
-    return make_error(errc::invalid_argument, std::string(kind_) + " at " + key_ + ": " + field + " must be " + what);
+    return make_error(errc::invalid_argument,
+                      std::string(kind_) + " at " + key_ + ": " + field + " must be " + what);
   }
 
  private:
@@ -71,16 +75,17 @@ class reader {
   const json& object_;
 };
 
-#define WARM_TRY_SET(target, expr)       \
-  do {                                   \
-    auto value_ = (expr);                \
+#define WARM_TRY_SET(target, expr)                 \
+  do {                                             \
+    auto value_ = (expr);                          \
     if (!value_) return std::move(value_).error(); \
-    target = std::move(*value_);         \
+    target = std::move(*value_);                   \
   } while (0)
 
 expected<device_record> decode_device(const std::string& key, const json& j, std::size_t index) {
   std::string where = key + " devices[" + std::to_string(index) + "]";
-  if (!j.is_object()) return make_error(errc::invalid_argument, "instance record at " + where + ": not an object");
+  if (!j.is_object())
+    return make_error(errc::invalid_argument, "instance record at " + where + ": not an object");
   reader r("instance record", where, j);
   device_record d;
   WARM_TRY_SET(d.name, r.text("name"));
@@ -104,7 +109,8 @@ expected<device_record> decode_device(const std::string& key, const json& j, std
 }
 
 // An optional list of model ids (absent: none).
-expected<std::vector<std::string>> model_ids(const reader& r, const json& object, const char* field) {
+expected<std::vector<std::string>> model_ids(const reader& r, const json& object,
+                                             const char* field) {
   std::vector<std::string> out;
   auto it = object.find(field);
   if (it == object.end()) return out;
@@ -125,20 +131,27 @@ void sort_unique(std::vector<std::string>& ids) {
 
 expected<std::string> cluster_root(std::string_view cluster) {
   if (cluster.empty() || cluster.size() > 64 || !allowed(cluster, "._-"))
-    return make_error(errc::invalid_argument, "cluster name \"" + std::string(cluster) +
-                                                  "\" must be 1 to 64 characters of letters, digits, '.', '_' and '-'");
+    return make_error(errc::invalid_argument,
+                      "cluster name \"" + std::string(cluster) +
+                          "\" must be 1 to 64 characters of letters, digits, '.', '_' and '-'");
   return "/warm/" + std::string(cluster) + "/";
 }
 
 expected<void> check_instance_name(std::string_view name) {
   if (name.empty() || name.size() > 128 || !allowed(name, "._:-"))
-    return make_error(errc::invalid_argument, "instance name \"" + std::string(name) +
-                                                  "\" must be 1 to 128 characters of letters, digits, '.', '_', ':' and '-'");
+    return make_error(
+        errc::invalid_argument,
+        "instance name \"" + std::string(name) +
+            "\" must be 1 to 128 characters of letters, digits, '.', '_', ':' and '-'");
   return {};
 }
 
-std::string instances_prefix(const std::string& root) { return root + "instances/"; }
-std::string instance_key(const std::string& root, const std::string& name) { return instances_prefix(root) + name; }
+std::string instances_prefix(const std::string& root) {
+  return root + "instances/";
+}
+std::string instance_key(const std::string& root, const std::string& name) {
+  return instances_prefix(root) + name;
+}
 
 bool instance_record::holds(const std::string& model) const {
   return std::binary_search(residents.begin(), residents.end(), model);
@@ -153,8 +166,8 @@ bool instance_record::same_state(const instance_record& o) const {
     if (devices.size() != o.devices.size()) return false;
     for (std::size_t i = 0; i < devices.size(); ++i) {
       const auto &a = devices[i], &b = o.devices[i];
-      if (a.name != b.name || a.policy != b.policy || a.capacity != b.capacity || a.used != b.used ||
-          a.models != b.models || a.candidates.size() != b.candidates.size())
+      if (a.name != b.name || a.policy != b.policy || a.capacity != b.capacity ||
+          a.used != b.used || a.models != b.models || a.candidates.size() != b.candidates.size())
         return false;
       for (std::size_t k = 0; k < a.candidates.size(); ++k)
         if (a.candidates[k].bytes != b.candidates[k].bytes) return false;
@@ -163,17 +176,19 @@ bool instance_record::same_state(const instance_record& o) const {
   };
   // Ages and values drift by themselves; a record is republished for them at most at the
   // membership's refresh interval, not as a change.
-  return name == o.name && address == o.address && version == o.version && started_unix == o.started_unix &&
-         draining == o.draining && loading_threads == o.loading_threads && loads_in_flight == o.loads_in_flight &&
-         models_loaded == o.models_loaded && residents == o.residents && loading == o.loading && hot == o.hot &&
-         same_devices();
+  return name == o.name && address == o.address && version == o.version &&
+         started_unix == o.started_unix && draining == o.draining &&
+         loading_threads == o.loading_threads && loads_in_flight == o.loads_in_flight &&
+         models_loaded == o.models_loaded && residents == o.residents && loading == o.loading &&
+         hot == o.hot && same_devices();
 }
 
 std::string encode(const instance_record& r) {
   json devices = json::array();
   for (const auto& d : r.devices) {
     json candidates = json::array();
-    for (const auto& c : d.candidates) candidates.push_back({c.bytes, c.value});
+    for (const auto& c : d.candidates)
+      candidates.push_back({c.bytes, c.value});
     devices.push_back({{"name", d.name},
                        {"policy", d.policy},
                        {"capacity", d.capacity},
@@ -226,15 +241,16 @@ expected<instance_record> decode_instance(const std::string& key, std::string_vi
   WARM_TRY_SET(out.loading, model_ids(r, j, "loading"));
   WARM_TRY_SET(out.hot, model_ids(r, j, "hot"));
   if (auto rate = j.find("requests_per_second"); rate != j.end()) {
-    if (!rate->is_number() || !(rate->get<double>() >= 0)) return r.bad("requests_per_second", "a number, 0 or more");
+    if (!rate->is_number() || !(rate->get<double>() >= 0))
+      return r.bad("requests_per_second", "a number, 0 or more");
     out.requests_per_second = rate->get<double>();
   }
   return out;
 }
 
-
-instance_record record_from(const inspection& state, std::string name, std::string address, std::string version,
-                            std::int64_t started_unix, bool draining, std::size_t candidates) {
+instance_record record_from(const inspection& state, std::string name, std::string address,
+                            std::string version, std::int64_t started_unix, bool draining,
+                            std::size_t candidates) {
   instance_record r;
   r.name = std::move(name);
   r.address = std::move(address);
@@ -252,23 +268,30 @@ instance_record record_from(const inspection& state, std::string name, std::stri
     d.models = static_cast<std::uint32_t>(dev.resident.size());
     for (const auto& m : dev.resident) {
       d.idle_seconds = std::max(d.idle_seconds, m.idle_seconds);
-      if (cluster::scores_are_values(dev.policy) && d.candidates.size() < candidates) d.candidates.push_back({m.bytes, m.score});
+      if (cluster::scores_are_values(dev.policy) && d.candidates.size() < candidates)
+        d.candidates.push_back({m.bytes, m.score});
     }
     r.models_loaded += dev.resident.size();
-    for (const auto& m : dev.resident) r.residents.push_back(m.model);
+    for (const auto& m : dev.resident)
+      r.residents.push_back(m.model);
     r.devices.push_back(std::move(d));
   }
   sort_unique(r.residents);
-  for (const auto& m : state.models) r.requests_per_second += m.requests_per_second;
-  for (const auto& q : state.queue) r.loading.push_back(q.model);
-  for (const auto& l : state.running) r.loading.push_back(l.model);
+  for (const auto& m : state.models)
+    r.requests_per_second += m.requests_per_second;
+  for (const auto& q : state.queue)
+    r.loading.push_back(q.model);
+  for (const auto& l : state.running)
+    r.loading.push_back(l.model);
   sort_unique(r.loading);
-  for (auto& m : recent_models(state, 60, 32)) r.hot.push_back(std::move(m.model));
+  for (auto& m : recent_models(state, 60, 32))
+    r.hot.push_back(std::move(m.model));
   sort_unique(r.hot);
   return r;
 }
 
-std::vector<recent_model> recent_models(const inspection& state, double idle_limit_seconds, std::size_t limit) {
+std::vector<recent_model> recent_models(const inspection& state, double idle_limit_seconds,
+                                        std::size_t limit) {
   struct entry {
     recent_model m;
     bool valued = false;
@@ -289,7 +312,8 @@ std::vector<recent_model> recent_models(const inspection& state, double idle_lim
   std::vector<recent_model> out;
   for (auto& e : found) {
     if (limit != 0 && out.size() == limit) break;
-    if (std::none_of(out.begin(), out.end(), [&](const recent_model& m) { return m.model == e.m.model; }))
+    if (std::none_of(out.begin(), out.end(),
+                     [&](const recent_model& m) { return m.model == e.m.model; }))
       out.push_back(std::move(e.m));
   }
   return out;
@@ -299,7 +323,8 @@ cluster::instance_view view_of(const instance_record& r) {
   cluster::instance_view v;
   const device_record* roomiest = nullptr;
   for (const auto& d : r.devices)
-    if (!roomiest || (d.capacity - std::min(d.used, d.capacity)) > (roomiest->capacity - std::min(roomiest->used, roomiest->capacity)))
+    if (!roomiest || (d.capacity - std::min(d.used, d.capacity)) >
+                         (roomiest->capacity - std::min(roomiest->used, roomiest->capacity)))
       roomiest = &d;
   if (roomiest) {
     v.capacity = roomiest->capacity;
@@ -314,20 +339,40 @@ cluster::instance_view view_of(const instance_record& r) {
   return v;
 }
 
-std::string placement_prefix(const std::string& root) { return root + "placement/"; }
-std::string claims_prefix(const std::string& root) { return placement_prefix(root) + "claims/"; }
-std::string claim_key(const std::string& root, const std::string& model) { return claims_prefix(root) + model; }
-std::string placed_prefix(const std::string& root) { return placement_prefix(root) + "instances/"; }
-std::string placed_key(const std::string& root, const std::string& instance) { return placed_prefix(root) + instance; }
-
-std::string encode(const placement_claim& c) {
-  return json{{"instance", c.instance}, {"by", c.by}, {"bytes", c.bytes}, {"claimed_unix_ms", c.claimed_unix_ms}}.dump();
+std::string placement_prefix(const std::string& root) {
+  return root + "placement/";
+}
+std::string claims_prefix(const std::string& root) {
+  return placement_prefix(root) + "claims/";
+}
+std::string claim_key(const std::string& root, const std::string& model) {
+  return claims_prefix(root) + model;
+}
+std::string placed_prefix(const std::string& root) {
+  return placement_prefix(root) + "instances/";
+}
+std::string placed_key(const std::string& root, const std::string& instance) {
+  return placed_prefix(root) + instance;
 }
 
-std::string encode_placed(const std::string& model) { return json{{"model", model}}.dump(); }
+std::string encode(const placement_claim& c) {
+  return json{{"instance", c.instance},
+              {"by", c.by},
+              {"bytes", c.bytes},
+              {"claimed_unix_ms", c.claimed_unix_ms}}
+      .dump();
+}
 
-std::string copies_prefix(const std::string& root) { return placement_prefix(root) + "copies/"; }
-std::string copies_key(const std::string& root, const std::string& model) { return copies_prefix(root) + model; }
+std::string encode_placed(const std::string& model) {
+  return json{{"model", model}}.dump();
+}
+
+std::string copies_prefix(const std::string& root) {
+  return placement_prefix(root) + "copies/";
+}
+std::string copies_key(const std::string& root, const std::string& model) {
+  return copies_prefix(root) + model;
+}
 
 std::string encode(const copies_change& c) {
   return json{{"copies", c.copies}, {"by", c.by}, {"changed_unix_ms", c.changed_unix_ms}}.dump();
@@ -346,8 +391,11 @@ expected<copies_change> decode_copies(const std::string& key, std::string_view t
   return out;
 }
 
-std::string failures_prefix(const std::string& root) { return placement_prefix(root) + "failures/"; }
-std::string failure_key(const std::string& root, const std::string& model, const std::string& instance) {
+std::string failures_prefix(const std::string& root) {
+  return placement_prefix(root) + "failures/";
+}
+std::string failure_key(const std::string& root, const std::string& model,
+                        const std::string& instance) {
   return failures_prefix(root) + model + "/" + instance;
 }
 
@@ -358,7 +406,8 @@ std::string encode(const placement_failure& f) {
 expected<placement_failure> decode_failure(const std::string& key, std::string_view text) {
   json j = json::parse(text.begin(), text.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object())
-    return make_error(errc::invalid_argument, "placement failure at " + key + ": not a JSON object");
+    return make_error(errc::invalid_argument,
+                      "placement failure at " + key + ": not a JSON object");
   reader r("placement failure", key, j);
   placement_failure out;
   WARM_TRY_SET(out.error, r.text("error"));
@@ -373,7 +422,8 @@ expected<placement_claim> decode_claim(const std::string& key, std::string_view 
   reader r("placement claim", key, j);
   placement_claim out;
   WARM_TRY_SET(out.instance, r.text("instance"));
-  if (auto ok = check_instance_name(out.instance); !ok) return r.bad("instance", "a valid instance name");
+  if (auto ok = check_instance_name(out.instance); !ok)
+    return r.bad("instance", "a valid instance name");
   WARM_TRY_SET(out.by, r.text("by"));
   if (auto ok = check_instance_name(out.by); !ok) return r.bad("by", "a valid instance name");
   WARM_TRY_SET(out.bytes, r.integer<std::uint64_t>("bytes"));

@@ -56,11 +56,11 @@ struct device_record {
 // What an instance publishes about itself.
 struct instance_record {
   std::string name;
-  std::string address;               // where peers reach its Cap'n Proto service
-  std::string version;               // warm's version
-  std::int64_t started_unix = 0;     // seconds since the epoch
-  std::int64_t updated_unix = 0;     // when this record was written
-  bool draining = false;             // stopping: takes no new loads
+  std::string address;                // where peers reach its Cap'n Proto service
+  std::string version;                // warm's version
+  std::int64_t started_unix = 0;      // seconds since the epoch
+  std::int64_t updated_unix = 0;      // when this record was written
+  bool draining = false;              // stopping: takes no new loads
   std::uint32_t loading_threads = 0;  // loads it runs at once
   std::uint32_t loads_in_flight = 0;  // loads queued or running
   std::uint64_t models_loaded = 0;    // resident models, all devices
@@ -91,8 +91,9 @@ expected<instance_record> decode_instance(const std::string& key, std::string_vi
 
 // The record of this instance now, from its runtime's inspection: devices with their eviction
 // candidates (the first `candidates` residents of a kdf device), loads queued and running.
-instance_record record_from(const inspection& state, std::string name, std::string address, std::string version,
-                            std::int64_t started_unix, bool draining, std::size_t candidates = 16);
+instance_record record_from(const inspection& state, std::string name, std::string address,
+                            std::string version, std::int64_t started_unix, bool draining,
+                            std::size_t candidates = 16);
 
 // A resident model worth keeping in the cluster: recent_models' answer.
 struct recent_model {
@@ -102,7 +103,8 @@ struct recent_model {
 // The models resident in `state` used within the last `idle_limit_seconds` or in use now, each
 // once, most valuable first (the policy's value where it publishes one, cluster::scores_are_values;
 // then the most recently used), at most `limit` (0: all).
-std::vector<recent_model> recent_models(const inspection& state, double idle_limit_seconds, std::size_t limit = 0);
+std::vector<recent_model> recent_models(const inspection& state, double idle_limit_seconds,
+                                        std::size_t limit = 0);
 
 // An instance holding a model, as a forward needs it (membership::holders).
 struct holder {
@@ -133,9 +135,9 @@ std::string placed_key(const std::string& root, const std::string& instance);
 // Which instance loads a model that no instance held when a request for it arrived
 // (node/placing.hpp).
 struct placement_claim {
-  std::string instance;           // where the model is loaded
-  std::string by;                 // the instance that placed it
-  std::uint64_t bytes = 0;        // the model's bytes, reserved on `instance`
+  std::string instance;              // where the model is loaded
+  std::string by;                    // the instance that placed it
+  std::uint64_t bytes = 0;           // the model's bytes, reserved on `instance`
   std::int64_t claimed_unix_ms = 0;  // when it was placed (milliseconds since the epoch)
 };
 
@@ -158,12 +160,13 @@ std::string encode(const copies_change& c);
 expected<copies_change> decode_copies(const std::string& key, std::string_view json);
 
 std::string failures_prefix(const std::string& root);
-std::string failure_key(const std::string& root, const std::string& model, const std::string& instance);
+std::string failure_key(const std::string& root, const std::string& model,
+                        const std::string& instance);
 
 // A load of a model that failed on an instance (the instance is in the key).
 struct placement_failure {
-  std::string error;                 // "code: message"
-  std::int64_t failed_unix_ms = 0;   // when
+  std::string error;                // "code: message"
+  std::int64_t failed_unix_ms = 0;  // when
 };
 std::string encode(const placement_failure& f);
 // invalid_argument "placement failure at KEY: FIELD ..." for anything but a valid record.

@@ -26,20 +26,25 @@ void arc_policy::erase(const std::string& model) {
 
 void arc_policy::trim_ghosts() {
   auto drop_oldest = [&](list_id l) { erase(lists_[l].back().model); };
-  while (!lists_[b1].empty() && bytes_[t1] + bytes_[b1] > capacity_) drop_oldest(b1);
-  while (!lists_[b2].empty() && bytes_[t1] + bytes_[t2] + bytes_[b1] + bytes_[b2] > 2 * capacity_) drop_oldest(b2);
-  while (!lists_[b1].empty() && bytes_[t1] + bytes_[t2] + bytes_[b1] + bytes_[b2] > 2 * capacity_) drop_oldest(b1);
+  while (!lists_[b1].empty() && bytes_[t1] + bytes_[b1] > capacity_)
+    drop_oldest(b1);
+  while (!lists_[b2].empty() && bytes_[t1] + bytes_[t2] + bytes_[b1] + bytes_[b2] > 2 * capacity_)
+    drop_oldest(b2);
+  while (!lists_[b1].empty() && bytes_[t1] + bytes_[t2] + bytes_[b1] + bytes_[b2] > 2 * capacity_)
+    drop_oldest(b1);
 }
 
 double arc_policy::adapted_target(const std::string& incoming, std::uint64_t bytes) const {
   auto w = where(incoming);
   double size = static_cast<double>(bytes);
   if (w == b1) {
-    double ratio = bytes_[b1] ? static_cast<double>(bytes_[b2]) / static_cast<double>(bytes_[b1]) : 1;
+    double ratio =
+        bytes_[b1] ? static_cast<double>(bytes_[b2]) / static_cast<double>(bytes_[b1]) : 1;
     return std::min(static_cast<double>(capacity_), p_ + std::max(1.0, ratio) * size);
   }
   if (w == b2) {
-    double ratio = bytes_[b2] ? static_cast<double>(bytes_[b1]) / static_cast<double>(bytes_[b2]) : 1;
+    double ratio =
+        bytes_[b2] ? static_cast<double>(bytes_[b1]) / static_cast<double>(bytes_[b2]) : 1;
     return std::max(0.0, p_ - std::max(1.0, ratio) * size);
   }
   return p_;
@@ -77,8 +82,9 @@ void arc_policy::on_remove(const std::string& model, bool evicted) {
   }
 }
 
-std::vector<std::string> arc_policy::choose_victims(const std::string& incoming, std::uint64_t bytes,
-                                                    const pinned_fn& pinned, timestamp) {
+std::vector<std::string> arc_policy::choose_victims(const std::string& incoming,
+                                                    std::uint64_t bytes, const pinned_fn& pinned,
+                                                    timestamp) {
   auto incoming_bytes = bytes;  // only a ghost adapts p, and a ghost knows its size
   if (auto it = index_.find(incoming); it != index_.end()) incoming_bytes = it->second.at->bytes;
   double p = adapted_target(incoming, incoming_bytes);

@@ -31,11 +31,12 @@ class arc_policy final : public cache_policy {
     capacity_ = bytes;
     p_ = std::min(p_, static_cast<double>(bytes));  // the target for T1 stays within the cache
   }
-  void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) override;
+  void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds,
+                 timestamp now) override;
   void on_access(const std::string& model, timestamp now, std::uint64_t count) override;
   void on_remove(const std::string& model, bool evicted) override;
-  std::vector<std::string> choose_victims(const std::string& incoming, std::uint64_t bytes, const pinned_fn& pinned,
-                                          timestamp now) override;
+  std::vector<std::string> choose_victims(const std::string& incoming, std::uint64_t bytes,
+                                          const pinned_fn& pinned, timestamp now) override;
   std::size_t size() const override { return lists_[t1].size() + lists_[t2].size(); }
   std::vector<ranked> eviction_order(timestamp now) const override;
 

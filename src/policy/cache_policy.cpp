@@ -1,8 +1,8 @@
 #include "policy/cache_policy.hpp"
 
 #include "policy/arc_policy.hpp"
-#include "policy/gdsf_policy.hpp"
 #include "policy/expert_policy.hpp"
+#include "policy/gdsf_policy.hpp"
 #include "policy/iam_policy.hpp"
 #include "policy/kdf_policy.hpp"
 #include "policy/lecar_policy.hpp"
@@ -16,13 +16,14 @@
 namespace warm {
 
 const std::vector<std::string>& policy_names() {
-  static const std::vector<std::string> names{"lru", "lfu",   "arc",  "srrip", "sieve",
-                                              "s3fifo", "lhd", "lecar", "gdsf", "iam",
-                                              "kdf", "kdf-adaptive"};
+  static const std::vector<std::string> names{"lru",   "lfu",    "arc", "srrip",
+                                              "sieve", "s3fifo", "lhd", "lecar",
+                                              "gdsf",  "iam",    "kdf", "kdf-adaptive"};
   return names;
 }
 
-expected<std::unique_ptr<cache_policy>> make_policy(std::string_view name, const policy_options& options) {
+expected<std::unique_ptr<cache_policy>> make_policy(std::string_view name,
+                                                    const policy_options& options) {
   std::unique_ptr<cache_policy> p;
   if (name == "lru") p = std::make_unique<lru_policy>();
   if (name == "lfu") p = std::make_unique<lfu_policy>();
@@ -35,16 +36,19 @@ expected<std::unique_ptr<cache_policy>> make_policy(std::string_view name, const
   if (name == "gdsf") p = std::make_unique<gdsf_policy>();
   if (name == "iam") {
     if (options.iam_rate != "ewma" && options.iam_rate != "window")
-      return make_error(errc::invalid_argument, "iam rate estimator must be ewma or window, not '" + options.iam_rate + "'");
+      return make_error(errc::invalid_argument, "iam rate estimator must be ewma or window, not '" +
+                                                    options.iam_rate + "'");
     if (options.rate_tau.count() <= 0 || options.rate_window.count() <= 0 || options.iam_bias <= 0)
-      return make_error(errc::invalid_argument, "iam needs a positive rate time constant, window and bias");
+      return make_error(errc::invalid_argument,
+                        "iam needs a positive rate time constant, window and bias");
     p = std::make_unique<iam_policy>(options);
   }
   if (name == "kdf" || name == "kdf-adaptive") {
     if ((options.kdf_tau && options.kdf_tau->count() < 0) || options.kdf_horizon < 0 ||
         options.kdf_window.count() <= 0 || (options.kdf_memory && !(*options.kdf_memory > 0)))
-      return make_error(errc::invalid_argument,
-                        "kdf needs tau >= 0, horizon >= 0, a positive memory and a positive window");
+      return make_error(
+          errc::invalid_argument,
+          "kdf needs tau >= 0, horizon >= 0, a positive memory and a positive window");
     if (name == "kdf")
       p = std::make_unique<kdf_policy>(options);
     else
@@ -52,8 +56,10 @@ expected<std::unique_ptr<cache_policy>> make_policy(std::string_view name, const
   }
   if (!p) {
     std::string known;
-    for (auto& n : policy_names()) known += (known.empty() ? "" : ", ") + n;
-    return make_error(errc::invalid_argument, "unknown policy '" + std::string(name) + "' (known: " + known + ")");
+    for (auto& n : policy_names())
+      known += (known.empty() ? "" : ", ") + n;
+    return make_error(errc::invalid_argument,
+                      "unknown policy '" + std::string(name) + "' (known: " + known + ")");
   }
   return p;
 }

@@ -10,8 +10,9 @@
 //     another reason (unregistration). Unknown models are ignored by every call.
 //  3. choose_victims answers, without removing anything, resident models in eviction order whose
 //     bytes add up to at least `bytes` (to make room for `incoming`, which is not resident),
-//     never one for which `pinned` is true; empty when the unpinned models cannot free enough. It may update aging state (SRRIP). The caller then
-//     on_remove(…, true)s the victims it evicts, in order.
+//     never one for which `pinned` is true; empty when the unpinned models cannot free enough. It
+//     may update aging state (SRRIP). The caller then on_remove(…, true)s the victims it evicts, in
+//     order.
 //  4. Not thread-safe: one owner (an actor) calls it.
 #pragma once
 
@@ -52,7 +53,8 @@ class cache_policy {
   virtual std::string_view name() const = 0;
 
   // A model became resident: `bytes` on the device, `load_seconds` the cost of loading it again.
-  virtual void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) = 0;
+  virtual void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds,
+                         timestamp now) = 0;
   // The resident model served `count` requests, the last at `now`.
   virtual void on_access(const std::string& model, timestamp now, std::uint64_t count = 1) = 0;
   // The model left the device (`evicted`: chosen by this policy).
@@ -106,7 +108,8 @@ class cache_policy {
   virtual rescoring* rescorer() { return nullptr; }
 
   // The device's capacity changed (a model runtime reported another): policies that size their
-  // history by it (arc's ghost lists, kdf-adaptive's shadow caches) follow it. The others ignore it.
+  // history by it (arc's ghost lists, kdf-adaptive's shadow caches) follow it. The others ignore
+  // it.
   virtual void set_capacity(std::uint64_t bytes) { (void)bytes; }
 };
 
@@ -114,6 +117,7 @@ class cache_policy {
 const std::vector<std::string>& policy_names();
 
 // A policy by name; invalid_argument listing the known names otherwise.
-expected<std::unique_ptr<cache_policy>> make_policy(std::string_view name, const policy_options& options = {});
+expected<std::unique_ptr<cache_policy>> make_policy(std::string_view name,
+                                                    const policy_options& options = {});
 
 }  // namespace warm

@@ -4,7 +4,8 @@
 
 namespace warm {
 
-std::vector<expert_policy::expert_spec> expert_policy::default_experts(const policy_options& options) {
+std::vector<expert_policy::expert_spec> expert_policy::default_experts(
+    const policy_options& options) {
   std::vector<expert_spec> experts;
   for (double tau : {300.0, 1200.0, 0.0})
     for (double horizon : {0.0, 0.2}) {
@@ -12,7 +13,8 @@ std::vector<expert_policy::expert_spec> expert_policy::default_experts(const pol
       o.kdf_tau = std::chrono::duration<double>(tau);
       o.kdf_horizon = horizon;
       char label[64];
-      std::snprintf(label, sizeof label, "kdf(%s,%g)", tau > 0 ? (std::to_string(static_cast<int>(tau)) + "s").c_str() : "no decay",
+      std::snprintf(label, sizeof label, "kdf(%s,%g)",
+                    tau > 0 ? (std::to_string(static_cast<int>(tau)) + "s").c_str() : "no decay",
                     horizon);
       experts.push_back({label, "kdf", o});
     }
@@ -41,9 +43,12 @@ const expert_policy::expert& expert_policy::best(timestamp now) const {
   return *leader;
 }
 
-const std::string& expert_policy::leader(timestamp now) const { return best(now).spec.label; }
+const std::string& expert_policy::leader(timestamp now) const {
+  return best(now).spec.label;
+}
 
-void expert_policy::shadow_request(expert& e, const std::string& model, timestamp now, std::uint64_t count) {
+void expert_policy::shadow_request(expert& e, const std::string& model, timestamp now,
+                                   std::uint64_t count) {
   if (e.shadow_residents.count(model)) {
     e.shadow->on_access(model, now, count);
     return;
@@ -53,7 +58,8 @@ void expert_policy::shadow_request(expert& e, const std::string& model, timestam
   e.cost_at = std::max(e.cost_at, now);
   if (capacity_ && e.shadow_bytes + info.bytes > capacity_) {
     auto none = [](const std::string&) { return false; };
-    for (auto& victim : e.shadow->choose_victims(model, e.shadow_bytes + info.bytes - capacity_, none, now)) {
+    for (auto& victim :
+         e.shadow->choose_victims(model, e.shadow_bytes + info.bytes - capacity_, none, now)) {
       e.shadow->on_remove(victim, true);
       e.shadow_residents.erase(victim);
       e.shadow_bytes -= known_.at(victim).bytes;
@@ -64,7 +70,8 @@ void expert_policy::shadow_request(expert& e, const std::string& model, timestam
   e.shadow_bytes += info.bytes;
 }
 
-void expert_policy::on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) {
+void expert_policy::on_insert(const std::string& model, std::uint64_t bytes, double load_seconds,
+                              timestamp now) {
   known_[model] = {bytes, load_seconds};
   ++resident_;
   for (auto& e : experts_) {
@@ -83,11 +90,13 @@ void expert_policy::on_access(const std::string& model, timestamp now, std::uint
 
 void expert_policy::on_remove(const std::string& model, bool evicted) {
   if (resident_ > 0) --resident_;
-  for (auto& e : experts_) e.real->on_remove(model, evicted);
+  for (auto& e : experts_)
+    e.real->on_remove(model, evicted);
 }
 
-std::vector<std::string> expert_policy::choose_victims(const std::string& incoming, std::uint64_t bytes,
-                                                       const pinned_fn& pinned, timestamp now) {
+std::vector<std::string> expert_policy::choose_victims(const std::string& incoming,
+                                                       std::uint64_t bytes, const pinned_fn& pinned,
+                                                       timestamp now) {
   // Only the leader's ranking is used; the others keep their own state from the events.
   return const_cast<cache_policy&>(*best(now).real).choose_victims(incoming, bytes, pinned, now);
 }

@@ -27,8 +27,8 @@ namespace warm {
 class expert_policy final : public cache_policy {
  public:
   struct expert_spec {
-    std::string label;      // e.g. "kdf(1200s,0.2)", for inspection and docs
-    std::string policy;     // a make_policy name
+    std::string label;   // e.g. "kdf(1200s,0.2)", for inspection and docs
+    std::string policy;  // a make_policy name
     policy_options options;
   };
 
@@ -39,13 +39,16 @@ class expert_policy final : public cache_policy {
 
   std::string_view name() const override { return "kdf-adaptive"; }
   void set_capacity(std::uint64_t bytes) override { capacity_ = bytes; }
-  void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) override;
+  void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds,
+                 timestamp now) override;
   void on_access(const std::string& model, timestamp now, std::uint64_t count) override;
   void on_remove(const std::string& model, bool evicted) override;
-  std::vector<std::string> choose_victims(const std::string& incoming, std::uint64_t bytes, const pinned_fn& pinned,
-                                          timestamp now) override;
+  std::vector<std::string> choose_victims(const std::string& incoming, std::uint64_t bytes,
+                                          const pinned_fn& pinned, timestamp now) override;
   std::size_t size() const override { return resident_; }
-  std::vector<ranked> eviction_order(timestamp now) const override { return best(now).real->eviction_order(now); }
+  std::vector<ranked> eviction_order(timestamp now) const override {
+    return best(now).real->eviction_order(now);
+  }
 
   // The label of the expert real evictions follow at `now`.
   const std::string& leader(timestamp now) const;

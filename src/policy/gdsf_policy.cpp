@@ -10,10 +10,12 @@ void gdsf_policy::rekey(const std::string& model) {
   models_.set(model, inflation_ + static_cast<double>(s.frequency) * s.cost_per_byte, bytes);
 }
 
-void gdsf_policy::on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp) {
+void gdsf_policy::on_insert(const std::string& model, std::uint64_t bytes, double load_seconds,
+                            timestamp) {
   // A tiny positive cost keeps zero-cost loads ordered by frequency and age.
   double cost = std::max(load_seconds, 1e-9);
-  stats_[model] = {1, cost / static_cast<double>(std::max<std::uint64_t>(bytes, 1))};  // frequency 1: the load
+  stats_[model] = {
+      1, cost / static_cast<double>(std::max<std::uint64_t>(bytes, 1))};  // frequency 1: the load
   models_.set(model, inflation_, bytes);
   rekey(model);
 }

@@ -13,17 +13,19 @@ namespace warm {
 class gdsf_policy final : public cache_policy {
  public:
   std::string_view name() const override { return "gdsf"; }
-  void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp) override;
+  void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds,
+                 timestamp) override;
   void on_access(const std::string& model, timestamp, std::uint64_t count) override;
   void on_remove(const std::string& model, bool evicted) override;
-  std::vector<std::string> choose_victims(const std::string&, std::uint64_t bytes, const pinned_fn& pinned,
-                                          timestamp) override {
+  std::vector<std::string> choose_victims(const std::string&, std::uint64_t bytes,
+                                          const pinned_fn& pinned, timestamp) override {
     return models_.lowest(bytes, pinned);
   }
   std::size_t size() const override { return models_.size(); }
   std::vector<ranked> eviction_order(timestamp) const override {
     std::vector<ranked> out;
-    for (auto& [model, key] : models_.entries()) out.push_back({model, key});
+    for (auto& [model, key] : models_.entries())
+      out.push_back({model, key});
     return out;
   }
 

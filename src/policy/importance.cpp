@@ -12,19 +12,22 @@ double utility(const score_input& in) {
 
 double importance_heap::rank_of(double u, double bias) const {
   // #{j : u > u_j}: the heap is sorted by utility too (rank is monotone in it).
-  auto below = std::lower_bound(entries.begin(), entries.end(), u,
-                                [](const importance_entry& e, double value) { return e.utility < value; });
+  auto below =
+      std::lower_bound(entries.begin(), entries.end(), u,
+                       [](const importance_entry& e, double value) { return e.utility < value; });
   return std::log(static_cast<double>(below - entries.begin()) + bias);
 }
 
-std::shared_ptr<const importance_heap> build_importance_heap(std::vector<score_input> inputs, double bias,
-                                                             timestamp now) {
+std::shared_ptr<const importance_heap> build_importance_heap(std::vector<score_input> inputs,
+                                                             double bias, timestamp now) {
   auto heap = std::make_shared<importance_heap>();
   heap->built = now;
   heap->entries.reserve(inputs.size());
-  for (auto& in : inputs) heap->entries.push_back({0, utility(in), std::move(in.model)});
-  std::stable_sort(heap->entries.begin(), heap->entries.end(),
-                   [](const importance_entry& a, const importance_entry& b) { return a.utility < b.utility; });
+  for (auto& in : inputs)
+    heap->entries.push_back({0, utility(in), std::move(in.model)});
+  std::stable_sort(
+      heap->entries.begin(), heap->entries.end(),
+      [](const importance_entry& a, const importance_entry& b) { return a.utility < b.utility; });
   // Entries with equal utility share a count of strictly smaller ones.
   std::size_t smaller = 0;
   for (std::size_t i = 0; i < heap->entries.size(); ++i) {

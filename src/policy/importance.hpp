@@ -43,7 +43,7 @@ struct importance_heap {
 };
 
 // Scores every input and orders them; O(n log n). Ties keep the inputs' order.
-std::shared_ptr<const importance_heap> build_importance_heap(std::vector<score_input> inputs, double bias,
-                                                             timestamp now);
+std::shared_ptr<const importance_heap> build_importance_heap(std::vector<score_input> inputs,
+                                                             double bias, timestamp now);
 
 }  // namespace warm

@@ -10,8 +10,12 @@ namespace warm {
 
 namespace {
 
-double seconds_between(timestamp from, timestamp to) { return std::chrono::duration<double>(to - from).count(); }
-double seconds_since_epoch(timestamp t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); }
+double seconds_between(timestamp from, timestamp to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+double seconds_since_epoch(timestamp t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
 
 }  // namespace
 
@@ -26,7 +30,9 @@ kdf_policy::kdf_policy(const policy_options& options)
 
 kdf_policy::~kdf_policy() = default;
 
-double kdf_policy::memory() const { return tuner_ ? tuner_->memory() : memory_; }
+double kdf_policy::memory() const {
+  return tuner_ ? tuner_->memory() : memory_;
+}
 
 void kdf_policy::set_capacity(std::uint64_t bytes) {
   if (tuner_) tuner_->set_capacity(bytes);
@@ -64,7 +70,8 @@ double kdf_policy::key_of(const resident& r) const {
 void kdf_policy::rebuild_index_if_drifted() {
   ++decisions_since_rebuild_;
   double t = tau();
-  if (t == index_tau_ || (t > 0 && index_tau_ > 0 && std::abs(std::log(t / index_tau_)) < std::log(rebuild_factor)))
+  if (t == index_tau_ ||
+      (t > 0 && index_tau_ > 0 && std::abs(std::log(t / index_tau_)) < std::log(rebuild_factor)))
     return;
   // A rebuild re-keys every resident: at most once per size / rebuild_spacing decisions, so its
   // cost spread over them is O(rebuild_spacing · log n) each.
@@ -75,7 +82,8 @@ void kdf_policy::rebuild_index_if_drifted() {
   // (amortized constant each, no allocation): several times cheaper than re-placing each entry.
   std::vector<decltype(index_)::node_type> nodes;
   nodes.reserve(index_.size());
-  while (!index_.empty()) nodes.push_back(index_.extract(index_.begin()));
+  while (!index_.empty())
+    nodes.push_back(index_.extract(index_.begin()));
   for (auto& node : nodes) {
     auto& entry = *std::get<2>(node.value());
     auto& r = entry.second;
@@ -84,8 +92,10 @@ void kdf_policy::rebuild_index_if_drifted() {
     r.sequence = ++sequence_;
     node.value() = {r.key, r.sequence, &entry};
   }
-  std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a.value() < b.value(); });
-  for (auto& node : nodes) index_.insert(index_.end(), std::move(node));
+  std::sort(nodes.begin(), nodes.end(),
+            [](const auto& a, const auto& b) { return a.value() < b.value(); });
+  for (auto& node : nodes)
+    index_.insert(index_.end(), std::move(node));
 }
 
 void kdf_policy::reindex(resident_entry& entry) {
@@ -99,7 +109,8 @@ void kdf_policy::reindex(resident_entry& entry) {
 
 std::vector<std::string> kdf_policy::knapsack(std::vector<candidate> cands, std::uint64_t bytes) {
   std::uint64_t available = 0;
-  for (auto& c : cands) available += c.bytes;
+  for (auto& c : cands)
+    available += c.bytes;
   if (available < bytes) return {};
   // Lower value per byte first; ids break ties, so the hash maps' order never shows.
   auto denser = [](const candidate& a, const candidate& b) {
@@ -109,7 +120,8 @@ std::vector<std::string> kdf_policy::knapsack(std::vector<candidate> cands, std:
   std::vector<candidate> chosen;
   if (cands.size() <= exact_limit) {
     // Exact: the subset with the least value that frees enough; ties free fewer bytes.
-    std::sort(cands.begin(), cands.end(), [&](const candidate& a, const candidate& b) { return denser(b, a); });
+    std::sort(cands.begin(), cands.end(),
+              [&](const candidate& a, const candidate& b) { return denser(b, a); });
     double best_value = std::numeric_limits<double>::infinity();
     std::uint64_t best_bytes = 0;
     std::uint32_t best = 0;
@@ -160,7 +172,8 @@ std::vector<std::string> kdf_policy::knapsack(std::vector<candidate> cands, std:
     return a.value != b.value ? a.value < b.value : *a.model < *b.model;
   });
   std::vector<std::string> victims;
-  for (auto& c : chosen) victims.push_back(*c.model);
+  for (auto& c : chosen)
+    victims.push_back(*c.model);
   return victims;
 }
 
@@ -193,7 +206,8 @@ std::uint64_t kdf_policy::bytes_of(const std::string& model) const {
 std::vector<std::string> kdf_policy::resident_models() const {
   std::vector<std::string> out;
   out.reserve(residents_.size());
-  for (auto& entry : residents_) out.push_back(entry.first);
+  for (auto& entry : residents_)
+    out.push_back(entry.first);
   return out;
 }
 
@@ -232,7 +246,8 @@ void kdf_policy::forget_faded() {
   forget_buckets_ = counts_.bucket_count();
 }
 
-void kdf_policy::on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) {
+void kdf_policy::on_insert(const std::string& model, std::uint64_t bytes, double load_seconds,
+                           timestamp now) {
   on_remove(model, false);
   forget_faded();
   auto& entry = *residents_.emplace(model, resident{}).first;
@@ -265,8 +280,9 @@ void kdf_policy::on_remove(const std::string& model, bool evicted) {
     // characteristic time of a large cache is an average over a share of its turnover. The
     // first victims are averaged plainly (weight 1/k for the k-th), so the mean settles fast.
     ++victims_seen_;
-    double weight = std::max(1.0 / static_cast<double>(victims_seen_),
-                             std::min(characteristic_weight, 8.0 / static_cast<double>(residents_.size() + 1)));
+    double weight =
+        std::max(1.0 / static_cast<double>(victims_seen_),
+                 std::min(characteristic_weight, 8.0 / static_cast<double>(residents_.size() + 1)));
     log_characteristic_ += weight * (std::log(idle) - log_characteristic_);
     characteristic_ = std::exp(log_characteristic_);
   }
@@ -274,15 +290,16 @@ void kdf_policy::on_remove(const std::string& model, bool evicted) {
   residents_.erase(it);
 }
 
-std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uint64_t bytes, const pinned_fn& pinned,
-                                                    timestamp now) {
+std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uint64_t bytes,
+                                                    const pinned_fn& pinned, timestamp now) {
   latest_ = std::max(latest_, now);
   if (bytes == 0) return {};
   if (auto_tau_) rebuild_index_if_drifted();
   // Residents used within guard_share × T are in a burst of requests: passed over (kept aside)
   // while the others can free the bytes. The scan looks at most max_scanned entries once the
   // bytes are there, so a cache where most residents are busy costs no more than that.
-  const double guard = guard_share * (shared_characteristic_ > 0 ? shared_characteristic_ : characteristic_time());
+  const double guard =
+      guard_share * (shared_characteristic_ > 0 ? shared_characteristic_ : characteristic_time());
   std::vector<candidate> cands, guarded;
   std::uint64_t gathered = 0, guarded_bytes = 0;
   std::size_t scanned = 0;
@@ -325,12 +342,13 @@ std::vector<cache_policy::ranked> kdf_policy::eviction_order(timestamp now) cons
     order.emplace_back(stale ? key_of(r) : r.key, stale ? ~0ull : r.sequence, &model);
   }
   std::sort(order.begin(), order.end(), [](auto& a, auto& b) {
-    return std::get<0>(a) != std::get<0>(b) ? std::get<0>(a) < std::get<0>(b)
+    return std::get<0>(a) != std::get<0>(b)   ? std::get<0>(a) < std::get<0>(b)
            : std::get<1>(a) != std::get<1>(b) ? std::get<1>(a) < std::get<1>(b)
                                               : *std::get<2>(a) < *std::get<2>(b);
   });
   std::vector<ranked> out;
-  for (auto& [key, sequence, id] : order) out.push_back({*id, value_of(residents_.at(*id), now)});
+  for (auto& [key, sequence, id] : order)
+    out.push_back({*id, value_of(residents_.at(*id), now)});
   return out;
 }
 

@@ -26,9 +26,9 @@
 // whose bytes reach B — a knapsack. Candidates come from an index of the residents by linear
 // value per byte, P_i·c_i/S_i, whose order decay does not change (keys are logs of the counts
 // referred to a fixed time; a use only raises a key, so an entry is re-keyed when a search reaches
-// it; the index is rebuilt — keys computed anew on its own nodes, sorted, relinked — when the automatic
-// τ has doubled or halved, at most once per n/4 decisions, and between rebuilds keeps the older
-// τ's order): the lowest ones until they hold 2·B and number 8, at most 64 (more only when B
+// it; the index is rebuilt — keys computed anew on its own nodes, sorted, relinked — when the
+// automatic τ has doubled or halved, at most once per n/4 decisions, and between rebuilds keeps the
+// older τ's order): the lowest ones until they hold 2·B and number 8, at most 64 (more only when B
 // needs them), looking at no more than 256 entries once B is there.
 // The knapsack over them is exact up to 12 candidates, else greedy by value per byte, improved by
 // any single candidate that frees B alone for less. A decision costs O(k log n) for k candidates
@@ -54,11 +54,12 @@ class kdf_policy final : public cache_policy {
   ~kdf_policy() override;
 
   std::string_view name() const override { return "kdf"; }
-  void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) override;
+  void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds,
+                 timestamp now) override;
   void on_access(const std::string& model, timestamp now, std::uint64_t count) override;
   void on_remove(const std::string& model, bool evicted) override;
-  std::vector<std::string> choose_victims(const std::string& incoming, std::uint64_t bytes, const pinned_fn& pinned,
-                                          timestamp now) override;
+  std::vector<std::string> choose_victims(const std::string& incoming, std::uint64_t bytes,
+                                          const pinned_fn& pinned, timestamp now) override;
   std::size_t size() const override { return residents_.size(); }
   // Residents in the index's order (least linear value per byte first), scored by their value.
   std::vector<ranked> eviction_order(timestamp now) const override;
@@ -84,17 +85,17 @@ class kdf_policy final : public cache_policy {
   // τ follows it, or the shared time scale when one is set.
   double characteristic_time() const;
 
-  static constexpr double initial_tau = 1200;           // seconds, automatic τ before any eviction
+  static constexpr double initial_tau = 1200;  // seconds, automatic τ before any eviction
   static constexpr double characteristic_weight = 1.0 / 16;
-  static constexpr std::size_t exact_limit = 12;        // candidates solved exactly (2^n subsets)
+  static constexpr std::size_t exact_limit = 12;  // candidates solved exactly (2^n subsets)
   static constexpr std::size_t min_candidates = 8;
   static constexpr std::size_t max_candidates = 64;
   static constexpr std::size_t max_scanned = 4 * max_candidates;
-  static constexpr double faded_count = 0.01;           // a memory below this is forgotten
-  static constexpr std::size_t forget_step = 4;         // counts looked at per insert
-  static constexpr double guard_share = 0.03;           // a use within 0.03 T guards a resident
-  static constexpr double rebuild_factor = 2;           // τ drift (either way) that rebuilds the index…
-  static constexpr std::size_t rebuild_spacing = 4;     // …after at least residents decisions
+  static constexpr double faded_count = 0.01;    // a memory below this is forgotten
+  static constexpr std::size_t forget_step = 4;  // counts looked at per insert
+  static constexpr double guard_share = 0.03;    // a use within 0.03 T guards a resident
+  static constexpr double rebuild_factor = 2;    // τ drift (either way) that rebuilds the index…
+  static constexpr std::size_t rebuild_spacing = 4;  // …after at least residents decisions
 
  private:
   struct decayed {
@@ -105,12 +106,12 @@ class kdf_policy final : public cache_policy {
   struct resident {
     std::uint64_t bytes = 0;
     double penalty = 0;
-    double log_density = 0;  // log(penalty / bytes), part of every key
+    double log_density = 0;    // log(penalty / bytes), part of every key
     decayed* count = nullptr;  // into counts_ (unordered_map keeps addresses stable)
     timestamp last_use{};
-    double key = 0;             // its place in index_…
+    double key = 0;  // its place in index_…
     std::uint64_t sequence = 0;
-    decayed keyed;              // …computed from this count (a use since makes the key stale)
+    decayed keyed;  // …computed from this count (a use since makes the key stale)
   };
   // Residents by key, then by when they were keyed, pointing at their residents_ element.
   using resident_entry = std::pair<const std::string, resident>;
@@ -142,15 +143,16 @@ class kdf_policy final : public cache_policy {
   double fixed_tau_;  // seconds; 0 = no decay (when not automatic)
   double memory_;     // automatic τ = memory × T (when no tuner)
   std::unique_ptr<kdf_tuner> tuner_;
-  double horizon_;    // 0 = linear value
+  double horizon_;  // 0 = linear value
   double log_characteristic_ = 0;
-  double characteristic_ = 0;  // exp(log_characteristic_): T in seconds, for every τ
+  double characteristic_ = 0;         // exp(log_characteristic_): T in seconds, for every τ
   double shared_characteristic_ = 0;  // seconds; 0 = follow the own
   std::uint64_t victims_seen_ = 0;
   double index_tau_;  // the τ the index keys use
   std::size_t decisions_since_rebuild_ = 0;
   timestamp latest_{};  // the latest time any call told: a victim's idle time is measured to it
-  std::unordered_map<std::string, decayed> counts_;  // models seen, kept across evictions until faded
+  std::unordered_map<std::string, decayed>
+      counts_;  // models seen, kept across evictions until faded
   // Where the forgetting sweep goes on, valid while counts_ has this many buckets (a rehash
   // moves every element: the sweep then starts again from the beginning).
   std::unordered_map<std::string, decayed>::iterator forget_cursor_;

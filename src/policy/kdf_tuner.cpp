@@ -19,7 +19,8 @@ kdf_tuner::~kdf_tuner() = default;
 
 std::uint64_t kdf_tuner::hash(const std::string& model) {
   std::uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : model) h = (h ^ c) * 1099511628211ull;
+  for (unsigned char c : model)
+    h = (h ^ c) * 1099511628211ull;
   // FNV's low bits mix better than its high ones; fold them up so the top bits decide.
   h ^= h >> 29;
   h *= 0xbf58476d1ce4e5b9ull;
@@ -31,9 +32,13 @@ bool kdf_tuner::sampled(const std::string& model) const {
   return share_shift_ == 0 || (hash(model) >> (64 - share_shift_)) == 0;
 }
 
-double kdf_tuner::sampled_share() const { return 1.0 / static_cast<double>(1ull << share_shift_); }
+double kdf_tuner::sampled_share() const {
+  return 1.0 / static_cast<double>(1ull << share_shift_);
+}
 
-void kdf_tuner::set_capacity(std::uint64_t bytes) { capacity_ = bytes; }
+void kdf_tuner::set_capacity(std::uint64_t bytes) {
+  capacity_ = bytes;
+}
 
 void kdf_tuner::on_residents(std::size_t residents) {
   if (residents <= (sampled_residents << share_shift_) || share_shift_ >= 32) return;
@@ -48,19 +53,21 @@ void kdf_tuner::on_residents(std::size_t residents) {
       }
 }
 
-void kdf_tuner::on_request(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now,
-                           std::uint64_t count) {
+void kdf_tuner::on_request(const std::string& model, std::uint64_t bytes, double load_seconds,
+                           timestamp now, std::uint64_t count) {
   if (capacity_ == 0 || !sampled(model)) return;
-  for (auto& s : shadows_) request(s, model, bytes, load_seconds, now, count);
+  for (auto& s : shadows_)
+    request(s, model, bytes, load_seconds, now, count);
   if (++requests_ >= half_life) {
     requests_ = 0;
-    for (auto& s : shadows_) s.cost /= 2;
+    for (auto& s : shadows_)
+      s.cost /= 2;
   }
   choose_leader();
 }
 
-void kdf_tuner::request(shadow& s, const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now,
-                        std::uint64_t count) {
+void kdf_tuner::request(shadow& s, const std::string& model, std::uint64_t bytes,
+                        double load_seconds, timestamp now, std::uint64_t count) {
   if (s.policy->use_if_resident(model, now, count)) return;
   s.cost += load_seconds;
   const std::uint64_t capacity = capacity_ >> share_shift_;
@@ -87,7 +94,8 @@ void kdf_tuner::choose_leader() {
 
 std::vector<kdf_tuner::shadow_view> kdf_tuner::shadows() const {
   std::vector<shadow_view> out;
-  for (auto& s : shadows_) out.push_back({s.memory, s.cost, s.policy->size()});
+  for (auto& s : shadows_)
+    out.push_back({s.memory, s.cost, s.policy->size()});
   return out;
 }
 

@@ -75,8 +75,8 @@ class kdf_tuner {
     double cost = 0;
   };
   bool sampled(const std::string& model) const;
-  void request(shadow& s, const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now,
-               std::uint64_t count);
+  void request(shadow& s, const std::string& model, std::uint64_t bytes, double load_seconds,
+               timestamp now, std::uint64_t count);
   void choose_leader();
 
   std::uint64_t capacity_;

@@ -122,9 +122,9 @@ std::vector<std::string> lhd_policy::choose_victims(const std::string&, std::uin
     // As before(table_, …), with the candidate's rank computed once.
     auto consider = [&](entry* e) {
       double r = rank(table_, *e);
-      if (best && !(r != best_rank ? r < best_rank
-                                   : e->last != best->last ? e->last < best->last
-                                                           : *e->model < *best->model))
+      if (best && !(r != best_rank          ? r < best_rank
+                    : e->last != best->last ? e->last < best->last
+                                            : *e->model < *best->model))
         return;
       best = e;
       best_rank = r;
@@ -149,7 +149,8 @@ std::vector<std::string> lhd_policy::choose_victims(const std::string&, std::uin
   }
   std::vector<std::string> out;
   out.reserve(victims.size());
-  for (auto* e : victims) out.push_back(*e->model);
+  for (auto* e : victims)
+    out.push_back(*e->model);
   return out;
 }
 

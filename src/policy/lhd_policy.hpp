@@ -79,9 +79,9 @@ class lhd_policy final : public cache_policy {
     double load_seconds;
     std::uint64_t last;  // the reference count at its last reference
     unsigned cls = 0;
-    std::size_t slot;              // its place in residents_
+    std::size_t slot;                    // its place in residents_
     const std::string* model = nullptr;  // its key in models_
-    std::uint64_t chosen = 0;      // the choice that made it a victim (0: none)
+    std::uint64_t chosen = 0;            // the choice that made it a victim (0: none)
   };
 
   static double width_of(std::size_t bucket);

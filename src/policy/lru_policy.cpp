@@ -16,7 +16,8 @@ void lru_policy::on_access(const std::string& model, timestamp now, std::uint64_
   // Accesses may be reported after later events (the hit path counts in the serving slot and the
   // device actor reports at its next look), so place by time, not by arrival: usually the front.
   auto at = order_.begin();
-  while (at != order_.end() && (at == it->second || at->used > now)) ++at;
+  while (at != order_.end() && (at == it->second || at->used > now))
+    ++at;
   order_.splice(at, order_, it->second);
 }
 
@@ -34,8 +35,8 @@ void lru_policy::on_remove(const std::string& model, bool) {
   index_.erase(it);
 }
 
-std::vector<std::string> lru_policy::choose_victims(const std::string&, std::uint64_t bytes, const pinned_fn& pinned,
-                                                    timestamp) {
+std::vector<std::string> lru_policy::choose_victims(const std::string&, std::uint64_t bytes,
+                                                    const pinned_fn& pinned, timestamp) {
   std::vector<std::string> victims;
   std::uint64_t freed = 0;
   for (auto it = order_.rbegin(); it != order_.rend() && freed < bytes; ++it) {

@@ -69,14 +69,16 @@ class ranked_set {
   // Every (model, key), lowest key first.
   std::vector<std::pair<std::string, Key>> entries() const {
     std::vector<std::pair<std::string, Key>> out;
-    for (auto& o : order_) out.push_back({std::get<2>(o), std::get<0>(o)});
+    for (auto& o : order_)
+      out.push_back({std::get<2>(o), std::get<0>(o)});
     return out;
   }
 
   // Every model, lowest key first (for tests and inspection).
   std::vector<std::string> in_order() const {
     std::vector<std::string> out;
-    for (auto& o : order_) out.push_back(std::get<2>(o));
+    for (auto& o : order_)
+      out.push_back(std::get<2>(o));
     return out;
   }
 

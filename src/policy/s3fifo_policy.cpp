@@ -81,12 +81,9 @@ void s3fifo_policy::on_remove(const std::string& model, bool evicted) {
   }
 }
 
-std::vector<const s3fifo_policy::entry*> s3fifo_policy::select(queue (&q)[2], std::uint64_t (&in)[2],
-                                                               std::uint64_t small_target,
-                                                               std::uint64_t bytes,
-                                                               const pinned_fn& pinned,
-                                                               std::uint64_t choice,
-                                                               std::vector<move>* undo) {
+std::vector<const s3fifo_policy::entry*> s3fifo_policy::select(
+    queue (&q)[2], std::uint64_t (&in)[2], std::uint64_t small_target, std::uint64_t bytes,
+    const pinned_fn& pinned, std::uint64_t choice, std::vector<move>* undo) {
   std::vector<const entry*> victims;
   std::uint64_t freed = 0, small_bytes = in[small];
   // Victims stay in their queue, pinned models keep their place: at each queue's old end they
@@ -140,7 +137,8 @@ std::vector<std::string> s3fifo_policy::choose_victims(const std::string&, std::
   std::vector<move> undo;
   auto chosen = select(queues_, bytes_, small_target(), bytes, pinned, ++choices_, &undo);
   std::uint64_t freed = 0;
-  for (auto* e : chosen) freed += e->bytes;
+  for (auto* e : chosen)
+    freed += e->bytes;
   if (freed < bytes) {
     // The unpinned models cannot free enough (every one of them is chosen): put back what the
     // search moved, the last move first, so each model returns to its place and count.
@@ -158,7 +156,8 @@ std::vector<std::string> s3fifo_policy::choose_victims(const std::string&, std::
   }
   std::vector<std::string> victims;
   victims.reserve(chosen.size());
-  for (auto* e : chosen) victims.push_back(e->model);
+  for (auto* e : chosen)
+    victims.push_back(e->model);
   return victims;
 }
 

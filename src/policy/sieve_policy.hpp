@@ -21,11 +21,12 @@ namespace warm {
 class sieve_policy final : public cache_policy {
  public:
   std::string_view name() const override { return "sieve"; }
-  void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds, timestamp now) override;
+  void on_insert(const std::string& model, std::uint64_t bytes, double load_seconds,
+                 timestamp now) override;
   void on_access(const std::string& model, timestamp now, std::uint64_t count) override;
   void on_remove(const std::string& model, bool evicted) override;
-  std::vector<std::string> choose_victims(const std::string& incoming, std::uint64_t bytes, const pinned_fn& pinned,
-                                          timestamp now) override;
+  std::vector<std::string> choose_victims(const std::string& incoming, std::uint64_t bytes,
+                                          const pinned_fn& pinned, timestamp now) override;
   std::size_t size() const override { return index_.size(); }
   // The order the hand would evict in: from the hand toward the newest and around, unvisited
   // models first (score 0), then the visited ones (score 1) in the order a second round meets them.

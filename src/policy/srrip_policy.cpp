@@ -61,13 +61,15 @@ std::vector<cache_policy::ranked> srrip_policy::eviction_order(timestamp) const 
   // Highest RRPV first (what aging would reach first), insertion order within one value.
   std::vector<const entry*> all;
   all.reserve(index_.size());
-  for (auto& [model, e] : index_) all.push_back(&e);
+  for (auto& [model, e] : index_)
+    all.push_back(&e);
   std::sort(all.begin(), all.end(), [](const entry* a, const entry* b) {
     return a->rrpv != b->rrpv ? a->rrpv > b->rrpv : a->seq < b->seq;
   });
   std::vector<ranked> out;
   out.reserve(all.size());
-  for (auto* e : all) out.push_back({*e->model, static_cast<double>(e->rrpv)});
+  for (auto* e : all)
+    out.push_back({*e->model, static_cast<double>(e->rrpv)});
   return out;
 }
 
@@ -76,8 +78,8 @@ int srrip_policy::rrpv(const std::string& model) const {
   return it == index_.end() ? -1 : it->second.rrpv;
 }
 
-std::vector<std::string> srrip_policy::choose_victims(const std::string&, std::uint64_t bytes, const pinned_fn& pinned,
-                                                     timestamp) {
+std::vector<std::string> srrip_policy::choose_victims(const std::string&, std::uint64_t bytes,
+                                                      const pinned_fn& pinned, timestamp) {
   // Nothing to do, or not enough even with nothing pinned: answer nothing, age nothing.
   if (bytes == 0 || bytes_ < bytes) return {};
   std::vector<entry*> victims;
@@ -110,7 +112,8 @@ std::vector<std::string> srrip_policy::choose_victims(const std::string&, std::u
       }
     }
     if (!any) break;  // every unpinned model is a victim and they are not enough
-    std::sort(reached.begin(), reached.end(), [](const entry* a, const entry* b) { return a->seq < b->seq; });
+    std::sort(reached.begin(), reached.end(),
+              [](const entry* a, const entry* b) { return a->seq < b->seq; });
     for (auto* e : reached) {
       if (freed >= bytes) break;
       take(*e);
@@ -126,7 +129,8 @@ std::vector<std::string> srrip_policy::choose_victims(const std::string&, std::u
   }
   std::vector<std::string> out;
   out.reserve(victims.size());
-  for (auto* e : victims) out.push_back(*e->model);
+  for (auto* e : victims)
+    out.push_back(*e->model);
   return out;
 }
 

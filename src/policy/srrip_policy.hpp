@@ -28,8 +28,8 @@ class srrip_policy final : public cache_policy {
   void on_insert(const std::string& model, std::uint64_t bytes, double, timestamp) override;
   void on_access(const std::string& model, timestamp, std::uint64_t) override;
   void on_remove(const std::string& model, bool) override;
-  std::vector<std::string> choose_victims(const std::string&, std::uint64_t bytes, const pinned_fn& pinned,
-                                          timestamp) override;
+  std::vector<std::string> choose_victims(const std::string&, std::uint64_t bytes,
+                                          const pinned_fn& pinned, timestamp) override;
   std::size_t size() const override { return index_.size(); }
   std::vector<ranked> eviction_order(timestamp now) const override;
 

@@ -39,14 +39,16 @@ struct runtime_link_options {
   // The repository roots a started runtime may load from, passed in WARM_RUNTIME_REPOS
   // (colon-separated): warm-runtime confines itself to them.
   std::vector<std::string> repositories;
-  std::chrono::milliseconds start_timeout{15000};  // start() waits up to this for the first ready status
+  std::chrono::milliseconds start_timeout{
+      15000};  // start() waits up to this for the first ready status
   std::chrono::milliseconds load_timeout{120000};  // a load not answered by then fails with timeout
-  std::chrono::milliseconds infer_timeout{60000};  // an inference not answered by then fails with timeout
-  std::chrono::milliseconds call_timeout{5000};    // status, predictSize and unload; a status past it
-                                                   // counts as a hung runtime
-  std::chrono::milliseconds status_period{2000};   // how often status is asked when idle
-  std::chrono::milliseconds restart_min{100};      // back-off before a restart: doubles from this
-  std::chrono::milliseconds restart_max{10000};    // up to this; back to the start after a minute up
+  std::chrono::milliseconds infer_timeout{
+      60000};  // an inference not answered by then fails with timeout
+  std::chrono::milliseconds call_timeout{5000};  // status, predictSize and unload; a status past it
+                                                 // counts as a hung runtime
+  std::chrono::milliseconds status_period{2000};  // how often status is asked when idle
+  std::chrono::milliseconds restart_min{100};     // back-off before a restart: doubles from this
+  std::chrono::milliseconds restart_max{10000};   // up to this; back to the start after a minute up
   // Memory the runtime's process may hold beyond its models' charges and its memory at start
   // (status.rssBytes - status.baseRssBytes) before warmd charges the rest to the device: room for
   // the allocators' and libraries' own.
@@ -59,13 +61,16 @@ struct runtime_link_options {
 // The most warmd takes from a runtime. A runtime runs untrusted model code, so every number and
 // list it answers is bounded before warmd uses it (docs/runtimes.md, "Trust").
 namespace runtime_limits {
-inline constexpr std::uint64_t bytes = std::uint64_t{1} << 50;  // capacity and RSS: clamped to 1 PiB
-inline constexpr std::uint32_t loading_threads = 64;            // status.loadingThreads: clamped to 1..64
-inline constexpr std::size_t loaded_ids = 65536;      // a longer status.loaded is refused: none unloaded
-inline constexpr std::size_t unloads_at_once = 16;    // the ids listed are unloaded this many at a time
-inline constexpr std::size_t kinds = 64;              // status.kinds: the first 64 are read
-inline constexpr std::size_t text = 256;              // version and each kind: cut to 256 bytes
-inline constexpr std::size_t tensors = 1024;          // a load describing more inputs or outputs fails
+inline constexpr std::uint64_t bytes = std::uint64_t{1}
+                                       << 50;         // capacity and RSS: clamped to 1 PiB
+inline constexpr std::uint32_t loading_threads = 64;  // status.loadingThreads: clamped to 1..64
+inline constexpr std::size_t loaded_ids =
+    65536;  // a longer status.loaded is refused: none unloaded
+inline constexpr std::size_t unloads_at_once =
+    16;                                       // the ids listed are unloaded this many at a time
+inline constexpr std::size_t kinds = 64;      // status.kinds: the first 64 are read
+inline constexpr std::size_t text = 256;      // version and each kind: cut to 256 bytes
+inline constexpr std::size_t tensors = 1024;  // a load describing more inputs or outputs fails
 }  // namespace runtime_limits
 
 // "NAME=COMMAND" or "NAME=unix:PATH" (warmd --runtime). NAME: 1..64 of [A-Za-z0-9_.-], not "host"
@@ -87,7 +92,8 @@ class remote_device final : public device, public model_host {
   void watch(std::function<void(const device_event&)> listener) override;
 
   bool serves(std::string_view kind) const override;
-  expected<std::unique_ptr<resident_model>> load_model(const model_location& where, memory_reservation reservation,
+  expected<std::unique_ptr<resident_model>> load_model(const model_location& where,
+                                                       memory_reservation reservation,
                                                        load_stats* stats) override;
   bool holds(const resident_model& model) const override;
 
@@ -102,7 +108,8 @@ class remote_device final : public device, public model_host {
   // Models live in the runtime: nothing is allocated or run here through the dense path.
   expected<std::unique_ptr<device_buffer>> allocate_memory(std::uint64_t bytes) override;
   std::unique_ptr<upload_target> upload_target_for(device_buffer& destination) override;
-  expected<void> run(const dense_resident& model, const float* input, std::uint64_t batch, float* output) override;
+  expected<void> run(const dense_resident& model, const float* input, std::uint64_t batch,
+                     float* output) override;
 
  private:
   explicit remote_device(runtime_link_options options);

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
 
 namespace warm::rpc {
 
@@ -14,41 +14,64 @@ using Code = Status::Code;
 
 Code to_capnp(errc code) noexcept {
   switch (code) {
-    case errc::not_found: return Code::NOT_FOUND;
-    case errc::invalid_argument: return Code::INVALID_ARGUMENT;
-    case errc::model_too_large: return Code::MODEL_TOO_LARGE;
-    case errc::capacity_exhausted: return Code::CAPACITY_EXHAUSTED;
-    case errc::load_failed: return Code::LOAD_FAILED;
-    case errc::unavailable: return Code::UNAVAILABLE;
-    case errc::timeout: return Code::TIMEOUT;
-    case errc::internal: return Code::INTERNAL;
+    case errc::not_found:
+      return Code::NOT_FOUND;
+    case errc::invalid_argument:
+      return Code::INVALID_ARGUMENT;
+    case errc::model_too_large:
+      return Code::MODEL_TOO_LARGE;
+    case errc::capacity_exhausted:
+      return Code::CAPACITY_EXHAUSTED;
+    case errc::load_failed:
+      return Code::LOAD_FAILED;
+    case errc::unavailable:
+      return Code::UNAVAILABLE;
+    case errc::timeout:
+      return Code::TIMEOUT;
+    case errc::internal:
+      return Code::INTERNAL;
   }
   return Code::INTERNAL;
 }
 
 std::optional<errc> to_errc(Code code) noexcept {
   switch (code) {
-    case Code::OK: return std::nullopt;
-    case Code::NOT_FOUND: return errc::not_found;
-    case Code::INVALID_ARGUMENT: return errc::invalid_argument;
-    case Code::MODEL_TOO_LARGE: return errc::model_too_large;
-    case Code::CAPACITY_EXHAUSTED: return errc::capacity_exhausted;
-    case Code::LOAD_FAILED: return errc::load_failed;
-    case Code::UNAVAILABLE: return errc::unavailable;
-    case Code::TIMEOUT: return errc::timeout;
-    case Code::INTERNAL: return errc::internal;
-    case Code::UNAUTHENTICATED: return errc::invalid_argument;
-    case Code::TOO_LARGE: return errc::invalid_argument;
+    case Code::OK:
+      return std::nullopt;
+    case Code::NOT_FOUND:
+      return errc::not_found;
+    case Code::INVALID_ARGUMENT:
+      return errc::invalid_argument;
+    case Code::MODEL_TOO_LARGE:
+      return errc::model_too_large;
+    case Code::CAPACITY_EXHAUSTED:
+      return errc::capacity_exhausted;
+    case Code::LOAD_FAILED:
+      return errc::load_failed;
+    case Code::UNAVAILABLE:
+      return errc::unavailable;
+    case Code::TIMEOUT:
+      return errc::timeout;
+    case Code::INTERNAL:
+      return errc::internal;
+    case Code::UNAUTHENTICATED:
+      return errc::invalid_argument;
+    case Code::TOO_LARGE:
+      return errc::invalid_argument;
   }
   return errc::internal;  // a code from a newer peer
 }
 
 std::string_view code_name(Code code) noexcept {
   switch (code) {
-    case Code::OK: return "ok";
-    case Code::UNAUTHENTICATED: return "unauthenticated";
-    case Code::TOO_LARGE: return "too_large";
-    default: break;
+    case Code::OK:
+      return "ok";
+    case Code::UNAUTHENTICATED:
+      return "unauthenticated";
+    case Code::TOO_LARGE:
+      return "too_large";
+    default:
+      break;
   }
   auto e = to_errc(code);
   return e ? warm::to_string(*e) : std::string_view("unknown");
@@ -64,7 +87,9 @@ void set_status(Status::Builder out, Code code, std::string_view message) {
   out.setMessage(capnp::Text::Reader(message.data(), message.size()));
 }
 
-void to_capnp(const warm::error& err, Status::Builder out) { set_status(out, to_capnp(err.code), err.message); }
+void to_capnp(const warm::error& err, Status::Builder out) {
+  set_status(out, to_capnp(err.code), err.message);
+}
 
 expected<void> from_capnp(Status::Reader status) {
   auto code = to_errc(status.getCode());
@@ -89,44 +114,64 @@ void to_capnp(const std::optional<warm::error>& err, Status::Builder out) {
 
 ModelState to_capnp(model_state state) noexcept {
   switch (state) {
-    case model_state::not_found: return ModelState::NOT_FOUND;
-    case model_state::not_loaded: return ModelState::NOT_LOADED;
-    case model_state::queued: return ModelState::QUEUED;
-    case model_state::loading: return ModelState::LOADING;
-    case model_state::loaded: return ModelState::LOADED;
-    case model_state::loading_failed: return ModelState::LOADING_FAILED;
+    case model_state::not_found:
+      return ModelState::NOT_FOUND;
+    case model_state::not_loaded:
+      return ModelState::NOT_LOADED;
+    case model_state::queued:
+      return ModelState::QUEUED;
+    case model_state::loading:
+      return ModelState::LOADING;
+    case model_state::loaded:
+      return ModelState::LOADED;
+    case model_state::loading_failed:
+      return ModelState::LOADING_FAILED;
   }
   return ModelState::NOT_FOUND;
 }
 
 model_state from_capnp(ModelState state) noexcept {
   switch (state) {
-    case ModelState::NOT_FOUND: return model_state::not_found;
-    case ModelState::NOT_LOADED: return model_state::not_loaded;
-    case ModelState::QUEUED: return model_state::queued;
-    case ModelState::LOADING: return model_state::loading;
-    case ModelState::LOADED: return model_state::loaded;
-    case ModelState::LOADING_FAILED: return model_state::loading_failed;
+    case ModelState::NOT_FOUND:
+      return model_state::not_found;
+    case ModelState::NOT_LOADED:
+      return model_state::not_loaded;
+    case ModelState::QUEUED:
+      return model_state::queued;
+    case ModelState::LOADING:
+      return model_state::loading;
+    case ModelState::LOADED:
+      return model_state::loaded;
+    case ModelState::LOADING_FAILED:
+      return model_state::loading_failed;
   }
   return model_state::not_found;
 }
 
 VModelState to_capnp(vmodel_state state) noexcept {
   switch (state) {
-    case vmodel_state::not_found: return VModelState::NOT_FOUND;
-    case vmodel_state::defined: return VModelState::DEFINED;
-    case vmodel_state::transitioning: return VModelState::TRANSITIONING;
-    case vmodel_state::transition_failed: return VModelState::TRANSITION_FAILED;
+    case vmodel_state::not_found:
+      return VModelState::NOT_FOUND;
+    case vmodel_state::defined:
+      return VModelState::DEFINED;
+    case vmodel_state::transitioning:
+      return VModelState::TRANSITIONING;
+    case vmodel_state::transition_failed:
+      return VModelState::TRANSITION_FAILED;
   }
   return VModelState::NOT_FOUND;
 }
 
 vmodel_state from_capnp(VModelState state) noexcept {
   switch (state) {
-    case VModelState::NOT_FOUND: return vmodel_state::not_found;
-    case VModelState::DEFINED: return vmodel_state::defined;
-    case VModelState::TRANSITIONING: return vmodel_state::transitioning;
-    case VModelState::TRANSITION_FAILED: return vmodel_state::transition_failed;
+    case VModelState::NOT_FOUND:
+      return vmodel_state::not_found;
+    case VModelState::DEFINED:
+      return vmodel_state::defined;
+    case VModelState::TRANSITIONING:
+      return vmodel_state::transitioning;
+    case VModelState::TRANSITION_FAILED:
+      return vmodel_state::transition_failed;
   }
   return vmodel_state::not_found;
 }
@@ -137,9 +182,11 @@ namespace {
 
 void to_capnp(const batching_options& b, Batching::Builder out) {
   out.setMaxBatch(b.max_batch);
-  out.setMaxQueueDelayUs(static_cast<std::uint64_t>(std::max<std::int64_t>(0, b.max_queue_delay.count())));
+  out.setMaxQueueDelayUs(
+      static_cast<std::uint64_t>(std::max<std::int64_t>(0, b.max_queue_delay.count())));
   auto preferred = out.initPreferredBatch(static_cast<unsigned>(b.preferred_batch.size()));
-  for (unsigned k = 0; k < preferred.size(); ++k) preferred.set(k, b.preferred_batch[k]);
+  for (unsigned k = 0; k < preferred.size(); ++k)
+    preferred.set(k, b.preferred_batch[k]);
   out.setMaxQueue(b.max_queue);
 }
 
@@ -149,7 +196,8 @@ batching_options from_capnp(Batching::Reader in) {
   // Saturated: a delay past ~292 000 years is as good as forever.
   b.max_queue_delay = std::chrono::microseconds(static_cast<std::int64_t>(
       std::min<std::uint64_t>(in.getMaxQueueDelayUs(), std::numeric_limits<std::int64_t>::max())));
-  for (auto size : in.getPreferredBatch()) b.preferred_batch.push_back(size);
+  for (auto size : in.getPreferredBatch())
+    b.preferred_batch.push_back(size);
   if (in.getMaxQueue() != 0) b.max_queue = in.getMaxQueue();
   return b;
 }
@@ -202,7 +250,8 @@ void to_capnp(const model_status& s, ModelStatus::Builder out) {
       if (!specs[i].known) continue;
       t.setDtype(to_text(std::string(to_string(specs[i].type))));
       auto shape = t.initShape(static_cast<unsigned>(specs[i].shape.size()));
-      for (unsigned d = 0; d < specs[i].shape.size(); ++d) shape.set(d, specs[i].shape[d]);
+      for (unsigned d = 0; d < specs[i].shape.size(); ++d)
+        shape.set(d, specs[i].shape[d]);
     }
   };
   put(s.io.inputs, out.initInputs(static_cast<unsigned>(s.io.inputs.size())));
@@ -221,7 +270,8 @@ std::vector<tensor_spec> from_capnp(capnp::List<TensorSpec>::Reader list) {
     auto type = parse_dtype(to_std(t.getDtype()));
     spec.known = type.has_value();
     if (type) spec.type = *type;
-    for (auto d : t.getShape()) spec.shape.push_back(d);
+    for (auto d : t.getShape())
+      spec.shape.push_back(d);
     specs.push_back(std::move(spec));
   }
   return specs;
@@ -305,8 +355,8 @@ served_model_status from_capnp(ServedModel::Reader s) {
     version_status vs;
     vs.version = v.getVersion();
     auto state = to_std(v.getState());
-    for (auto candidate : {version_state::new_, version_state::loading, version_state::ready, version_state::unloading,
-                           version_state::error})
+    for (auto candidate : {version_state::new_, version_state::loading, version_state::ready,
+                           version_state::unloading, version_state::error})
       if (to_string(candidate) == state) vs.state = candidate;
     vs.aspired = v.getAspired();
     vs.error = to_std(v.getError());
@@ -315,7 +365,8 @@ served_model_status from_capnp(ServedModel::Reader s) {
     out.versions.push_back(std::move(vs));
   }
   if (s.getDefaultVersion() != 0) out.default_version = s.getDefaultVersion();
-  for (auto l : s.getLabels()) out.labels[to_std(l.getName())] = l.getVersion();
+  for (auto l : s.getLabels())
+    out.labels[to_std(l.getName())] = l.getVersion();
   out.source_error = to_std(s.getSourceError());
   out.rolling = s.getRolling();
   return out;
@@ -326,13 +377,15 @@ namespace {
 template <typename Init>
 void set_texts(const std::vector<std::string>& in, Init init) {
   auto list = init(static_cast<unsigned>(in.size()));
-  for (unsigned i = 0; i < in.size(); ++i) list.set(i, in[i]);
+  for (unsigned i = 0; i < in.size(); ++i)
+    list.set(i, in[i]);
 }
 
 std::vector<std::string> texts(capnp::List<capnp::Text>::Reader in) {
   std::vector<std::string> out;
   out.reserve(in.size());
-  for (auto t : in) out.push_back(to_std(t));
+  for (auto t : in)
+    out.push_back(to_std(t));
   return out;
 }
 
@@ -433,7 +486,8 @@ void to_capnp(const tensor& t, Tensor::Builder out) {
   auto dt = to_string(t.type);
   out.setDtype(capnp::Text::Reader(dt.data(), dt.size()));
   auto shape = out.initShape(static_cast<unsigned>(t.shape.size()));
-  for (unsigned i = 0; i < t.shape.size(); ++i) shape.set(i, t.shape[i]);
+  for (unsigned i = 0; i < t.shape.size(); ++i)
+    shape.set(i, t.shape[i]);
   out.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(t.data.data()), t.data.size()));
 }
 
@@ -450,9 +504,11 @@ expected<tensor> from_capnp(Tensor::Reader t) {
   auto data = t.getData();
   if (*bytes != data.size())
     return make_error(errc::invalid_argument, "tensor data is " + std::to_string(data.size()) +
-                                                  " bytes, its shape and dtype say " + std::to_string(*bytes));
+                                                  " bytes, its shape and dtype say " +
+                                                  std::to_string(*bytes));
   out.shape.reserve(shape.size());
-  for (std::uint64_t d : shape) out.shape.push_back(d);
+  for (std::uint64_t d : shape)
+    out.shape.push_back(d);
   out.data.resize(data.size());
   if (data.size() != 0) std::memcpy(out.data.data(), data.begin(), data.size());
   return out;
@@ -461,7 +517,8 @@ expected<tensor> from_capnp(Tensor::Reader t) {
 namespace {
 
 void tensors_to_capnp(const std::vector<tensor>& in, capnp::List<Tensor>::Builder out) {
-  for (unsigned i = 0; i < in.size(); ++i) to_capnp(in[i], out[i]);
+  for (unsigned i = 0; i < in.size(); ++i)
+    to_capnp(in[i], out[i]);
 }
 
 expected<std::vector<tensor>> tensors_from_capnp(capnp::List<Tensor>::Reader in, const char* what) {
@@ -472,8 +529,8 @@ expected<std::vector<tensor>> tensors_from_capnp(capnp::List<Tensor>::Reader in,
     if (!t) {
       auto name = to_std(in[i].getName());
       return make_error(errc::invalid_argument, std::string(what) + " " + std::to_string(i) +
-                                                    (name.empty() ? "" : " (\"" + name + "\")") + ": " +
-                                                    t.error().message);
+                                                    (name.empty() ? "" : " (\"" + name + "\")") +
+                                                    ": " + t.error().message);
     }
     out.push_back(std::move(*t));
   }

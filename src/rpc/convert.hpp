@@ -23,7 +23,9 @@ namespace warm::rpc {
 // ---- text ----------------------------------------------------------------------------------
 
 // A capnp Text (or any kj::StringPtr) as a std::string; embedded NULs are kept.
-inline std::string to_std(kj::StringPtr text) { return std::string(text.begin(), text.size()); }
+inline std::string to_std(kj::StringPtr text) {
+  return std::string(text.begin(), text.size());
+}
 // A std::string as capnp Text (borrowed: valid while `text` lives).
 inline capnp::Text::Reader to_text(const std::string& text) {
   return capnp::Text::Reader(text.data(), text.size());

@@ -60,7 +60,8 @@ void to_capnp(const inspection& s, Inspection::Builder out) {
     failures[i].setExpiresInSeconds(f.expires_in_seconds);
   }
   auto models = out.initModels(static_cast<unsigned>(s.models.size()));
-  for (unsigned i = 0; i < s.models.size(); ++i) to_capnp(s.models[i], models[i]);
+  for (unsigned i = 0; i < s.models.size(); ++i)
+    to_capnp(s.models[i], models[i]);
   out.setRegisteredModels(s.registered_models);
   out.setVmodels(s.vmodels);
   out.setMaxConcurrentLoads(s.max_concurrent_loads);
@@ -83,16 +84,16 @@ inspection from_capnp(Inspection::Reader s) {
     o.score_swaps = d.getScoreSwaps();
     o.state = to_std(d.getState());
     for (auto r : d.getResident())
-      o.resident.push_back(
-          {to_std(r.getModel()), r.getBytes(), r.getInFlight(), r.getUses(), r.getIdleSeconds(), r.getScore(),
-           r.getPredicted(), r.getMeasured()});
+      o.resident.push_back({to_std(r.getModel()), r.getBytes(), r.getInFlight(), r.getUses(),
+                            r.getIdleSeconds(), r.getScore(), r.getPredicted(), r.getMeasured()});
     out.devices.push_back(std::move(o));
   }
   for (auto q : s.getQueue())
     out.queue.push_back(
         {to_std(q.getModel()), q.getWaiting(), q.getAgeMs(), q.getAttempts(), q.getWaiters()});
   for (auto r : s.getRunning())
-    out.running.push_back({to_std(r.getModel()), to_std(r.getDevice()), to_std(r.getPhase()), r.getAttempt()});
+    out.running.push_back(
+        {to_std(r.getModel()), to_std(r.getDevice()), to_std(r.getPhase()), r.getAttempt()});
   for (auto f : s.getFailures()) {
     failure_info o;
     o.model = to_std(f.getModel());
@@ -103,7 +104,8 @@ inspection from_capnp(Inspection::Reader s) {
     o.expires_in_seconds = f.getExpiresInSeconds();
     out.failures.push_back(std::move(o));
   }
-  for (auto m : s.getModels()) out.models.push_back(from_capnp(m));
+  for (auto m : s.getModels())
+    out.models.push_back(from_capnp(m));
   out.registered_models = s.getRegisteredModels();
   out.vmodels = s.getVmodels();
   out.max_concurrent_loads = s.getMaxConcurrentLoads();

@@ -31,7 +31,8 @@ struct bridge {
 template <class T>
 bridge<T> make_bridge() {
   auto paf = kj::newPromiseAndCrossThreadFulfiller<boxed<T>>();
-  auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<boxed<T>>>>(kj::mv(paf.fulfiller));
+  auto fulfiller =
+      std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<boxed<T>>>>(kj::mv(paf.fulfiller));
   callback<T> done = [fulfiller](expected<T> value) {
     (*fulfiller)->fulfill(kj::heap<expected<T>>(std::move(value)));
   };
@@ -83,7 +84,10 @@ class watch_handle final : public WatchHandle::Server {
  public:
   watch_handle(warm::runtime& rt, StateListener::Client listener, std::size_t capacity,
                std::shared_ptr<watch_counts> counts)
-      : rt_(rt), listener_(kj::mv(listener)), queue_(std::make_shared<watch_queue>()), counts_(std::move(counts)) {
+      : rt_(rt),
+        listener_(kj::mv(listener)),
+        queue_(std::make_shared<watch_queue>()),
+        counts_(std::move(counts)) {
     ++counts_->connection;
     ++*counts_->total;
     queue_->capacity = std::max<std::size_t>(capacity, 1);
@@ -161,17 +165,23 @@ struct warm_server::guard {
 
 warm_server::warm_server(warm::runtime& rt, server_options options, in_flight_counter in_flight,
                          std::shared_ptr<std::uint32_t> all_watchers)
-    : rt_(rt), options_(options), in_flight_(std::move(in_flight)), watchers_(std::make_shared<watch_counts>()) {
+    : rt_(rt),
+      options_(options),
+      in_flight_(std::move(in_flight)),
+      watchers_(std::make_shared<watch_counts>()) {
   if (all_watchers) watchers_->total = std::move(all_watchers);
 }
 
-kj::Own<warm_server::guard> warm_server::track() const { return kj::heap<guard>(in_flight_); }
+kj::Own<warm_server::guard> warm_server::track() const {
+  return kj::heap<guard>(in_flight_);
+}
 
 bool warm_server::fits(capnp::MessageSize size, Status::Builder status) const {
   std::uint64_t bytes = size.wordCount * 8;
   if (bytes <= options_.max_request_bytes) return true;
   set_status(status, Status::Code::TOO_LARGE,
-             "request is " + std::to_string(bytes) + " bytes, the limit is " + std::to_string(options_.max_request_bytes));
+             "request is " + std::to_string(bytes) + " bytes, the limit is " +
+                 std::to_string(options_.max_request_bytes));
   return false;
 }
 
@@ -179,10 +189,12 @@ kj::Promise<void> warm_server::registerModel(RegisterModelContext context) {
   auto params = context.getParams();
   if (!fits(params.totalSize(), context.getResults().getStatus())) return kj::READY_NOW;
   auto b = make_bridge<void>();
-  rt_.register_model(to_std(params.getId()), from_capnp(params.getInfo()), params.getLoadNow(), params.getSync(),
-                     std::move(b.done));
+  rt_.register_model(to_std(params.getId()), from_capnp(params.getInfo()), params.getLoadNow(),
+                     params.getSync(), std::move(b.done));
   return b.promise
-      .then([context](boxed<void> box) mutable { write_status(*box, context.getResults().getStatus()); })
+      .then([context](boxed<void> box) mutable {
+        write_status(*box, context.getResults().getStatus());
+      })
       .attach(track());
 }
 
@@ -192,7 +204,9 @@ kj::Promise<void> warm_server::unregisterModel(UnregisterModelContext context) {
   auto b = make_bridge<void>();
   rt_.unregister_model(to_std(params.getId()), std::move(b.done));
   return b.promise
-      .then([context](boxed<void> box) mutable { write_status(*box, context.getResults().getStatus()); })
+      .then([context](boxed<void> box) mutable {
+        write_status(*box, context.getResults().getStatus());
+      })
       .attach(track());
 }
 
@@ -218,7 +232,9 @@ kj::Promise<void> warm_server::ensureLoaded(EnsureLoadedContext context) {
   auto b = make_bridge<void>();
   rt_.ensure_loaded(to_std(params.getId()), params.getSync(), std::move(b.done));
   return b.promise
-      .then([context](boxed<void> box) mutable { write_status(*box, context.getResults().getStatus()); })
+      .then([context](boxed<void> box) mutable {
+        write_status(*box, context.getResults().getStatus());
+      })
       .attach(track());
 }
 
@@ -241,7 +257,9 @@ kj::Promise<void> warm_server::setVModel(SetVModelContext context) {
   auto b = make_bridge<vmodel_status>();
   rt_.set_vmodel(to_std(params.getId()), to_std(params.getTarget()), params.getAutoDeleteTarget(),
                  std::move(expected_target), std::move(b.done));
-  return b.promise.then([context](boxed<vmodel_status> box) mutable { write_vmodel(*box, context.getResults()); })
+  return b.promise
+      .then(
+          [context](boxed<vmodel_status> box) mutable { write_vmodel(*box, context.getResults()); })
       .attach(track());
 }
 
@@ -251,7 +269,9 @@ kj::Promise<void> warm_server::deleteVModel(DeleteVModelContext context) {
   auto b = make_bridge<void>();
   rt_.delete_vmodel(to_std(params.getId()), std::move(b.done));
   return b.promise
-      .then([context](boxed<void> box) mutable { write_status(*box, context.getResults().getStatus()); })
+      .then([context](boxed<void> box) mutable {
+        write_status(*box, context.getResults().getStatus());
+      })
       .attach(track());
 }
 
@@ -261,7 +281,9 @@ kj::Promise<void> warm_server::retry(RetryContext context) {
   auto b = make_bridge<void>();
   rt_.retry(to_std(params.getId()), std::move(b.done));
   return b.promise
-      .then([context](boxed<void> box) mutable { write_status(*box, context.getResults().getStatus()); })
+      .then([context](boxed<void> box) mutable {
+        write_status(*box, context.getResults().getStatus());
+      })
       .attach(track());
 }
 
@@ -275,14 +297,16 @@ kj::Promise<void> warm_server::servedModels(ServedModelsContext context) {
         if (!r) return to_capnp(r.error(), results.getStatus());
         set_ok(results.getStatus());
         auto list = results.initModels(static_cast<unsigned>(r->size()));
-        for (unsigned i = 0; i < r->size(); ++i) to_capnp(r->at(i), list[i]);
+        for (unsigned i = 0; i < r->size(); ++i)
+          to_capnp(r->at(i), list[i]);
       })
       .attach(track());
 }
 
 kj::Promise<void> warm_server::reload(ReloadContext context) {
   if (!options_.reload) {
-    set_status(context.getResults().getStatus(), Status::Code::UNAVAILABLE, "this server has no configuration to reload");
+    set_status(context.getResults().getStatus(), Status::Code::UNAVAILABLE,
+               "this server has no configuration to reload");
     return kj::READY_NOW;
   }
   auto b = make_bridge<std::uint32_t>();
@@ -322,7 +346,9 @@ kj::Promise<void> warm_server::getVModelStatus(GetVModelStatusContext context) {
   if (!fits(params.totalSize(), context.getResults().getStatus())) return kj::READY_NOW;
   auto b = make_bridge<vmodel_status>();
   rt_.vmodel_status(to_std(params.getId()), std::move(b.done));
-  return b.promise.then([context](boxed<vmodel_status> box) mutable { write_vmodel(*box, context.getResults()); })
+  return b.promise
+      .then(
+          [context](boxed<vmodel_status> box) mutable { write_vmodel(*box, context.getResults()); })
       .attach(track());
 }
 
@@ -332,7 +358,8 @@ kj::Promise<void> warm_server::listModels(ListModelsContext context) {
   std::uint32_t limit = params.getLimit() == 0 ? options_.page_size : params.getLimit();
   limit = std::max<std::uint32_t>(1, std::min(limit, options_.max_page_size));
   auto b = make_bridge<std::vector<model_status>>();
-  rt_.list_models(to_std(params.getAfter()), limit + 1, std::move(b.done));  // one more: is there a next page?
+  rt_.list_models(to_std(params.getAfter()), limit + 1,
+                  std::move(b.done));  // one more: is there a next page?
   return b.promise
       .then([context, limit](boxed<std::vector<model_status>> box) mutable {
         auto& r = *box;
@@ -343,7 +370,8 @@ kj::Promise<void> warm_server::listModels(ListModelsContext context) {
         bool more = models.size() > limit;
         if (more) models.resize(limit);
         auto list = results.initModels(static_cast<unsigned>(models.size()));
-        for (unsigned i = 0; i < models.size(); ++i) to_capnp(models[i], list[i]);
+        for (unsigned i = 0; i < models.size(); ++i)
+          to_capnp(models[i], list[i]);
         results.setNext(more ? to_text(models.back().id) : capnp::Text::Reader(""));
       })
       .attach(track());
@@ -359,21 +387,24 @@ kj::Promise<void> warm_server::infer(InferContext context) {
   auto inputs = request.getInputs();
   if (inputs.size() > options_.max_tensors) {
     set_status(status, Status::Code::TOO_LARGE,
-               std::to_string(inputs.size()) + " input tensors, the limit is " + std::to_string(options_.max_tensors));
+               std::to_string(inputs.size()) + " input tensors, the limit is " +
+                   std::to_string(options_.max_tensors));
     return kj::READY_NOW;
   }
   for (unsigned i = 0; i < inputs.size(); ++i) {
     auto bytes = inputs[i].getData().size();
     if (bytes > options_.max_tensor_bytes) {
       set_status(status, Status::Code::TOO_LARGE,
-                 "input " + std::to_string(i) + " is " + std::to_string(bytes) + " bytes, the limit is " +
-                     std::to_string(options_.max_tensor_bytes));
+                 "input " + std::to_string(i) + " is " + std::to_string(bytes) +
+                     " bytes, the limit is " + std::to_string(options_.max_tensor_bytes));
       return kj::READY_NOW;
     }
   }
   if (options_.relay) {
     auto& rt = rt_;
-    KJ_IF_MAYBE (relayed, options_.relay(context, [&rt, context]() { return serve_inference(rt, context, true); })) {
+    KJ_IF_MAYBE (relayed, options_.relay(context, [&rt, context]() {
+                   return serve_inference(rt, context, true);
+                 })) {
       return kj::mv(*relayed).attach(track());
     }
   }
@@ -441,7 +472,8 @@ kj::Promise<void> warm_server::watch(WatchContext context) {
   auto results = context.getResults();
   if (watchers_->connection >= options_.max_watchers_per_connection) {
     set_status(results.getStatus(), Status::Code::CAPACITY_EXHAUSTED,
-               std::to_string(watchers_->connection) + " watchers on this connection, the limit is " +
+               std::to_string(watchers_->connection) +
+                   " watchers on this connection, the limit is " +
                    std::to_string(options_.max_watchers_per_connection));
     return kj::READY_NOW;
   }
@@ -452,8 +484,8 @@ kj::Promise<void> warm_server::watch(WatchContext context) {
     return kj::READY_NOW;
   }
   set_ok(results.getStatus());
-  results.setHandle(
-      kj::heap<watch_handle>(rt_, context.getParams().getListener(), options_.max_queued_events, watchers_));
+  results.setHandle(kj::heap<watch_handle>(rt_, context.getParams().getListener(),
+                                           options_.max_queued_events, watchers_));
   return kj::READY_NOW;
 }
 

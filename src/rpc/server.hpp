@@ -39,10 +39,12 @@ struct server_options {
   std::uint32_t max_tensors = 64;                 // input tensors per inference [64]
   std::uint32_t page_size = 1000;                 // listModels with limit 0 [1000]
   std::uint32_t max_page_size = 10000;            // larger limits are clamped to this [10000]
-  std::uint32_t max_queued_events = 4096;         // per watcher; older events are dropped and the
-                                                  // next one delivered says how many (ModelEvent.missed) [4096]
-  std::uint32_t max_watchers_per_connection = 16;  // watch calls past it answer capacityExhausted [16]
-  std::uint32_t max_watchers = 256;               // across every connection of the server [256]
+  std::uint32_t max_queued_events =
+      4096;  // per watcher; older events are dropped and the
+             // next one delivered says how many (ModelEvent.missed) [4096]
+  std::uint32_t max_watchers_per_connection =
+      16;                            // watch calls past it answer capacityExhausted [16]
+  std::uint32_t max_watchers = 256;  // across every connection of the server [256]
   // Re-reads the host's served-models configuration and applies it (Warm.reload), answering the
   // number of served models; called on the RPC thread, it must not block. Empty: reload answers
   // unavailable.
@@ -55,7 +57,8 @@ struct server_options {
   // checks, before the runtime sees it. A promise when it takes the call: it fills the results,
   // and calls `serve_here` (the runtime serving it, marked forwarded) when the peer cannot.
   // kj::none: the runtime serves it. Empty: every inference goes to the runtime.
-  std::function<kj::Maybe<kj::Promise<void>>(infer_context context, std::function<kj::Promise<void>()> serve_here)>
+  std::function<kj::Maybe<kj::Promise<void>>(infer_context context,
+                                             std::function<kj::Promise<void>()> serve_here)>
       relay;
 };
 

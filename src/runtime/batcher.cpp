@@ -10,11 +10,16 @@
 namespace warm {
 
 batcher::batcher(batching_options defaults, executor& work, runtime_metrics& metrics)
-    : defaults_(std::move(defaults)), work_(work), metrics_(metrics), any_batched_(defaults_.enabled()) {
+    : defaults_(std::move(defaults)),
+      work_(work),
+      metrics_(metrics),
+      any_batched_(defaults_.enabled()) {
   timer_ = std::thread([this] { timer_loop(); });
 }
 
-batcher::~batcher() { stop_timer(); }
+batcher::~batcher() {
+  stop_timer();
+}
 
 bool batcher::batches(const std::string& model) const {
   if (!any_batched_.load(std::memory_order_acquire)) return false;
@@ -63,9 +68,10 @@ std::size_t batcher::ready(const queue& q, time_point now) const {
     if (rows.size() > q.options.max_batch) break;
     rows.push_back(i.rows);
   }
-  auto waited = flushing_.load(std::memory_order_relaxed)
-                    ? std::chrono::microseconds::max()
-                    : std::chrono::duration_cast<std::chrono::microseconds>(now - q.items.front().queued);
+  auto waited =
+      flushing_.load(std::memory_order_relaxed)
+          ? std::chrono::microseconds::max()
+          : std::chrono::duration_cast<std::chrono::microseconds>(now - q.items.front().queued);
   return requests_to_run(rows, waited, q.options);
 }
 
@@ -93,8 +99,9 @@ void batcher::submit(std::shared_ptr<acquired> held, infer_request request, std:
       auto model = std::move(held->model);
       held->lease.reset();  // given back before the answer
       held = nullptr;
-      return done(make_error(errc::unavailable, "the batch queue of model '" + model + "' is full (" +
-                                                    std::to_string(bound) + " requests)"));
+      return done(make_error(errc::unavailable, "the batch queue of model '" + model +
+                                                    "' is full (" + std::to_string(bound) +
+                                                    " requests)"));
     }
     const auto now = std::chrono::steady_clock::now();
     q->items.push_back(item{std::move(held), std::move(request), rows, std::move(done), now});
@@ -130,7 +137,8 @@ void batcher::drain(const std::shared_ptr<queue>& shared) {
     }
     std::deque<item> batch;
     for (std::size_t k = 0; k < n; ++k) {
-      metrics_.batch_queue_delay.observe(std::chrono::duration<double>(now - q.items.front().queued).count());
+      metrics_.batch_queue_delay.observe(
+          std::chrono::duration<double>(now - q.items.front().queued).count());
       batch.push_back(std::move(q.items.front()));
       q.items.pop_front();
     }
@@ -219,9 +227,11 @@ void batcher::run(std::deque<item>& batch) {
   while (!batch.empty()) {
     auto& lease = batch.front().held->lease;
     std::size_t n = 1;
-    while (n < batch.size() && &batch[n].held->lease.slot() == &lease.slot()) ++n;
+    while (n < batch.size() && &batch[n].held->lease.slot() == &lease.slot())
+      ++n;
     std::uint64_t rows = 0;
-    for (std::size_t k = 0; k < n; ++k) rows += batch[k].rows;
+    for (std::size_t k = 0; k < n; ++k)
+      rows += batch[k].rows;
 
     expected<std::vector<tensor>> ran = std::vector<tensor>{};
     if (n == 1) {
@@ -232,7 +242,8 @@ void batcher::run(std::deque<item>& batch) {
         auto& in = joined[i];
         in.shape.front() = rows;
         std::size_t bytes = 0;
-        for (std::size_t k = 0; k < n; ++k) bytes += batch[k].request.inputs[i].data.size();
+        for (std::size_t k = 0; k < n; ++k)
+          bytes += batch[k].request.inputs[i].data.size();
         in.data.resize(bytes);
         auto* at = in.data.data();
         for (std::size_t k = 0; k < n; ++k) {
@@ -272,8 +283,9 @@ void batcher::run(std::deque<item>& batch) {
           mine.type = out.type;
           mine.shape = out.shape;
           mine.shape.front() = own;
-          mine.data.assign(out.data.begin() + static_cast<std::ptrdiff_t>(first_row * row_bytes),
-                           out.data.begin() + static_cast<std::ptrdiff_t>((first_row + own) * row_bytes));
+          mine.data.assign(
+              out.data.begin() + static_cast<std::ptrdiff_t>(first_row * row_bytes),
+              out.data.begin() + static_cast<std::ptrdiff_t>((first_row + own) * row_bytes));
           result.outputs.push_back(std::move(mine));
         }
       }

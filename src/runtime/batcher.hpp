@@ -76,9 +76,9 @@ class batcher {
     std::mutex mutex;
     batching_options options;
     std::deque<item> items;
-    unsigned drains = 0;                 // drain tasks running: at most one an inference thread
-    std::optional<time_point> armed;     // the timer's deadline for this queue, if one is set
-    bool retired = false;                // dropped from queues_: submit must look again
+    unsigned drains = 0;              // drain tasks running: at most one an inference thread
+    std::optional<time_point> armed;  // the timer's deadline for this queue, if one is set
+    bool retired = false;             // dropped from queues_: submit must look again
   };
 
   std::shared_ptr<queue> queue_of(const std::string& model);
@@ -104,13 +104,13 @@ class batcher {
   mutable std::mutex queues_mutex_;  // before any queue's mutex, when both are held
   std::unordered_map<std::string, std::shared_ptr<queue>> queues_;  // models with requests queued
   std::unordered_map<std::string, batching_options> overrides_;     // per-model options
-  std::size_t batched_overrides_ = 0;  // overrides that batch
+  std::size_t batched_overrides_ = 0;                               // overrides that batch
   std::atomic<bool> any_batched_{false};  // the defaults batch, or an override does
 
   std::mutex timer_mutex_;  // after a queue's mutex, when both are held
   std::condition_variable timer_wake_;
   std::multimap<time_point, std::shared_ptr<queue>> deadlines_;
-  bool stopping_ = false;  // guarded by timer_mutex_
+  bool stopping_ = false;              // guarded by timer_mutex_
   std::atomic<bool> flushing_{false};  // stop() was called: nothing waits for its delay
   std::thread timer_;
 };

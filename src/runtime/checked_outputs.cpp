@@ -6,7 +6,8 @@ expected<std::vector<tensor>> checked_outputs(expected<std::vector<tensor>> ran,
                                               const std::string& model, std::uint64_t batch) {
   if (!ran) return ran;
   if (auto fits = check_outputs(*ran, io, batch); !fits)
-    return make_error(errc::internal, "model '" + model + "' answered with " + fits.error().message);
+    return make_error(errc::internal,
+                      "model '" + model + "' answered with " + fits.error().message);
   return ran;
 }
 

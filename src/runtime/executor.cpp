@@ -5,7 +5,8 @@
 namespace warm {
 
 executor::executor(unsigned threads) {
-  for (unsigned i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { run(); });
+  for (unsigned i = 0; i < std::max(1u, threads); ++i)
+    threads_.emplace_back([this] { run(); });
 }
 
 executor::~executor() {
@@ -14,7 +15,8 @@ executor::~executor() {
     stopping_ = true;
   }
   ready_.notify_all();
-  for (auto& t : threads_) t.join();
+  for (auto& t : threads_)
+    t.join();
 }
 
 void executor::submit(std::function<void()> task) {

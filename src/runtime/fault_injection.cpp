@@ -72,14 +72,19 @@ void fault_injector::before_inference(std::uint64_t batch) {
   --held_;
 }
 
-faulty_loader::faulty_loader(std::shared_ptr<fault_injector> faults, std::shared_ptr<model_loader> inner)
-    : faults_(std::move(faults)), inner_(inner ? std::move(inner) : std::make_shared<file_loader>()) {}
+faulty_loader::faulty_loader(std::shared_ptr<fault_injector> faults,
+                             std::shared_ptr<model_loader> inner)
+    : faults_(std::move(faults)),
+      inner_(inner ? std::move(inner) : std::make_shared<file_loader>()) {}
 
-expected<std::unique_ptr<resident_model>> faulty_loader::load(device& dev, const model_location& where,
-                                                              memory_reservation reservation, load_stats* stats) {
+expected<std::unique_ptr<resident_model>> faulty_loader::load(device& dev,
+                                                              const model_location& where,
+                                                              memory_reservation reservation,
+                                                              load_stats* stats) {
   if (auto delay = faults_->load_delay(); delay.count() > 0) std::this_thread::sleep_for(delay);
   if (faults_->fail_load())
-    return make_error(errc::load_failed, "loading " + where.path + " failed (injected fault)");  // frees the reservation
+    return make_error(errc::load_failed, "loading " + where.path +
+                                             " failed (injected fault)");  // frees the reservation
   return inner_->load(dev, where, std::move(reservation), stats);
 }
 
@@ -87,7 +92,8 @@ std::function<expected<std::unique_ptr<device>>(const device_spec&)> faulty_devi
     std::shared_ptr<fault_injector> faults) {
   return [faults](const device_spec& spec) -> expected<std::unique_ptr<device>> {
     if (spec.type != device_spec::kind::host)
-      return make_error(errc::unavailable, "fault injection supports host devices only, not " + spec.to_string());
+      return make_error(errc::unavailable,
+                        "fault injection supports host devices only, not " + spec.to_string());
     auto name = spec.partition < 0 ? std::string("host") : "host." + std::to_string(spec.partition);
     host_device_hooks hooks;
     hooks.allocation_fault = [faults] { return faults->fail_allocation(); };

@@ -46,9 +46,11 @@ class actor_thread_marker final : public caf::thread_hook {
 // Runs the inference for a held lease on inputs check_inputs accepted (`batch` rows) and packages
 // the result, its outputs checked against the model's declaration. The lease is released before
 // returning, so the caller's callback never runs with the slot in use.
-expected<infer_result> run_checked(serving_slot::lease lease, const std::string& model, const infer_request& request,
-                                   std::uint64_t batch, bool hit, double wait_ms) {
-  auto ran = checked_outputs(lease.model().run(request.inputs, batch), lease.model().io(), model, batch);
+expected<infer_result> run_checked(serving_slot::lease lease, const std::string& model,
+                                   const infer_request& request, std::uint64_t batch, bool hit,
+                                   double wait_ms) {
+  auto ran =
+      checked_outputs(lease.model().run(request.inputs, batch), lease.model().io(), model, batch);
   lease.reset();  // from here on the model may be unloaded
   if (!ran) return std::move(ran).error();
   infer_result result;
@@ -70,7 +72,8 @@ expected<void> check_options(const runtime_options& o) {
     return make_error(errc::invalid_argument, "at least one device is required");
   for (auto& a : o.attached_devices)
     if (!a.dev) return make_error(errc::invalid_argument, "an attached device is null");
-  if (o.repositories.empty()) return make_error(errc::invalid_argument, "at least one model repository is required");
+  if (o.repositories.empty())
+    return make_error(errc::invalid_argument, "at least one model repository is required");
   if (o.max_concurrent_loads < 1 || o.max_concurrent_loads > 64)
     return make_error(errc::invalid_argument, "max_concurrent_loads must be 1..64");
   if (o.max_load_attempts < 1 || o.max_load_attempts > 16)
@@ -80,10 +83,14 @@ expected<void> check_options(const runtime_options& o) {
   if (o.max_models == 0) return make_error(errc::invalid_argument, "max_models must be positive");
   if (o.device_policies.size() > o.devices.size())
     return make_error(errc::invalid_argument, "more device policies than devices");
-  if (o.rescore_period.count() <= 0) return make_error(errc::invalid_argument, "rescore_period must be positive");
-  if (o.version_poll < std::chrono::milliseconds(1)) return make_error(errc::invalid_argument, "version_poll must be at least 1 ms");
-  if (o.version_settle.count() < 0) return make_error(errc::invalid_argument, "version_settle may not be negative");
-  if (auto why = check_batching(o.batching); !why.empty()) return make_error(errc::invalid_argument, "batching: " + why);
+  if (o.rescore_period.count() <= 0)
+    return make_error(errc::invalid_argument, "rescore_period must be positive");
+  if (o.version_poll < std::chrono::milliseconds(1))
+    return make_error(errc::invalid_argument, "version_poll must be at least 1 ms");
+  if (o.version_settle.count() < 0)
+    return make_error(errc::invalid_argument, "version_settle may not be negative");
+  if (auto why = check_batching(o.batching); !why.empty())
+    return make_error(errc::invalid_argument, "batching: " + why);
   return {};
 }
 
@@ -117,7 +124,8 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
     if (!spec) return std::move(spec).error();
     auto dev = options.make_device ? options.make_device(*spec) : make_device(*spec);
     if (!dev) return std::move(dev).error();
-    auto added = add(std::move(*dev), index < options.device_policies.size() ? options.device_policies[index] : "");
+    auto added = add(std::move(*dev),
+                     index < options.device_policies.size() ? options.device_policies[index] : "");
     if (!added) return std::move(added).error();
   }
   for (auto& a : options.attached_devices)
@@ -138,18 +146,24 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   if (!stored) return std::move(stored).error();
 
   impl->config = std::make_unique<caf::actor_system_config>();
-  if (options.scheduler_threads) impl->config->set("scheduler.max-threads", options.scheduler_threads);
+  if (options.scheduler_threads)
+    impl->config->set("scheduler.max-threads", options.scheduler_threads);
   impl->config->add_thread_hook<actor_thread_marker>();
   impl->system = std::make_unique<caf::actor_system>(*impl->config);
   if (options.blas_threads) set_backend_threads(static_cast<int>(options.blas_threads));
-  auto threads = options.inference_threads ? options.inference_threads : std::max(1u, std::thread::hardware_concurrency());
+  auto threads = options.inference_threads ? options.inference_threads
+                                           : std::max(1u, std::thread::hardware_concurrency());
   impl->executor = std::make_unique<warm::executor>(threads);
   impl->reclaimer = std::make_unique<warm::executor>(1);
-  auto reclaim = [reclaimer = impl->reclaimer.get()](std::function<void()> task) { reclaimer->submit(std::move(task)); };
-  impl->describer = std::make_unique<warm::executor>(4);  // a slow describe (a helper at its deadline) holds one
+  auto reclaim = [reclaimer = impl->reclaimer.get()](std::function<void()> task) {
+    reclaimer->submit(std::move(task));
+  };
+  impl->describer =
+      std::make_unique<warm::executor>(4);  // a slow describe (a helper at its deadline) holds one
 
   impl->metrics = std::make_shared<runtime_metrics>(impl->devices.size());
-  impl->batcher = std::make_unique<warm::batcher>(options.batching, *impl->executor, *impl->metrics);
+  impl->batcher =
+      std::make_unique<warm::batcher>(options.batching, *impl->executor, *impl->metrics);
   loader_pool_config pool;
   pool.metrics = impl->metrics;
   pool.devices = impl->devices;
@@ -161,13 +175,14 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   pool.reclaim = reclaim;
   impl->pool = spawn_loader_pool(*impl->system, std::move(pool));
   for (std::size_t i = 0; i < impl->devices.size(); ++i)
-    impl->device_actors.push_back(
-        spawn_device_actor(*impl->system,
-                           {i, impl->devices[i], std::move(policies[i]), impl->time, impl->metrics, reclaim},
-                           impl->pool));
+    impl->device_actors.push_back(spawn_device_actor(
+        *impl->system,
+        {i, impl->devices[i], std::move(policies[i]), impl->time, impl->metrics, reclaim},
+        impl->pool));
   attach_devices(impl->pool, impl->device_actors);
   if (policies_rescore) {
-    impl->scorer = spawn_scorer(*impl->system, {impl->device_actors, options.rescore_period, impl->time, impl->metrics});
+    impl->scorer = spawn_scorer(
+        *impl->system, {impl->device_actors, options.rescore_period, impl->time, impl->metrics});
   }
 
   registry_config registry;
@@ -184,8 +199,9 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   registry.offload = [describer = impl->describer.get()](std::function<void()> task) {
     describer->submit(std::move(task));
   };
-  registry.on_batching = [batcher = impl->batcher.get()](const std::string& model,
-                                                         const std::optional<batching_options>& options) {
+  registry.on_batching = [batcher = impl->batcher.get()](
+                             const std::string& model,
+                             const std::optional<batching_options>& options) {
     batcher->set_model_options(model, options);
   };
   auto repository_ptr = registry.repository;
@@ -227,24 +243,30 @@ runtime::~runtime() {
   caf::anon_send_exit(i.hub, caf::exit_reason::user_shutdown);
   i.hub = nullptr;
   i.scorer = nullptr;
-  for (auto& d : i.device_actors) caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
+  for (auto& d : i.device_actors)
+    caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
   i.registry = nullptr;
   i.pool = nullptr;
   i.device_actors.clear();
   i.system->await_all_actors_done();
   i.batcher->stop();    // what waits for a batch delay is queued to run now
-  i.executor.reset();  // no actor is left to submit: run what is queued
+  i.executor.reset();   // no actor is left to submit: run what is queued
   i.describer.reset();  // answers the describes queued (their replies to the registry are dropped)
   i.watcher.reset();    // no look holds it any more: its thread stops here
   // Every slot left in the hit path's index gives its weights back before the devices go.
-  for (auto& slot : i.routes->slots()) slot->withdraw();
+  for (auto& slot : i.routes->slots())
+    slot->withdraw();
   i.reclaimer.reset();  // frees everything withdrawn so far
   i.system.reset();
 }
 
-const std::vector<std::shared_ptr<device>>& runtime::devices() const { return impl_->devices; }
+const std::vector<std::shared_ptr<device>>& runtime::devices() const {
+  return impl_->devices;
+}
 
-const runtime_metrics& runtime::metrics() const { return *impl_->metrics; }
+const runtime_metrics& runtime::metrics() const {
+  return *impl_->metrics;
+}
 
 runtime_actors actors_of(runtime& rt) {
   auto& i = rt.impl();
@@ -253,11 +275,14 @@ runtime_actors actors_of(runtime& rt) {
 
 // ---- registration and status ----------------------------------------------------------------
 
-void runtime::register_model(const std::string& id, model_info info, bool load_now, bool sync, callback<void> done) {
-  caf::anon_send(impl_->registry, msg::register_model{id, std::move(info), load_now, sync, std::move(done)});
+void runtime::register_model(const std::string& id, model_info info, bool load_now, bool sync,
+                             callback<void> done) {
+  caf::anon_send(impl_->registry,
+                 msg::register_model{id, std::move(info), load_now, sync, std::move(done)});
 }
 
-std::future<expected<void>> runtime::register_model(const std::string& id, model_info info, bool load_now, bool sync) {
+std::future<expected<void>> runtime::register_model(const std::string& id, model_info info,
+                                                    bool load_now, bool sync) {
   auto [cb, future] = promised<void>();
   register_model(id, std::move(info), load_now, sync, std::move(cb));
   return std::move(future);
@@ -283,11 +308,13 @@ std::future<expected<model_status>> runtime::status(const std::string& id) {
   return std::move(future);
 }
 
-void runtime::list_models(const std::string& after, std::uint32_t limit, callback<std::vector<model_status>> done) {
+void runtime::list_models(const std::string& after, std::uint32_t limit,
+                          callback<std::vector<model_status>> done) {
   caf::anon_send(impl_->registry, msg::list_models{after, limit, std::move(done)});
 }
 
-std::future<expected<std::vector<model_status>>> runtime::list_models(const std::string& after, std::uint32_t limit) {
+std::future<expected<std::vector<model_status>>> runtime::list_models(const std::string& after,
+                                                                      std::uint32_t limit) {
   auto [cb, future] = promised<std::vector<model_status>>();
   list_models(after, limit, std::move(cb));
   return std::move(future);
@@ -376,7 +403,8 @@ void submit_inference(runtime_impl& impl, std::shared_ptr<acquired> held, infer_
                       callback<infer_result> done) {
   if (impl.batcher->batches(held->model) && held->lease.model().io().batched)
     return submit_batched(impl, std::move(held), std::move(request), std::move(done));
-  auto task = std::make_shared<std::pair<infer_request, callback<infer_result>>>(std::move(request), std::move(done));
+  auto task = std::make_shared<std::pair<infer_request, callback<infer_result>>>(std::move(request),
+                                                                                 std::move(done));
   impl.executor->submit([impl = &impl, held = std::move(held), task = std::move(task)] {
     auto answer = [impl, held, task](expected<infer_result> result) {
       held->lease.reset();  // before the callback: the model may be unloaded from here on
@@ -388,17 +416,19 @@ void submit_inference(runtime_impl& impl, std::shared_ptr<acquired> held, infer_
     if (!batch) return answer(std::move(batch).error());
     // The model answers when it is done: at once for warm's own devices, later (from a model
     // runtime's link) for a model in another process, this thread free meanwhile.
-    held->lease.model().run_then(task->first.inputs, *batch, [held, task, answer, rows = *batch](
-                                                                 expected<std::vector<tensor>> ran) {
-      ran = checked_outputs(std::move(ran), held->lease.model().io(), held->model, rows);  // the lease holds it
-      if (!ran) return answer(std::move(ran).error());
-      infer_result result;
-      result.outputs = std::move(*ran);
-      result.model = held->model;
-      result.cache_hit = held->hit;
-      result.load_wait_ms = held->wait_ms;
-      answer(std::move(result));
-    });
+    held->lease.model().run_then(
+        task->first.inputs, *batch,
+        [held, task, answer, rows = *batch](expected<std::vector<tensor>> ran) {
+          ran = checked_outputs(std::move(ran), held->lease.model().io(), held->model,
+                                rows);  // the lease holds it
+          if (!ran) return answer(std::move(ran).error());
+          infer_result result;
+          result.outputs = std::move(*ran);
+          result.model = held->model;
+          result.cache_hit = held->hit;
+          result.load_wait_ms = held->wait_ms;
+          answer(std::move(result));
+        });
   });
 }
 
@@ -415,7 +445,8 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
       // Inputs are checked once, here: a refused request is answered at once, whatever its size.
       auto batch = check_leased(lease, request);
       const auto& m = lease.model();
-      if (batch && ((i.batcher->batches(served) && m.io().batched) || m.cost(*batch) > i.options.inline_inference_limit)) {
+      if (batch && ((i.batcher->batches(served) && m.io().batched) ||
+                    m.cost(*batch) > i.options.inline_inference_limit)) {
         // Batched, or too heavy for the caller's thread: the lease travels with the task, and a
         // reference to the slot with it (the guard covers this thread only).
         auto held = std::make_shared<acquired>();
@@ -434,11 +465,13 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
     return done(std::move(*answered));
   }
   // A miss another instance of the cluster may serve (runtime_options::miss_handler).
-  if (i.options.miss_handler && !request.forwarded && i.options.miss_handler(i.routes->resolve(request.target), request, done))
+  if (i.options.miss_handler && !request.forwarded &&
+      i.options.miss_handler(i.routes->resolve(request.target), request, done))
     return;
   // A miss: the model actor answers with a lease once the model is loaded; the inference then
   // runs on the executor, never on the actor's thread.
-  auto shared = std::make_shared<std::pair<infer_request, callback<infer_result>>>(std::move(request), std::move(done));
+  auto shared = std::make_shared<std::pair<infer_request, callback<infer_result>>>(
+      std::move(request), std::move(done));
   auto target = shared->first.target;
   auto* impl = impl_.get();
   caf::anon_send(i.registry,
@@ -467,7 +500,9 @@ std::uint64_t runtime::watch(std::function<void(const model_event&)> listener) {
   return id;
 }
 
-void runtime::unwatch(std::uint64_t id) { caf::anon_send(impl_->hub, msg::remove_watcher{id}); }
+void runtime::unwatch(std::uint64_t id) {
+  caf::anon_send(impl_->hub, msg::remove_watcher{id});
+}
 
 // ---- inspection -----------------------------------------------------------------------------
 
@@ -486,16 +521,18 @@ void runtime::inspect(callback<inspection> done) {
   p->done = std::move(done);
   p->result.devices.resize(i.device_actors.size());
   p->result.max_concurrent_loads = i.options.max_concurrent_loads;
-  caf::anon_send(i.registry, msg::inspect_models{[p](std::vector<model_status> models, std::uint64_t registered,
-                                                     std::uint64_t vmodels) {
+  caf::anon_send(i.registry,
+                 msg::inspect_models{[p](std::vector<model_status> models, std::uint64_t registered,
+                                         std::uint64_t vmodels) {
                    p->result.models = std::move(models);
                    p->result.registered_models = registered;
                    p->result.vmodels = vmodels;
                    p->arrive();
                  }});
-  caf::anon_send(i.pool, msg::inspect_loads{[p](std::vector<queued_load> queue, std::vector<running_load> running,
-                                                std::vector<failure_info> failures, std::uint64_t started,
-                                                std::uint64_t failed) {
+  caf::anon_send(i.pool, msg::inspect_loads{[p](std::vector<queued_load> queue,
+                                                std::vector<running_load> running,
+                                                std::vector<failure_info> failures,
+                                                std::uint64_t started, std::uint64_t failed) {
                    p->result.queue = std::move(queue);
                    p->result.running = std::move(running);
                    p->result.failures = std::move(failures);

@@ -40,13 +40,14 @@ struct runtime_impl {
   std::unique_ptr<caf::actor_system> system;
   registry_actor registry;
   version_manager_actor versions;  // the served models
-  std::shared_ptr<dir_watch> watcher;  // wakes it when their directories change (null: polling alone)
+  std::shared_ptr<dir_watch>
+      watcher;  // wakes it when their directories change (null: polling alone)
   loader_pool_actor pool;
   scorer_actor scorer;  // only when a policy rescores
   watch_hub_actor hub;
   std::atomic<std::uint64_t> next_watch{1};
   std::vector<device_actor> device_actors;
-  std::unique_ptr<warm::batcher> batcher;     // the batch queues of the models that batch
+  std::unique_ptr<warm::batcher> batcher;    // the batch queues of the models that batch
   std::unique_ptr<warm::executor> executor;  // runs inferences after a miss
   // One thread freeing withdrawn weights (munmap, cudaFree) for the device actors; declared after
   // the devices, so it is gone before them.

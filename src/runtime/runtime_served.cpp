@@ -11,14 +11,15 @@ using runtime_detail::promised;
 // ---- vmodels --------------------------------------------------------------------------------
 
 void runtime::set_vmodel(const std::string& id, const std::string& target, bool auto_delete_target,
-                         std::optional<std::string> expected_target, callback<warm::vmodel_status> done) {
-  caf::anon_send(impl_->registry,
-                 msg::set_vmodel{id, target, auto_delete_target, std::move(expected_target), std::move(done)});
+                         std::optional<std::string> expected_target,
+                         callback<warm::vmodel_status> done) {
+  caf::anon_send(impl_->registry, msg::set_vmodel{id, target, auto_delete_target,
+                                                  std::move(expected_target), std::move(done)});
 }
 
-std::future<expected<vmodel_status>> runtime::set_vmodel(const std::string& id, const std::string& target,
-                                                         bool auto_delete_target,
-                                                         std::optional<std::string> expected_target) {
+std::future<expected<vmodel_status>> runtime::set_vmodel(
+    const std::string& id, const std::string& target, bool auto_delete_target,
+    std::optional<std::string> expected_target) {
   auto [cb, future] = promised<warm::vmodel_status>();
   set_vmodel(id, target, auto_delete_target, std::move(expected_target), std::move(cb));
   return std::move(future);

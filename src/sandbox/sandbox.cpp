@@ -1,9 +1,9 @@
 #include "sandbox/sandbox.hpp"
 
 #include <dirent.h>
-#include <linux/capability.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <linux/landlock.h>
 #include <pwd.h>
 #include <seccomp.h>
@@ -412,9 +412,11 @@ expected<applied> sandbox_self(const self_policy& requested) {
   applied out;
   self_policy policy = requested;
   if (sanitizer_build) {
-    if (policy.rlimits.address_space) out.notes.push_back("a sanitizer build: address space not limited");
+    if (policy.rlimits.address_space)
+      out.notes.push_back("a sanitizer build: address space not limited");
     policy.rlimits.address_space = 0;
-    if (policy.syscalls.deny_debug) out.notes.push_back("a sanitizer build: ptrace not denied (leak checks use it)");
+    if (policy.syscalls.deny_debug)
+      out.notes.push_back("a sanitizer build: ptrace not denied (leak checks use it)");
     policy.syscalls.deny_debug = false;
     policy.files.read.push_back("/proc/self");  // this process's: its maps and threads, for reports
     out.notes.push_back("a sanitizer build: /proc/self readable");

@@ -154,10 +154,10 @@ std::vector<std::string> system_read_exec_paths();
 
 // A whole sandbox for a process confining itself.
 struct self_policy {
-  fs_rules files;          // Landlock rules (add system_read_exec_paths() to read_exec)
-  limits rlimits;          // resource limits
-  syscall_rules syscalls;  // seccomp deny list
-  std::string user;        // user to become when running as root; empty: keep
+  fs_rules files;                 // Landlock rules (add system_read_exec_paths() to read_exec)
+  limits rlimits;                 // resource limits
+  syscall_rules syscalls;         // seccomp deny list
+  std::string user;               // user to become when running as root; empty: keep
   bool keep_read_search = false;  // with user: keep CAP_DAC_READ_SEARCH (see become)
 };
 

@@ -34,12 +34,14 @@ class fd_guard {
 
 error escapes(const std::string& display) {
   return make_error(errc::invalid_argument,
-                    display + ": leads outside the repository root (a symlink or '..' in the path; "
-                              "did the repository change since the model was registered?)");
+                    display +
+                        ": leads outside the repository root (a symlink or '..' in the path; "
+                        "did the repository change since the model was registered?)");
 }
 
 error os_failure(const std::string& display, int err) {
-  if (err == ENOENT || err == ENOTDIR) return make_error(errc::not_found, display + ": no such file");
+  if (err == ENOENT || err == ENOTDIR)
+    return make_error(errc::not_found, display + ": no such file");
   return make_error(errc::load_failed, display + ": cannot open: " + std::strerror(err));
 }
 
@@ -58,18 +60,21 @@ int walk_components(int root_fd, const std::string& relative) {
   std::size_t start = 0;
   for (;;) {
     auto slash = relative.find('/', start);
-    auto name = relative.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    auto name =
+        relative.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
     if (name.empty() || name == "." || name == "..") {
       errno = EXDEV;
       return -1;
     }
-    if (slash == std::string::npos) return ::openat(dir.get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (slash == std::string::npos)
+      return ::openat(dir.get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
     int next = ::openat(dir.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (next < 0) {
       // A symlink opened with O_DIRECTORY | O_NOFOLLOW fails with ENOTDIR: tell it apart.
       int err = errno;
       struct stat st {};
-      if (err == ENOTDIR && ::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+      if (err == ENOTDIR && ::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+          S_ISLNK(st.st_mode))
         err = ELOOP;
       errno = err;
       return -1;
@@ -81,8 +86,8 @@ int walk_components(int root_fd, const std::string& relative) {
 
 }  // namespace
 
-expected<read_file> open_beneath(int root_fd, const std::string& relative, const std::string& display,
-                                 beneath_walk walk) {
+expected<read_file> open_beneath(int root_fd, const std::string& relative,
+                                 const std::string& display, beneath_walk walk) {
   if (relative.empty() || relative.front() == '/') return escapes(display);
   fd_guard handle(-1);
   bool walked = walk == beneath_walk::components;
@@ -100,12 +105,15 @@ expected<read_file> open_beneath(int root_fd, const std::string& relative, const
   struct stat st {};
   if (::fstat(handle.get(), &st) != 0) return os_failure(display, errno);
   if (S_ISLNK(st.st_mode)) return escapes(display);  // the component walk's last step
-  if (!S_ISREG(st.st_mode)) return make_error(errc::invalid_argument, display + ": not a regular file");
+  if (!S_ISREG(st.st_mode))
+    return make_error(errc::invalid_argument, display + ": not a regular file");
 
   // Reopen the very inode checked above for reading (the O_PATH descriptor cannot read).
   auto proc = "/proc/self/fd/" + std::to_string(handle.get());
   int fd = ::open(proc.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return make_error(errc::load_failed, display + ": cannot reopen through /proc: " + std::strerror(errno));
+  if (fd < 0)
+    return make_error(errc::load_failed,
+                      display + ": cannot reopen through /proc: " + std::strerror(errno));
   struct stat reopened {};
   if (::fstat(fd, &reopened) != 0 || reopened.st_dev != st.st_dev || reopened.st_ino != st.st_ino) {
     ::close(fd);

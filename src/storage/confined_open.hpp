@@ -26,7 +26,8 @@ enum class beneath_walk {
 // for reading. `display` names the file in messages. invalid_argument when the path leads outside
 // the root (or, in the component walk, through any symlink) or is not a regular file; not_found
 // when it does not exist; load_failed for other OS errors.
-expected<read_file> open_beneath(int root_fd, const std::string& relative, const std::string& display,
+expected<read_file> open_beneath(int root_fd, const std::string& relative,
+                                 const std::string& display,
                                  beneath_walk walk = beneath_walk::automatic);
 
 }  // namespace warm

@@ -38,10 +38,14 @@ std::optional<std::pair<std::uint64_t, bool>> parse_layer_name(std::string_view 
 
 std::string_view to_string(activation act) noexcept {
   switch (act) {
-    case activation::none: return "none";
-    case activation::relu: return "relu";
-    case activation::gelu: return "gelu";
-    case activation::tanh: return "tanh";
+    case activation::none:
+      return "none";
+    case activation::relu:
+      return "relu";
+    case activation::gelu:
+      return "gelu";
+    case activation::tanh:
+      return "tanh";
   }
   return "none";
 }
@@ -54,13 +58,15 @@ std::optional<activation> parse_activation(std::string_view name) noexcept {
 
 std::uint64_t dense_spec::widest() const {
   std::uint64_t w = 0;
-  for (const auto& l : layers) w = std::max({w, l.in, l.out});
+  for (const auto& l : layers)
+    w = std::max({w, l.in, l.out});
   return w;
 }
 
 std::uint64_t dense_spec::parameters() const {
   std::uint64_t n = 0;
-  for (const auto& l : layers) n += l.out * l.in + l.out;
+  for (const auto& l : layers)
+    n += l.out * l.in + l.out;
   return n;
 }
 

@@ -15,12 +15,13 @@ namespace warm {
 namespace {
 
 // What counts as a change: entries appearing, disappearing or renamed, and files finished.
-constexpr std::uint32_t events = IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE |
-                                 IN_DELETE_SELF | IN_MOVE_SELF | IN_ATTRIB;
+constexpr std::uint32_t events = IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM |
+                                 IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ATTRIB;
 
 }  // namespace
 
-expected<std::unique_ptr<dir_watch>> dir_watch::start(std::function<void(const std::string&)> changed) {
+expected<std::unique_ptr<dir_watch>> dir_watch::start(
+    std::function<void(const std::string&)> changed) {
   int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) return make_error(errc::unavailable, std::string("inotify: ") + std::strerror(errno));
   int wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -111,7 +112,8 @@ void dir_watch::run() {
         auto* ev = reinterpret_cast<inotify_event*>(p);
         p += sizeof(inotify_event) + ev->len;
         if (ev->mask & IN_Q_OVERFLOW) {  // events were lost: every key looks
-          for (auto& [key, dir] : dirs_) touched.insert(key);
+          for (auto& [key, dir] : dirs_)
+            touched.insert(key);
           continue;
         }
         auto it = keys_.find(ev->wd);
@@ -138,7 +140,8 @@ void dir_watch::run() {
         }
       }
     }
-    for (auto& key : touched) changed_(key);
+    for (auto& key : touched)
+      changed_(key);
   }
 }
 

@@ -21,7 +21,8 @@ class dir_watch {
  public:
   // Starts the watching thread; `changed(key)` runs on it for every batch of events in the
   // directories watched for `key`. unavailable when inotify cannot be set up.
-  static expected<std::unique_ptr<dir_watch>> start(std::function<void(const std::string& key)> changed);
+  static expected<std::unique_ptr<dir_watch>> start(
+      std::function<void(const std::string& key)> changed);
   ~dir_watch();  // stops the thread and closes every watch
   dir_watch(const dir_watch&) = delete;
   dir_watch& operator=(const dir_watch&) = delete;
@@ -37,14 +38,14 @@ class dir_watch {
   dir_watch(int inotify_fd, int wake_fd, std::function<void(const std::string&)> changed);
   void run();
   void add_children(const std::string& key, const std::string& dir);  // with mutex_ held
-  void drop(const std::string& key);                                    // with mutex_ held
+  void drop(const std::string& key);                                  // with mutex_ held
 
   int inotify_fd_, wake_fd_;
   std::function<void(const std::string&)> changed_;
   std::mutex mutex_;
-  std::map<int, std::string> keys_;          // watch descriptor → key
-  std::map<std::string, std::string> dirs_;  // key → its directory
-  std::map<std::string, int> base_;          // key → its directory's own watch descriptor
+  std::map<int, std::string> keys_;               // watch descriptor → key
+  std::map<std::string, std::string> dirs_;       // key → its directory
+  std::map<std::string, int> base_;               // key → its directory's own watch descriptor
   std::map<std::string, std::set<int>> watches_;  // key → its watch descriptors
   std::thread thread_;
 };

@@ -72,7 +72,8 @@ expected<void> read_file::read_exactly(void* out, std::size_t bytes, std::uint64
       if (errno == EINTR) continue;
       return os_error(errc::load_failed, path_, "read failed", errno);
     }
-    if (got == 0) return make_error(errc::load_failed, path_ + ": unexpected end of file (was it truncated?)");
+    if (got == 0)
+      return make_error(errc::load_failed, path_ + ": unexpected end of file (was it truncated?)");
     cursor += got;
     offset += static_cast<std::uint64_t>(got);
     bytes -= static_cast<std::size_t>(got);
@@ -89,9 +90,10 @@ expected<std::uint64_t> read_file::current_size() const {
 expected<file_identity> read_file::identity() const {
   struct stat st {};
   if (::fstat(fd_, &st) != 0) return os_error(errc::load_failed, path_, "cannot stat", errno);
-  return file_identity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
-                       static_cast<std::uint64_t>(st.st_size),
-                       static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+  return file_identity{
+      static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+      static_cast<std::uint64_t>(st.st_size),
+      static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
 }
 
 void read_file::advise_sequential() const {

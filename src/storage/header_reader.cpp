@@ -14,7 +14,9 @@ using json = nlohmann::json;
 // Deepest container the format needs: root object (0) > tensor object (1) > shape array (2).
 constexpr int max_container_depth = 2;
 
-std::string in_quotes(std::string_view name) { return "'" + std::string(name) + "'"; }
+std::string in_quotes(std::string_view name) {
+  return "'" + std::string(name) + "'";
+}
 
 // One tensor entry as read, judged when its object closes (in the order of the checks that a
 // whole entry gets: unknown fields, missing fields, dtype, shape, offsets).
@@ -51,10 +53,13 @@ class reader : public nlohmann::json_sax<json> {
   bool null() override { return scalar(std::nullopt, false); }
   bool boolean(bool) override { return scalar(std::nullopt, false); }
   bool number_integer(number_integer_t v) override {
-    return scalar(v >= 0 ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(v)) : std::nullopt, false);
+    return scalar(
+        v >= 0 ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(v)) : std::nullopt, false);
   }
   bool number_unsigned(number_unsigned_t v) override { return scalar(v, false); }
-  bool number_float(number_float_t, const string_t&) override { return scalar(std::nullopt, false); }
+  bool number_float(number_float_t, const string_t&) override {
+    return scalar(std::nullopt, false);
+  }
   bool binary(binary_t&) override { return scalar(std::nullopt, false); }
   bool string(string_t& s) override {
     string_ = &s;
@@ -80,13 +85,14 @@ class reader : public nlohmann::json_sax<json> {
     if (stack_.back() == place::metadata) {
       if (out.metadata.count(k)) return refuse("header: duplicate key " + in_quotes(k));
       if (out.metadata.size() >= max_metadata_entries)
-        return refuse("__metadata__ holds more than " + std::to_string(max_metadata_entries) + " entries");
+        return refuse("__metadata__ holds more than " + std::to_string(max_metadata_entries) +
+                      " entries");
       key_ = std::move(k);
       return true;
     }
     if (stack_.back() == place::tensor) {
-      bool* seen = k == "dtype" ? &fields_.has_dtype
-                   : k == "shape" ? &fields_.has_shape
+      bool* seen = k == "dtype"          ? &fields_.has_dtype
+                   : k == "shape"        ? &fields_.has_shape
                    : k == "data_offsets" ? &fields_.has_offsets
                                          : nullptr;
       if (!seen) return bad_tensor("unknown field " + in_quotes(k));
@@ -98,11 +104,13 @@ class reader : public nlohmann::json_sax<json> {
     return true;  // keys of a skipped root, or of a container refused when its entry closes
   }
 
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception&) override {
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception&) override {
     // The parser's own message quotes the bytes it last read: name only where it stopped.
     if (!failure)
-      failure = make_error(errc::invalid_argument,
-                           "header is not valid JSON (at byte " + std::to_string(position) + " of the header)");
+      failure =
+          make_error(errc::invalid_argument, "header is not valid JSON (at byte " +
+                                                 std::to_string(position) + " of the header)");
     return false;
   }
 
@@ -111,7 +119,9 @@ class reader : public nlohmann::json_sax<json> {
     failure = make_error(errc::invalid_argument, std::move(message));
     return false;
   }
-  bool bad_tensor(const std::string& why) { return refuse("tensor " + in_quotes(fields_.name) + ": " + why); }
+  bool bad_tensor(const std::string& why) {
+    return refuse("tensor " + in_quotes(fields_.name) + ": " + why);
+  }
 
   // A value that is not a container, in whatever place the reader is.
   bool scalar(std::optional<std::uint64_t> count, bool is_string) {
@@ -124,7 +134,8 @@ class reader : public nlohmann::json_sax<json> {
         fields_.name = key_;
         return bad_tensor("entry is not an object");
       case place::metadata:
-        if (!is_string) return refuse("__metadata__ value of " + in_quotes(key_) + " is not a string");
+        if (!is_string)
+          return refuse("__metadata__ value of " + in_quotes(key_) + " is not a string");
         out.metadata.emplace(std::move(key_), std::move(*string_));
         return true;
       case place::tensor:
@@ -139,11 +150,13 @@ class reader : public nlohmann::json_sax<json> {
           return true;
         }
         if (fields_.shape.size() >= max_header_rank)
-          return bad_tensor("shape has more than " + std::to_string(max_header_rank) + " dimensions");
+          return bad_tensor("shape has more than " + std::to_string(max_header_rank) +
+                            " dimensions");
         fields_.shape.push_back(*count);
         return true;
       case place::offsets:
-        if (fields_.offsets_is_array && fields_.offsets_count < 2) fields_.offsets[fields_.offsets_count] = count;
+        if (fields_.offsets_is_array && fields_.offsets_count < 2)
+          fields_.offsets[fields_.offsets_count] = count;
         ++fields_.offsets_count;
         return true;
       case place::skipped:
@@ -217,27 +230,31 @@ class reader : public nlohmann::json_sax<json> {
     if (!f.shape_is_array) return bad_tensor("shape is not an array");
     std::uint64_t expected_bytes = dtype_size(info.dtype);
     for (auto d : f.shape)
-      if (__builtin_mul_overflow(expected_bytes, d, &expected_bytes)) return bad_tensor("shape size overflows");
-    if (f.shape_bad_entry) return bad_tensor("shape has an entry that is not a non-negative integer");
+      if (__builtin_mul_overflow(expected_bytes, d, &expected_bytes))
+        return bad_tensor("shape size overflows");
+    if (f.shape_bad_entry)
+      return bad_tensor("shape has an entry that is not a non-negative integer");
     info.shape = std::move(f.shape);
-    if (!f.offsets_is_array || f.offsets_count != 2) return bad_tensor("data_offsets is not [begin, end]");
-    if (!f.offsets[0] || !f.offsets[1]) return bad_tensor("data_offsets are not non-negative integers");
+    if (!f.offsets_is_array || f.offsets_count != 2)
+      return bad_tensor("data_offsets is not [begin, end]");
+    if (!f.offsets[0] || !f.offsets[1])
+      return bad_tensor("data_offsets are not non-negative integers");
     if (*f.offsets[1] < *f.offsets[0]) return bad_tensor("data_offsets end before they begin");
     info.begin = *f.offsets[0];
     info.end = *f.offsets[1];
     if (info.bytes() != expected_bytes)
-      return bad_tensor("shape and dtype need " + std::to_string(expected_bytes) + " bytes but data_offsets span " +
-                        std::to_string(info.bytes()));
+      return bad_tensor("shape and dtype need " + std::to_string(expected_bytes) +
+                        " bytes but data_offsets span " + std::to_string(info.bytes()));
     info.name = std::move(f.name);
     out.tensors.push_back(std::move(info));
     return true;
   }
 
   std::vector<place> stack_{place::top};
-  std::string key_;              // the key whose value comes next
-  string_t* string_ = nullptr;   // the string being reported by string()
+  std::string key_;             // the key whose value comes next
+  string_t* string_ = nullptr;  // the string being reported by string()
   bool seen_metadata_ = false;
-  tensor_fields fields_;         // the tensor entry being read
+  tensor_fields fields_;  // the tensor entry being read
 };
 
 }  // namespace
@@ -256,11 +273,14 @@ expected<header_contents> read_header_json(std::string_view text) {
   // Tensor names are the root's keys: each may appear once.
   std::vector<const tensor_info*> by_name;
   by_name.reserve(r.out.tensors.size());
-  for (const auto& t : r.out.tensors) by_name.push_back(&t);
-  std::sort(by_name.begin(), by_name.end(), [](const tensor_info* a, const tensor_info* b) { return a->name < b->name; });
+  for (const auto& t : r.out.tensors)
+    by_name.push_back(&t);
+  std::sort(by_name.begin(), by_name.end(),
+            [](const tensor_info* a, const tensor_info* b) { return a->name < b->name; });
   for (std::size_t i = 1; i < by_name.size(); ++i)
     if (by_name[i]->name == by_name[i - 1]->name)
-      return make_error(errc::invalid_argument, "header: duplicate key " + in_quotes(by_name[i]->name));
+      return make_error(errc::invalid_argument,
+                        "header: duplicate key " + in_quotes(by_name[i]->name));
   return std::move(r.out);
 }
 

@@ -38,7 +38,9 @@ expected<fs::path> relative_path(const std::string& relative) {
   if (relative.find('\0') != std::string::npos)
     return make_error(errc::invalid_argument, "model paths may not contain NUL bytes");
   fs::path rel(relative);
-  if (rel.is_absolute()) return make_error(errc::invalid_argument, relative + ": model paths must be relative to a repository root");
+  if (rel.is_absolute())
+    return make_error(errc::invalid_argument,
+                      relative + ": model paths must be relative to a repository root");
   return rel;
 }
 
@@ -51,8 +53,9 @@ expected<fs::path> model_file_in(const fs::path& dir) {
     auto candidate = dir / k.file;
     if (!fs::exists(fs::symlink_status(candidate, ec))) continue;
     if (!found.empty())
-      return make_error(errc::invalid_argument, dir.string() + ": holds both " + found.filename().string() + " and " +
-                                                    k.file + "; a version directory holds one model file");
+      return make_error(errc::invalid_argument, dir.string() + ": holds both " +
+                                                    found.filename().string() + " and " + k.file +
+                                                    "; a version directory holds one model file");
     found = candidate;
   }
   return found;
@@ -62,14 +65,16 @@ expected<fs::path> model_file_in(const fs::path& dir) {
 
 std::string kind_of_file(const std::string& path) {
   auto ends = [&](const std::string& suffix) {
-    return path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return path.size() >= suffix.size() &&
+           path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   return ends(".pt") ? "torchscript" : "dense";
 }
 
 expected<std::vector<std::uint64_t>> list_versions(const std::string& model_dir) {
   std::error_code ec;
-  if (!fs::is_directory(model_dir, ec)) return make_error(errc::not_found, model_dir + ": no such model directory");
+  if (!fs::is_directory(model_dir, ec))
+    return make_error(errc::not_found, model_dir + ": no such model directory");
   std::vector<std::uint64_t> versions;
   for (fs::directory_iterator it(model_dir, ec), end; !ec && it != end; it.increment(ec)) {
     auto v = parse_version(it->path().filename().string());
@@ -82,12 +87,15 @@ expected<std::vector<std::uint64_t>> list_versions(const std::string& model_dir)
   return versions;
 }
 
-expected<std::string> find_model_file(const std::string& path, std::optional<std::uint64_t> version) {
+expected<std::string> find_model_file(const std::string& path,
+                                      std::optional<std::uint64_t> version) {
   std::error_code ec;
   auto status = fs::status(path, ec);
   if (!fs::exists(status)) return make_error(errc::not_found, path + ": no such file or directory");
   if (!fs::is_directory(status)) {
-    if (version) return make_error(errc::invalid_argument, path + ": a version was given but the path is a file");
+    if (version)
+      return make_error(errc::invalid_argument,
+                        path + ": a version was given but the path is a file");
     return path;
   }
   fs::path dir(path);
@@ -103,7 +111,8 @@ expected<std::string> find_model_file(const std::string& path, std::optional<std
   if (!version) {
     auto here = model_file_in(dir);
     if (!here) return std::move(here).error();
-    if (!here->empty()) return not_regular(*here) ? refuse(*here) : expected<std::string>(here->string());
+    if (!here->empty())
+      return not_regular(*here) ? refuse(*here) : expected<std::string>(here->string());
   }
   auto versions = list_versions(path);
   if (!versions) return std::move(versions).error();
@@ -114,7 +123,9 @@ expected<std::string> find_model_file(const std::string& path, std::optional<std
       if (!file) return std::move(file).error();
       if (!file->empty() && not_regular(*file)) return refuse(*file);
     }
-    return make_error(errc::not_found, path + ": holds neither a model file (model.safetensors, model.pt) nor numeric version directories");
+    return make_error(errc::not_found, path +
+                                           ": holds neither a model file (model.safetensors, "
+                                           "model.pt) nor numeric version directories");
   }
   std::uint64_t chosen = version ? *version : versions->back();
   if (!std::binary_search(versions->begin(), versions->end(), chosen)) {
@@ -132,7 +143,8 @@ namespace {
 // `path` relative to `root` (both canonical), or nullopt when it does not lie below it.
 std::optional<std::string> relative_to(const std::string& root, const std::string& path) {
   auto prefix = root.back() == '/' ? root : root + '/';
-  if (path.size() <= prefix.size() || path.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  if (path.size() <= prefix.size() || path.compare(0, prefix.size(), prefix) != 0)
+    return std::nullopt;
   return path.substr(prefix.size());
 }
 
@@ -142,15 +154,18 @@ expected<read_file> open_located(const model_location& where) {
   if (where.root.empty()) return read_file::open(where.path);
   auto relative = relative_to(where.root, where.path);
   if (!relative)
-    return make_error(errc::invalid_argument, where.path + ": lies outside the repository root " + where.root);
+    return make_error(errc::invalid_argument,
+                      where.path + ": lies outside the repository root " + where.root);
   // The root is operator configuration, trusted up to its last component, which may not have
   // been swapped for a symlink since it was made canonical.
   int root_fd = ::open(where.root.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (root_fd < 0) {
     int err = errno;
     if (err == ENOENT || err == ENOTDIR || err == ELOOP)
-      return make_error(errc::not_found, where.root + ": repository root is gone: " + std::strerror(err));
-    return make_error(errc::load_failed, where.root + ": cannot open the repository root: " + std::strerror(err));
+      return make_error(errc::not_found,
+                        where.root + ": repository root is gone: " + std::strerror(err));
+    return make_error(errc::load_failed,
+                      where.root + ": cannot open the repository root: " + std::strerror(err));
   }
   auto file = open_beneath(root_fd, *relative, where.path);
   ::close(root_fd);
@@ -171,7 +186,8 @@ expected<model_repository> model_repository::create(const std::vector<std::strin
     std::error_code ec;
     auto c = fs::canonical(root, ec);
     if (ec || !fs::is_directory(c, ec))
-      return make_error(errc::invalid_argument, root + ": repository root is not an existing directory");
+      return make_error(errc::invalid_argument,
+                        root + ": repository root is not an existing directory");
     canonical.push_back(c.string());
   }
   return model_repository(std::move(canonical));
@@ -187,7 +203,8 @@ expected<model_location> model_repository::resolve(const std::string& relative,
     auto candidate = fs::weakly_canonical(root / *rel, ec);
     if (ec) continue;
     if (!is_within(root, candidate))
-      return make_error(errc::invalid_argument, relative + ": resolves outside the repository root " + root_text);
+      return make_error(errc::invalid_argument,
+                        relative + ": resolves outside the repository root " + root_text);
     if (!fs::exists(candidate, ec)) continue;
     auto file = find_model_file(candidate.string(), version);
     if (!file) return std::move(file).error();
@@ -195,9 +212,11 @@ expected<model_location> model_repository::resolve(const std::string& relative,
     auto real = fs::canonical(*file, ec);
     if (ec) return make_error(errc::not_found, *file + ": " + ec.message());
     if (!is_within(root, real))
-      return make_error(errc::invalid_argument, relative + ": resolves outside the repository root " + root_text);
+      return make_error(errc::invalid_argument,
+                        relative + ": resolves outside the repository root " + root_text);
     model_location found{real.string(), root_text, std::nullopt, kind_of_file(*file)};
-    if (fs::path chosen(*file); chosen.parent_path().parent_path() == candidate)  // <candidate>/<N>/model file
+    if (fs::path chosen(*file);
+        chosen.parent_path().parent_path() == candidate)  // <candidate>/<N>/model file
       found.version = parse_version(chosen.parent_path().filename().string());
     return found;
   }
@@ -211,7 +230,8 @@ struct located_dir {
   fs::path root, dir;
 };
 
-expected<located_dir> locate_dir(const std::vector<std::string>& roots, const std::string& relative) {
+expected<located_dir> locate_dir(const std::vector<std::string>& roots,
+                                 const std::string& relative) {
   auto rel = relative_path(relative);
   if (!rel) return std::move(rel).error();
   for (const auto& root_text : roots) {
@@ -220,9 +240,11 @@ expected<located_dir> locate_dir(const std::vector<std::string>& roots, const st
     auto dir = fs::weakly_canonical(root / *rel, ec);
     if (ec) continue;
     if (!is_within(root, dir))
-      return make_error(errc::invalid_argument, relative + ": resolves outside the repository root " + root_text);
+      return make_error(errc::invalid_argument,
+                        relative + ": resolves outside the repository root " + root_text);
     if (!fs::exists(dir, ec)) continue;
-    if (!fs::is_directory(dir, ec)) return make_error(errc::invalid_argument, relative + ": not a directory");
+    if (!fs::is_directory(dir, ec))
+      return make_error(errc::invalid_argument, relative + ": not a directory");
     return located_dir{root, dir};
   }
   return make_error(errc::not_found, relative + ": not found in any repository root");
@@ -236,7 +258,8 @@ expected<std::string> model_repository::find_directory(const std::string& relati
   return found->dir.string();
 }
 
-expected<std::vector<version_file>> model_repository::look_at_versions(const std::string& relative) const {
+expected<std::vector<version_file>> model_repository::look_at_versions(
+    const std::string& relative) const {
   auto located = locate_dir(roots_, relative);
   if (!located) return std::move(located).error();
   const auto& [root, dir] = *located;

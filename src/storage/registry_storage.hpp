@@ -21,14 +21,15 @@ struct model_record {
   std::string id;
   std::string path;  // as the user gave it, relative to a repository root
   std::optional<std::uint64_t> version;
-  std::optional<std::uint64_t> size_hint;  // bytes
-  bool auto_delete = false;                // unregister when no vmodel references it any more
+  std::optional<std::uint64_t> size_hint;    // bytes
+  bool auto_delete = false;                  // unregister when no vmodel references it any more
   std::optional<batching_options> batching;  // the model's own; default: the runtime's
 
   // Field-wise.
   bool operator==(const model_record& other) const {
     return id == other.id && path == other.path && version == other.version &&
-           size_hint == other.size_hint && auto_delete == other.auto_delete && batching == other.batching;
+           size_hint == other.size_hint && auto_delete == other.auto_delete &&
+           batching == other.batching;
   }
   bool operator!=(const model_record& other) const { return !(*this == other); }
 };

@@ -50,7 +50,8 @@ PRAGMA user_version = 2;
 
 std::string preferred_text(const std::vector<std::uint64_t>& sizes) {
   std::string out;
-  for (auto n : sizes) out += (out.empty() ? "" : ",") + std::to_string(n);
+  for (auto n : sizes)
+    out += (out.empty() ? "" : ",") + std::to_string(n);
   return out;
 }
 
@@ -61,7 +62,9 @@ bool parse_preferred(const std::string& text, std::vector<std::uint64_t>& out) {
   while (at < text.size()) {
     auto comma = text.find(',', at);
     auto part = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    if (part.empty() || part.size() > 19 || part.find_first_not_of("0123456789") != std::string::npos) return false;
+    if (part.empty() || part.size() > 19 ||
+        part.find_first_not_of("0123456789") != std::string::npos)
+      return false;
     out.push_back(std::stoull(part));
     if (comma == std::string::npos) break;
     at = comma + 1;
@@ -220,11 +223,12 @@ struct registry_connection {
     auto verdict = query("PRAGMA quick_check(1)", "cannot check the database");
     if (verdict && *verdict == "ok") return {};
     std::string finding = verdict ? *verdict : verdict.error().message;
-    return make_error(errc::unavailable,
-                      path + ": the registry database is corrupt (" + finding +
-                          "); warm will not start on it. Stop warmd, move the file aside (with its -wal"
-                          " and -shm files) and either salvage it (sqlite3 registry.db.bad .recover |"
-                          " sqlite3 registry.db) or start on an empty state and register the models again");
+    return make_error(
+        errc::unavailable,
+        path + ": the registry database is corrupt (" + finding +
+            "); warm will not start on it. Stop warmd, move the file aside (with its -wal"
+            " and -shm files) and either salvage it (sqlite3 registry.db.bad .recover |"
+            " sqlite3 registry.db) or start on an empty state and register the models again");
   }
 
   expected<void> prepare(statement_ptr& out, const char* sql) {
@@ -326,13 +330,15 @@ expected<void> apply_change(detail::registry_connection& c, const registry_chang
     std::string preferred;
     if (r.batching) {
       max_batch = r.batching->max_batch;
-      delay_us = static_cast<std::uint64_t>(std::max<std::int64_t>(0, r.batching->max_queue_delay.count()));
+      delay_us = static_cast<std::uint64_t>(
+          std::max<std::int64_t>(0, r.batching->max_queue_delay.count()));
       queue = r.batching->max_queue;
       preferred = preferred_text(r.batching->preferred_batch);
     }
     if (auto b = bind_count(c, s, 6, max_batch, r.id, "batch_max"); !b) return b;
     if (auto b = bind_count(c, s, 7, delay_us, r.id, "batch_delay_us"); !b) return b;
-    int rc = r.batching ? sqlite3_bind_text64(s, 8, preferred.data(), preferred.size(), SQLITE_TRANSIENT, SQLITE_UTF8)
+    int rc = r.batching ? sqlite3_bind_text64(s, 8, preferred.data(), preferred.size(),
+                                              SQLITE_TRANSIENT, SQLITE_UTF8)
                         : sqlite3_bind_null(s, 8);
     if (rc != SQLITE_OK) return c.failure("cannot bind batch_preferred", rc);
     if (auto b = bind_count(c, s, 9, queue, r.id, "batch_queue"); !b) return b;
@@ -474,7 +480,8 @@ expected<registry_store> registry_store::open(const std::string& state_dir) {
        " ON CONFLICT (id) DO UPDATE SET active = excluded.active, target = excluded.target"},
       {&c->delete_vmodel, "DELETE FROM vmodels WHERE id = ?1"},
       {&c->select_models,
-       "SELECT id, path, version, size_hint, auto_delete, batch_max, batch_delay_us, batch_preferred,"
+       "SELECT id, path, version, size_hint, auto_delete, batch_max, batch_delay_us, "
+       "batch_preferred,"
        " batch_queue FROM models ORDER BY id"},
       {&c->select_vmodels, "SELECT id, active, target FROM vmodels ORDER BY id"},
   };
@@ -508,15 +515,20 @@ expected<registry_contents> registry_store::load() const {
             path_ + ": model '" + r.id + "': corrupt row (a count is not a non-negative integer)");
       r.auto_delete = sqlite3_column_int64(s, 4) != 0;
       std::optional<std::uint64_t> max_batch, delay_us, queue;
-      const bool counts = read_count(s, 5, max_batch) && read_count(s, 6, delay_us) && read_count(s, 8, queue);
+      const bool counts =
+          read_count(s, 5, max_batch) && read_count(s, 6, delay_us) && read_count(s, 8, queue);
       if (counts && max_batch) {
         batching_options b;
         b.max_batch = *max_batch;
-        b.max_queue_delay = std::chrono::microseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(
-            delay_us.value_or(0), static_cast<std::uint64_t>(std::chrono::microseconds::max().count()))));
+        b.max_queue_delay =
+            std::chrono::microseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(
+                delay_us.value_or(0),
+                static_cast<std::uint64_t>(std::chrono::microseconds::max().count()))));
         b.max_queue = queue.value_or(b.max_queue);
-        if (sqlite3_column_type(s, 7) != SQLITE_TEXT || !parse_preferred(read_text(s, 7), b.preferred_batch))
-          return make_error(errc::unavailable, path_ + ": model '" + r.id + "': corrupt row (batch_preferred)");
+        if (sqlite3_column_type(s, 7) != SQLITE_TEXT ||
+            !parse_preferred(read_text(s, 7), b.preferred_batch))
+          return make_error(errc::unavailable,
+                            path_ + ": model '" + r.id + "': corrupt row (batch_preferred)");
         r.batching = std::move(b);
       }
       if (!counts)

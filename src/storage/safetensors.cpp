@@ -35,7 +35,9 @@ constexpr std::array<dtype_entry, 15> dtype_table{{
     {dtype::boolean, "BOOL", 1},
 }};
 
-std::string in_quotes(std::string_view name) { return "'" + std::string(name) + "'"; }
+std::string in_quotes(std::string_view name) {
+  return "'" + std::string(name) + "'";
+}
 
 // Offsets must tile [0, data_bytes) exactly: in bounds, no overlap, no gap, nothing left over.
 expected<void> check_layout(std::vector<tensor_info>& tensors, std::uint64_t data_bytes) {
@@ -87,7 +89,8 @@ std::size_t dtype_size(dtype type) noexcept {
 
 std::uint64_t tensor_info::elements() const {
   std::uint64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape)
+    n *= d;
   return n;
 }
 
@@ -97,7 +100,8 @@ const tensor_info* safetensors_header::find(std::string_view name) const {
   return nullptr;
 }
 
-expected<safetensors_header> parse_safetensors_header(std::string_view text, std::uint64_t file_size) {
+expected<safetensors_header> parse_safetensors_header(std::string_view text,
+                                                      std::uint64_t file_size) {
   safetensors_header header;
   header.header_bytes = text.size();
   if (header.header_bytes > max_header_bytes)
@@ -113,7 +117,8 @@ expected<safetensors_header> parse_safetensors_header(std::string_view text, std
   if (!contents) return std::move(contents).error();
   header.tensors = std::move(contents->tensors);
   header.metadata = std::move(contents->metadata);
-  if (auto layout = check_layout(header.tensors, header.data_bytes); !layout) return std::move(layout).error();
+  if (auto layout = check_layout(header.tensors, header.data_bytes); !layout)
+    return std::move(layout).error();
   return header;
 }
 
@@ -122,7 +127,8 @@ namespace {
 // Reads the 8-byte little-endian length prefix.
 std::uint64_t load_le64(const unsigned char* bytes) {
   std::uint64_t value = 0;
-  for (int i = 7; i >= 0; --i) value = (value << 8) | bytes[i];
+  for (int i = 7; i >= 0; --i)
+    value = (value << 8) | bytes[i];
   return value;
 }
 

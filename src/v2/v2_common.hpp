@@ -22,8 +22,10 @@ namespace warm::v2 {
 template <class T>
 expected<T> wait(std::future<expected<T>> f, std::chrono::milliseconds limit) {
   if (f.wait_for(limit) != std::future_status::ready)
-    return make_error(errc::timeout, "no answer within " + (limit.count() % 1000 ? std::to_string(limit.count()) + " ms"
-                                                                                 : std::to_string(limit.count() / 1000) + " s"));
+    return make_error(
+        errc::timeout,
+        "no answer within " + (limit.count() % 1000 ? std::to_string(limit.count()) + " ms"
+                                                    : std::to_string(limit.count() / 1000) + " s"));
   return f.get();
 }
 
@@ -53,7 +55,8 @@ expected<void> load(runtime& rt, const std::string& id, std::chrono::millisecond
 // versions that are READY or LOADING (those a request may name); else, or when it has none, the
 // version `meta` (name's description) says; none for a model file named directly. Asks the
 // runtime's served models only for a name without '@'. All within `limit`.
-expected<std::vector<std::uint64_t>> served_versions(runtime& rt, const std::string& name, const model_metadata& meta,
+expected<std::vector<std::uint64_t>> served_versions(runtime& rt, const std::string& name,
+                                                     const model_metadata& meta,
                                                      std::chrono::milliseconds limit);
 
 // What V2 model metadata says of `name`: the description of `target` (the model or vmodel a
@@ -69,8 +72,8 @@ expected<described_model> describe(runtime& rt, const std::string& name, const s
 // (docs/versions.md) when there is one, else `model` when the version it serves is `version`,
 // parsed as a version directory name ("01" is not 1); not_found naming every version `model`
 // serves (served_versions) otherwise. All within `limit`.
-expected<std::string> version_target(runtime& rt, const std::string& model, const std::string& version,
-                                     std::chrono::milliseconds limit);
+expected<std::string> version_target(runtime& rt, const std::string& model,
+                                     const std::string& version, std::chrono::milliseconds limit);
 
 // The version an inference's answer names (V2's model_version), from the model that served it
 // and the version the request asked for (empty: none): N when the model is a served model's

@@ -15,7 +15,9 @@
 namespace warm::test {
 namespace {
 
-std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
 
 void write_spec(remote::TensorSpec::Builder spec, const char* name, std::int64_t width) {
   spec.setName(name);
@@ -25,7 +27,9 @@ void write_spec(remote::TensorSpec::Builder spec, const char* name, std::int64_t
   shape.set(1, width);
 }
 
-void write_ok(remote::Error::Builder error) { error.setCode(remote::Error::Code::OK); }
+void write_ok(remote::Error::Builder error) {
+  error.setCode(remote::Error::Code::OK);
+}
 
 }  // namespace
 
@@ -50,7 +54,8 @@ class fake_runtime::server final : public remote::ModelRuntime::Server {
       loaded.set(i++, id);
       held_bytes = saturating_add(held_bytes, bytes);
     }
-    for (std::uint64_t n = 0; n < orphans; ++n) loaded.set(i++, "orphan#" + std::to_string(n));
+    for (std::uint64_t n = 0; n < orphans; ++n)
+      loaded.set(i++, "orphan#" + std::to_string(n));
     if (fake_.measure_rss) {
       s.setBaseRssBytes(fake_.base_rss);
       s.setRssBytes(saturating_add(saturating_add(fake_.base_rss, held_bytes), fake_.extra_rss));
@@ -140,12 +145,15 @@ struct fake_runtime::thread_state {
   std::thread thread;
 };
 
-fake_runtime::fake_runtime(std::string socket) : socket_(std::move(socket)), thread_(std::make_unique<thread_state>()) {
+fake_runtime::fake_runtime(std::string socket)
+    : socket_(std::move(socket)), thread_(std::make_unique<thread_state>()) {
   auto* t = thread_.get();
   t->thread = std::thread([this, t] {
     try {
       auto io = kj::setupAsyncIo();
-      auto address = io.provider->getNetwork().parseAddress(kj::str("unix:", socket_.c_str())).wait(io.waitScope);
+      auto address = io.provider->getNetwork()
+                         .parseAddress(kj::str("unix:", socket_.c_str()))
+                         .wait(io.waitScope);
       auto listener = address->listen();
       capnp::TwoPartyServer serving(kj::heap<server>(*this, io.provider->getTimer()));
       auto stop = kj::newPromiseAndCrossThreadFulfiller<void>();

@@ -8,15 +8,17 @@
 
 namespace warm::test {
 
-runtime_fixture::runtime_fixture(std::vector<std::string> model_names, std::vector<std::string> device_specs,
-                                 std::uint32_t loads, std::function<void(runtime_options&)> adjust_options)
+runtime_fixture::runtime_fixture(std::vector<std::string> model_names,
+                                 std::vector<std::string> device_specs, std::uint32_t loads,
+                                 std::function<void(runtime_options&)> adjust_options)
     : devices(std::move(device_specs)),
       max_concurrent_loads(loads),
       adjust(std::move(adjust_options)),
       names(std::move(model_names)) {
   std::uint64_t seed = 1;
   for (auto& name : names) {
-    auto written = write_dense_model(dir / ("repo/" + name + "/1/" + model_file_name), {{16, 8}, activation::relu, seed++});
+    auto written = write_dense_model(dir / ("repo/" + name + "/1/" + model_file_name),
+                                     {{16, 8}, activation::relu, seed++});
     if (!written) throw std::runtime_error(written.error().to_string());
   }
   start();

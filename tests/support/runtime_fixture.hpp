@@ -19,7 +19,8 @@ inline constexpr std::uint64_t small_model_bytes = 544;
 
 struct runtime_fixture {
   // Writes models `names` into <dir>/repo and starts a runtime on `devices`.
-  explicit runtime_fixture(std::vector<std::string> names, std::vector<std::string> devices = {"host:64KiB"},
+  explicit runtime_fixture(std::vector<std::string> names,
+                           std::vector<std::string> devices = {"host:64KiB"},
                            std::uint32_t max_concurrent_loads = 2,
                            std::function<void(runtime_options&)> adjust = nullptr);
 
@@ -44,7 +45,8 @@ struct runtime_fixture {
 tensor input(std::uint64_t batch = 1, std::uint64_t width = 16, float value = 0.5f);
 
 // Polls `condition` (every millisecond, up to `limit`) while actors work; false on timeout.
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit = std::chrono::seconds(10));
+bool eventually(const std::function<bool()>& condition,
+                std::chrono::milliseconds limit = std::chrono::seconds(10));
 
 // The model's state, read through the runtime.
 model_state state_of(runtime& rt, const std::string& id);

@@ -11,8 +11,10 @@ std::string scripted_loader::model_of(const std::string& path) {
   return p.parent_path().parent_path().filename().string();
 }
 
-expected<std::unique_ptr<resident_model>> scripted_loader::load(device& dev, const model_location& where,
-                                                                memory_reservation reservation, load_stats* stats) {
+expected<std::unique_ptr<resident_model>> scripted_loader::load(device& dev,
+                                                                const model_location& where,
+                                                                memory_reservation reservation,
+                                                                load_stats* stats) {
   auto model = model_of(where.path);
   bool fails = false;
   {

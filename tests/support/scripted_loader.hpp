@@ -17,7 +17,8 @@ namespace warm::test {
 class scripted_loader final : public model_loader {
  public:
   expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
-                                                 memory_reservation reservation, load_stats* stats) override;
+                                                 memory_reservation reservation,
+                                                 load_stats* stats) override;
 
   // Loads block after starting until let_through() admits them (one per call), while held.
   void hold();
@@ -34,7 +35,8 @@ class scripted_loader final : public model_loader {
   int loads_of(const std::string& model) const;
 
   // Waits (up to `limit`) until `count` loads have started; false on timeout.
-  bool wait_started(std::size_t count, std::chrono::milliseconds limit = std::chrono::seconds(10)) const;
+  bool wait_started(std::size_t count,
+                    std::chrono::milliseconds limit = std::chrono::seconds(10)) const;
 
  private:
   static std::string model_of(const std::string& path);

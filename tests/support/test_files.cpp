@@ -24,13 +24,16 @@ temp_dir::~temp_dir() {
 
 std::string image(const std::string& header_text, std::uint64_t data_bytes) {
   std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((header_text.size() >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[i] = static_cast<char>((header_text.size() >> (8 * i)) & 0xff);
   out += header_text;
   out.append(data_bytes, '\0');
   return out;
 }
 
-std::string json_image(const nlohmann::json& header, std::uint64_t data_bytes) { return image(header.dump(), data_bytes); }
+std::string json_image(const nlohmann::json& header, std::uint64_t data_bytes) {
+  return image(header.dump(), data_bytes);
+}
 
 void write_file(const std::string& path, const std::string& bytes) {
   fs::path p(path);
@@ -42,11 +45,13 @@ void write_file(const std::string& path, const std::string& bytes) {
 
 nlohmann::json f32(std::vector<std::uint64_t> shape, std::uint64_t begin) {
   std::uint64_t bytes = 4;
-  for (auto d : shape) bytes *= d;
+  for (auto d : shape)
+    bytes *= d;
   return {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {begin, begin + bytes}}};
 }
 
-nlohmann::json dense_header(const std::vector<std::uint64_t>& widths, const std::string& activation) {
+nlohmann::json dense_header(const std::vector<std::uint64_t>& widths,
+                            const std::string& activation) {
   nlohmann::json header;
   header["__metadata__"] = {{"warm.kind", "dense"}, {"warm.activation", activation}};
   std::uint64_t offset = 0;

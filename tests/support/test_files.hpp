@@ -34,6 +34,7 @@ void write_file(const std::string& path, const std::string& bytes);
 nlohmann::json f32(std::vector<std::uint64_t> shape, std::uint64_t begin);
 
 // Header of a valid dense model with these widths (tensors contiguous from offset 0).
-nlohmann::json dense_header(const std::vector<std::uint64_t>& widths, const std::string& activation = "relu");
+nlohmann::json dense_header(const std::vector<std::uint64_t>& widths,
+                            const std::string& activation = "relu");
 
 }  // namespace warm::test

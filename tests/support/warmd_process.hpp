@@ -57,7 +57,8 @@ class warmd_process {
   std::string device = "host:4MiB";
   std::string log_level = "warn";
   mode_t child_umask = 022;  // the umask warmd starts with
-  rlim_t open_file_limit = 0;  // when set, warmd's soft and hard RLIMIT_NOFILE (as `prlimit --nofile`)
+  rlim_t open_file_limit =
+      0;  // when set, warmd's soft and hard RLIMIT_NOFILE (as `prlimit --nofile`)
 
   // Writes repo/<name>/1/model.safetensors with these widths.
   void write_model(const std::string& name, std::vector<std::uint64_t> widths) {
@@ -109,9 +110,11 @@ class warmd_process {
       if (at != std::string::npos) {
         auto digits = at + announcement.size();
         auto end = text.find_first_not_of("0123456789", digits);
-        if (end != std::string::npos && end > digits) return static_cast<std::uint16_t>(std::stoul(text.substr(digits, end - digits)));
+        if (end != std::string::npos && end > digits)
+          return static_cast<std::uint16_t>(std::stoul(text.substr(digits, end - digits)));
       }
-      if (std::chrono::steady_clock::now() > deadline) FAIL("no \"" << announcement << "\" in the log: " << text);
+      if (std::chrono::steady_clock::now() > deadline)
+        FAIL("no \"" << announcement << "\" in the log: " << text);
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
@@ -125,8 +128,9 @@ class warmd_process {
   std::vector<std::string> base_args(bool with_unix, const std::vector<std::string>& extra) const {
     const char* exe = std::getenv("WARMD");
     REQUIRE(exe != nullptr);
-    std::vector<std::string> args{exe, "--repo", repo().string(), "--state", (dir_ / "state").string(),
-                                  "--device", device, "--log-level", log_level};
+    std::vector<std::string> args{
+        exe,        "--repo", repo().string(), "--state", (dir_ / "state").string(),
+        "--device", device,   "--log-level",   log_level};
     if (with_unix) {
       args.push_back("--listen");
       args.push_back(address());
@@ -152,7 +156,8 @@ class warmd_process {
         ::dup2(log, 2);
       }
       std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
+      for (auto& a : args)
+        argv.push_back(a.data());
       argv.push_back(nullptr);
       ::execv(argv[0], argv.data());
       ::_exit(127);

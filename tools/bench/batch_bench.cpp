@@ -34,11 +34,13 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 
 // `clients` closed-loop threads against `model` for `seconds`.
-phase_result run_phase(runtime& rt, const std::string& model, const tensor& input, int clients, double seconds) {
+phase_result run_phase(runtime& rt, const std::string& model, const tensor& input, int clients,
+                       double seconds) {
   std::vector<phase_tally> tallies(static_cast<std::size_t>(clients));
   std::vector<std::thread> threads;
   const auto start = clock_type::now();
-  const auto deadline = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+  const auto deadline = start + std::chrono::duration_cast<clock_type::duration>(
+                                    std::chrono::duration<double>(seconds));
   for (int c = 0; c < clients; ++c)
     threads.emplace_back([&, c] {
       auto& t = tallies[static_cast<std::size_t>(c)];
@@ -52,11 +54,13 @@ phase_result run_phase(runtime& rt, const std::string& model, const tensor& inpu
           continue;
         }
         ++t.calls;
-        t.latencies_us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - sent).count());
+        t.latencies_us.push_back(
+            std::chrono::duration<double, std::micro>(clock_type::now() - sent).count());
       }
       t.end = clock_type::now();
     });
-  for (auto& th : threads) th.join();
+  for (auto& th : threads)
+    th.join();
   return merge_tallies(tallies, start, seconds);
 }
 
@@ -68,20 +72,25 @@ int run_batch(const batch_options& options) {
     return 1;
   };
   if (options.layers.size() < 2) return fail("--layers needs at least two widths");
-  if (options.clients < 1 || options.rounds < 1) return fail("--clients and --rounds must be at least 1");
+  if (options.clients < 1 || options.rounds < 1)
+    return fail("--clients and --rounds must be at least 1");
   if (options.max_batch < 2) return fail("--max-batch must be at least 2");
 
   scratch_dir dir("batch");
   const auto repo = dir.path() / "repo";
   for (const char* id : {"batched", "plain"})
-    if (auto r = write_dense_model((repo / id / "1" / model_file_name).string(), {options.layers, activation::relu, 1}); !r)
+    if (auto r = write_dense_model((repo / id / "1" / model_file_name).string(),
+                                   {options.layers, activation::relu, 1});
+        !r)
       return fail(r.error().to_string());
   runtime_options ro;
   ro.devices = {options.device + ":" +
-                std::to_string(std::max<std::uint64_t>(std::uint64_t{1} << 30, 4 * dense_data_bytes(options.layers)))};
+                std::to_string(std::max<std::uint64_t>(std::uint64_t{1} << 30,
+                                                       4 * dense_data_bytes(options.layers)))};
   ro.repositories = {repo.string()};
   ro.state_dir = (dir.path() / "state").string();
-  ro.inline_inference_limit = (256 * 256 + 256) * 16;  // warmd's default: these hits run on the inference threads
+  ro.inline_inference_limit =
+      (256 * 256 + 256) * 16;  // warmd's default: these hits run on the inference threads
   auto created = runtime::create(ro);
   if (!created) return fail(created.error().to_string());
   auto& rt = **created;
@@ -90,7 +99,8 @@ int run_batch(const batch_options& options) {
   batched.batching->max_batch = options.max_batch;
   batched.batching->max_queue_delay = options.max_queue_delay;
   for (auto [id, info] : {std::pair{"batched", batched}, std::pair{"plain", model_info("plain")}}) {
-    if (auto r = rt.register_model(id, info, true, true).get(); !r) return fail(std::string(id) + ": " + r.error().to_string());
+    if (auto r = rt.register_model(id, info, true, true).get(); !r)
+      return fail(std::string(id) + ": " + r.error().to_string());
   }
 
   const auto input = random_input(options.layers.front(), 3);
@@ -101,7 +111,8 @@ int run_batch(const batch_options& options) {
     for (int k = 0; k < 2; ++k) {
       const bool on = (k + round) % 2 == 0;
       auto phase = run_phase(rt, on ? "batched" : "plain", input, options.clients, phase_seconds);
-      if (phase.failures) return fail(std::to_string(phase.failures) + " requests failed; first: " + phase.failure);
+      if (phase.failures)
+        return fail(std::to_string(phase.failures) + " requests failed; first: " + phase.failure);
       if (phase.latencies_us.empty()) return fail("a phase had no answers");
       (on ? rps_on : rps_off).push_back(phase.rps);
       auto& lat = on ? lat_on : lat_off;
@@ -112,23 +123,25 @@ int run_batch(const batch_options& options) {
   const double on = median(rps_on), off = median(rps_off);
   const double p99_on = percentile(lat_on, 99), p99_off = percentile(lat_off, 99);
   const auto pass_count = passes.count - passes_before.count;
-  nlohmann::ordered_json out{{"scenario", "batch"},
-                             {"device", options.device},
-                             {"rps_on", on},
-                             {"rps_off", off},
-                             {"ratio", off > 0 ? on / off : 0.0},
-                             {"p99_us_on", p99_on},
-                             {"p99_us_off", p99_off},
-                             {"p99_ratio", p99_off > 0 ? p99_on / p99_off : 0.0},
-                             {"p50_us_on", percentile(lat_on, 50)},
-                             {"p50_us_off", percentile(lat_off, 50)},
-                             {"rows_per_pass", pass_count ? (passes.sum - passes_before.sum) / static_cast<double>(pass_count) : 0.0},
-                             {"clients", options.clients},
-                             {"max_batch", options.max_batch},
-                             {"max_queue_delay_us", options.max_queue_delay.count()},
-                             {"layers", options.layers},
-                             {"rounds", options.rounds},
-                             {"seconds", options.seconds}};
+  nlohmann::ordered_json out{
+      {"scenario", "batch"},
+      {"device", options.device},
+      {"rps_on", on},
+      {"rps_off", off},
+      {"ratio", off > 0 ? on / off : 0.0},
+      {"p99_us_on", p99_on},
+      {"p99_us_off", p99_off},
+      {"p99_ratio", p99_off > 0 ? p99_on / p99_off : 0.0},
+      {"p50_us_on", percentile(lat_on, 50)},
+      {"p50_us_off", percentile(lat_off, 50)},
+      {"rows_per_pass",
+       pass_count ? (passes.sum - passes_before.sum) / static_cast<double>(pass_count) : 0.0},
+      {"clients", options.clients},
+      {"max_batch", options.max_batch},
+      {"max_queue_delay_us", options.max_queue_delay.count()},
+      {"layers", options.layers},
+      {"rounds", options.rounds},
+      {"seconds", options.seconds}};
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

@@ -40,7 +40,6 @@ double ms_between(clock_type::time_point a, clock_type::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-
 }  // namespace
 
 int run_coldstorm(const coldstorm_options& options) {
@@ -50,14 +49,16 @@ int run_coldstorm(const coldstorm_options& options) {
   };
   if (options.requests == 0) return fail("--requests must be at least 1");
   if (options.layers.size() < 2) return fail("--layers needs at least two widths");
-  if (options.kind != "ensure" && options.kind != "infer") return fail("--kind must be ensure or infer");
+  if (options.kind != "ensure" && options.kind != "infer")
+    return fail("--kind must be ensure or infer");
   const bool infer = options.kind == "infer";
 
   scratch_dir dir("coldstorm");
   const std::string id = "storm";
   batching_options batching;
   batching.max_batch = options.max_batch;
-  batching.max_queue = std::max<std::uint64_t>(1024, options.requests);  // the whole storm may queue
+  batching.max_queue =
+      std::max<std::uint64_t>(1024, options.requests);  // the whole storm may queue
   auto created = single_model_runtime(dir, id, options.layers, nullptr, batching);
   if (!created) return fail(created.error().to_string());
   auto& rt = *created;
@@ -87,10 +88,12 @@ int run_coldstorm(const coldstorm_options& options) {
         answer(r ? nullptr : &r.error(), r && r->cache_hit);
       });
     else
-      rt->ensure_loaded(id, true, [answer](expected<void> r) { answer(r ? nullptr : &r.error(), false); });
+      rt->ensure_loaded(id, true,
+                        [answer](expected<void> r) { answer(r ? nullptr : &r.error(), false); });
   }
   const auto issued = clock_type::now();
-  if (!answers.wait(std::chrono::seconds(300))) return fail("not every request was answered within 300 s");
+  if (!answers.wait(std::chrono::seconds(300)))
+    return fail("not every request was answered within 300 s");
 
   auto st = rt->status(id).get();
   if (!st) return fail(st.error().to_string());
@@ -124,8 +127,10 @@ int run_coldstorm(const coldstorm_options& options) {
                              {"hits", hits.load()},
                              {"infer_ms", percentile(infer_ms, 50)}};
   std::printf("%s\n", out.dump().c_str());
-  if (errors.load() != 0) return fail(std::to_string(errors.load()) + " requests failed; first: " + first_error);
-  if (st->loads.count != 1) return fail("expected exactly one load, saw " + std::to_string(st->loads.count));
+  if (errors.load() != 0)
+    return fail(std::to_string(errors.load()) + " requests failed; first: " + first_error);
+  if (st->loads.count != 1)
+    return fail("expected exactly one load, saw " + std::to_string(st->loads.count));
   return 0;
 }
 

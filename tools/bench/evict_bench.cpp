@@ -48,31 +48,37 @@ int run_evict(const evict_options& options) {
     std::fprintf(stderr, "warm-bench evict: %s\n", message.c_str());
     return 1;
   };
-  if (options.evictions < 1 || options.rounds < 1) return fail("--evictions and --rounds must be at least 1");
+  if (options.evictions < 1 || options.rounds < 1)
+    return fail("--evictions and --rounds must be at least 1");
 
   scratch_dir dir("evict");
   const auto repo = dir.path() / "repo";
   std::uint64_t large_bytes = 0;
   for (const char* name : {"a", "b"}) {
     auto path = (repo / name / "1" / model_file_name).string();
-    if (auto r = write_dense_model(path, {widths_for_bytes(options.bytes), activation::relu, 1}); !r)
+    if (auto r = write_dense_model(path, {widths_for_bytes(options.bytes), activation::relu, 1});
+        !r)
       return fail(r.error().to_string());
     auto file = open_model_file(path);
     if (!file) return fail(file.error().to_string());
     large_bytes = std::max(large_bytes, file->spec.data_bytes);
   }
-  if (auto r = write_dense_model((repo / "probe" / "1" / model_file_name).string(), {{16, 8}, activation::relu, 1}); !r)
+  if (auto r = write_dense_model((repo / "probe" / "1" / model_file_name).string(),
+                                 {{16, 8}, activation::relu, 1});
+      !r)
     return fail(r.error().to_string());
 
   runtime_options ro;
-  ro.devices = {"host:" + std::to_string(large_bytes + (std::uint64_t{1} << 20)) + "B"};  // one large model fits
+  ro.devices = {"host:" + std::to_string(large_bytes + (std::uint64_t{1} << 20)) +
+                "B"};  // one large model fits
   ro.repositories = {repo.string()};
   ro.state_dir = (dir.path() / "state").string();
   auto created = runtime::create(ro);
   if (!created) return fail(created.error().to_string());
   auto& rt = *created;
   for (const char* name : {"a", "b", "probe"})
-    if (auto r = rt->register_model(name, model_info{name, {}, {}}).get(); !r) return fail(r.error().to_string());
+    if (auto r = rt->register_model(name, model_info{name, {}, {}}).get(); !r)
+      return fail(r.error().to_string());
 
   std::atomic<int> phase{0};
   std::atomic<bool> stop{false};
@@ -126,30 +132,33 @@ int run_evict(const evict_options& options) {
   if (!error.empty()) return fail("a load failed: " + error);
   if (!got.failure.empty()) return fail("a control call failed: " + got.failure);
   for (int p : {0, 1})
-    if (got.status_us[p].empty()) return fail("the prober took no sample in a phase; raise --idle-seconds");
+    if (got.status_us[p].empty())
+      return fail("the prober took no sample in a phase; raise --idle-seconds");
   auto fin = rt->inspect().get();
   std::uint64_t evicted = 0;
   if (fin)
-    for (auto& d : fin->devices) evicted += d.evictions;
+    for (auto& d : fin->devices)
+      evicted += d.evictions;
   rt.reset();
 
-  nlohmann::ordered_json out{{"scenario", "evict"},
-                             {"bytes", large_bytes},
-                             {"evictions", evicted},
-                             {"rounds", options.rounds},
-                             {"load_ms_p50", median(load_ms)},
-                             {"status_p50_us_idle", percentile(got.status_us[0], 50)},
-                             {"status_p99_us_idle", percentile(got.status_us[0], 99)},
-                             {"status_max_us_idle", percentile(got.status_us[0], 100)},
-                             {"status_p50_us_evicting", percentile(got.status_us[1], 50)},
-                             {"status_p99_us_evicting", percentile(got.status_us[1], 99)},
-                             {"status_max_us_evicting", percentile(got.status_us[1], 100)},
-                             {"inspect_p99_us_idle", percentile(got.inspect_us[0], 99)},
-                             {"inspect_p99_us_evicting", percentile(got.inspect_us[1], 99)},
-                             {"inspect_max_us_evicting", percentile(got.inspect_us[1], 100)},
-                             {"samples_idle", got.status_us[0].size()},
-                             {"samples_evicting", got.status_us[1].size()},
-                             {"ratio", percentile(got.status_us[1], 99) / percentile(got.status_us[0], 99)}};
+  nlohmann::ordered_json out{
+      {"scenario", "evict"},
+      {"bytes", large_bytes},
+      {"evictions", evicted},
+      {"rounds", options.rounds},
+      {"load_ms_p50", median(load_ms)},
+      {"status_p50_us_idle", percentile(got.status_us[0], 50)},
+      {"status_p99_us_idle", percentile(got.status_us[0], 99)},
+      {"status_max_us_idle", percentile(got.status_us[0], 100)},
+      {"status_p50_us_evicting", percentile(got.status_us[1], 50)},
+      {"status_p99_us_evicting", percentile(got.status_us[1], 99)},
+      {"status_max_us_evicting", percentile(got.status_us[1], 100)},
+      {"inspect_p99_us_idle", percentile(got.inspect_us[0], 99)},
+      {"inspect_p99_us_evicting", percentile(got.inspect_us[1], 99)},
+      {"inspect_max_us_evicting", percentile(got.inspect_us[1], 100)},
+      {"samples_idle", got.status_us[0].size()},
+      {"samples_evicting", got.status_us[1].size()},
+      {"ratio", percentile(got.status_us[1], 99) / percentile(got.status_us[0], 99)}};
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

@@ -16,7 +16,8 @@ namespace warm::bench {
 
 double percentile(std::vector<double>& samples, double pct) {
   if (samples.empty()) return 0;
-  auto index = static_cast<std::size_t>(pct / 100.0 * static_cast<double>(samples.size() - 1) + 0.5);
+  auto index =
+      static_cast<std::size_t>(pct / 100.0 * static_cast<double>(samples.size() - 1) + 0.5);
   std::nth_element(samples.begin(), samples.begin() + index, samples.end());
   return samples[index];
 }
@@ -30,7 +31,8 @@ int run_exec(const exec_options& options) {
     fs::remove_all(dir);
     return 1;
   };
-  if (auto r = write_dense_model(path, {options.layers, activation::relu, 1}); !r) return fail(r.error());
+  if (auto r = write_dense_model(path, {options.layers, activation::relu, 1}); !r)
+    return fail(r.error());
   auto model = open_model_file(path);
   if (!model) return fail(model.error());
   auto spec = parse_device_spec(options.device);
@@ -45,7 +47,8 @@ int run_exec(const exec_options& options) {
   std::vector<float> input(options.batch * model->spec.input_width()), output;
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> uniform(-1, 1);
-  for (auto& x : input) x = uniform(rng);
+  for (auto& x : input)
+    x = uniform(rng);
 
   using clock = std::chrono::steady_clock;
   std::vector<double> latencies_us;

@@ -2,8 +2,8 @@
 //
 // The same model file is loaded twice: into a warm::runtime (ensure_loaded, sync) and, for the
 // baseline, onto a separate host device with device::load. Then `rounds` times, interleaved
-// and rotated (each phase runs first in every third round: the machine is noisy), three phases of seconds / (3 x rounds) each, `threads` client threads
-// in every phase, batch 1:
+// and rotated (each phase runs first in every third round: the machine is noisy), three phases of
+// seconds / (3 x rounds) each, `threads` client threads in every phase, batch 1:
 //   direct       device::infer(resident, input, output) in a loop — the floor;
 //   warm         runtime::infer(request, callback): a hit runs the inference and the callback
 //                inline on the calling thread; the request (its input tensor) is copied per
@@ -43,14 +43,13 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-
 // A call of the phase's kind, made by client thread `t`; false on an error or a miss.
 using call_fn = std::function<bool(int t, std::string& why)>;
 
-
 // Runs `threads` threads calling `call` for `seconds`, started together.
 phase_result run_phase(int threads, double seconds, const call_fn& call) {
-  std::vector<phase_tally> tallies(static_cast<std::size_t>(threads));  // failures: errors and misses
+  std::vector<phase_tally> tallies(
+      static_cast<std::size_t>(threads));  // failures: errors and misses
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   clock_type::time_point start, deadline;
@@ -60,7 +59,8 @@ phase_result run_phase(int threads, double seconds, const call_fn& call) {
       auto& mine = tallies[static_cast<std::size_t>(t)];
       mine.latencies_us.reserve(1 << 16);
       ready.fetch_add(1);
-      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      while (!go.load(std::memory_order_acquire))
+        std::this_thread::yield();
       for (std::uint64_t n = 0;; ++n) {
         bool ok;
         std::string why;
@@ -68,7 +68,8 @@ phase_result run_phase(int threads, double seconds, const call_fn& call) {
           auto before = clock_type::now();
           if (before >= deadline) break;
           ok = call(t, why);
-          mine.latencies_us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - before).count());
+          mine.latencies_us.push_back(
+              std::chrono::duration<double, std::micro>(clock_type::now() - before).count());
         } else {
           ok = call(t, why);
         }
@@ -78,21 +79,23 @@ phase_result run_phase(int threads, double seconds, const call_fn& call) {
       mine.end = clock_type::now();
     });
   }
-  while (ready.load() != threads) std::this_thread::yield();
+  while (ready.load() != threads)
+    std::this_thread::yield();
   start = clock_type::now();
-  deadline = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+  deadline = start + std::chrono::duration_cast<clock_type::duration>(
+                         std::chrono::duration<double>(seconds));
   go.store(true, std::memory_order_release);
-  for (auto& th : pool) th.join();
+  for (auto& th : pool)
+    th.join();
 
   return merge_tallies(tallies, start, seconds);
 }
 
-
 // The model under test, resident in a runtime, and the baseline that runs it without warm.
 struct hit_setup {
   std::unique_ptr<runtime> rt;
-  infer_request base;  // the request every call sends
-  call_fn direct;      // the floor: the same model run directly
+  infer_request base;              // the request every call sends
+  call_fn direct;                  // the floor: the same model run directly
   std::shared_ptr<void> baseline;  // what `direct` runs on, released before the runtime
   nlohmann::ordered_json model;    // what the JSON says about the model
 };
@@ -130,7 +133,8 @@ expected<hit_setup> dense_setup(const scratch_dir& dir, const hitpath_options& o
   st->dev = std::move(*dev);
   st->resident = std::move(*resident);
   s.direct = [st](int t, std::string& why) {
-    auto r = st->dev->infer(*st->resident, st->input.data(), st->input.size(), 1, st->outputs[static_cast<std::size_t>(t)]);
+    auto r = st->dev->infer(*st->resident, st->input.data(), st->input.size(), 1,
+                            st->outputs[static_cast<std::size_t>(t)]);
     if (!r) why = r.error().to_string();
     return bool(r);
   };
@@ -146,7 +150,8 @@ expected<hit_setup> torchscript_setup(const scratch_dir& dir, const hitpath_opti
   auto repo = (dir.path() / "repo").string();
   auto command = "/usr/bin/python3 " WARM_SOURCE_ROOT "/tools/torch_models.py " + repo + " >&2";
   if (std::system(command.c_str()) != 0)
-    return make_error(errc::unavailable, "tools/torch_models.py failed (is python3-torch installed?)");
+    return make_error(errc::unavailable,
+                      "tools/torch_models.py failed (is python3-torch installed?)");
   hit_setup s;
   runtime_options o;
   o.repositories = {repo};
@@ -155,7 +160,8 @@ expected<hit_setup> torchscript_setup(const scratch_dir& dir, const hitpath_opti
   auto created = runtime::create(o);
   if (!created) return std::move(created).error();
   s.rt = std::move(*created);
-  if (auto r = s.rt->register_model("cnn", model_info("cnn")).get(); !r) return std::move(r).error();
+  if (auto r = s.rt->register_model("cnn", model_info("cnn")).get(); !r)
+    return std::move(r).error();
   if (auto r = s.rt->ensure_loaded("cnn", true).get(); !r) return std::move(r).error();
   auto direct = torch_direct::load(repo + "/cnn/1/model.pt");
   if (!direct) return std::move(direct).error();
@@ -163,7 +169,9 @@ expected<hit_setup> torchscript_setup(const scratch_dir& dir, const hitpath_opti
   image.data = random_input(3 * 8 * 8).data;
   s.base = {"cnn", {image}};
   std::shared_ptr<torch_direct> module = std::move(*direct);
-  s.direct = [module, inputs = s.base.inputs](int, std::string& why) { return module->run(inputs, why); };
+  s.direct = [module, inputs = s.base.inputs](int, std::string& why) {
+    return module->run(inputs, why);
+  };
   s.baseline = module;
   s.model = {{"backend", "torchscript"}, {"model", "cnn [1, 3, 8, 8] -> [1, 10]"}};
   return s;
@@ -178,15 +186,18 @@ int run_hitpath(const hitpath_options& options) {
     return 1;
   };
   if (options.layers.size() < 2) return fail("--layers needs at least two widths");
-  if (options.threads < 1 || options.rounds < 1) return fail("--threads and --rounds must be at least 1");
+  if (options.threads < 1 || options.rounds < 1)
+    return fail("--threads and --rounds must be at least 1");
 
   scratch_dir dir("hitpath");
-  expected<hit_setup> setup = make_error(errc::invalid_argument, "--backend is dense or torchscript");
+  expected<hit_setup> setup =
+      make_error(errc::invalid_argument, "--backend is dense or torchscript");
   if (options.backend == "dense") setup = dense_setup(dir, options);
 #ifdef WARM_BENCH_TORCH
   if (options.backend == "torchscript") setup = torchscript_setup(dir, options);
 #else
-  if (options.backend == "torchscript") setup = make_error(errc::unavailable, "this build has no TorchScript backend");
+  if (options.backend == "torchscript")
+    setup = make_error(errc::unavailable, "this build has no TorchScript backend");
 #endif
   if (!setup) return fail(setup.error().to_string());
   auto& rt = setup->rt;
@@ -213,7 +224,8 @@ int run_hitpath(const hitpath_options& options) {
     });
     if (!a.done.load(std::memory_order_acquire)) {
       ++a.deferred;
-      while (!a.done.load(std::memory_order_acquire)) std::this_thread::yield();
+      while (!a.done.load(std::memory_order_acquire))
+        std::this_thread::yield();
     }
     if (!a.ok) why = a.why;
     return a.ok;
@@ -221,8 +233,10 @@ int run_hitpath(const hitpath_options& options) {
 
   call_fn warm_future = [&](int, std::string& why) {
     auto r = rt->infer(base).get();
-    if (!r) why = r.error().to_string();
-    else if (!r->cache_hit) why = "a resident model missed";
+    if (!r)
+      why = r.error().to_string();
+    else if (!r->cache_hit)
+      why = "a resident model missed";
     return r && r->cache_hit;
   };
 
@@ -230,19 +244,25 @@ int run_hitpath(const hitpath_options& options) {
   std::vector<double> direct_rps, warm_rps, future_rps, ratios, warm_latencies;
   for (int round = 0; round < options.rounds; ++round) {
     double round_direct = 0, round_warm = 0;
-    for (auto* phase : rotated_order<decltype(&direct)>({&direct, &warm_callback, &warm_future}, round)) {
+    for (auto* phase :
+         rotated_order<decltype(&direct)>({&direct, &warm_callback, &warm_future}, round)) {
       auto result = run_phase(options.threads, phase_seconds, *phase);
-      if (result.failures) return fail(std::to_string(result.failures) + " calls failed; first: " + result.failure);
+      if (result.failures)
+        return fail(std::to_string(result.failures) + " calls failed; first: " + result.failure);
       if (std::getenv("WARM_BENCH_VERBOSE"))
         std::fprintf(stderr, "round %d %s %.0f rps\n", round,
-                     phase == &direct ? "direct" : phase == &warm_callback ? "warm" : "future", result.rps);
+                     phase == &direct          ? "direct"
+                     : phase == &warm_callback ? "warm"
+                                               : "future",
+                     result.rps);
       if (phase == &direct) {
         direct_rps.push_back(round_direct = result.rps);
       } else if (phase == &warm_future) {
         future_rps.push_back(result.rps);
       } else {
         warm_rps.push_back(round_warm = result.rps);
-        warm_latencies.insert(warm_latencies.end(), result.latencies_us.begin(), result.latencies_us.end());
+        warm_latencies.insert(warm_latencies.end(), result.latencies_us.begin(),
+                              result.latencies_us.end());
       }
     }
     ratios.push_back(round_warm / round_direct);
@@ -250,7 +270,8 @@ int run_hitpath(const hitpath_options& options) {
   setup->baseline.reset();
   rt.reset();
   std::uint64_t deferred = 0;
-  for (auto& a : answers) deferred += a.deferred;
+  for (auto& a : answers)
+    deferred += a.deferred;
 
   nlohmann::ordered_json out{{"scenario", "hitpath"},
                              {"model", setup->model},

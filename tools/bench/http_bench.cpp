@@ -52,8 +52,8 @@ using clock_type = std::chrono::steady_clock;
 // {"inputs":[{"name":"input","shape":[1,W],"datatype":"FP32","data":[...]}]}, each float in its
 // shortest round-trip form (as a V2 client would send it).
 std::string v2_body(const tensor& input) {
-  std::string out = "{\"inputs\":[{\"name\":\"input\",\"shape\":[1," + std::to_string(input.shape.back()) +
-                    "],\"datatype\":\"FP32\",\"data\":[";
+  std::string out = "{\"inputs\":[{\"name\":\"input\",\"shape\":[1," +
+                    std::to_string(input.shape.back()) + "],\"datatype\":\"FP32\",\"data\":[";
   for (std::size_t i = 0; i < input.data.size() / sizeof(float); ++i) {
     float v;
     std::memcpy(&v, input.data.data() + i * sizeof(float), sizeof v);
@@ -68,28 +68,34 @@ std::string v2_body(const tensor& input) {
 // The same request in the binary tensor data extension: JSON naming binary_data_size, the input's
 // bytes after it, and the answer asked for as binary too. Returns the body and its JSON's length.
 std::pair<std::string, std::size_t> v2_binary_body(const tensor& input) {
-  std::string out = "{\"inputs\":[{\"name\":\"input\",\"shape\":[1," + std::to_string(input.shape.back()) +
-                    "],\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":" +
-                    std::to_string(input.data.size()) + "}}],\"parameters\":{\"binary_data_output\":true}}";
+  std::string out =
+      "{\"inputs\":[{\"name\":\"input\",\"shape\":[1," + std::to_string(input.shape.back()) +
+      "],\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":" +
+      std::to_string(input.data.size()) + "}}],\"parameters\":{\"binary_data_output\":true}}";
   const std::size_t json_length = out.size();
   out.append(reinterpret_cast<const char*>(input.data.data()), input.data.size());
   return {out, json_length};
 }
 
-bool is_hit(const std::string& body) { return body.find("\"warm_cache_hit\":true") != std::string::npos; }
+bool is_hit(const std::string& body) {
+  return body.find("\"warm_cache_hit\":true") != std::string::npos;
+}
 
 // The baseline server: answers every POST to the infer path with `answer`, on its own thread.
 class baseline_server {
  public:
   baseline_server(std::string answer, int threads) : answer_(std::move(answer)) {
-    server_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
+    server_.new_task_queue = [threads] {
+      return new httplib::ThreadPool(static_cast<std::size_t>(threads));
+    };
     // The same httplib settings as http::front::start: TCP_NODELAY and unlimited keep-alive.
     server_.set_tcp_nodelay(true);
     server_.set_keep_alive_max_count(1u << 20);
-    server_.Post(R"(/v2/models/([^/]+)/infer)", [this](const httplib::Request&, httplib::Response& res) {
-      res.status = 200;
-      res.set_content(answer_, "application/json");
-    });
+    server_.Post(R"(/v2/models/([^/]+)/infer)",
+                 [this](const httplib::Request&, httplib::Response& res) {
+                   res.status = 200;
+                   res.set_content(answer_, "application/json");
+                 });
   }
   // The bound port, or -1.
   int start() {
@@ -100,7 +106,8 @@ class baseline_server {
   ~baseline_server() {
     if (!thread_.joinable()) return;
     // httplib's stop() does nothing until listen_after_bind() has marked the server running.
-    for (int i = 0; i < 5000 && !server_.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int i = 0; i < 5000 && !server_.is_running(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     server_.stop();
     thread_.join();
   }
@@ -114,8 +121,9 @@ class baseline_server {
 
 // `connections` threads, each with its own keep-alive client to 127.0.0.1:`port`, POSTing `body`
 // to `path` in a closed loop for `seconds`, started together once each, in turn, made one call.
-phase_result run_phase(bool warm_server, int port, int connections, double seconds, const std::string& path,
-                       const std::string& body, const httplib::Headers& headers) {
+phase_result run_phase(bool warm_server, int port, int connections, double seconds,
+                       const std::string& path, const std::string& body,
+                       const httplib::Headers& headers) {
   // calls: answered 200 before the deadline; failures: any other answer, or none; missed: a
   // warm-up answer from warm that was not a cache hit.
   std::vector<phase_tally> tallies(static_cast<std::size_t>(connections));
@@ -140,30 +148,38 @@ phase_result run_phase(bool warm_server, int port, int connections, double secon
         }
         ++mine.failures;
         if (mine.failure.empty())
-          mine.failure = res ? "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200)
-                             : "no answer: " + httplib::to_string(res.error());
+          mine.failure =
+              res ? "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200)
+                  : "no answer: " + httplib::to_string(res.error());
         return false;
       };
-      // Connect one after another: a burst overflows the backlog (a dropped SYN is retried after 1 s).
-      while (ready.load() != c) std::this_thread::yield();
+      // Connect one after another: a burst overflows the backlog (a dropped SYN is retried after 1
+      // s).
+      while (ready.load() != c)
+        std::this_thread::yield();
       call(warm_server);  // connects and warms both ends; checks the hit
       ready.fetch_add(1);
-      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      while (!go.load(std::memory_order_acquire))
+        std::this_thread::yield();
       for (;;) {
         auto before = clock_type::now();
         if (before >= deadline) break;
         bool ok = call(false);
         auto after = clock_type::now();
         if (ok && after <= deadline) ++mine.calls;
-        mine.latencies_us.push_back(std::chrono::duration<double, std::micro>(after - before).count());
+        mine.latencies_us.push_back(
+            std::chrono::duration<double, std::micro>(after - before).count());
       }
     });
   }
-  while (ready.load() != connections) std::this_thread::yield();
+  while (ready.load() != connections)
+    std::this_thread::yield();
   start = clock_type::now();
-  deadline = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+  deadline = start + std::chrono::duration_cast<clock_type::duration>(
+                         std::chrono::duration<double>(seconds));
   go.store(true, std::memory_order_release);
-  for (auto& th : pool) th.join();
+  for (auto& th : pool)
+    th.join();
 
   return merge_tallies(tallies, start, seconds);
 }
@@ -176,7 +192,8 @@ int run_http(const http_options& options) {
     return 1;
   };
   if (options.layers.size() < 2) return fail("--layers needs at least two widths");
-  if (options.connections < 1 || options.rounds < 1) return fail("--connections and --rounds must be at least 1");
+  if (options.connections < 1 || options.rounds < 1)
+    return fail("--connections and --rounds must be at least 1");
 
   scratch_dir dir("http");
   const std::string id = "http";
@@ -208,7 +225,9 @@ int run_http(const http_options& options) {
     if (!reference || reference->status != 200 || !is_hit(reference->body)) {
       (*front)->stop();
       return fail("warm front: the first call failed or missed: " +
-                  (reference ? std::to_string(reference->status) + " " + reference->body.substr(0, 200) : "no answer"));
+                  (reference
+                       ? std::to_string(reference->status) + " " + reference->body.substr(0, 200)
+                       : "no answer"));
     }
     baseline_server baseline(reference->body, threads);
     const int baseline_port = baseline.start();
@@ -223,16 +242,18 @@ int run_http(const http_options& options) {
     for (int round = 0; round < options.rounds; ++round) {
       double round_warm = 0, round_base = 0;
       for (bool warm_phase : rotated_order<bool>({true, false}, round)) {
-        auto result = run_phase(warm_phase, warm_phase ? (*front)->port() : baseline_port, options.connections,
-                                phase_seconds, path, body, headers);
+        auto result = run_phase(warm_phase, warm_phase ? (*front)->port() : baseline_port,
+                                options.connections, phase_seconds, path, body, headers);
         if (!result.failure.empty())
-          std::fprintf(stderr, "warm-bench http: %s: %s\n", warm_phase ? "warm" : "baseline", result.failure.c_str());
+          std::fprintf(stderr, "warm-bench http: %s: %s\n", warm_phase ? "warm" : "baseline",
+                       result.failure.c_str());
         if (result.missed) {
           std::fprintf(stderr, "warm-bench http: a warm answer was not a cache hit\n");
           rc = 1;
         }
         if (std::getenv("WARM_BENCH_VERBOSE"))
-          std::fprintf(stderr, "round %d %s %.0f rps\n", round, warm_phase ? "warm" : "baseline", result.rps);
+          std::fprintf(stderr, "round %d %s %.0f rps\n", round, warm_phase ? "warm" : "baseline",
+                       result.rps);
         auto& latencies = warm_phase ? warm_latencies : baseline_latencies;
         latencies.insert(latencies.end(), result.latencies_us.begin(), result.latencies_us.end());
         (warm_phase ? errors : baseline_errors) += result.failures;
@@ -263,7 +284,7 @@ int run_http(const http_options& options) {
                                {"layers", options.layers},
                                {"rounds", options.rounds}};
     std::printf("%s\n", out.dump().c_str());
-  }  // the baseline server stops here
+  }                  // the baseline server stops here
   (*front)->stop();  // the front before the runtime it borrows
   front->reset();
   rt.reset();

@@ -70,7 +70,8 @@ int run_torch_load(const load_options& options) {
   scratch_dir dir("load-torch");
   auto repo = (dir.path() / "repo").string();
   auto command = "/usr/bin/python3 " WARM_SOURCE_ROOT "/tools/torch_models.py " + repo + " >&2";
-  if (std::system(command.c_str()) != 0) return fail("tools/torch_models.py failed (is python3-torch installed?)");
+  if (std::system(command.c_str()) != 0)
+    return fail("tools/torch_models.py failed (is python3-torch installed?)");
   auto repository = model_repository::create({repo});
   if (!repository) return fail(repository.error().to_string());
   auto where = repository->resolve("encoder");
@@ -102,7 +103,8 @@ int run_torch_load(const load_options& options) {
     double took_s[3] = {0, 0, 0};
     for (int step = 0; step < 3; ++step) {
       int which = (step + r) % 3;
-      auto took = which == 0 ? warm_load() : time_torch_load(where->path, which == 2 ? &zeros : nullptr);
+      auto took =
+          which == 0 ? warm_load() : time_torch_load(where->path, which == 2 ? &zeros : nullptr);
       if (!took) return fail(took.error().to_string());
       took_s[which] = *took;
       samples[which].push_back(*took * 1e3);
@@ -136,11 +138,16 @@ int run_load(const load_options& options) {
   }
   namespace fs = std::filesystem;
   bool own_dir = options.dir.empty();
-  fs::path dir = own_dir ? fs::temp_directory_path() / ("warm-bench-load-" + std::to_string(::getpid())) : fs::path(options.dir);
+  fs::path dir = own_dir
+                     ? fs::temp_directory_path() / ("warm-bench-load-" + std::to_string(::getpid()))
+                     : fs::path(options.dir);
   auto path = (dir / "model.safetensors").string();
   auto cleanup = [&] {
     std::error_code ec;
-    if (own_dir) fs::remove_all(dir, ec); else fs::remove(path, ec);
+    if (own_dir)
+      fs::remove_all(dir, ec);
+    else
+      fs::remove(path, ec);
   };
   auto fail = [&](const std::string& message) {
     std::fprintf(stderr, "warm-bench load: %s\n", message.c_str());
@@ -192,11 +199,16 @@ int run_load(const load_options& options) {
     warm_ratios.push_back(warm_s[i] / load_s[i]);
     fresh_ratios.push_back(read_s[i] / load_s[i]);
   }
-  auto gbps = [&](std::vector<double>& s) { return static_cast<double>(bytes) / percentile(s, 50) / 1e9; };
+  auto gbps = [&](std::vector<double>& s) {
+    return static_cast<double>(bytes) / percentile(s, 50) / 1e9;
+  };
   double load_gbps = gbps(load_s), read_gbps = gbps(read_s), warm_gbps = gbps(warm_s);
-  nlohmann::ordered_json out{{"scenario", "load"},      {"bytes", bytes},
-                             {"repeats", options.repeats}, {"load_gbps", load_gbps},
-                             {"read_gbps", read_gbps},  {"read_warm_gbps", warm_gbps},
+  nlohmann::ordered_json out{{"scenario", "load"},
+                             {"bytes", bytes},
+                             {"repeats", options.repeats},
+                             {"load_gbps", load_gbps},
+                             {"read_gbps", read_gbps},
+                             {"read_warm_gbps", warm_gbps},
                              {"ratio", percentile(warm_ratios, 50)},
                              {"ratio_fresh", percentile(fresh_ratios, 50)}};
   std::printf("%s\n", out.dump().c_str());

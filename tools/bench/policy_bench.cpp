@@ -47,7 +47,7 @@ int run_policy(const policy_bench_options& options) {
       std::size_t index;  // in ids
       std::uint64_t bytes;
     };
-    std::vector<std::string> ids;                  // resident models, for picking hits
+    std::vector<std::string> ids;                 // resident models, for picking hits
     std::unordered_map<std::string, slot> where;  // id → its place and bytes
     timestamp now{};
     std::uint64_t next = 0;
@@ -68,7 +68,8 @@ int run_policy(const policy_bench_options& options) {
       ids.pop_back();
       where.erase(it);
     };
-    for (std::uint64_t i = 0; i < options.resident; ++i) insert(size(rng));
+    for (std::uint64_t i = 0; i < options.resident; ++i)
+      insert(size(rng));
     const std::uint64_t capacity = used;
     auto none = [](const std::string&) { return false; };
 
@@ -99,7 +100,8 @@ int run_policy(const policy_bench_options& options) {
                 .count());
       }
     }
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     results.push_back({{"policy", name},
                        {"decisions_per_s", static_cast<double>(decisions) / seconds},
                        {"decision_p50_us", percentile(decision_us, 50)},
@@ -109,7 +111,8 @@ int run_policy(const policy_bench_options& options) {
                                                             [](double us) { return us > 1000; })},
                        {"residents_at_end", ids.size()}});
   }
-  nlohmann::ordered_json out{{"scenario", "policy"}, {"resident", options.resident}, {"results", results}};
+  nlohmann::ordered_json out{
+      {"scenario", "policy"}, {"resident", options.resident}, {"results", results}};
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

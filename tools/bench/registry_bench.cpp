@@ -36,7 +36,8 @@ std::uint64_t resident_bytes() {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // "VmRSS:  1234 kB"
+    if (line.rfind("VmRSS:", 0) == 0)
+      return std::stoull(line.substr(6)) * 1024;  // "VmRSS:  1234 kB"
   return 0;
 }
 
@@ -64,13 +65,15 @@ int run_registry(const registry_options& options) {
 
   scratch_dir dir("registry");
   const std::string path = "shared";
-  if (auto r = write_dense_model((dir.path() / "repo" / path / "1" / model_file_name).string(), {{16, 8}, activation::relu, 1});
+  if (auto r = write_dense_model((dir.path() / "repo" / path / "1" / model_file_name).string(),
+                                 {{16, 8}, activation::relu, 1});
       !r)
     return fail(r.error().to_string());
 
   std::vector<std::string> ids;
   ids.reserve(options.models);
-  for (std::uint64_t i = 0; i < options.models; ++i) ids.push_back(model_id(i));
+  for (std::uint64_t i = 0; i < options.models; ++i)
+    ids.push_back(model_id(i));
 
   const auto rss_before = trimmed_resident_bytes();
   runtime_options ro;
@@ -97,9 +100,11 @@ int run_registry(const registry_options& options) {
       answers.arrive();
     });
   }
-  if (!answers.wait(std::chrono::seconds(600))) return fail("registrations not all answered within 600 s");
+  if (!answers.wait(std::chrono::seconds(600)))
+    return fail("registrations not all answered within 600 s");
   const double register_s = std::chrono::duration<double>(clock_type::now() - start).count();
-  if (errors.load()) return fail(std::to_string(errors.load()) + " registrations failed; first: " + first_error);
+  if (errors.load())
+    return fail(std::to_string(errors.load()) + " registrations failed; first: " + first_error);
   const auto rss_untrimmed = resident_bytes();
   const auto rss_registered = trimmed_resident_bytes();
 
@@ -111,9 +116,11 @@ int run_registry(const registry_options& options) {
     const auto& id = ids[pick(rng)];
     auto before = clock_type::now();
     auto st = rt->status(id).get();
-    status_us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - before).count());
+    status_us.push_back(
+        std::chrono::duration<double, std::micro>(clock_type::now() - before).count());
     if (!st) return fail(st.error().to_string());
-    if (st->state != model_state::not_loaded) return fail("model '" + id + "' is " + std::string(to_string(st->state)));
+    if (st->state != model_state::not_loaded)
+      return fail("model '" + id + "' is " + std::string(to_string(st->state)));
   }
   // Models in use: each gets a model actor, a serving slot and 544 bytes on the device.
   std::uint64_t touched = std::min(options.touch, options.models);
@@ -129,8 +136,9 @@ int run_registry(const registry_options& options) {
     if (!loads.wait(std::chrono::seconds(600))) return fail("loads not all answered within 600 s");
     touch_s = std::chrono::duration<double>(clock_type::now() - touch_start).count();
     if (errors.load()) return fail(std::to_string(errors.load()) + " loads failed");
-    bytes_per_loaded = (static_cast<double>(trimmed_resident_bytes()) - static_cast<double>(rss_registered)) /
-                       static_cast<double>(touched);
+    bytes_per_loaded =
+        (static_cast<double>(trimmed_resident_bytes()) - static_cast<double>(rss_registered)) /
+        static_cast<double>(touched);
   }
   rt.reset();
 
@@ -140,7 +148,8 @@ int run_registry(const registry_options& options) {
       {"models", options.models},
       {"register_s", register_s},
       {"registrations_per_s", n / register_s},
-      {"bytes_per_model", (static_cast<double>(rss_registered) - static_cast<double>(rss_created)) / n},
+      {"bytes_per_model",
+       (static_cast<double>(rss_registered) - static_cast<double>(rss_created)) / n},
       {"status_p50_us", percentile(status_us, 50)},
       {"status_p99_us", percentile(status_us, 99)},
       {"queries", options.queries},
@@ -151,7 +160,8 @@ int run_registry(const registry_options& options) {
   if (touched) {
     out["loaded"] = touched;
     out["load_s"] = touch_s;
-    out["bytes_per_loaded_model"] = bytes_per_loaded;  // actor, slot, weights (544 B) and bookkeeping
+    out["bytes_per_loaded_model"] =
+        bytes_per_loaded;  // actor, slot, weights (544 B) and bookkeeping
   }
   std::printf("%s\n", out.dump().c_str());
   return 0;

@@ -51,7 +51,8 @@ bool rolled(runtime& rt, std::uint64_t version) {
   auto all = rt.served().get();
   if (!all || all->empty()) return false;
   auto& s = all->front();
-  return s.default_version == version && s.versions.size() == 1 && s.versions[0].version == version && !s.rolling;
+  return s.default_version == version && s.versions.size() == 1 &&
+         s.versions[0].version == version && !s.rolling;
 }
 
 }  // namespace
@@ -62,7 +63,8 @@ int run_rollout(const rollout_options& options) {
     return 1;
   };
   if (options.layers.size() < 2) return fail("--layers needs at least two widths");
-  if (options.clients < 1 || options.rounds < 1) return fail("--clients and --rounds must be at least 1");
+  if (options.clients < 1 || options.rounds < 1)
+    return fail("--clients and --rounds must be at least 1");
   auto loading = parse_load_policy(options.load_policy);
   if (!loading) return fail(loading.error().message);
 
@@ -71,7 +73,9 @@ int run_rollout(const rollout_options& options) {
   const auto staging = dir.path() / "staging";
   auto write_version = [&](std::uint64_t v) -> expected<void> {
     auto where = staging / std::to_string(v);
-    if (auto r = write_dense_model((where / model_file_name).string(), {options.layers, activation::relu, v}); !r)
+    if (auto r = write_dense_model((where / model_file_name).string(),
+                                   {options.layers, activation::relu, v});
+        !r)
       return r;
     std::error_code ec;
     std::filesystem::create_directories(repo / "m", ec);
@@ -82,7 +86,8 @@ int run_rollout(const rollout_options& options) {
   if (auto r = write_version(1); !r) return fail(r.error().to_string());
 
   runtime_options ro;
-  ro.devices = {"host:" + std::to_string(std::max<std::uint64_t>(std::uint64_t{1} << 30, 4 * dense_data_bytes(options.layers)))};
+  ro.devices = {"host:" + std::to_string(std::max<std::uint64_t>(
+                              std::uint64_t{1} << 30, 4 * dense_data_bytes(options.layers)))};
   ro.repositories = {repo.string()};
   ro.state_dir = (dir.path() / "state").string();
   ro.version_poll = std::chrono::milliseconds(options.poll_ms);
@@ -111,7 +116,9 @@ int run_rollout(const rollout_options& options) {
       while (!stop.load(std::memory_order_relaxed)) {
         auto sent = clock_type::now();
         auto r = rt.infer(request).get();
-        mine.push_back({sent, std::chrono::duration<double, std::micro>(clock_type::now() - sent).count(), !r});
+        mine.push_back({sent,
+                        std::chrono::duration<double, std::micro>(clock_type::now() - sent).count(),
+                        !r});
       }
     });
 
@@ -137,22 +144,27 @@ int run_rollout(const rollout_options& options) {
       std::this_thread::sleep_for(std::chrono::microseconds(500));
     }
     windows.push_back({begin, clock_type::now(), true});
-    roll_ms.push_back(std::chrono::duration<double, std::milli>(windows.back().end - begin).count());
+    roll_ms.push_back(
+        std::chrono::duration<double, std::milli>(windows.back().end - begin).count());
   }
   stop = true;
-  for (auto& t : clients) t.join();
+  for (auto& t : clients)
+    t.join();
   if (!problem.empty()) return fail(problem);
 
   std::vector<double> lat[2];
   std::uint64_t failed[2] = {0, 0};
   double seconds[2] = {0, 0};
-  for (auto& w : windows) seconds[w.roll] += std::chrono::duration<double>(w.end - w.begin).count();
+  for (auto& w : windows)
+    seconds[w.roll] += std::chrono::duration<double>(w.end - w.begin).count();
   for (auto& mine : samples)
     for (auto& s : mine)
       for (auto& w : windows)
         if (s.sent >= w.begin && s.sent < w.end) {
-          if (s.failed) ++failed[w.roll];
-          else lat[w.roll].push_back(s.latency_us);
+          if (s.failed)
+            ++failed[w.roll];
+          else
+            lat[w.roll].push_back(s.latency_us);
           break;
         }
   if (lat[0].empty() || lat[1].empty()) return fail("a kind of window had no answers");

@@ -36,9 +36,9 @@
 #include <nlohmann/json.hpp>
 
 #include "../warmd/service.hpp"
-#include "remote/remote_device.hpp"
 #include "benches.hpp"
 #include "echo.capnp.h"
+#include "remote/remote_device.hpp"
 #include "rpc_calls.hpp"
 #include "warm.capnp.h"
 #include "warm/model_repository.hpp"
@@ -129,7 +129,8 @@ void fill_request(rpc::InferRequest::Builder out, const std::string& target, con
   t.setName(input.name);
   t.setDtype("F32");
   auto shape = t.initShape(static_cast<unsigned>(input.shape.size()));
-  for (unsigned i = 0; i < input.shape.size(); ++i) shape.set(i, input.shape[i]);
+  for (unsigned i = 0; i < input.shape.size(); ++i)
+    shape.set(i, input.shape[i]);
   t.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(input.data.data()), input.data.size()));
 }
 
@@ -137,7 +138,8 @@ void fill_request(rpc::InferRequest::Builder out, const std::string& target, con
 // for `seconds`, started together once every one is connected and has made one call.
 phase_result run_phase(bool warm_server, const std::string& path, int clients, double seconds,
                        const std::string& target, const tensor& input) {
-  std::vector<phase_tally> tallies(static_cast<std::size_t>(clients));  // a thread stops at its failure
+  std::vector<phase_tally> tallies(
+      static_cast<std::size_t>(clients));  // a thread stops at its failure
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   clock_type::time_point start, deadline;
@@ -178,7 +180,8 @@ phase_result run_phase(bool warm_server, const std::string& path, int clients, d
             auto req = echo.echoRequest();
             fill_request(req.initRequest(), target, input);
             auto res = req.send().wait(ws);
-            if (res.getStatus().getCode() != rpc::Status::Code::OK || res.getResult().getOutputs().size() != 1) {
+            if (res.getStatus().getCode() != rpc::Status::Code::OK ||
+                res.getResult().getOutputs().size() != 1) {
               mine.failure = "echo: a bad answer";
               return false;
             }
@@ -188,13 +191,15 @@ phase_result run_phase(bool warm_server, const std::string& path, int clients, d
         bool warmed = call();  // connects the bootstrap and warms both ends
         ready.fetch_add(1);
         counted = true;
-        while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+        while (!go.load(std::memory_order_acquire))
+          std::this_thread::yield();
         if (!warmed) return;
         for (;;) {
           auto before = clock_type::now();
           if (before >= deadline) break;
           if (!call()) break;
-          mine.latencies_us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - before).count());
+          mine.latencies_us.push_back(
+              std::chrono::duration<double, std::micro>(clock_type::now() - before).count());
           ++mine.calls;
         }
         mine.end = clock_type::now();
@@ -204,11 +209,14 @@ phase_result run_phase(bool warm_server, const std::string& path, int clients, d
       }
     });
   }
-  while (ready.load() != clients) std::this_thread::yield();
+  while (ready.load() != clients)
+    std::this_thread::yield();
   start = clock_type::now();
-  deadline = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds));
+  deadline = start + std::chrono::duration_cast<clock_type::duration>(
+                         std::chrono::duration<double>(seconds));
   go.store(true, std::memory_order_release);
-  for (auto& th : pool) th.join();
+  for (auto& th : pool)
+    th.join();
 
   return merge_tallies(tallies, start, seconds);
 }
@@ -223,7 +231,8 @@ int run_rpc_runtime(const rpc_options& options) {
   scratch_dir dir("rpc-runtime");
   const std::string id = "rpc";
   auto path = (dir.path() / "repo" / id / "1" / model_file_name).string();
-  if (auto r = write_dense_model(path, {options.layers, activation::relu, 1}); !r) return fail(r.error().to_string());
+  if (auto r = write_dense_model(path, {options.layers, activation::relu, 1}); !r)
+    return fail(r.error().to_string());
   auto command = options.runtime_command;
   if (command.empty()) {
     std::error_code ec;
@@ -232,7 +241,8 @@ int run_rpc_runtime(const rpc_options& options) {
   }
   // Both as warmd runs them: hits larger than its inline limit (and every model-runtime inference)
   // leave the RPC thread for the inference threads.
-  auto make = [&](const std::string& name, std::shared_ptr<remote_device> remote) -> expected<std::unique_ptr<runtime>> {
+  auto make = [&](const std::string& name,
+                  std::shared_ptr<remote_device> remote) -> expected<std::unique_ptr<runtime>> {
     runtime_options o;
     if (remote)
       o.attached_devices.push_back({std::move(remote), ""});
@@ -274,7 +284,8 @@ int run_rpc_runtime(const rpc_options& options) {
   for (int round = 0; round < options.rounds; ++round) {
     double round_host = 0, round_runtime = 0;
     for (bool on_runtime : rotated_order<bool>({true, false}, round)) {
-      auto result = run_phase(true, paths[on_runtime ? 1 : 0], options.clients, phase_seconds, id, input);
+      auto result =
+          run_phase(true, paths[on_runtime ? 1 : 0], options.clients, phase_seconds, id, input);
       if (!result.failure.empty()) return fail(result.failure);
       auto& latencies = on_runtime ? runtime_latencies : host_latencies;
       latencies.insert(latencies.end(), result.latencies_us.begin(), result.latencies_us.end());
@@ -295,7 +306,8 @@ int run_rpc_runtime(const rpc_options& options) {
                              {"host_p99_us", percentile(host_latencies, 99)},
                              {"rounds", options.rounds}};
   std::printf("%s\n", out.dump().c_str());
-  for (auto& s : services) s->stop();
+  for (auto& s : services)
+    s->stop();
   services.clear();
   remote_rt->reset();
   host_rt->reset();
@@ -304,12 +316,13 @@ int run_rpc_runtime(const rpc_options& options) {
 
 }  // namespace
 
-void fill_infer_request(rpc::InferRequest::Builder out, const std::string& target, const tensor& input) {
+void fill_infer_request(rpc::InferRequest::Builder out, const std::string& target,
+                        const tensor& input) {
   fill_request(out, target, input);
 }
 
-phase_result run_rpc_phase(const std::string& path, int clients, double seconds, const std::string& target,
-                           const tensor& input) {
+phase_result run_rpc_phase(const std::string& path, int clients, double seconds,
+                           const std::string& target, const tensor& input) {
   return run_phase(true, path, clients, seconds, target, input);
 }
 
@@ -320,7 +333,8 @@ int run_rpc(const rpc_options& options) {
     return 1;
   };
   if (options.layers.size() < 2) return fail("--layers needs at least two widths");
-  if (options.clients < 1 || options.rounds < 1) return fail("--clients and --rounds must be at least 1");
+  if (options.clients < 1 || options.rounds < 1)
+    return fail("--clients and --rounds must be at least 1");
 
   scratch_dir dir("rpc");
   const std::string id = "rpc";
@@ -337,7 +351,8 @@ int run_rpc(const rpc_options& options) {
   if (!service) return fail("warm server: " + service.error().to_string());
   {
     echo_thread echo;
-    if (auto error = echo.start(echo_path, options.layers.back()); !error.empty()) return fail("echo server: " + error);
+    if (auto error = echo.start(echo_path, options.layers.back()); !error.empty())
+      return fail("echo server: " + error);
 
     const tensor input = random_input(options.layers.front());
     const double phase_seconds = options.seconds / (2.0 * options.rounds);
@@ -345,10 +360,12 @@ int run_rpc(const rpc_options& options) {
     for (int round = 0; round < options.rounds; ++round) {
       double round_warm = 0, round_base = 0;
       for (bool warm_phase : rotated_order<bool>({true, false}, round)) {
-        auto result = run_phase(warm_phase, warm_phase ? warm_path : echo_path, options.clients, phase_seconds, id, input);
+        auto result = run_phase(warm_phase, warm_phase ? warm_path : echo_path, options.clients,
+                                phase_seconds, id, input);
         if (!result.failure.empty()) return fail(result.failure);
         if (std::getenv("WARM_BENCH_VERBOSE"))
-          std::fprintf(stderr, "round %d %s %.0f rps\n", round, warm_phase ? "warm" : "echo", result.rps);
+          std::fprintf(stderr, "round %d %s %.0f rps\n", round, warm_phase ? "warm" : "echo",
+                       result.rps);
         auto& latencies = warm_phase ? warm_latencies : echo_latencies;
         latencies.insert(latencies.end(), result.latencies_us.begin(), result.latencies_us.end());
         (warm_phase ? warm_rps : echo_rps).push_back(result.rps);

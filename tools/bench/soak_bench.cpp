@@ -16,8 +16,9 @@
 //   62%  infer, batch 1, fresh random input: a random model (75%), the client's vmodel (15%) or
 //        its scratch model scratch-cN (10%, whether registered at that moment or not)
 //   12%  ensureLoaded of a random model, sync half of the time
-//   12%  register / unregister of scratch-cN (alternately; loadNow half, sync a quarter of the time)
-//   14%  setVModel flipping vm-cN to its other model; a fifth of them a compare-and-set with the
+//   12%  register / unregister of scratch-cN (alternately; loadNow half, sync a quarter of the
+//   time) 14%  setVModel flipping vm-cN to its other model; a fifth of them a compare-and-set with
+//   the
 //        right expectedTarget, one in twenty with a wrong one (an invalidArgument answer)
 // Every call sent counts as a request; every answer (any status) as a reply. A call that fails
 // with an exception (dropped, disconnected) or gets no answer within 30 s is `lost`; a client
@@ -53,8 +54,8 @@
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
 #include <kj/timer.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include "../warmd/service.hpp"
 #include "benches.hpp"
@@ -76,7 +77,9 @@ constexpr std::uint64_t smallest_model = std::uint64_t{64} << 10;
 constexpr std::uint64_t largest_model = std::uint64_t{2} << 20;
 const kj::Duration call_deadline = 30 * kj::SECONDS;
 
-bool verbose() { return std::getenv("WARM_BENCH_VERBOSE") != nullptr; }
+bool verbose() {
+  return std::getenv("WARM_BENCH_VERBOSE") != nullptr;
+}
 
 struct soak_model {
   std::string id;
@@ -84,12 +87,22 @@ struct soak_model {
   std::uint64_t bytes = 0;
 };
 
-std::string client_vmodel(int c) { return "vm-c" + std::to_string(c); }
-std::string client_scratch(int c) { return "scratch-c" + std::to_string(c); }
+std::string client_vmodel(int c) {
+  return "vm-c" + std::to_string(c);
+}
+std::string client_scratch(int c) {
+  return "scratch-c" + std::to_string(c);
+}
 // The two models client c's vmodel flips between, and the file its scratch model names.
-std::size_t vmodel_a(int c, std::size_t n) { return (2 * static_cast<std::size_t>(c)) % n; }
-std::size_t vmodel_b(int c, std::size_t n) { return (2 * static_cast<std::size_t>(c) + 1) % n; }
-std::size_t scratch_file(int c, std::size_t n) { return (3 * static_cast<std::size_t>(c) + 1) % n; }
+std::size_t vmodel_a(int c, std::size_t n) {
+  return (2 * static_cast<std::size_t>(c)) % n;
+}
+std::size_t vmodel_b(int c, std::size_t n) {
+  return (2 * static_cast<std::size_t>(c) + 1) % n;
+}
+std::size_t scratch_file(int c, std::size_t n) {
+  return (3 * static_cast<std::size_t>(c) + 1) % n;
+}
 
 // Resident bytes of this process.
 std::uint64_t rss_bytes() {
@@ -115,8 +128,8 @@ struct alignas(64) client_tally {
 // One client thread: its own event loop and connection, a closed loop of mixed calls.
 class soak_client {
  public:
-  soak_client(int index, std::string socket, const std::vector<soak_model>& models, std::uint64_t seed,
-              client_tally& tally)
+  soak_client(int index, std::string socket, const std::vector<soak_model>& models,
+              std::uint64_t seed, client_tally& tally)
       : index_(index),
         socket_(std::move(socket)),
         models_(models),
@@ -139,7 +152,8 @@ class soak_client {
         step();
       }
     } catch (const kj::Exception& e) {
-      tally_.fatal = std::string("client ") + std::to_string(index_) + ": " + e.getDescription().cStr();
+      tally_.fatal =
+          std::string("client ") + std::to_string(index_) + ": " + e.getDescription().cStr();
     }
   }
 
@@ -169,7 +183,8 @@ class soak_client {
       return true;
     } catch (const kj::Exception& e) {
       conn_.reset();
-      tally_.fatal = "client " + std::to_string(index_) + " cannot connect: " + e.getDescription().cStr();
+      tally_.fatal =
+          "client " + std::to_string(index_) + " cannot connect: " + e.getDescription().cStr();
       return false;
     }
   }
@@ -177,29 +192,34 @@ class soak_client {
   // Sends one call and waits for its answer (at most call_deadline); `on_reply` sees the results
   // of an answered call. Returns the status code, or nullopt for a lost call.
   template <class P, class R, class F>
-  std::optional<rpc::Status::Code> call(const char* method, capnp::Request<P, R>&& request, F&& on_reply) {
+  std::optional<rpc::Status::Code> call(const char* method, capnp::Request<P, R>&& request,
+                                        F&& on_reply) {
     ++tally_.requests;
     ++tally_.calls[method];
     const auto start = clock_type::now();
     try {
       kj::Promise<capnp::Response<R>> sent = request.send();
-      auto response = io_->provider->getTimer().timeoutAfter(call_deadline, kj::mv(sent)).wait(io_->waitScope);
+      auto response =
+          io_->provider->getTimer().timeoutAfter(call_deadline, kj::mv(sent)).wait(io_->waitScope);
       ++tally_.replies;
       tally_.max_call_ms =
-          std::max(tally_.max_call_ms, std::chrono::duration<double, std::milli>(clock_type::now() - start).count());
+          std::max(tally_.max_call_ms,
+                   std::chrono::duration<double, std::milli>(clock_type::now() - start).count());
       auto code = response.getStatus().getCode();
       if (code != rpc::Status::Code::OK) {
         std::string name(rpc::code_name(code));
         if (tally_.errors_by_code[name]++ == 0)
-          tally_.first_error[name] = std::string(method) + ": " + response.getStatus().getMessage().cStr();
+          tally_.first_error[name] =
+              std::string(method) + ": " + response.getStatus().getMessage().cStr();
       }
       on_reply(response, code);
       return code;
     } catch (const kj::Exception& e) {
       ++tally_.lost;
-      std::string why = std::string(method) + " (client " + std::to_string(index_) + ", after " +
-                        std::to_string(std::chrono::duration<double>(clock_type::now() - start).count()) +
-                        " s): " + e.getDescription().cStr();
+      std::string why =
+          std::string(method) + " (client " + std::to_string(index_) + ", after " +
+          std::to_string(std::chrono::duration<double>(clock_type::now() - start).count()) +
+          " s): " + e.getDescription().cStr();
       if (verbose()) std::fprintf(stderr, "warm-bench soak: lost %s\n", why.c_str());
       if (tally_.lost_calls.size() < 8) tally_.lost_calls.push_back(std::move(why));
       if (e.getType() == kj::Exception::Type::DISCONNECTED) broken_ = true;
@@ -250,7 +270,8 @@ class soak_client {
     req.setId(random_model());
     bool sync = percent() < 50;
     req.setSync(sync);
-    call(sync ? "ensureLoaded(sync)" : "ensureLoaded", kj::mv(req), [](auto&, rpc::Status::Code) {});
+    call(sync ? "ensureLoaded(sync)" : "ensureLoaded", kj::mv(req),
+         [](auto&, rpc::Status::Code) {});
   }
 
   void toggle_scratch() {
@@ -258,7 +279,8 @@ class soak_client {
       auto req = conn_.warm.unregisterModelRequest();
       req.setId(scratch_);
       call("unregisterModel", kj::mv(req), [this](auto&, rpc::Status::Code code) {
-        if (code == rpc::Status::Code::OK || code == rpc::Status::Code::NOT_FOUND) scratch_registered_ = false;
+        if (code == rpc::Status::Code::OK || code == rpc::Status::Code::NOT_FOUND)
+          scratch_registered_ = false;
       });
     } else {
       auto req = conn_.warm.registerModelRequest();
@@ -281,11 +303,13 @@ class soak_client {
     req.setAutoDeleteTarget(false);
     int cas = percent();
     if (cas < 5)
-      req.setExpectedTarget(next);  // wrong (unless a previous flip's answer was lost): invalidArgument
+      req.setExpectedTarget(
+          next);  // wrong (unless a previous flip's answer was lost): invalidArgument
     else if (cas < 25)
       req.setExpectedTarget(vmodel_target_);
     call("setVModel", kj::mv(req), [this](auto& response, rpc::Status::Code code) {
-      if (code == rpc::Status::Code::OK) vmodel_target_ = rpc::to_std(response.getVmodel().getTarget());
+      if (code == rpc::Status::Code::OK)
+        vmodel_target_ = rpc::to_std(response.getVmodel().getTarget());
     });
   }
 
@@ -322,13 +346,15 @@ bool settle_loads(runtime& rt, std::chrono::seconds limit) {
 
 std::uint64_t devices_used(runtime& rt) {
   std::uint64_t used = 0;
-  for (auto& d : rt.devices()) used += d->used();
+  for (auto& d : rt.devices())
+    used += d->used();
   return used;
 }
 
 double mean(const std::vector<double>& v, std::size_t from, std::size_t to) {
   double sum = 0;
-  for (std::size_t i = from; i < to; ++i) sum += v[i];
+  for (std::size_t i = from; i < to; ++i)
+    sum += v[i];
   return to > from ? sum / static_cast<double>(to - from) : 0;
 }
 
@@ -342,7 +368,8 @@ int run_soak(const soak_options& options) {
   if (options.clients < 1) return fail("--clients must be at least 1");
   if (options.models < 2) return fail("--models must be at least 2");
   if (options.seconds <= 0) return fail("--seconds must be positive");
-  if (options.failure_rate < 0 || options.failure_rate > 1) return fail("--failure-rate must be in [0, 1]");
+  if (options.failure_rate < 0 || options.failure_rate > 1)
+    return fail("--failure-rate must be in [0, 1]");
   if (options.allocation_failure_rate < 0 || options.allocation_failure_rate > 1)
     return fail("--allocation-failure-rate must be in [0, 1]");
 
@@ -354,23 +381,26 @@ int run_soak(const soak_options& options) {
   std::uint64_t total_bytes = 0, max_bytes = 0;
   for (std::uint64_t i = 0; i < options.models; ++i) {
     double f = static_cast<double>(i) / static_cast<double>(options.models - 1);
-    auto target = static_cast<std::uint64_t>(static_cast<double>(smallest_model) *
-                                              std::pow(static_cast<double>(largest_model) / smallest_model, f));
+    auto target = static_cast<std::uint64_t>(
+        static_cast<double>(smallest_model) *
+        std::pow(static_cast<double>(largest_model) / smallest_model, f));
     char id[32];
     std::snprintf(id, sizeof id, "m%02llu", static_cast<unsigned long long>(i));
     soak_model m{id, widths_for_bytes(target, input_width, output_width), 0};
     m.bytes = dense_data_bytes(m.widths);
     auto path = (repo / m.id / "1" / model_file_name).string();
-    if (auto r = write_dense_model(path, {m.widths, activation::relu, i + 1}); !r) return fail(r.error().to_string());
+    if (auto r = write_dense_model(path, {m.widths, activation::relu, i + 1}); !r)
+      return fail(r.error().to_string());
     total_bytes += m.bytes;
     max_bytes = std::max(max_bytes, m.bytes);
     models.push_back(std::move(m));
   }
   const std::uint64_t capacity = std::max(total_bytes * 2 / 5, 2 * max_bytes);
 
-  auto faults = std::make_shared<fault_injector>(fault_plan{options.failure_rate, options.allocation_failure_rate,
-                                                            std::chrono::milliseconds(0), std::chrono::milliseconds(5)},
-                                                 options.seed);
+  auto faults = std::make_shared<fault_injector>(
+      fault_plan{options.failure_rate, options.allocation_failure_rate,
+                 std::chrono::milliseconds(0), std::chrono::milliseconds(5)},
+      options.seed);
   runtime_options ro;
   ro.devices = {"host:" + std::to_string(capacity)};
   ro.repositories = {repo.string()};
@@ -398,7 +428,8 @@ int run_soak(const soak_options& options) {
   std::vector<client_tally> tallies(static_cast<std::size_t>(options.clients));
   std::vector<double> rss_mb;
   const auto start = clock_type::now();
-  const auto deadline = start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(options.seconds));
+  const auto deadline = start + std::chrono::duration_cast<clock_type::duration>(
+                                    std::chrono::duration<double>(options.seconds));
   {
     std::vector<std::thread> pool;
     for (int c = 0; c < options.clients; ++c)
@@ -412,9 +443,12 @@ int run_soak(const soak_options& options) {
       if (at > deadline) break;
       std::this_thread::sleep_until(at);
       rss_mb.push_back(static_cast<double>(rss_bytes()) / (1 << 20));
-      if (verbose()) std::fprintf(stderr, "t=%ds rss %.1f MiB used %llu\n", k, rss_mb.back(), static_cast<unsigned long long>(devices_used(*rt)));
+      if (verbose())
+        std::fprintf(stderr, "t=%ds rss %.1f MiB used %llu\n", k, rss_mb.back(),
+                     static_cast<unsigned long long>(devices_used(*rt)));
     }
-    for (auto& th : pool) th.join();
+    for (auto& th : pool)
+      th.join();
   }
   const double traffic_seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   (*service)->stop();
@@ -425,7 +459,8 @@ int run_soak(const soak_options& options) {
   auto note = [&](const std::string& what) {
     if (teardown_error.empty()) teardown_error = what;
   };
-  if (!settle_loads(*rt, std::chrono::seconds(30))) note("loads still queued or running 30 s after traffic stopped");
+  if (!settle_loads(*rt, std::chrono::seconds(30)))
+    note("loads still queued or running 30 s after traffic stopped");
   inspection before{};
   if (auto f = rt->inspect(); wait_for(f, std::chrono::seconds(10)))
     if (auto snapshot = f.get()) before = std::move(*snapshot);
@@ -435,22 +470,28 @@ int run_soak(const soak_options& options) {
       note("delete_vmodel " + client_vmodel(c) + " unanswered");
       continue;
     }
-    if (auto r = f.get(); !r) note("delete_vmodel " + client_vmodel(c) + ": " + r.error().to_string());
+    if (auto r = f.get(); !r)
+      note("delete_vmodel " + client_vmodel(c) + ": " + r.error().to_string());
   }
   std::vector<std::string> ids;
-  for (auto& m : models) ids.push_back(m.id);
-  for (int c = 0; c < options.clients; ++c) ids.push_back(client_scratch(c));
+  for (auto& m : models)
+    ids.push_back(m.id);
+  for (int c = 0; c < options.clients; ++c)
+    ids.push_back(client_scratch(c));
   for (auto& id : ids) {
     auto f = rt->unregister_model(id);
     if (!wait_for(f, std::chrono::seconds(30))) {
       note("unregister_model " + id + " unanswered");
       continue;
     }
-    if (auto r = f.get(); !r && r.error().code != errc::not_found) note("unregister_model " + id + ": " + r.error().to_string());
+    if (auto r = f.get(); !r && r.error().code != errc::not_found)
+      note("unregister_model " + id + ": " + r.error().to_string());
   }
-  if (!settle_loads(*rt, std::chrono::seconds(30))) note("loads still queued or running after unregistering");
+  if (!settle_loads(*rt, std::chrono::seconds(30)))
+    note("loads still queued or running after unregistering");
   std::uint64_t drift = devices_used(*rt);
-  for (auto until = clock_type::now() + std::chrono::seconds(10); drift != 0 && clock_type::now() < until;) {
+  for (auto until = clock_type::now() + std::chrono::seconds(10);
+       drift != 0 && clock_type::now() < until;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     drift = devices_used(*rt);
   }
@@ -461,9 +502,9 @@ int run_soak(const soak_options& options) {
       vmodels_after = snapshot->vmodels;
       if (drift != 0)
         for (auto& d : snapshot->devices)
-          std::fprintf(stderr, "warm-bench soak: %s used %llu draining %llu resident %zu\n", d.name.c_str(),
-                       static_cast<unsigned long long>(d.used), static_cast<unsigned long long>(d.draining),
-                       d.resident.size());
+          std::fprintf(stderr, "warm-bench soak: %s used %llu draining %llu resident %zu\n",
+                       d.name.c_str(), static_cast<unsigned long long>(d.used),
+                       static_cast<unsigned long long>(d.draining), d.resident.size());
     }
 
   // Totals.
@@ -475,9 +516,12 @@ int run_soak(const soak_options& options) {
     total.lost += t.lost;
     total.reconnects += t.reconnects;
     total.max_call_ms = std::max(total.max_call_ms, t.max_call_ms);
-    for (auto& [code, n] : t.errors_by_code) total.errors_by_code[code] += n;
-    for (auto& [code, message] : t.first_error) total.first_error.emplace(code, message);
-    for (auto& [method, n] : t.calls) total.calls[method] += n;
+    for (auto& [code, n] : t.errors_by_code)
+      total.errors_by_code[code] += n;
+    for (auto& [code, message] : t.first_error)
+      total.first_error.emplace(code, message);
+    for (auto& [method, n] : t.calls)
+      total.calls[method] += n;
     for (auto& why : t.lost_calls)
       if (total.lost_calls.size() < 8) total.lost_calls.push_back(why);
     if (fatal.empty()) fatal = t.fatal;
@@ -492,42 +536,47 @@ int run_soak(const soak_options& options) {
   auto round2 = [](double v) { return std::round(v * 100) / 100; };
 
   nlohmann::ordered_json errors = nlohmann::ordered_json::object();
-  for (auto& [code, n] : total.errors_by_code) errors[code] = n;
+  for (auto& [code, n] : total.errors_by_code)
+    errors[code] = n;
   nlohmann::ordered_json calls = nlohmann::ordered_json::object();
-  for (auto& [method, n] : total.calls) calls[method] = n;
+  for (auto& [method, n] : total.calls)
+    calls[method] = n;
   std::uint64_t evictions = 0;
-  for (auto& d : before.devices) evictions += d.evictions;
-  nlohmann::ordered_json out{{"scenario", "soak"},
-                             {"seconds", options.seconds},
-                             {"clients", options.clients},
-                             {"requests", total.requests},
-                             {"replies", total.replies},
-                             {"lost", total.lost},
-                             {"errors_by_code", errors},
-                             {"loads_failed_injected", faults->loads_failed()},
-                             {"allocations_failed_injected", faults->allocations_failed()},
-                             {"accounting_drift_bytes", drift},
-                             {"rss_first_quarter_mb", round2(rss_first)},
-                             {"rss_last_quarter_mb", round2(rss_last)},
-                             {"rss_growth_pct", round2(growth)},
-                             {"models", options.models},
-                             {"failure_rate", options.failure_rate},
-                             {"device_bytes", capacity},
-                             {"model_bytes", total_bytes},
-                             {"requests_per_s", round2(static_cast<double>(total.requests) / traffic_seconds)},
-                             {"max_call_ms", round2(total.max_call_ms)},
-                             {"calls", calls},
-                             {"loads_started", before.loads_started},
-                             {"loads_failed", before.loads_failed},
-                             {"evictions", evictions},
-                             {"reconnects", total.reconnects}};
+  for (auto& d : before.devices)
+    evictions += d.evictions;
+  nlohmann::ordered_json out{
+      {"scenario", "soak"},
+      {"seconds", options.seconds},
+      {"clients", options.clients},
+      {"requests", total.requests},
+      {"replies", total.replies},
+      {"lost", total.lost},
+      {"errors_by_code", errors},
+      {"loads_failed_injected", faults->loads_failed()},
+      {"allocations_failed_injected", faults->allocations_failed()},
+      {"accounting_drift_bytes", drift},
+      {"rss_first_quarter_mb", round2(rss_first)},
+      {"rss_last_quarter_mb", round2(rss_last)},
+      {"rss_growth_pct", round2(growth)},
+      {"models", options.models},
+      {"failure_rate", options.failure_rate},
+      {"device_bytes", capacity},
+      {"model_bytes", total_bytes},
+      {"requests_per_s", round2(static_cast<double>(total.requests) / traffic_seconds)},
+      {"max_call_ms", round2(total.max_call_ms)},
+      {"calls", calls},
+      {"loads_started", before.loads_started},
+      {"loads_failed", before.loads_failed},
+      {"evictions", evictions},
+      {"reconnects", total.reconnects}};
   std::printf("%s\n", out.dump().c_str());
   std::fflush(stdout);
 
   if (verbose())
     for (auto& [code, message] : total.first_error)
       std::fprintf(stderr, "warm-bench soak: first %s: %s\n", code.c_str(), message.c_str());
-  for (auto& why : total.lost_calls) std::fprintf(stderr, "warm-bench soak: lost %s\n", why.c_str());
+  for (auto& why : total.lost_calls)
+    std::fprintf(stderr, "warm-bench soak: lost %s\n", why.c_str());
   int rc = 0;
   if (auto it = total.first_error.find("internal"); it != total.first_error.end())
     rc = fail("an internal error (a bug in warm): " + it->second);

@@ -28,7 +28,8 @@ class direct final : public torch_direct {
           return false;
         }
         std::vector<std::int64_t> sizes(t.shape.begin(), t.shape.end());
-        arguments.emplace_back(torch::from_blob(const_cast<std::byte*>(t.data.data()), sizes, *type));
+        arguments.emplace_back(
+            torch::from_blob(const_cast<std::byte*>(t.data.data()), sizes, *type));
       }
       auto result = module_.forward(std::move(arguments));
       return !result.isNone();

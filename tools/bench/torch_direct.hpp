@@ -24,6 +24,7 @@ class torch_direct {
 // Seconds torch::jit::load takes for `path` (the file read and the module built), and with
 // `first_call`, then one forward() on those inputs (the first call of a TorchScript module also
 // profiles and optimizes its graph: a libtorch user pays it before the first answer).
-expected<double> time_torch_load(const std::string& path, const std::vector<tensor>* first_call = nullptr);
+expected<double> time_torch_load(const std::string& path,
+                                 const std::vector<tensor>* first_call = nullptr);
 
 }  // namespace warm::bench

@@ -24,7 +24,8 @@ int fail(const warm::error& e) {
 
 int main(int argc, char** argv) {
   CLI::App app{"warm-demo: write a model, serve it from an embedded warm runtime"};
-  std::string repo = "demo-repo", state = "demo-state", layers = "784,512,10", device_text = "host:256MiB";
+  std::string repo = "demo-repo", state = "demo-state", layers = "784,512,10",
+              device_text = "host:256MiB";
   std::uint64_t batch = 4;
   app.add_option("--repo", repo, "Model repository root")->capture_default_str();
   app.add_option("--state", state, "State directory (the registry)")->capture_default_str();
@@ -36,7 +37,8 @@ int main(int argc, char** argv) {
   auto widths = warm::parse_widths(layers);
   if (!widths) return fail(widths.error());
   auto path = repo + "/demo/1/" + warm::model_file_name;
-  if (auto r = warm::write_dense_model(path, {*widths, warm::activation::relu, 7}); !r) return fail(r.error());
+  if (auto r = warm::write_dense_model(path, {*widths, warm::activation::relu, 7}); !r)
+    return fail(r.error());
   std::printf("wrote     %s (dense %s, relu)\n", path.c_str(), layers.c_str());
 
   warm::runtime_options options;
@@ -46,19 +48,22 @@ int main(int argc, char** argv) {
   auto rt = warm::runtime::create(options);
   if (!rt) return fail(rt.error());
   auto& runtime = **rt;
-  std::printf("started   runtime on %s, registry in %s/registry.db\n", device_text.c_str(), state.c_str());
+  std::printf("started   runtime on %s, registry in %s/registry.db\n", device_text.c_str(),
+              state.c_str());
 
   // Idempotent: a second run finds the model registered with the same info.
   if (auto r = runtime.register_model("demo", {"demo"}).get(); !r) return fail(r.error());
   auto status = runtime.status("demo").get();
   if (!status) return fail(status.error());
-  std::printf("registered demo: %s, %s on a device\n", std::string(warm::to_string(status->state)).c_str(),
+  std::printf("registered demo: %s, %s on a device\n",
+              std::string(warm::to_string(status->state)).c_str(),
               warm::format_bytes(status->bytes).c_str());
 
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(0, 1);
   std::vector<float> values(batch * widths->front());
-  for (auto& x : values) x = uniform(rng);
+  for (auto& x : values)
+    x = uniform(rng);
   warm::tensor input{"input", warm::dtype::f32, {batch, widths->front()}, {}};
   input.data.resize(values.size() * sizeof(float));
   std::memcpy(input.data.data(), values.data(), input.data.size());
@@ -66,8 +71,9 @@ int main(int argc, char** argv) {
   for (const char* round : {"cold", "warm"}) {
     auto result = runtime.infer({"demo", {input}}).get();
     if (!result) return fail(result.error());
-    std::printf("inferred  (%s) by %s: %s, waited %.2f ms for the load\n", round, result->model.c_str(),
-                result->cache_hit ? "cache hit" : "cache miss", result->load_wait_ms);
+    std::printf("inferred  (%s) by %s: %s, waited %.2f ms for the load\n", round,
+                result->model.c_str(), result->cache_hit ? "cache hit" : "cache miss",
+                result->load_wait_ms);
     if (std::string(round) == "warm") {
       const auto& out = result->outputs.front();
       auto width = out.shape.back();
@@ -85,11 +91,13 @@ int main(int argc, char** argv) {
   auto snapshot = runtime.inspect().get();
   if (!snapshot) return fail(snapshot.error());
   for (auto& d : snapshot->devices)
-    std::printf("device    %s (%s): %s of %s used, %zu resident\n", d.name.c_str(), d.policy.c_str(),
-                warm::format_bytes(d.used).c_str(), warm::format_bytes(d.capacity).c_str(), d.resident.size());
+    std::printf("device    %s (%s): %s of %s used, %zu resident\n", d.name.c_str(),
+                d.policy.c_str(), warm::format_bytes(d.used).c_str(),
+                warm::format_bytes(d.capacity).c_str(), d.resident.size());
   for (auto& m : snapshot->models)
     std::printf("model     %s: %s on %s, %llu requests, %llu hits, load %.2f ms\n", m.id.c_str(),
                 std::string(warm::to_string(m.state)).c_str(), m.device.c_str(),
-                static_cast<unsigned long long>(m.requests), static_cast<unsigned long long>(m.hits), m.loads.mean_ms);
+                static_cast<unsigned long long>(m.requests),
+                static_cast<unsigned long long>(m.hits), m.loads.mean_ms);
   return 0;
 }

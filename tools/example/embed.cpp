@@ -32,7 +32,9 @@ int fail(const char* what, const warm::error& e) {
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
   const bool own_dir = argc < 2;
-  const fs::path dir = own_dir ? fs::temp_directory_path() / ("warm-embed-" + std::to_string(::getpid())) : fs::path(argv[1]);
+  const fs::path dir =
+      own_dir ? fs::temp_directory_path() / ("warm-embed-" + std::to_string(::getpid()))
+              : fs::path(argv[1]);
   struct cleanup {  // a temp dir we made is removed on every way out
     fs::path dir;
     ~cleanup() {
@@ -44,7 +46,9 @@ int main(int argc, char** argv) {
   // 1. A model repository: <root>/<model>/<version>/model.safetensors. This model takes 4 inputs
   //    and gives 3 outputs through a hidden layer of 8 (ReLU).
   const fs::path repo = dir / "repo";
-  if (auto r = warm::write_dense_model((repo / "tiny" / "1" / "model.safetensors").string(), {{4, 8, 3}}); !r)
+  if (auto r = warm::write_dense_model((repo / "tiny" / "1" / "model.safetensors").string(),
+                                       {{4, 8, 3}});
+      !r)
     return fail("writing the model", r.error());
 
   // 2. The runtime: one host device with a 64 MiB budget, the repository, and a state directory
@@ -59,7 +63,8 @@ int main(int argc, char** argv) {
 
   // 3. Register the model under an id. The path is relative to a repository root; the highest
   //    version is used. The future form blocks until the registration is durable.
-  if (auto r = rt->register_model("tiny", warm::model_info{"tiny"}).get(); !r) return fail("registering", r.error());
+  if (auto r = rt->register_model("tiny", warm::model_info{"tiny"}).get(); !r)
+    return fail("registering", r.error());
 
   // 4. Infer: one F32 input tensor named "input", shape [batch, 4], raw little-endian bytes.
   //    The model is not loaded yet, so warm loads it first (once, whatever the number of
@@ -78,9 +83,11 @@ int main(int argc, char** argv) {
   const warm::tensor& out = result->outputs.at(0);
   std::vector<float> y(out.data.size() / sizeof(float));
   std::memcpy(y.data(), out.data.data(), out.data.size());
-  std::printf("output %s [%llu, %llu]:", out.name.c_str(), static_cast<unsigned long long>(out.shape.at(0)),
+  std::printf("output %s [%llu, %llu]:", out.name.c_str(),
+              static_cast<unsigned long long>(out.shape.at(0)),
               static_cast<unsigned long long>(out.shape.at(1)));
-  for (float v : y) std::printf(" %.6f", v);
+  for (float v : y)
+    std::printf(" %.6f", v);
   std::printf("\nserved by %s, cache_hit %s, waited %.2f ms for the load\n", result->model.c_str(),
               result->cache_hit ? "true" : "false", result->load_wait_ms);
 
@@ -91,11 +98,13 @@ int main(int argc, char** argv) {
   // 6. The model's status: state, device, bytes, uses and load times.
   auto status = rt->status("tiny").get();
   if (!status) return fail("reading the status", status.error());
-  std::printf("status %s: %s on %s, %llu bytes, %llu requests (%llu hits), %llu load(s), mean %.2f ms\n",
-              status->id.c_str(), std::string(warm::to_string(status->state)).c_str(), status->device.c_str(),
-              static_cast<unsigned long long>(status->bytes), static_cast<unsigned long long>(status->requests),
-              static_cast<unsigned long long>(status->hits), static_cast<unsigned long long>(status->loads.count),
-              status->loads.mean_ms);
+  std::printf(
+      "status %s: %s on %s, %llu bytes, %llu requests (%llu hits), %llu load(s), mean %.2f ms\n",
+      status->id.c_str(), std::string(warm::to_string(status->state)).c_str(),
+      status->device.c_str(), static_cast<unsigned long long>(status->bytes),
+      static_cast<unsigned long long>(status->requests),
+      static_cast<unsigned long long>(status->hits),
+      static_cast<unsigned long long>(status->loads.count), status->loads.mean_ms);
   if (!again->cache_hit || status->state != warm::model_state::loaded) {
     std::fprintf(stderr, "embed: expected the second inference to be a hit on a loaded model\n");
     return 1;

@@ -51,7 +51,8 @@ int run_catalog(const catalog_args& a, const CLI::App& cmd) {
           exit_usage);
     if (cmd.count("--sizes") == 0) {
       if (cmd.count("--order") > 0 || cmd.count("--large-share") > 0)
-        return report(name, make_error(errc::invalid_argument, "--order and --large-share need --sizes"),
+        return report(name,
+                      make_error(errc::invalid_argument, "--order and --large-share need --sizes"),
                       exit_usage);
       c = eval::make_catalog(a.models, *min, *max, a.seed);
     } else {

@@ -22,7 +22,8 @@ void add_models_command(CLI::App& app, int& rc) {
     double scale = 1.0;
   };
   auto a = std::make_shared<args>();
-  auto* cmd = app.add_subcommand("models", "Write a catalog's models as dense model files (for a live warmd)");
+  auto* cmd = app.add_subcommand(
+      "models", "Write a catalog's models as dense model files (for a live warmd)");
   cmd->add_option("--catalog", a->catalog, "Catalog CSV (model_id,size_bytes,load_ms)")->required();
   cmd->add_option("--repo", a->repo, "Repository root to write into")->required();
   cmd->add_option("--scale", a->scale, "Size factor applied to every model")
@@ -34,7 +35,8 @@ void add_models_command(CLI::App& app, int& rc) {
     eval::catalog written;
     std::uint64_t seed = 1;
     for (auto& m : *models) {
-      auto bytes = static_cast<std::uint64_t>(std::llround(static_cast<double>(m.bytes) * a->scale));
+      auto bytes =
+          static_cast<std::uint64_t>(std::llround(static_cast<double>(m.bytes) * a->scale));
       auto widths = widths_for_bytes(std::max<std::uint64_t>(bytes, 4096));
       auto path = a->repo + "/" + m.model + "/1/" + model_file_name;
       if (auto r = write_dense_model(path, {widths, activation::relu, seed++}); !r)

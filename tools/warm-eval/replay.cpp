@@ -3,8 +3,8 @@
 #include "replay.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -31,13 +31,16 @@ double ms_since(steady::time_point start) {
   return std::chrono::duration<double, std::milli>(steady::now() - start).count();
 }
 
-std::string describe(const kj::Exception& e) { return std::string(e.getDescription().cStr()); }
+std::string describe(const kj::Exception& e) {
+  return std::string(e.getDescription().cStr());
+}
 
 // One F32 row of `width` values uniform in [-1, 1).
 tensor random_row(std::uint64_t width, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> values(width);
-  for (auto& v : values) v = dist(rng);
+  for (auto& v : values)
+    v = dist(rng);
   tensor t;
   t.name = "input";
   t.type = dtype::f32;
@@ -68,7 +71,8 @@ struct replay_client::impl : kj::TaskSet::ErrorHandler {
     if (e.getType() == kj::Exception::Type::DISCONNECTED)
       return "connection to " + address + " lost: " + describe(e);
     if (e.getType() == kj::Exception::Type::UNIMPLEMENTED)
-      return "call to " + address + " failed (a remote listener needs --token-file): " + describe(e);
+      return "call to " + address +
+             " failed (a remote listener needs --token-file): " + describe(e);
     return "call to " + address + " failed: " + describe(e);
   }
 
@@ -122,12 +126,12 @@ struct replay_client::impl : kj::TaskSet::ErrorHandler {
     auto timeout = static_cast<std::int64_t>(settings.request_timeout_s * 1e3) * kj::MILLISECONDS;
     kj::Promise<capnp::Response<r::Warm::InferResults>> reply = request.send();
     tasks->add(io.provider->getTimer()
-                  .timeoutAfter(timeout, kj::mv(reply))
-                  .then(
-                      [this, i](capnp::Response<r::Warm::InferResults>&& reply) {
-                        answered(i, reply.getStatus(), reply.getResult());
-                      },
-                      [this, i](kj::Exception&& e) { failed(i, e); }));
+                   .timeoutAfter(timeout, kj::mv(reply))
+                   .then(
+                       [this, i](capnp::Response<r::Warm::InferResults>&& reply) {
+                         answered(i, reply.getStatus(), reply.getResult());
+                       },
+                       [this, i](kj::Exception&& e) { failed(i, e); }));
   }
 
   void answered(std::size_t i, r::Status::Reader status, r::InferResult::Reader result) {
@@ -163,7 +167,8 @@ replay_client::~replay_client() {
   impl_->conn.reset();
 }
 
-expected<std::unique_ptr<replay_client>> replay_client::connect(const ctl::connect_options& options) {
+expected<std::unique_ptr<replay_client>> replay_client::connect(
+    const ctl::connect_options& options) {
   auto i = std::make_unique<impl>();
   i->address = options.address;
   try {
@@ -181,12 +186,14 @@ expected<void> replay_client::register_models(const eval::catalog& models) {
     auto request = i.conn->warm().registerModelRequest();
     request.setId(r::to_text(m.model));
     request.initInfo().setPath(r::to_text(m.model));
-    calls.add(request.send().then([id = m.model](capnp::Response<r::Warm::RegisterModelResults>&& reply)
-                                      -> std::optional<warm::error> {
-      if (auto ok = r::from_capnp(reply.getStatus()); !ok)
-        return make_error(ok.error().code, "cannot register model '" + id + "': " + ok.error().message);
-      return std::nullopt;
-    }));
+    calls.add(request.send().then(
+        [id = m.model](
+            capnp::Response<r::Warm::RegisterModelResults>&& reply) -> std::optional<warm::error> {
+          if (auto ok = r::from_capnp(reply.getStatus()); !ok)
+            return make_error(ok.error().code,
+                              "cannot register model '" + id + "': " + ok.error().message);
+          return std::nullopt;
+        }));
   }
   auto results = i.wait(kj::joinPromises(calls.releaseAsArray()));
   if (!results) return std::move(results).error();
@@ -206,7 +213,8 @@ expected<void> replay_client::check_registered(const std::vector<std::string>& m
     if (auto ok = r::from_capnp(reply->getStatus()); !ok)
       return make_error(ok.error().code, "status of model '" + model + "': " + ok.error().message);
     if (reply->getModel().getState() == r::ModelState::NOT_FOUND)
-      return make_error(errc::not_found, "model '" + model + "' is not registered with the daemon at " + i.address +
+      return make_error(errc::not_found, "model '" + model +
+                                             "' is not registered with the daemon at " + i.address +
                                              " (pass --register CATALOG)");
   }
   return {};
@@ -224,19 +232,22 @@ expected<std::uint64_t> replay_client::probe_width(const std::string& model) {
     return reply->getModel().getInputWidth();
   return make_error(errc::invalid_argument,
                     "cannot learn the input width of model '" + model + "' from the daemon (" +
-                        (status.getCode() == r::Status::Code::OK ? std::string("it does not take one [batch, width] input")
-                                                                 : std::string(r::code_name(status.getCode())) + ": " +
-                                                                       r::to_std(status.getMessage())) +
+                        (status.getCode() == r::Status::Code::OK
+                             ? std::string("it does not take one [batch, width] input")
+                             : std::string(r::code_name(status.getCode())) + ": " +
+                                   r::to_std(status.getMessage())) +
                         "); pass --repo DIR to read it from the model file");
 }
 
-expected<std::vector<replay_record>> replay_client::replay(const eval::trace& requests, const width_map& widths,
-                                                          const replay_settings& settings) {
+expected<std::vector<replay_record>> replay_client::replay(const eval::trace& requests,
+                                                           const width_map& widths,
+                                                           const replay_settings& settings) {
   auto& i = *impl_;
   std::vector<replay_record> records(requests.size());
   for (std::size_t k = 0; k < requests.size(); ++k) {
     if (!widths.count(requests[k].model))
-      return make_error(errc::invalid_argument, "no input width for model '" + requests[k].model + "'");
+      return make_error(errc::invalid_argument,
+                        "no input width for model '" + requests[k].model + "'");
     records[k].model = requests[k].model;
     records[k].scheduled_ms = requests[k].time_ms / settings.speed;
   }
@@ -261,15 +272,19 @@ expected<std::vector<replay_record>> replay_client::replay(const eval::trace& re
   return records;
 }
 
-expected<width_map> widths_from_repository(const std::string& repo, const std::vector<std::string>& models) {
+expected<width_map> widths_from_repository(const std::string& repo,
+                                           const std::vector<std::string>& models) {
   auto root = model_repository::create({repo});
   if (!root) return make_error(root.error().code, "--repo: " + root.error().message);
   width_map widths;
   for (const auto& model : models) {
     auto path = root->resolve(model);
-    if (!path) return make_error(path.error().code, "model '" + model + "' in " + repo + ": " + path.error().message);
+    if (!path)
+      return make_error(path.error().code,
+                        "model '" + model + "' in " + repo + ": " + path.error().message);
     auto file = open_model_file(*path);
-    if (!file) return make_error(file.error().code, "model '" + model + "': " + file.error().message);
+    if (!file)
+      return make_error(file.error().code, "model '" + model + "': " + file.error().message);
     widths[model] = file->spec.input_width();
   }
   return widths;
@@ -297,11 +312,13 @@ replay_summary summarize(const std::vector<replay_record>& records) {
   long in_flight = 0;
   for (const auto& e : events) {
     in_flight += e.second;
-    s.in_flight_max = std::max<std::size_t>(s.in_flight_max, static_cast<std::size_t>(std::max(0L, in_flight)));
+    s.in_flight_max =
+        std::max<std::size_t>(s.in_flight_max, static_cast<std::size_t>(std::max(0L, in_flight)));
   }
   auto mean = [](const std::vector<double>& v) {
     double sum = 0;
-    for (double x : v) sum += x;
+    for (double x : v)
+      sum += x;
     return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
   };
   auto percentile = [](std::vector<double> v, double p) {  // nearest rank
@@ -310,7 +327,8 @@ replay_summary summarize(const std::vector<replay_record>& records) {
     auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size())));
     return v[std::min(v.size(), std::max<std::size_t>(rank, 1)) - 1];
   };
-  if (!latency.empty()) s.hit_ratio = static_cast<double>(s.hits) / static_cast<double>(latency.size());
+  if (!latency.empty())
+    s.hit_ratio = static_cast<double>(s.hits) / static_cast<double>(latency.size());
   s.latency_ms_mean = mean(latency);
   s.latency_ms_p50 = percentile(latency, 0.50);
   s.latency_ms_p99 = percentile(latency, 0.99);
@@ -327,7 +345,8 @@ expected<void> write_records(const std::string& path, const std::vector<replay_r
   for (const auto& rec : records) {
     std::snprintf(line, sizeof line, "%.3f,", rec.sent_ms);
     out << line << rec.model;
-    std::snprintf(line, sizeof line, ",%.3f,%d,%.3f,", rec.latency_ms, rec.hit ? 1 : 0, rec.load_wait_ms);
+    std::snprintf(line, sizeof line, ",%.3f,%d,%.3f,", rec.latency_ms, rec.hit ? 1 : 0,
+                  rec.load_wait_ms);
     out << line << rec.status << "\n";
   }
   return eval::detail::write_text_file(path, out.str());

@@ -36,18 +36,18 @@ namespace warm::eval_cli {
 // One request as the replay saw it. Times in milliseconds from the replay's start.
 struct replay_record {
   std::string model;
-  double scheduled_ms = 0;  // trace time / speed
-  double sent_ms = 0;       // when the call was sent (>= scheduled_ms)
-  double latency_ms = 0;    // from the send to the reply (or the timeout)
-  bool hit = false;         // the reply's cacheHit (false for errors)
-  double load_wait_ms = 0;  // the reply's loadWaitMs (0 for errors)
+  double scheduled_ms = 0;    // trace time / speed
+  double sent_ms = 0;         // when the call was sent (>= scheduled_ms)
+  double latency_ms = 0;      // from the send to the reply (or the timeout)
+  bool hit = false;           // the reply's cacheHit (false for errors)
+  double load_wait_ms = 0;    // the reply's loadWaitMs (0 for errors)
   std::string status = "ok";  // "ok", a Status code name ("not_found", …) or "timeout"
 };
 
 struct replay_settings {
-  double speed = 1;                 // trace time is divided by this (> 0)
-  double request_timeout_s = 300;   // per call (> 0)
-  std::uint64_t seed = 1;           // of the input values
+  double speed = 1;                // trace time is divided by this (> 0)
+  double request_timeout_s = 300;  // per call (> 0)
+  std::uint64_t seed = 1;          // of the input values
 };
 
 // Input width per model id.

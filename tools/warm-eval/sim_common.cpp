@@ -48,7 +48,8 @@ void add_tuning_flags(CLI::App& cmd, tuning_flags& flags) {
 policy_options to_policy_options(const tuning_flags& flags) {
   policy_options tuning;
   tuning.rescore_period = std::chrono::duration<double>(flags.rescore_s);
-  if (flags.kdf_tau != "auto") tuning.kdf_tau = std::chrono::duration<double>(std::stod(flags.kdf_tau));
+  if (flags.kdf_tau != "auto")
+    tuning.kdf_tau = std::chrono::duration<double>(std::stod(flags.kdf_tau));
   if (flags.kdf_memory != "auto") tuning.kdf_memory = std::stod(flags.kdf_memory);
   tuning.kdf_horizon = flags.kdf_horizon;
   tuning.kdf_window = std::chrono::duration<double>(flags.kdf_window_s);

@@ -19,7 +19,7 @@ namespace warm::eval_cli {
 // The policies' tuning flags (--rescore, --kdf-tau, --kdf-window, --kdf-horizon), with defaults.
 struct tuning_flags {
   double rescore_s = 1.0;
-  std::string kdf_tau = "auto";  // or seconds
+  std::string kdf_tau = "auto";     // or seconds
   std::string kdf_memory = "auto";  // or a number
   double kdf_window_s = 600;
   double kdf_horizon = 0;

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "cluster/placement.hpp"
-#include "policy/cache_policy.hpp"
 #include "commands.hpp"
+#include "policy/cache_policy.hpp"
 #include "sim_common.hpp"
 
 namespace warm::eval_cli {
@@ -20,7 +20,8 @@ std::vector<std::string> split(const std::string& list) {
   std::vector<std::string> out;
   std::stringstream in(list);
   std::string item;
-  while (std::getline(in, item, ',')) out.push_back(item);
+  while (std::getline(in, item, ','))
+    out.push_back(item);
   return out;
 }
 
@@ -30,7 +31,8 @@ std::vector<std::string> split(const std::string& list) {
 // (catalogs of at most opt_max_models models).
 static std::string default_policies(std::size_t models) {
   std::string out;
-  for (const auto& name : policy_names()) out += name + ",";
+  for (const auto& name : policy_names())
+    out += name + ",";
   out += "belady-size";
   if (models <= eval::opt_max_models) out += ",opt";
   return out;
@@ -51,25 +53,32 @@ void add_simulate_command(CLI::App& app, int& rc) {
   cmd->add_option("--trace", o->trace, "Trace CSV (time_ms,model_id)")->required();
   cmd->add_option("--catalog", o->catalog, "Catalog CSV (model_id,size_bytes,load_ms)")->required();
   cmd->add_option("--capacity", o->capacity,
-                  "Device bytes, or P% of the catalog's total bytes (with --instances: the cluster's, split evenly)")
+                  "Device bytes, or P% of the catalog's total bytes (with --instances: the "
+                  "cluster's, split evenly)")
       ->required();
   std::string online;
-  for (const auto& name : policy_names()) online += (online.empty() ? "" : ", ") + name;
-  auto* policy = cmd->add_option("--policy", o->policies,
-                                 "Comma-separated policies: " + online +
-                                     " (online), belady-size and opt (offline bounds; opt for catalogs of at most " +
-                                     std::to_string(eval::opt_max_models) +
-                                     " models). Default: every online policy and belady-size, and opt where it "
-                                     "applies; with --instances, kdf,lru");
+  for (const auto& name : policy_names())
+    online += (online.empty() ? "" : ", ") + name;
+  auto* policy = cmd->add_option(
+      "--policy", o->policies,
+      "Comma-separated policies: " + online +
+          " (online), belady-size and opt (offline bounds; opt for catalogs of at most " +
+          std::to_string(eval::opt_max_models) +
+          " models). Default: every online policy and belady-size, and opt where it "
+          "applies; with --instances, kdf,lru");
   add_tuning_flags(*cmd, o->tuning);
-  cmd->add_option("--instances", o->instances, "Simulate a cluster of N instances")->check(CLI::Range(1, 4096));
-  cmd->add_option("--placement", o->placements, "With --instances: comma-separated rules (warm, modelmesh)")
+  cmd->add_option("--instances", o->instances, "Simulate a cluster of N instances")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--placement", o->placements,
+                  "With --instances: comma-separated rules (warm, modelmesh)")
       ->capture_default_str();
-  cmd->add_option("--record-seconds", o->record_seconds,
-                  "With --instances: seconds between instance records (0 = fresh at every placement)")
+  cmd->add_option(
+         "--record-seconds", o->record_seconds,
+         "With --instances: seconds between instance records (0 = fresh at every placement)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 86400.0));
-  cmd->add_option("--loading-threads", o->loading_threads, "With --instances: loads each instance runs at once")
+  cmd->add_option("--loading-threads", o->loading_threads,
+                  "With --instances: loads each instance runs at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   // JSON is simulate's only output, so --json changes nothing; it is accepted so that a script
@@ -85,7 +94,8 @@ void add_simulate_command(CLI::App& app, int& rc) {
     policy_options tuning = to_policy_options(o->tuning);
     rc = exit_ok;
     if (o->instances == 0) {
-      for (auto& name : split(o->policies.empty() ? default_policies(models->size()) : o->policies)) {
+      for (auto& name :
+           split(o->policies.empty() ? default_policies(models->size()) : o->policies)) {
         auto r = eval::simulate(*requests, *models, *capacity, name, tuning);
         if (!r) return void(rc = report("simulate", r.error(), exit_failure));
         std::printf("%s\n", to_json(*r).dump().c_str());

@@ -151,8 +151,9 @@ int run_zipf(const trace_args& a, const CLI::App& cmd) {
   return exit_ok;
 }
 
-const char* const synthetic_only[] = {"--per-day", "--alpha", "--drift", "--diurnal", "--pareto",
-                                      "--burst-probability", "--burst-size", "--burst-seconds"};
+const char* const synthetic_only[] = {"--per-day",    "--alpha",        "--drift",
+                                      "--diurnal",    "--pareto",       "--burst-probability",
+                                      "--burst-size", "--burst-seconds"};
 
 int run_synthetic(trace_args& a, const CLI::App& cmd) {
   for (const char* other : {"--invocations", "--scheme", "--trigger", "--cut", "--start-minute",

@@ -28,7 +28,8 @@ namespace {
 template <typename T>
 kj::Promise<T> on_worker(executor& pool, std::function<T()> work) {
   auto paf = kj::newPromiseAndCrossThreadFulfiller<T>();
-  auto fulfiller = std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<T>>>(kj::mv(paf.fulfiller));
+  auto fulfiller =
+      std::make_shared<kj::Own<kj::CrossThreadPromiseFulfiller<T>>>(kj::mv(paf.fulfiller));
   pool.submit([fulfiller, work = std::move(work)]() mutable { (*fulfiller)->fulfill(work()); });
   return kj::mv(paf.promise);
 }
@@ -37,7 +38,8 @@ using model_ptr = std::shared_ptr<const resident_model>;
 
 // A call into model code on this thread, watched until it is destroyed; none when calls are not
 // watched (`watch` null).
-std::optional<call_watch::call> watched(call_watch* watch, const std::string& model, const char* what) {
+std::optional<call_watch::call> watched(call_watch* watch, const std::string& model,
+                                        const char* what) {
   if (!watch) return std::nullopt;
   return watch->begin(model, what);
 }
@@ -64,10 +66,11 @@ class runtime_server final : public remote::ModelRuntime::Server {
   std::optional<error> outside(const model_location& where) const {
     for (const auto& root : options_.repositories)
       if (!where.root.empty() && where.root == root) return std::nullopt;
-    return make_error(errc::invalid_argument, where.path + ": not in a repository this runtime serves (" +
-                                                  (options_.repositories.empty() ? std::string("it serves none: --repo")
-                                                                                 : "--repo") +
-                                                  ")");
+    return make_error(
+        errc::invalid_argument,
+        where.path + ": not in a repository this runtime serves (" +
+            (options_.repositories.empty() ? std::string("it serves none: --repo") : "--repo") +
+            ")");
   }
 
  protected:
@@ -82,11 +85,13 @@ class runtime_server final : public remote::ModelRuntime::Server {
     s.setVersion("warm-runtime 0.1.0");
     auto kinds = backend_kinds();
     auto list = s.initKinds(static_cast<unsigned>(kinds.size()));
-    for (unsigned i = 0; i < kinds.size(); ++i) list.set(i, kinds[i]);
+    for (unsigned i = 0; i < kinds.size(); ++i)
+      list.set(i, kinds[i]);
     std::lock_guard<std::mutex> lock(mutex_);
     auto loaded = s.initLoaded(static_cast<unsigned>(models_.size()));
     unsigned i = 0;
-    for (auto& [id, entry] : models_) loaded.set(i++, id);
+    for (auto& [id, entry] : models_)
+      loaded.set(i++, id);
     return kj::READY_NOW;
   }
 
@@ -96,13 +101,14 @@ class runtime_server final : public remote::ModelRuntime::Server {
       write_error(*refused, context.getResults().initError());
       return kj::READY_NOW;
     }
-    return on_worker<expected<std::uint64_t>>(describing_,
-                                              [where, watch = watch_.get()]() -> expected<std::uint64_t> {
-             auto watching = watched(watch, where.path, "size prediction");
-             auto described = describe_model(where);
-             if (!described) return std::move(described).error();
-             return described->predicted_bytes;
-           })
+    return on_worker<expected<std::uint64_t>>(
+               describing_,
+               [where, watch = watch_.get()]() -> expected<std::uint64_t> {
+                 auto watching = watched(watch, where.path, "size prediction");
+                 auto described = describe_model(where);
+                 if (!described) return std::move(described).error();
+                 return described->predicted_bytes;
+               })
         .then([context](expected<std::uint64_t> bytes) mutable {
           auto results = context.getResults();
           if (!bytes) return write_error(bytes.error(), results.initError());
@@ -123,7 +129,8 @@ class runtime_server final : public remote::ModelRuntime::Server {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (models_.count(id)) {
-        write_error(make_error(errc::invalid_argument, id + " is already loaded"), context.getResults().initError());
+        write_error(make_error(errc::invalid_argument, id + " is already loaded"),
+                    context.getResults().initError());
         return kj::READY_NOW;
       }
       models_[id] = entry{};  // loading
@@ -142,7 +149,8 @@ class runtime_server final : public remote::ModelRuntime::Server {
           if (it == models_.end() || it->second.cancelled) {  // unloaded while it loaded
             if (it != models_.end()) models_.erase(it);
             lock.unlock();
-            return write_error(make_error(errc::unavailable, id + " was unloaded while it loaded"), results.initError());
+            return write_error(make_error(errc::unavailable, id + " was unloaded while it loaded"),
+                               results.initError());
           }
           if (!model) {
             models_.erase(it);
@@ -154,9 +162,11 @@ class runtime_server final : public remote::ModelRuntime::Server {
           results.setBytes(m.bytes());
           results.setBatched(m.io().batched);
           auto inputs = results.initInputs(static_cast<unsigned>(m.io().inputs.size()));
-          for (unsigned i = 0; i < m.io().inputs.size(); ++i) write_spec(m.io().inputs[i], inputs[i]);
+          for (unsigned i = 0; i < m.io().inputs.size(); ++i)
+            write_spec(m.io().inputs[i], inputs[i]);
           auto outputs = results.initOutputs(static_cast<unsigned>(m.io().outputs.size()));
-          for (unsigned i = 0; i < m.io().outputs.size(); ++i) write_spec(m.io().outputs[i], outputs[i]);
+          for (unsigned i = 0; i < m.io().outputs.size(); ++i)
+            write_spec(m.io().outputs[i], outputs[i]);
         });
   }
 
@@ -167,7 +177,8 @@ class runtime_server final : public remote::ModelRuntime::Server {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = models_.find(id);
       if (it == models_.end()) {
-        write_error(make_error(errc::not_found, id + " is not loaded"), context.getResults().initError());
+        write_error(make_error(errc::not_found, id + " is not loaded"),
+                    context.getResults().initError());
         return kj::READY_NOW;
       }
       if (!it->second.model) {
@@ -177,7 +188,7 @@ class runtime_server final : public remote::ModelRuntime::Server {
         models_.erase(it);
       }
     }
-    dropped.reset();  // freed now unless an inference still holds it
+    dropped.reset();      // freed now unless an inference still holds it
     rss_.restart_peak();  // so the next status does not report it held
     write_ok(context.getResults().initError());
     return kj::READY_NOW;
@@ -193,7 +204,8 @@ class runtime_server final : public remote::ModelRuntime::Server {
       if (it != models_.end()) model = it->second.model;
     }
     if (!model) {
-      write_error(make_error(errc::not_found, id + " is not loaded"), context.getResults().initError());
+      write_error(make_error(errc::not_found, id + " is not loaded"),
+                  context.getResults().initError());
       return kj::READY_NOW;
     }
     auto inputs = read_tensors(params.getInputs());
@@ -209,8 +221,8 @@ class runtime_server final : public remote::ModelRuntime::Server {
       auto checked = check_inputs(inputs, model->io(), model->max_batch());
       if (!checked) return std::move(checked).error();
       if (model->io().batched && *checked != batch)
-        return make_error(errc::invalid_argument, "the inputs hold " + std::to_string(*checked) + " rows, not " +
-                                                      std::to_string(batch));
+        return make_error(errc::invalid_argument, "the inputs hold " + std::to_string(*checked) +
+                                                      " rows, not " + std::to_string(batch));
       return model->run(inputs, *checked);
     };
     return on_worker<expected<std::vector<tensor>>>(inference_, std::move(work))
@@ -219,7 +231,8 @@ class runtime_server final : public remote::ModelRuntime::Server {
           if (!outputs) return write_error(outputs.error(), results.initError());
           write_ok(results.initError());
           auto list = results.initOutputs(static_cast<unsigned>(outputs->size()));
-          for (unsigned i = 0; i < outputs->size(); ++i) write_tensor((*outputs)[i], list[i]);
+          for (unsigned i = 0; i < outputs->size(); ++i)
+            write_tensor((*outputs)[i], list[i]);
         });
   }
 
@@ -241,7 +254,8 @@ class runtime_server final : public remote::ModelRuntime::Server {
 
   // A load on this runtime's device, charged as warmd's loader pool charges it: the reservation
   // (or the backend's prediction), then the measured size, all or nothing.
-  static expected<std::unique_ptr<resident_model>> load_here(device& dev, const model_location& where,
+  static expected<std::unique_ptr<resident_model>> load_here(device& dev,
+                                                             const model_location& where,
                                                              std::uint64_t reserved) {
     auto backend = find_backend(where.kind);
     if (!backend) return make_error(errc::invalid_argument, backend.error().message);
@@ -258,7 +272,8 @@ class runtime_server final : public remote::ModelRuntime::Server {
     if (auto more = (*model)->shortfall()) {
       auto extra = dev.reserve(more);
       if (!extra)
-        return make_error(extra.error().code, where.path + " takes " + format_bytes((*model)->measured_bytes()) +
+        return make_error(extra.error().code, where.path + " takes " +
+                                                  format_bytes((*model)->measured_bytes()) +
                                                   " once loaded: " + extra.error().message);
       (*model)->settle(std::move(*extra));
     } else {

@@ -16,8 +16,8 @@ namespace warm {
 
 struct runtime_server_options {
   std::uint64_t capacity = std::uint64_t{1} << 30;  // bytes models may take
-  unsigned threads = 0;          // inference threads; 0 = one per core
-  unsigned loading_threads = 1;  // loads at once (reported in status)
+  unsigned threads = 0;                             // inference threads; 0 = one per core
+  unsigned loading_threads = 1;                     // loads at once (reported in status)
   // When set, a file holding the capacity to report ("512MiB"), read at every status: whoever
   // runs the runtime (an orchestrator) may resize it while it runs. The device keeps `capacity`
   // as its ceiling; warmd places models within the reported capacity and evicts down to it.

@@ -43,11 +43,15 @@ std::unique_ptr<CLI::App> make_app(command_context& ctx) {
   app->add_option("--token-file", ctx.options.connect.token_file,
                   "File holding the token a TCP listener wants (warmd --token-file)");
   app->add_flag("--tls", ctx.options.connect.tls,
-                "Connect over TLS, checking warmd's certificate against the system's roots (implied by --tls-*)");
-  app->add_option("--tls-ca", ctx.options.connect.tls_ca, "Check warmd's TLS certificate against the CAs in this PEM file");
-  app->add_option("--tls-cert", ctx.options.connect.tls_cert,
-                  "Mutual TLS: present this certificate chain (PEM) to warmd (warmd --tls-client-ca)");
-  app->add_option("--tls-key", ctx.options.connect.tls_key, "The --tls-cert certificate's private key (PEM)");
+                "Connect over TLS, checking warmd's certificate against the system's roots "
+                "(implied by --tls-*)");
+  app->add_option("--tls-ca", ctx.options.connect.tls_ca,
+                  "Check warmd's TLS certificate against the CAs in this PEM file");
+  app->add_option(
+      "--tls-cert", ctx.options.connect.tls_cert,
+      "Mutual TLS: present this certificate chain (PEM) to warmd (warmd --tls-client-ca)");
+  app->add_option("--tls-key", ctx.options.connect.tls_key,
+                  "The --tls-cert certificate's private key (PEM)");
   app->add_option("--tls-server-name", ctx.options.connect.tls_server_name,
                   "The name warmd's certificate must carry (default: the host of --connect)");
   app->add_option_function<std::string>(
@@ -55,9 +59,11 @@ std::unique_ptr<CLI::App> make_app(command_context& ctx) {
       [&ctx](const std::string& text) {
         auto d = warm::parse_duration(text);
         if (!d || d->count() <= 0)
-          throw CLI::ValidationError("--connect-timeout", "a positive duration (5s, 500ms), not \"" + text + "\"");
+          throw CLI::ValidationError("--connect-timeout",
+                                     "a positive duration (5s, 500ms), not \"" + text + "\"");
         ctx.options.connect.timeout =
-            std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(*d));
+            std::max(std::chrono::milliseconds(1),
+                     std::chrono::duration_cast<std::chrono::milliseconds>(*d));
       },
       "Longest wait for warmd to answer a new connection (default 5s)");
   app->add_flag("--json", ctx.options.json, "Print one JSON document per command");

@@ -48,7 +48,8 @@ struct resolved_status {
 };
 // An unknown id, or a vmodel without an active model, is not_found; a server error is returned as
 // the server worded it. Throws connection_error like every call.
-expected<resolved_status> resolve_status(command_context& ctx, connection& c, const std::string& id);
+expected<resolved_status> resolve_status(command_context& ctx, connection& c,
+                                         const std::string& id);
 
 // register, unregister, status, ensure, models, vmodel {set,delete,status}
 void add_model_commands(CLI::App& app, command_context& ctx);

@@ -38,7 +38,8 @@ std::string read_pem(const std::string& path, const char* flag) {
 std::string host_of(const std::string& address) {
   auto colon = address.rfind(':');
   auto host = address.substr(0, colon == std::string::npos ? address.size() : colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   return host;
 }
 
@@ -90,15 +91,18 @@ std::unique_ptr<connection> connection::open(kj::AsyncIoContext& io,
   // A timeout is OVERLOADED ("operation timed out"): say how long was waited.
   auto why = [&](const kj::Exception& e) {
     return e.getType() == kj::Exception::Type::OVERLOADED
-               ? "no answer within " + std::to_string(options.timeout.count()) + " ms (--connect-timeout)"
+               ? "no answer within " + std::to_string(options.timeout.count()) +
+                     " ms (--connect-timeout)"
                : describe(e);
   };
   std::unique_ptr<connection> conn;
   const bool tls = options.uses_tls();
-  if (tls && addr.rfind("unix:", 0) == 0) throw connection_error("TLS is for HOST:PORT addresses; " + addr + " is a unix socket");
+  if (tls && addr.rfind("unix:", 0) == 0)
+    throw connection_error("TLS is for HOST:PORT addresses; " + addr + " is a unix socket");
   auto context = tls ? client_tls(options) : nullptr;
   try {
-    auto address = timer.timeoutAt(deadline, io.provider->getNetwork().parseAddress(addr)).wait(io.waitScope);
+    auto address =
+        timer.timeoutAt(deadline, io.provider->getNetwork().parseAddress(addr)).wait(io.waitScope);
     auto stream = timer.timeoutAt(deadline, address->connect()).wait(io.waitScope);
     if (context) {
       auto name = options.tls_server_name.empty() ? host_of(addr) : options.tls_server_name;
@@ -145,8 +149,7 @@ session::session() : io_(kj::setupAsyncIo()) {}
 
 connection& session::connect(const connect_options& options) {
   if (conn_) io_.waitScope.poll();  // a close by the server since the last command shows now
-  if (conn_ && (conn_->lost() || !options.same_endpoint(options_)))
-    conn_.reset();
+  if (conn_ && (conn_->lost() || !options.same_endpoint(options_))) conn_.reset();
   if (!conn_) {
     conn_ = connection::open(io_, options);
     options_ = options;

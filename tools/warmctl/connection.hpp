@@ -36,10 +36,13 @@ struct connect_options {
   // client presents tls_cert with tls_key. Implied by any of the four.
   bool tls = false;
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
-  bool uses_tls() const { return tls || !tls_ca.empty() || !tls_cert.empty() || !tls_server_name.empty(); }
+  bool uses_tls() const {
+    return tls || !tls_ca.empty() || !tls_cert.empty() || !tls_server_name.empty();
+  }
   bool same_endpoint(const connect_options& o) const {
-    return address == o.address && token_file == o.token_file && uses_tls() == o.uses_tls() && tls_ca == o.tls_ca &&
-           tls_cert == o.tls_cert && tls_key == o.tls_key && tls_server_name == o.tls_server_name;
+    return address == o.address && token_file == o.token_file && uses_tls() == o.uses_tls() &&
+           tls_ca == o.tls_ca && tls_cert == o.tls_cert && tls_key == o.tls_key &&
+           tls_server_name == o.tls_server_name;
   }
 };
 

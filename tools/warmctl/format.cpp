@@ -121,8 +121,8 @@ void print_cache(std::ostream& out, const inspection& s) {
     table t({"MODEL", "SIZE", "PREDICTED", "MEASURED", "SCORE", "IN_FLIGHT", "USES", "IDLE"});
     for (const auto& r : d.resident)
       t.add({r.model, format_bytes(r.bytes), format_bytes(r.predicted),
-             r.measured ? format_bytes(r.measured) : "exact", score_text(r.score), std::to_string(r.in_flight),
-             std::to_string(r.uses), idle_text(r.idle_seconds)});
+             r.measured ? format_bytes(r.measured) : "exact", score_text(r.score),
+             std::to_string(r.in_flight), std::to_string(r.uses), idle_text(r.idle_seconds)});
     t.print(out);
   }
 }
@@ -217,7 +217,8 @@ json tensor_specs_json(const std::vector<tensor_spec>& specs) {
 // "input F32 [-1, 16]; mask F32 [-1, 6]", or "-" when none are known.
 std::string tensor_specs_text(const std::vector<tensor_spec>& specs) {
   std::string text;
-  for (const auto& spec : specs) text += (text.empty() ? "" : "; ") + describe(spec);
+  for (const auto& spec : specs)
+    text += (text.empty() ? "" : "; ") + describe(spec);
   return text.empty() ? "-" : text;
 }
 
@@ -429,7 +430,8 @@ json to_json(const cluster_info& c) {
                          {"loading", x.loading}});
   json copies = json::object();
   for (const auto& x : c.instances)
-    for (const auto& m : x.residents) copies[m].push_back(x.name);
+    for (const auto& m : x.residents)
+      copies[m].push_back(x.name);
   return json{{"enabled", c.enabled},
               {"name", c.name},
               {"instance", c.instance},
@@ -447,8 +449,10 @@ json to_json(const cluster_info& c) {
 cluster_copies copies_of(const cluster_info& c, const std::string& model) {
   cluster_copies out;
   for (const auto& x : c.instances) {
-    if (std::binary_search(x.residents.begin(), x.residents.end(), model)) out.copies.push_back(x.name);
-    if (std::binary_search(x.loading.begin(), x.loading.end(), model)) out.loading.push_back(x.name);
+    if (std::binary_search(x.residents.begin(), x.residents.end(), model))
+      out.copies.push_back(x.name);
+    if (std::binary_search(x.loading.begin(), x.loading.end(), model))
+      out.loading.push_back(x.name);
   }
   return out;
 }
@@ -464,7 +468,8 @@ json to_json(const model_status& s, const cluster_copies& where) {
 void print_copies(std::ostream& out, const cluster_copies& where) {
   auto names = [](const std::vector<std::string>& v) {
     std::string s;
-    for (const auto& n : v) s += (s.empty() ? "" : ", ") + n;
+    for (const auto& n : v)
+      s += (s.empty() ? "" : ", ") + n;
     return s.empty() ? std::string("none") : s;
   };
   out << "copies: " << where.copies.size() << " (" << names(where.copies) << ")\n";
@@ -476,29 +481,36 @@ void print_cluster(std::ostream& out, const cluster_info& c) {
     out << "alone: this warmd is not in a cluster (warmd --cluster)\n";
     return;
   }
-  out << "cluster " << c.name << ", instance " << c.instance << (c.joined ? " (joined)" : " (not joined)") << ", "
-      << c.instances.size() << " instance(s) live\n";
+  out << "cluster " << c.name << ", instance " << c.instance
+      << (c.joined ? " (joined)" : " (not joined)") << ", " << c.instances.size()
+      << " instance(s) live\n";
   if (!c.last_error.empty()) out << "etcd: " << c.last_error << "\n";
   table t({"name", "address", "capacity", "used", "models", "loads", "draining", "updated"});
   for (const auto& x : c.instances)
     t.add({x.name + (x.self ? " *" : ""), x.address, format_bytes(x.capacity), format_bytes(x.used),
-           std::to_string(x.models_loaded), std::to_string(x.loads_in_flight) + "/" + std::to_string(x.loading_threads),
+           std::to_string(x.models_loaded),
+           std::to_string(x.loads_in_flight) + "/" + std::to_string(x.loading_threads),
            x.draining ? "yes" : "no", fixed(x.updated_seconds_ago, 1) + "s ago"});
   t.print(out);
-  out << "\nthis instance: forwarded " << c.forwarded << " (fell back " << c.fell_back << "), placed " << c.placed
-      << ", claims lost " << c.claims_lost << "\n";
+  out << "\nthis instance: forwarded " << c.forwarded << " (fell back " << c.fell_back
+      << "), placed " << c.placed << ", claims lost " << c.claims_lost << "\n";
   std::map<std::string, std::pair<std::string, std::string>> models;  // model -> (holding, loading)
-  auto add = [](std::string& list, const std::string& name) { list += (list.empty() ? "" : ",") + name; };
+  auto add = [](std::string& list, const std::string& name) {
+    list += (list.empty() ? "" : ",") + name;
+  };
   for (const auto& x : c.instances) {
-    for (const auto& m : x.residents) add(models[m].first, x.name);
-    for (const auto& m : x.loading) add(models[m].second, x.name);
+    for (const auto& m : x.residents)
+      add(models[m].first, x.name);
+    for (const auto& m : x.loading)
+      add(models[m].second, x.name);
   }
   if (models.empty()) return;
   out << "\ncopies:\n";
   table where({"model", "copies", "on", "loading"});
   for (const auto& [model, on] : models) {
     auto count = on.first.empty() ? 0 : 1 + std::count(on.first.begin(), on.first.end(), ',');
-    where.add({model, std::to_string(count), on.first.empty() ? "-" : on.first, on.second.empty() ? "-" : on.second});
+    where.add({model, std::to_string(count), on.first.empty() ? "-" : on.first,
+               on.second.empty() ? "-" : on.second});
   }
   where.print(out);
 }

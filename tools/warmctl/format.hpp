@@ -46,7 +46,8 @@ json to_json(const cluster_info& info);
 
 // ---- people --------------------------------------------------------------------------------
 // "key: value" lines of one model; first "vmodel: VMODEL" when `vmodel` (the id asked for) is set.
-void print_model_status(std::ostream& out, const model_status& status, const std::string& vmodel = {});
+void print_model_status(std::ostream& out, const model_status& status,
+                        const std::string& vmodel = {});
 // One row per model: ID STATE DEVICE SIZE REQUESTS HITS RPS IDLE.
 void print_models(std::ostream& out, const std::vector<model_status>& models);
 void print_vmodel_status(std::ostream& out, const vmodel_status& status);

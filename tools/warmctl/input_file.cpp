@@ -42,7 +42,8 @@ void leaves_of(const json& node, std::vector<const json*>& leaves) {
     leaves.push_back(&node);
     return;
   }
-  for (const auto& child : node) leaves_of(child, leaves);
+  for (const auto& child : node)
+    leaves_of(child, leaves);
 }
 
 expected<void> append_all(tensor& t, const std::vector<const json*>& leaves) {
@@ -59,38 +60,47 @@ expected<dtype> dtype_named(const json& name) {
     if (auto type = parse_v2_dtype(text)) return *type;
   }
   return make_error(errc::invalid_argument,
-                    "unknown dtype " + name.dump() + " (F32, F64, F16, BF16, F8_E4M3, F8_E5M2, I64, I32, I16, I8, "
-                    "U64, U32, U16, U8, BOOL, or KServe V2's FP32, INT64, ...)");
+                    "unknown dtype " + name.dump() +
+                        " (F32, F64, F16, BF16, F8_E4M3, F8_E5M2, I64, I32, I16, I8, "
+                        "U64, U32, U16, U8, BOOL, or KServe V2's FP32, INT64, ...)");
 }
 
 // One tensor from {"name", "dtype", "shape", "data"}.
 expected<tensor> object_tensor(const json& doc) {
   tensor t;
   if (doc.contains("name")) {
-    if (!doc["name"].is_string()) return make_error(errc::invalid_argument, "\"name\" is not a string");
+    if (!doc["name"].is_string())
+      return make_error(errc::invalid_argument, "\"name\" is not a string");
     t.name = doc["name"].get<std::string>();
   }
   const std::string which = t.name.empty() ? "input" : "input '" + t.name + "'";
-  auto fail = [&](const std::string& message) { return make_error(errc::invalid_argument, which + ": " + message); };
-  const char* type_key = doc.contains("dtype") ? "dtype" : doc.contains("datatype") ? "datatype" : nullptr;
+  auto fail = [&](const std::string& message) {
+    return make_error(errc::invalid_argument, which + ": " + message);
+  };
+  const char* type_key = doc.contains("dtype")      ? "dtype"
+                         : doc.contains("datatype") ? "datatype"
+                                                    : nullptr;
   if (type_key) {
     auto type = dtype_named(doc[type_key]);
     if (!type) return fail(type.error().message);
     t.type = *type;
   }
-  if (!doc.contains("shape") || !doc.contains("data") || !doc["shape"].is_array() || !doc["data"].is_array())
+  if (!doc.contains("shape") || !doc.contains("data") || !doc["shape"].is_array() ||
+      !doc["data"].is_array())
     return fail("an object needs \"shape\" and \"data\" arrays");
   std::uint64_t elements = 1;
   for (const auto& d : doc["shape"]) {
     if (!d.is_number_unsigned()) return fail("shape holds a non-integer");
     t.shape.push_back(d.get<std::uint64_t>());
-    if (t.shape.back() != 0 && elements > UINT64_MAX / t.shape.back()) return fail("shape is too large");
+    if (t.shape.back() != 0 && elements > UINT64_MAX / t.shape.back())
+      return fail("shape is too large");
     elements *= t.shape.back();
   }
   std::vector<const json*> leaves;
   leaves_of(doc["data"], leaves);
   if (elements != leaves.size())
-    return fail("shape holds " + std::to_string(elements) + " values but data has " + std::to_string(leaves.size()));
+    return fail("shape holds " + std::to_string(elements) + " values but data has " +
+                std::to_string(leaves.size()));
   if (auto ok = append_all(t, leaves); !ok) return fail(ok.error().message);
   return t;
 }
@@ -103,7 +113,8 @@ expected<std::vector<tensor>> parse_input(const json& doc) {
     if (!doc["inputs"].is_array() || doc["inputs"].empty())
       return make_error(errc::invalid_argument, "\"inputs\" is not a list of input objects");
     for (const auto& item : doc["inputs"]) {
-      if (!item.is_object()) return make_error(errc::invalid_argument, "\"inputs\" holds a non-object");
+      if (!item.is_object())
+        return make_error(errc::invalid_argument, "\"inputs\" holds a non-object");
       auto t = object_tensor(item);
       if (!t) return t.error();
       tensors.push_back(std::move(*t));
@@ -119,7 +130,8 @@ expected<std::vector<tensor>> parse_input(const json& doc) {
   tensor t;  // unnamed F32: the model's single input
   std::vector<const json*> leaves;
   if (auto ok = flatten(doc, 0, t.shape, leaves); !ok) return ok.error();
-  if (auto ok = append_all(t, leaves); !ok) return make_error(errc::invalid_argument, "input: " + ok.error().message);
+  if (auto ok = append_all(t, leaves); !ok)
+    return make_error(errc::invalid_argument, "input: " + ok.error().message);
   tensors.push_back(std::move(t));
   return tensors;
 }
@@ -128,9 +140,11 @@ expected<std::vector<tensor>> read_input_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) return make_error(errc::not_found, "cannot read '" + path + "'");
   auto doc = json::parse(in, nullptr, false);
-  if (doc.is_discarded()) return make_error(errc::invalid_argument, "'" + path + "' is not valid JSON");
+  if (doc.is_discarded())
+    return make_error(errc::invalid_argument, "'" + path + "' is not valid JSON");
   auto tensors = parse_input(doc);
-  if (!tensors) return make_error(errc::invalid_argument, "'" + path + "': " + tensors.error().message);
+  if (!tensors)
+    return make_error(errc::invalid_argument, "'" + path + "': " + tensors.error().message);
   return tensors;
 }
 
@@ -139,15 +153,17 @@ expected<void> apply_batch(tensor& t, std::uint64_t batch) {
   if (t.shape.size() == 1) {
     std::vector<std::byte> rows;
     rows.reserve(t.data.size() * batch);
-    for (std::uint64_t i = 0; i < batch; ++i) rows.insert(rows.end(), t.data.begin(), t.data.end());
+    for (std::uint64_t i = 0; i < batch; ++i)
+      rows.insert(rows.end(), t.data.begin(), t.data.end());
     t.data = std::move(rows);
     t.shape.insert(t.shape.begin(), batch);
     return {};
   }
   if (t.shape.empty() || t.shape[0] != batch) {
     auto which = t.name.empty() ? std::string("the input") : "input '" + t.name + "'";
-    return make_error(errc::invalid_argument,
-                      "--batch " + std::to_string(batch) + " does not match the first dimension of " + which);
+    return make_error(
+        errc::invalid_argument,
+        "--batch " + std::to_string(batch) + " does not match the first dimension of " + which);
   }
   return {};
 }

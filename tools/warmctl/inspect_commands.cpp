@@ -29,7 +29,8 @@ class event_printer final : public r::StateListener::Server {
       doc["missed"] = missed;
       std::cout << dump_json(doc) << std::endl;  // one JSON document per line
     } else {
-      if (missed > 0) std::cout << "(" << missed << " event(s) missed: this watcher fell behind)" << std::endl;
+      if (missed > 0)
+        std::cout << "(" << missed << " event(s) missed: this watcher fell behind)" << std::endl;
       std::cout << event_line(event) << std::endl;
     }
     if (limit_ && ++seen_ == limit_) done_->fulfill();

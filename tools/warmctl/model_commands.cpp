@@ -49,15 +49,18 @@ void add_register(CLI::App& app, command_context& ctx) {
   cmd->add_flag("--load", a->load, "Queue a load right away");
   cmd->add_flag("--sync", a->sync, "Answer once the model is loaded (or failed to load)");
   auto* batching = "Batching (any of these replaces the server's batching settings for this model)";
-  cmd->add_option("--max-batch", a->max_batch, "Most rows in one pass over the weights (0 or 1: not batched)")
+  cmd->add_option("--max-batch", a->max_batch,
+                  "Most rows in one pass over the weights (0 or 1: not batched)")
       ->group(batching);
   cmd->add_option("--max-queue-delay", a->max_queue_delay,
                   "How long the oldest request waits for more, e.g. 500us (default 0: no waiting)")
       ->group(batching);
-  cmd->add_option("--preferred-batch", a->preferred_batch, "Batch sizes run as soon as formed, e.g. 8,16")
+  cmd->add_option("--preferred-batch", a->preferred_batch,
+                  "Batch sizes run as soon as formed, e.g. 8,16")
       ->delimiter(',')
       ->group(batching);
-  cmd->add_option("--batch-queue", a->batch_queue, "Requests queued at most (default 1024)")->group(batching);
+  cmd->add_option("--batch-queue", a->batch_queue, "Requests queued at most (default 1024)")
+      ->group(batching);
   cmd->callback([&ctx, a] {
     std::uint64_t hint = 0;
     if (!a->size_hint.empty()) {
@@ -70,7 +73,8 @@ void add_register(CLI::App& app, command_context& ctx) {
     }
     model_info info(a->path, a->version ? std::optional(a->version) : std::nullopt,
                     hint ? std::optional(hint) : std::nullopt);
-    if (a->max_batch || a->batch_queue || !a->max_queue_delay.empty() || !a->preferred_batch.empty()) {
+    if (a->max_batch || a->batch_queue || !a->max_queue_delay.empty() ||
+        !a->preferred_batch.empty()) {
       if (!a->max_batch) {
         ctx.exit_code = usage_error("--max-batch is required with the other batching options");
         return;
@@ -125,7 +129,8 @@ void add_unregister(CLI::App& app, command_context& ctx) {
 
 void add_retry(CLI::App& app, command_context& ctx) {
   auto* cmd = app.add_subcommand(
-      "retry", "Forget model ID's load failures: its next use loads it at once (after fixing its file)");
+      "retry",
+      "Forget model ID's load failures: its next use loads it at once (after fixing its file)");
   auto id = std::make_shared<std::string>();
   cmd->add_option("ID", *id, "Model or vmodel id")->required();
   cmd->callback([&ctx, id] {
@@ -192,7 +197,8 @@ void show_progress(command_context& ctx, connection& c, const std::string& id, P
     double fraction = static_cast<double>(st.getLoadedBytes()) / static_cast<double>(st.getBytes());
     int filled = static_cast<int>(fraction * 30);
     std::cerr << "\r[" << std::string(filled, '#') << std::string(30 - filled, ' ') << "] "
-              << format_bytes(st.getLoadedBytes()) << " / " << format_bytes(st.getBytes()) << "   " << std::flush;
+              << format_bytes(st.getLoadedBytes()) << " / " << format_bytes(st.getBytes()) << "   "
+              << std::flush;
     drawn = true;
   }
   if (drawn) std::cerr << "\r" << std::string(70, ' ') << "\r" << std::flush;
@@ -332,7 +338,8 @@ void add_vmodel(CLI::App& app, command_context& ctx) {
 
 }  // namespace
 
-expected<resolved_status> resolve_status(command_context& ctx, connection& c, const std::string& id) {
+expected<resolved_status> resolve_status(command_context& ctx, connection& c,
+                                         const std::string& id) {
   auto model_status_of = [&](const std::string& model) -> expected<model_status> {
     auto req = c.warm().getModelStatusRequest();
     req.setId(model);
@@ -343,7 +350,8 @@ expected<resolved_status> resolve_status(command_context& ctx, connection& c, co
   auto status = model_status_of(id);
   if (!status) return status.error();
   if (status->state != model_state::not_found) return resolved_status{std::move(*status), {}};
-  auto active_of = [&](const std::string& vmodel) -> expected<std::string> {  // a vmodel's active model
+  auto active_of =
+      [&](const std::string& vmodel) -> expected<std::string> {  // a vmodel's active model
     auto req = c.warm().getVModelStatusRequest();
     req.setId(vmodel);
     auto reply = ctx.s.wait(req.send());
@@ -364,19 +372,23 @@ expected<resolved_status> resolve_status(command_context& ctx, connection& c, co
         if (model->version && std::to_string(*model->version) == wanted)
           return resolved_status{std::move(*model), {}};
         hint = ": '" + name + "' is a model registered on its own, " +
-               (model->version ? "from version " + std::to_string(*model->version) : std::string("from a file named directly")) +
+               (model->version ? "from version " + std::to_string(*model->version)
+                               : std::string("from a file named directly")) +
                ", not a served model with versions";
       } else if (active_of(name))
-        hint = "; `warmctl versions " + name + "` lists the versions and labels '" + name + "' serves";
+        hint =
+            "; `warmctl versions " + name + "` lists the versions and labels '" + name + "' serves";
     }
     return make_error(errc::not_found, "no model or vmodel '" + id + "' is registered" + hint);
   }
   if (!active) return active.error();
-  if (active->empty()) return make_error(errc::not_found, "vmodel '" + id + "' serves no model yet");
+  if (active->empty())
+    return make_error(errc::not_found, "vmodel '" + id + "' serves no model yet");
   status = model_status_of(*active);
   if (!status) return status.error();
   if (status->state == model_state::not_found)
-    return make_error(errc::not_found, "vmodel '" + id + "' serves '" + *active + "', which is not registered");
+    return make_error(errc::not_found,
+                      "vmodel '" + id + "' serves '" + *active + "', which is not registered");
   return resolved_status{std::move(*status), id};
 }
 

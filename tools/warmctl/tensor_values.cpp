@@ -29,20 +29,28 @@ bool is_float(dtype type) {
     case dtype::f16:
     case dtype::bf16:
     case dtype::f8_e4m3:
-    case dtype::f8_e5m2: return true;
-    default: return false;
+    case dtype::f8_e5m2:
+      return true;
+    default:
+      return false;
   }
 }
 
 // Element i of a float dtype, widened.
 double float_at(const tensor& t, std::size_t i) {
   switch (t.type) {
-    case dtype::f64: return load<double>(t, i);
-    case dtype::f32: return load<float>(t, i);
-    case dtype::f16: return half_to_float(load<std::uint16_t>(t, i));
-    case dtype::bf16: return bfloat16_to_float(load<std::uint16_t>(t, i));
-    case dtype::f8_e4m3: return f8_e4m3_to_float(load<std::uint8_t>(t, i));
-    default: return f8_e5m2_to_float(load<std::uint8_t>(t, i));
+    case dtype::f64:
+      return load<double>(t, i);
+    case dtype::f32:
+      return load<float>(t, i);
+    case dtype::f16:
+      return half_to_float(load<std::uint16_t>(t, i));
+    case dtype::bf16:
+      return bfloat16_to_float(load<std::uint16_t>(t, i));
+    case dtype::f8_e4m3:
+      return f8_e4m3_to_float(load<std::uint8_t>(t, i));
+    default:
+      return f8_e5m2_to_float(load<std::uint8_t>(t, i));
   }
 }
 
@@ -53,20 +61,28 @@ bool is_signed(dtype type) {
 // Element i of a signed integer dtype.
 std::int64_t signed_at(const tensor& t, std::size_t i) {
   switch (t.type) {
-    case dtype::i64: return load<std::int64_t>(t, i);
-    case dtype::i32: return load<std::int32_t>(t, i);
-    case dtype::i16: return load<std::int16_t>(t, i);
-    default: return load<std::int8_t>(t, i);
+    case dtype::i64:
+      return load<std::int64_t>(t, i);
+    case dtype::i32:
+      return load<std::int32_t>(t, i);
+    case dtype::i16:
+      return load<std::int16_t>(t, i);
+    default:
+      return load<std::int8_t>(t, i);
   }
 }
 
 // Element i of an unsigned integer dtype or BOOL.
 std::uint64_t unsigned_at(const tensor& t, std::size_t i) {
   switch (t.type) {
-    case dtype::u64: return load<std::uint64_t>(t, i);
-    case dtype::u32: return load<std::uint32_t>(t, i);
-    case dtype::u16: return load<std::uint16_t>(t, i);
-    default: return load<std::uint8_t>(t, i);  // U8, BOOL
+    case dtype::u64:
+      return load<std::uint64_t>(t, i);
+    case dtype::u32:
+      return load<std::uint32_t>(t, i);
+    case dtype::u16:
+      return load<std::uint16_t>(t, i);
+    default:
+      return load<std::uint8_t>(t, i);  // U8, BOOL
   }
 }
 
@@ -74,22 +90,35 @@ std::uint64_t unsigned_at(const tensor& t, std::size_t i) {
 template <class T>
 bool fits(std::int64_t v) {
   return v >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
-         (v < 0 || static_cast<std::uint64_t>(v) <= static_cast<std::uint64_t>(std::numeric_limits<T>::max()));
+         (v < 0 || static_cast<std::uint64_t>(v) <=
+                       static_cast<std::uint64_t>(std::numeric_limits<T>::max()));
 }
 
 expected<void> not_a(const nlohmann::json& value, dtype type, const char* why) {
-  return make_error(errc::invalid_argument,
-                    "value " + value.dump() + " is not " + why + " (" + std::string(to_string(type)) + ")");
+  return make_error(errc::invalid_argument, "value " + value.dump() + " is not " + why + " (" +
+                                                std::string(to_string(type)) + ")");
 }
 
 expected<void> append_float(tensor& t, double v) {
   switch (t.type) {
-    case dtype::f64: store(t, v); break;
-    case dtype::f32: store(t, static_cast<float>(v)); break;
-    case dtype::f16: store(t, float_to_half(static_cast<float>(v))); break;
-    case dtype::bf16: store(t, float_to_bfloat16(static_cast<float>(v))); break;
-    case dtype::f8_e4m3: store(t, float_to_f8_e4m3(static_cast<float>(v))); break;
-    default: store(t, float_to_f8_e5m2(static_cast<float>(v))); break;
+    case dtype::f64:
+      store(t, v);
+      break;
+    case dtype::f32:
+      store(t, static_cast<float>(v));
+      break;
+    case dtype::f16:
+      store(t, float_to_half(static_cast<float>(v)));
+      break;
+    case dtype::bf16:
+      store(t, float_to_bfloat16(static_cast<float>(v)));
+      break;
+    case dtype::f8_e4m3:
+      store(t, float_to_f8_e4m3(static_cast<float>(v)));
+      break;
+    default:
+      store(t, float_to_f8_e5m2(static_cast<float>(v)));
+      break;
   }
   return {};
 }
@@ -98,18 +127,39 @@ expected<void> append_float(tensor& t, double v) {
 expected<void> append_integer(tensor& t, std::int64_t v, const nlohmann::json& value) {
   bool ok = false;
   switch (t.type) {
-    case dtype::i64: ok = true; store(t, v); break;
-    case dtype::i32: if ((ok = fits<std::int32_t>(v))) store(t, static_cast<std::int32_t>(v)); break;
-    case dtype::i16: if ((ok = fits<std::int16_t>(v))) store(t, static_cast<std::int16_t>(v)); break;
-    case dtype::i8: if ((ok = fits<std::int8_t>(v))) store(t, static_cast<std::int8_t>(v)); break;
-    case dtype::u64: if ((ok = v >= 0)) store(t, static_cast<std::uint64_t>(v)); break;
-    case dtype::u32: if ((ok = fits<std::uint32_t>(v))) store(t, static_cast<std::uint32_t>(v)); break;
-    case dtype::u16: if ((ok = fits<std::uint16_t>(v))) store(t, static_cast<std::uint16_t>(v)); break;
-    case dtype::u8: if ((ok = fits<std::uint8_t>(v))) store(t, static_cast<std::uint8_t>(v)); break;
-    case dtype::boolean: if ((ok = v == 0 || v == 1)) store(t, static_cast<std::uint8_t>(v)); break;
-    default: break;
+    case dtype::i64:
+      ok = true;
+      store(t, v);
+      break;
+    case dtype::i32:
+      if ((ok = fits<std::int32_t>(v))) store(t, static_cast<std::int32_t>(v));
+      break;
+    case dtype::i16:
+      if ((ok = fits<std::int16_t>(v))) store(t, static_cast<std::int16_t>(v));
+      break;
+    case dtype::i8:
+      if ((ok = fits<std::int8_t>(v))) store(t, static_cast<std::int8_t>(v));
+      break;
+    case dtype::u64:
+      if ((ok = v >= 0)) store(t, static_cast<std::uint64_t>(v));
+      break;
+    case dtype::u32:
+      if ((ok = fits<std::uint32_t>(v))) store(t, static_cast<std::uint32_t>(v));
+      break;
+    case dtype::u16:
+      if ((ok = fits<std::uint16_t>(v))) store(t, static_cast<std::uint16_t>(v));
+      break;
+    case dtype::u8:
+      if ((ok = fits<std::uint8_t>(v))) store(t, static_cast<std::uint8_t>(v));
+      break;
+    case dtype::boolean:
+      if ((ok = v == 0 || v == 1)) store(t, static_cast<std::uint8_t>(v));
+      break;
+    default:
+      break;
   }
-  if (!ok) return not_a(value, t.type, t.type == dtype::boolean ? "true, false, 0 or 1" : "in range");
+  if (!ok)
+    return not_a(value, t.type, t.type == dtype::boolean ? "true, false, 0 or 1" : "in range");
   return {};
 }
 
@@ -146,7 +196,8 @@ expected<void> append_element(tensor& t, const nlohmann::json& value) {
     if (!value.is_number()) return not_a(value, t.type, "a number");
     return append_float(t, value.get<double>());
   }
-  if (t.type == dtype::boolean && value.is_boolean()) return append_integer(t, value.get<bool>() ? 1 : 0, value);
+  if (t.type == dtype::boolean && value.is_boolean())
+    return append_integer(t, value.get<bool>() ? 1 : 0, value);
   if (!value.is_number_integer())
     return not_a(value, t.type, t.type == dtype::boolean ? "true, false, 0 or 1" : "an integer");
   if (value.is_number_unsigned() && value.get<std::uint64_t>() > std::uint64_t{INT64_MAX}) {

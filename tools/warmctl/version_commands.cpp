@@ -22,7 +22,8 @@ json to_json(const served_model_status& s) {
                         {"retry_in_seconds", v.retry_in_seconds},
                         {"failures", v.failures}});
   json labels = json::object();
-  for (auto& [name, version] : s.labels) labels[name] = version;
+  for (auto& [name, version] : s.labels)
+    labels[name] = version;
   return {{"name", s.config.name},
           {"base_path", s.config.base_path},
           {"version_policy", to_string(s.config.versions)},
@@ -38,8 +39,9 @@ json to_json(const served_model_status& s) {
 //   V  STATE  aspired|-  error
 std::string to_text(const served_model_status& s) {
   std::ostringstream out;
-  out << s.config.name << "  versions " << to_string(s.config.versions) << "  " << to_string(s.config.loading)
-      << "  default " << (s.default_version ? std::to_string(*s.default_version) : std::string("-"));
+  out << s.config.name << "  versions " << to_string(s.config.versions) << "  "
+      << to_string(s.config.loading) << "  default "
+      << (s.default_version ? std::to_string(*s.default_version) : std::string("-"));
   if (!s.labels.empty()) {
     out << "  labels ";
     bool first = true;
@@ -52,12 +54,13 @@ std::string to_text(const served_model_status& s) {
   out << "\n";
   if (!s.source_error.empty()) out << "  source: " << s.source_error << "\n";
   for (auto& v : s.versions) {
-    out << "  " << std::setw(6) << v.version << "  " << std::left << std::setw(9) << to_string(v.state) << std::right
-        << (v.aspired ? "aspired" : "-      ");
+    out << "  " << std::setw(6) << v.version << "  " << std::left << std::setw(9)
+        << to_string(v.state) << std::right << (v.aspired ? "aspired" : "-      ");
     if (!v.error.empty()) {
       out << "  " << v.error;
-      if (v.state == version_state::error) out << " (retry in " << std::fixed << std::setprecision(1)
-                                               << v.retry_in_seconds << "s, failures " << v.failures << ")";
+      if (v.state == version_state::error)
+        out << " (retry in " << std::fixed << std::setprecision(1) << v.retry_in_seconds
+            << "s, failures " << v.failures << ")";
     }
     out << "\n";
   }
@@ -65,7 +68,8 @@ std::string to_text(const served_model_status& s) {
 }
 
 void add_versions(CLI::App& app, command_context& ctx) {
-  auto* cmd = app.add_subcommand("versions", "Served models: versions, their states, default and labels");
+  auto* cmd =
+      app.add_subcommand("versions", "Served models: versions, their states, default and labels");
   auto name = std::make_shared<std::string>();
   cmd->add_option("NAME", *name, "Only this served model");
   cmd->callback([&ctx, name] {
@@ -83,11 +87,13 @@ void add_versions(CLI::App& app, command_context& ctx) {
       }
       if (ctx.options.json) {
         json doc = json::array();
-        for (auto& m : models) doc.push_back(to_json(m));
+        for (auto& m : models)
+          doc.push_back(to_json(m));
         std::cout << dump_json(name->empty() ? doc : doc[0], 2) << "\n";
       } else {
         if (models.empty()) std::cout << "no served models\n";
-        for (auto& m : models) std::cout << to_text(m);
+        for (auto& m : models)
+          std::cout << to_text(m);
       }
       return exit_ok;
     });
@@ -95,7 +101,8 @@ void add_versions(CLI::App& app, command_context& ctx) {
 }
 
 void add_reload(CLI::App& app, command_context& ctx) {
-  auto* cmd = app.add_subcommand("reload", "Re-read warmd's served-models file (and repositories) and apply it");
+  auto* cmd = app.add_subcommand(
+      "reload", "Re-read warmd's served-models file (and repositories) and apply it");
   cmd->callback([&ctx] {
     run_rpc(ctx, [&](connection& c) {
       auto reply = ctx.s.wait(c.warm().reloadRequest().send());

@@ -189,7 +189,8 @@ struct rpc_acceptor::connection {
     pending_login = false;
     --counts.unauthenticated;
     auto it = counts.unauthenticated_by_peer.find(peer);
-    if (it != counts.unauthenticated_by_peer.end() && --it->second == 0) counts.unauthenticated_by_peer.erase(it);
+    if (it != counts.unauthenticated_by_peer.end() && --it->second == 0)
+      counts.unauthenticated_by_peer.erase(it);
   }
 
   kj::Own<gated_stream> stream;
@@ -251,7 +252,8 @@ std::size_t rpc_acceptor::unsent_messages() const {
 // A TLS handshake in progress: counted as an open connection (and, with a token, as a pending
 // login of its peer) until it ends either way.
 struct rpc_acceptor::handshake {
-  handshake(connection_counts& c, std::string from, bool pending) : counts(c), peer(std::move(from)), pending_login(pending) {
+  handshake(connection_counts& c, std::string from, bool pending)
+      : counts(c), peer(std::move(from)), pending_login(pending) {
     ++counts.open;
     if (pending_login) {
       ++counts.unauthenticated;
@@ -263,7 +265,8 @@ struct rpc_acceptor::handshake {
     if (!pending_login) return;
     --counts.unauthenticated;
     auto it = counts.unauthenticated_by_peer.find(peer);
-    if (it != counts.unauthenticated_by_peer.end() && --it->second == 0) counts.unauthenticated_by_peer.erase(it);
+    if (it != counts.unauthenticated_by_peer.end() && --it->second == 0)
+      counts.unauthenticated_by_peer.erase(it);
   }
   KJ_DISALLOW_COPY(handshake);
 
@@ -281,7 +284,8 @@ void rpc_acceptor::serve(kj::Own<kj::AsyncIoStream>&& raw) {
     return;  // dropping the stream closes it
   }
   if (needs_login) {
-    if (auto why = refuse_pending_login(counts_, peer, options_.max_unauthenticated); !why.empty()) {
+    if (auto why = refuse_pending_login(counts_, peer, options_.max_unauthenticated);
+        !why.empty()) {
       spdlog::warn("rpc: closing a connection from {}: {} (--max-pending-logins)", peer, why);
       return;
     }
@@ -289,27 +293,30 @@ void rpc_acceptor::serve(kj::Own<kj::AsyncIoStream>&& raw) {
   if (!options_.tls) return start(kj::mv(raw), peer);
   auto tls = options_.tls();
   auto slot = kj::heap<handshake>(counts_, peer, needs_login);
-  tasks_->add(tls->context->wrapServer(kj::mv(raw))
-                  .then(
-                      [this, peer, slot = kj::mv(slot)](kj::Own<kj::AsyncIoStream>&& stream) mutable {
-                        slot = nullptr;  // counted again, as the connection, by start
-                        start(kj::mv(stream), peer);
-                      },
-                      [this, peer](kj::Exception&& e) {
-                        // At most one line a second: a client cannot fill the log with failures.
-                        auto now = std::chrono::steady_clock::now();
-                        if (now - last_handshake_log_ < std::chrono::seconds(1)) return;
-                        last_handshake_log_ = now;
-                        spdlog::warn("rpc: TLS handshake with {} failed: {}", peer, e.getDescription().cStr());
-                      })
-                  .attach(kj::mv(tls)));
+  tasks_->add(
+      tls->context->wrapServer(kj::mv(raw))
+          .then(
+              [this, peer, slot = kj::mv(slot)](kj::Own<kj::AsyncIoStream>&& stream) mutable {
+                slot = nullptr;  // counted again, as the connection, by start
+                start(kj::mv(stream), peer);
+              },
+              [this, peer](kj::Exception&& e) {
+                // At most one line a second: a client cannot fill the log with failures.
+                auto now = std::chrono::steady_clock::now();
+                if (now - last_handshake_log_ < std::chrono::seconds(1)) return;
+                last_handshake_log_ = now;
+                spdlog::warn("rpc: TLS handshake with {} failed: {}", peer,
+                             e.getDescription().cStr());
+              })
+          .attach(kj::mv(tls)));
 }
 
 void rpc_acceptor::start(kj::Own<kj::AsyncIoStream>&& raw, const std::string& peer) {
   bool needs_login = !options_.token.empty();
   auto stream = kj::heap<gated_stream>(kj::mv(raw), login_message_bytes, peer);
   if (!needs_login) stream->open();
-  auto c = kj::heap<connection>(kj::mv(stream), options_.receive, counts_, needs_login, live_, peer);
+  auto c =
+      kj::heap<connection>(kj::mv(stream), options_.receive, counts_, needs_login, live_, peer);
   rpc::Warm::Client warm =
       kj::heap<rpc::warm_server>(rt_, options_.server, in_flight_, all_watchers_);
   capnp::Capability::Client bootstrap = warm;

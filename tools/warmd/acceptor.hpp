@@ -3,9 +3,9 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
-#include <cstdint>
 #include <memory>
 #include <set>
 #include <string>

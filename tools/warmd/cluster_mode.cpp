@@ -19,11 +19,13 @@ namespace warm::warmd {
 
 expected<std::string> advertised_address(const config& c) {
   if (!c.advertise.empty()) return c.advertise;
-  if (c.listen.empty()) return make_error(errc::invalid_argument, "--cluster needs --advertise or a --listen address");
+  if (c.listen.empty())
+    return make_error(errc::invalid_argument, "--cluster needs --advertise or a --listen address");
   auto address = c.listen.front();
   if (address.rfind("unix:", 0) == 0) {
     std::filesystem::path path = address.substr(5);
-    if (path.is_relative()) address = "unix:" + (std::filesystem::current_path() / path).lexically_normal().string();
+    if (path.is_relative())
+      address = "unix:" + (std::filesystem::current_path() / path).lexically_normal().string();
   }
   return address;
 }
@@ -69,7 +71,8 @@ expected<std::unique_ptr<registry_storage>> cluster_registry(const config& c) {
   return node::open_etcd_registry(std::move(o));
 }
 
-expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, runtime& rt, std::string token,
+expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, runtime& rt,
+                                                            std::string token,
                                                             std::shared_ptr<const peer_tls> tls) {
   node::membership_options o;
   o.endpoints = c.cluster;
@@ -105,7 +108,9 @@ expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, run
   peer_client::options po;
   po.token = std::move(token);
   po.tls = tls;
-  po.fallback = [&rt](infer_request request, callback<infer_result> done) { rt.infer(std::move(request), std::move(done)); };
+  po.fallback = [&rt](infer_request request, callback<infer_result> done) {
+    rt.infer(std::move(request), std::move(done));
+  };
   po.log = [](const std::string& line) { spdlog::warn("{}", line); };
   auto peers = peer_client::start(std::move(po));
   if (!peers) return std::move(peers).error();
@@ -140,9 +145,11 @@ expected<std::unique_ptr<cluster_mode>> cluster_mode::start(const config& c, run
     std::lock_guard<std::mutex> lock(adopter->mutex);
     adopter->placing = placing->get();
   }
-  spdlog::info("cluster {}: instance {} at {}, etcd {}", name, instance, advertised, fmt::join(c.cluster, ","));
-  auto mode = std::unique_ptr<cluster_mode>(new cluster_mode(std::move(name), rt, std::move(*m), std::move(*peers),
-                                                             std::move(*placing), std::move(*copies)));
+  spdlog::info("cluster {}: instance {} at {}, etcd {}", name, instance, advertised,
+               fmt::join(c.cluster, ","));
+  auto mode = std::unique_ptr<cluster_mode>(new cluster_mode(std::move(name), rt, std::move(*m),
+                                                             std::move(*peers), std::move(*placing),
+                                                             std::move(*copies)));
   mode->adopter_ = std::move(adopter);
   mode->tls_ = std::move(tls);
   return mode;
@@ -179,28 +186,35 @@ void cluster_mode::drain(std::chrono::seconds budget) {
   if (budget.count() == 0) return;
   auto answer = rt_.inspect();
   if (answer.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
-    spdlog::warn("drain: the runtime did not answer an inspection within 2 s; leaving without loading models elsewhere");
+    spdlog::warn(
+        "drain: the runtime did not answer an inspection within 2 s; leaving without loading "
+        "models elsewhere");
     return;
   }
   auto state = answer.get();
-  if (!state) return spdlog::warn("drain: cannot inspect the runtime: {}", state.error().to_string());
+  if (!state)
+    return spdlog::warn("drain: cannot inspect the runtime: {}", state.error().to_string());
   std::vector<placer::migrant> models;
-  for (auto& m : node::recent_models(*state, 15 * 60)) models.push_back({std::move(m.model), m.bytes});
+  for (auto& m : node::recent_models(*state, 15 * 60))
+    models.push_back({std::move(m.model), m.bytes});
   if (models.empty()) return spdlog::info("drain: no recent model to load elsewhere");
   auto moved = placing->migrate(models, started + budget);
-  spdlog::info("drain: {} recent model(s): {} loaded on other instances, {} already there, {} failed or unfinished, "
-               "{} with nowhere to go ({:.1f} s)",
-               models.size(), moved.loaded, moved.elsewhere, moved.failed, moved.unplaced,
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  spdlog::info(
+      "drain: {} recent model(s): {} loaded on other instances, {} already there, {} failed or "
+      "unfinished, "
+      "{} with nowhere to go ({:.1f} s)",
+      models.size(), moved.loaded, moved.elsewhere, moved.failed, moved.unplaced,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 }
 
-bool cluster_mode::forward(const std::string& model, infer_request& request, callback<infer_result>& done) {
+bool cluster_mode::forward(const std::string& model, infer_request& request,
+                           callback<infer_result>& done) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!membership_ || !peers_) return false;  // left the cluster: serve everything here
+    if (!membership_ || !peers_) return false;         // left the cluster: serve everything here
     const auto holders = membership_->holders(model);  // by name
-    const auto* best =
-        node::choose_holder(holders, [this](const std::string& address) { return peers_->in_flight(address); });
+    const auto* best = node::choose_holder(
+        holders, [this](const std::string& address) { return peers_->in_flight(address); });
     if (best)
       peers_->infer(best->address, std::move(request), std::move(done));  // returns at once
     else
@@ -209,31 +223,39 @@ bool cluster_mode::forward(const std::string& model, infer_request& request, cal
   return true;
 }
 
-std::string cluster_mode::relay_address(const std::string& model,
-                                        const std::function<std::uint32_t(const std::string&)>& requests) const {
+std::string cluster_mode::relay_address(
+    const std::string& model,
+    const std::function<std::uint32_t(const std::string&)>& requests) const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!membership_ || !peers_) return {};
   const auto holders = membership_->holders(model);
   for (const auto& h : holders)
     if (h.self) return {};
-  const auto* best = node::choose_holder(
-      holders, [&](const std::string& address) { return requests(address) + peers_->in_flight(address); });
+  const auto* best = node::choose_holder(holders, [&](const std::string& address) {
+    return requests(address) + peers_->in_flight(address);
+  });
   return best ? best->address : std::string();
 }
 
-void cluster_mode::relayed(bool answered) { ++(answered ? relay_answered_ : relay_fell_back_); }
+void cluster_mode::relayed(bool answered) {
+  ++(answered ? relay_answered_ : relay_fell_back_);
+}
 
-std::function<decltype(rpc::server_options::relay)(kj::AsyncIoProvider&)> cluster_mode::relay_factory(std::string token) {
+std::function<decltype(rpc::server_options::relay)(kj::AsyncIoProvider&)>
+cluster_mode::relay_factory(std::string token) {
   return [this, token](kj::AsyncIoProvider& io) -> decltype(rpc::server_options::relay) {
-    auto relay = std::make_shared<rpc_relay>(io, *this, token, tls_, std::chrono::seconds(60),
-                                             [](const std::string& line) { spdlog::warn("{}", line); });
+    auto relay =
+        std::make_shared<rpc_relay>(io, *this, token, tls_, std::chrono::seconds(60),
+                                    [](const std::string& line) { spdlog::warn("{}", line); });
     return [relay](rpc::infer_context context, std::function<kj::Promise<void>()> serve_here) {
       return relay->infer(context, std::move(serve_here));
     };
   };
 }
 
-cluster_mode::~cluster_mode() { leave(); }
+cluster_mode::~cluster_mode() {
+  leave();
+}
 
 void cluster_mode::leave() {
   std::unique_ptr<node::membership> leaving;
@@ -304,12 +326,14 @@ void cluster_mode::info(callback<cluster_info> done) const {
 
 std::string cluster_mode::metrics_text() const {
   using prometheus::kind;
-  std::uint64_t forwarded = 0, fell_back = 0, placed = 0, lost = 0, copies = 0, added = 0, dropped = 0, adopted = 0,
-                resumed = 0;
+  std::uint64_t forwarded = 0, fell_back = 0, placed = 0, lost = 0, copies = 0, added = 0,
+                dropped = 0, adopted = 0, resumed = 0;
   std::size_t instances = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (peers_) forwarded = peers_->forwarded() + relay_answered_, fell_back = peers_->fell_back() + relay_fell_back_;
+    if (peers_)
+      forwarded = peers_->forwarded() + relay_answered_,
+      fell_back = peers_->fell_back() + relay_fell_back_;
     if (placer_)
       placed = placer_->placements(), lost = placer_->claims_lost(), adopted = placer_->adopted(),
       resumed = placer_->transitions_resumed();
@@ -322,24 +346,37 @@ std::string cluster_mode::metrics_text() const {
     }
   }
   prometheus::text_writer w;
-  w.family("warm_cluster_forwards_total", kind::counter, "Misses forwarded to the peer holding the model, by outcome: answered there, or fell back (served here).");
+  w.family("warm_cluster_forwards_total", kind::counter,
+           "Misses forwarded to the peer holding the model, by outcome: answered there, or fell "
+           "back (served here).");
   w.sample({{"outcome", "answered"}}, static_cast<double>(forwarded));
   w.sample({{"outcome", "fell_back"}}, static_cast<double>(fell_back));
-  w.family("warm_cluster_placements_total", kind::counter, "Cold models this instance placed (claims it won).");
+  w.family("warm_cluster_placements_total", kind::counter,
+           "Cold models this instance placed (claims it won).");
   w.sample({}, static_cast<double>(placed));
-  w.family("warm_cluster_claims_lost_total", kind::counter, "Placements another instance claimed first (then followed).");
+  w.family("warm_cluster_claims_lost_total", kind::counter,
+           "Placements another instance claimed first (then followed).");
   w.sample({}, static_cast<double>(lost));
-  w.family("warm_cluster_adopted_total", kind::counter, "Hot models of instances that went, loaded again by this instance's placement before their next request.");
+  w.family("warm_cluster_adopted_total", kind::counter,
+           "Hot models of instances that went, loaded again by this instance's placement before "
+           "their next request.");
   w.sample({}, static_cast<double>(adopted));
-  w.family("warm_cluster_transitions_resumed_total", kind::counter, "Pending vmodel transitions this instance set again after an instance went, to load their targets and flip them.");
+  w.family("warm_cluster_transitions_resumed_total", kind::counter,
+           "Pending vmodel transitions this instance set again after an instance went, to load "
+           "their targets and flip them.");
   w.sample({}, static_cast<double>(resumed));
-  w.family("warm_cluster_copies_added_total", kind::counter, "Copies of models held here that this instance asked other instances to load (their queueing called for more).");
+  w.family("warm_cluster_copies_added_total", kind::counter,
+           "Copies of models held here that this instance asked other instances to load (their "
+           "queueing called for more).");
   w.sample({}, static_cast<double>(added));
-  w.family("warm_cluster_copies_dropped_total", kind::counter, "Copies this instance dropped (the cluster was full and the model cooled).");
+  w.family("warm_cluster_copies_dropped_total", kind::counter,
+           "Copies this instance dropped (the cluster was full and the model cooled).");
   w.sample({}, static_cast<double>(dropped));
-  w.family("warm_cluster_instances", kind::gauge, "Live instances of the cluster, this one included once its record is seen.");
+  w.family("warm_cluster_instances", kind::gauge,
+           "Live instances of the cluster, this one included once its record is seen.");
   w.sample({}, static_cast<double>(instances));
-  w.family("warm_cluster_copies", kind::gauge, "Models resident across the live instances, one per copy, as their records say.");
+  w.family("warm_cluster_copies", kind::gauge,
+           "Models resident across the live instances, one per copy, as their records say.");
   w.sample({}, static_cast<double>(copies));
   return w.text();
 }

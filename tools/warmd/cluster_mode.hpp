@@ -38,8 +38,9 @@ class cluster_mode {
   // `token` is the cluster's (the listeners' token): forwards present it to peers reached over TCP
   // with remote access. `tls`: peers reached over TCP are dialled with TLS (peer_tls.hpp); null:
   // without.
-  static expected<std::unique_ptr<cluster_mode>> start(const config& c, runtime& rt, std::string token,
-                                                       std::shared_ptr<const peer_tls> tls = nullptr);
+  static expected<std::unique_ptr<cluster_mode>> start(
+      const config& c, runtime& rt, std::string token,
+      std::shared_ptr<const peer_tls> tls = nullptr);
   ~cluster_mode();
 
   // This instance's view of the cluster (Warm.clusterInfo); answers at once, on the caller's
@@ -72,23 +73,25 @@ class cluster_mode {
   // to when this instance does not hold it and a live peer does (node::choose_holder by
   // `requests`, the relay's requests in flight to each, plus the peer client's); "" otherwise
   // (the runtime serves it: held here, a cold miss for placement, or the cluster left).
-  std::string relay_address(const std::string& model,
-                            const std::function<std::uint32_t(const std::string& address)>& requests) const;
+  std::string relay_address(
+      const std::string& model,
+      const std::function<std::uint32_t(const std::string& address)>& requests) const;
   // Counts a request the relay sent: answered by the peer, or served here instead.
   void relayed(bool answered);
   // service_options::relay_factory: the relay on the RPC thread, reaching peers with `token`.
-  std::function<decltype(rpc::server_options::relay)(kj::AsyncIoProvider&)> relay_factory(std::string token);
-
+  std::function<decltype(rpc::server_options::relay)(kj::AsyncIoProvider&)> relay_factory(
+      std::string token);
 
  private:
-  cluster_mode(std::string name, runtime& rt, std::unique_ptr<node::membership> m, std::unique_ptr<peer_client> peers,
-               std::unique_ptr<placer> placing, std::unique_ptr<copy_scaler> copies);
+  cluster_mode(std::string name, runtime& rt, std::unique_ptr<node::membership> m,
+               std::unique_ptr<peer_client> peers, std::unique_ptr<placer> placing,
+               std::unique_ptr<copy_scaler> copies);
   std::string name_;
   runtime& rt_;
   mutable std::mutex mutex_;
   std::unique_ptr<node::membership> membership_;
   std::unique_ptr<peer_client> peers_;
-  std::unique_ptr<placer> placer_;  // borrows membership_ and peers_: destroyed before them
+  std::unique_ptr<placer> placer_;       // borrows membership_ and peers_: destroyed before them
   std::unique_ptr<copy_scaler> copies_;  // borrows placer_ and membership_: destroyed first
   // How the membership's watch reaches the placer when an instance goes.
   struct adoption_hook {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "warm/error.hpp"
-#include "warm/units.hpp"
 #include "warm/policy_options.hpp"
+#include "warm/units.hpp"
 
 namespace CLI {
 class App;
@@ -26,7 +26,7 @@ struct config {
   std::vector<std::string> device{"host:1GiB"};
   // Model runtimes (docs/runtimes.md): NAME=COMMAND (started and supervised) or NAME=unix:PATH.
   std::vector<std::string> runtime;
-  std::string runtime_load_timeout = "2m";   // a runtime's load not answered by then fails
+  std::string runtime_load_timeout = "2m";    // a runtime's load not answered by then fails
   std::string runtime_start_timeout = "15s";  // warmd waits this long for each runtime at start
   std::string policy = "kdf";
   std::uint32_t max_concurrent_loads = 2;
@@ -55,31 +55,33 @@ struct config {
   std::uint32_t max_failed_logins = 10;
   std::uint32_t max_watchers = 256;                // watch streams open at once, all connections
   std::uint32_t max_watchers_per_connection = 16;  // watch streams one connection may open
-  std::uint32_t max_queued_events = 4096;          // events one watch stream queues for a slow reader
-  std::string http;                 // HOST:PORT of the HTTP front; empty = none
-  std::string grpc;                 // HOST:PORT of the KServe V2 gRPC front; empty = none
+  std::uint32_t max_queued_events = 4096;  // events one watch stream queues for a slow reader
+  std::string http;                        // HOST:PORT of the HTTP front; empty = none
+  std::string grpc;                        // HOST:PORT of the KServe V2 gRPC front; empty = none
   std::uint32_t http_threads = 32;
   bool metrics_per_model = false;
   std::string request_timeout = "5m";
-  std::string http_header_timeout = "10s";  // a request head must arrive whole within this, else 408
-  std::string http_body_timeout = "60s";    // its body within this after the head, else 408
+  std::string http_header_timeout =
+      "10s";                              // a request head must arrive whole within this, else 408
+  std::string http_body_timeout = "60s";  // its body within this after the head, else 408
   std::uint64_t max_models = 1'000'000;
   // Hits up to this many multiply-adds (batch x parameters) run on the RPC thread; larger ones on
   // the inference threads (runtime_options::inline_inference_limit). 256→256 at batch 16.
   std::uint64_t inline_inference_limit = 1'052'672;
   // Dynamic batching of every model (runtime_options::batching, warm/batching.hpp); 0: off.
   std::uint64_t max_batch = 0;
-  std::string max_queue_delay = "0";          // how long a batch that is not full waits for more
+  std::string max_queue_delay = "0";           // how long a batch that is not full waits for more
   std::vector<std::uint64_t> preferred_batch;  // batch sizes run as soon as formed
   std::uint64_t batch_queue = 1024;            // requests queued per model; past it: unavailable
   // The policies' tuning (docs/policies.md; defaults as in warm::policy_options).
-  std::string rescore_period = "1s";   // the importance scorer's rebuild period
-  std::string iam_rate = "ewma";       // iam's request-rate estimator: ewma or window
+  std::string rescore_period = "1s";    // the importance scorer's rebuild period
+  std::string iam_rate = "ewma";        // iam's request-rate estimator: ewma or window
   std::string iam_rate_period = "60s";  // its time constant (ewma) or window length
-  double iam_bias = 1.0;               // iam's b0 in rank = log(count + b0)
-  std::string kdf_tau = "auto";        // kdf's decay time constant of request counts
-  double kdf_horizon = 0;              // kdf's saturation h of a model's value
-  std::string kdf_memory = "auto";     // kdf's automatic tau, in characteristic times (auto: chosen online)
+  double iam_bias = 1.0;                // iam's b0 in rank = log(count + b0)
+  std::string kdf_tau = "auto";         // kdf's decay time constant of request counts
+  double kdf_horizon = 0;               // kdf's saturation h of a model's value
+  std::string kdf_memory =
+      "auto";  // kdf's automatic tau, in characteristic times (auto: chosen online)
   // Served models (docs/versions.md): a served-models file, every model directory of the
   // repositories, how often their directories are looked at, and how long a new version's model
   // file must stay unchanged before it is taken.
@@ -90,7 +92,8 @@ struct config {
   std::uint32_t lease_ttl = 10;      // seconds its record outlives it
   std::uint32_t drain_seconds = 30;  // SIGTERM: at most this long loading recent models on peers
   double copy_queue = 2;             // requests in flight per copy that add copies; 0: never
-  std::uint32_t copy_cool_seconds = 60;  // how long a copy stays quiet before it may go (cluster full)
+  std::uint32_t copy_cool_seconds =
+      60;  // how long a copy stays quiet before it may go (cluster full)
   // A secured etcd (docs/etcd-client.md): https --cluster URLs are checked against etcd_ca (PEM;
   // empty: the system's roots) and present etcd_cert with etcd_key (PEM) when given; etcd_user
   // logs in to etcd's authentication with the password in etcd_password_file. Empty: not used.
@@ -128,8 +131,8 @@ void add_options(CLI::App& app, config& c, std::string& config_file);
 // dashes; repeatable ones take a string or an array of strings. Errors are invalid_argument
 // prefixed with `name_for_errors`: malformed TOML (with its line), an unknown key, a mistyped
 // value. Never throws for any input.
-expected<void> apply_config_text(std::string_view text, const std::string& name_for_errors, CLI::App& app,
-                                 config& c);
+expected<void> apply_config_text(std::string_view text, const std::string& name_for_errors,
+                                 CLI::App& app, config& c);
 
 // apply_config_text on the file's contents, errors prefixed with `path` (not_found when it cannot
 // be read).

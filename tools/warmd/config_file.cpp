@@ -2,12 +2,12 @@
 // the flags the command line left unset (apply_config_text, config.hpp).
 #include <CLI/CLI.hpp>
 
+#include <toml++/toml.h>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <optional>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "config.hpp"
 #include "toml_text.hpp"
@@ -34,10 +34,14 @@ struct ascii_toml {
 // surrogate, past U+10FFFF, truncated).
 bool decode_utf8(std::string_view text, std::size_t i, char32_t& cp, std::size_t& length) {
   unsigned b0 = static_cast<unsigned char>(text[i]);
-  if (b0 >= 0xC2 && b0 <= 0xDF) length = 2, cp = b0 & 0x1F;
-  else if (b0 >= 0xE0 && b0 <= 0xEF) length = 3, cp = b0 & 0x0F;
-  else if (b0 >= 0xF0 && b0 <= 0xF4) length = 4, cp = b0 & 0x07;
-  else return false;
+  if (b0 >= 0xC2 && b0 <= 0xDF)
+    length = 2, cp = b0 & 0x1F;
+  else if (b0 >= 0xE0 && b0 <= 0xEF)
+    length = 3, cp = b0 & 0x0F;
+  else if (b0 >= 0xF0 && b0 <= 0xF4)
+    length = 4, cp = b0 & 0x07;
+  else
+    return false;
   if (text.size() - i < length) return false;
   for (std::size_t k = 1; k < length; ++k) {
     unsigned b = static_cast<unsigned char>(text[i + k]);
@@ -65,7 +69,9 @@ ascii_toml to_ascii_toml(std::string_view in) {
     r.problem = problem;
     return r;
   };
-  auto at = [&](std::size_t k) -> unsigned { return k < in.size() ? static_cast<unsigned char>(in[k]) : 0u; };
+  auto at = [&](std::size_t k) -> unsigned {
+    return k < in.size() ? static_cast<unsigned char>(in[k]) : 0u;
+  };
   // Copies one character of a string; a non-ASCII one as an escape. In a literal string (copied
   // into a basic one) a backslash or a double quote is escaped too. false on malformed UTF-8.
   auto string_char = [&](bool literal) {
@@ -81,13 +87,15 @@ ascii_toml to_ascii_toml(std::string_view in) {
     std::size_t length = 0;
     if (!decode_utf8(in, i, cp, length)) return false;
     char escape[12];
-    std::snprintf(escape, sizeof escape, cp <= 0xFFFF ? "\\u%04X" : "\\U%08X", static_cast<unsigned>(cp));
+    std::snprintf(escape, sizeof escape, cp <= 0xFFFF ? "\\u%04X" : "\\U%08X",
+                  static_cast<unsigned>(cp));
     out += escape;
     i += length;
     return true;
   };
   // After a backslash in a basic string: the escaped character (a quote or a backslash must not
-  // end or start anything). A non-ASCII one is no valid escape: refused rather than turned into one.
+  // end or start anything). A non-ASCII one is no valid escape: refused rather than turned into
+  // one.
   auto escaped = [&] {
     out += '\\';
     ++i;
@@ -123,7 +131,8 @@ ascii_toml to_ascii_toml(std::string_view in) {
       }
       if (i < in.size()) {  // the closing quotes; up to two more belong to the string
         i += 3;
-        for (int extra = 0; extra < 2 && at(i) == static_cast<unsigned char>(quote); ++extra) out += in[i++];
+        for (int extra = 0; extra < 2 && at(i) == static_cast<unsigned char>(quote); ++extra)
+          out += in[i++];
         out += R"(""")";
       }
     } else if (b == '"' || b == '\'') {  // basic and literal strings end with their line
@@ -146,7 +155,8 @@ ascii_toml to_ascii_toml(std::string_view in) {
     } else {
       if (b == '\n') dots = 0;
       if (b == '.' && ++dots > max_dots_per_line)
-        return refuse("a dotted key of more than 64 parts (more than 64 dots outside strings on one line)");
+        return refuse(
+            "a dotted key of more than 64 parts (more than 64 dots outside strings on one line)");
       out += static_cast<char>(b);
       line += b == '\n';
       ++i;
@@ -171,16 +181,19 @@ expected<toml::table> parse_toml(std::string_view text, const std::string& name)
   }
 }
 
-expected<void> apply_config_text(std::string_view text, const std::string& name, CLI::App& app, config& c) {
+expected<void> apply_config_text(std::string_view text, const std::string& name, CLI::App& app,
+                                 config& c) {
   auto parsed = parse_toml(text, name);
   if (!parsed) return std::move(parsed).error();
   toml::table table = std::move(*parsed);
   // Errors about a key name it and the line it is on.
-  auto line_of = [](const toml::node& node) { return " (line " + std::to_string(node.source().begin.line) + ")"; };
+  auto line_of = [](const toml::node& node) {
+    return " (line " + std::to_string(node.source().begin.line) + ")";
+  };
   const toml::node* current = nullptr;  // the value being applied
   auto bad = [&](const std::string& key, const char* want) {
-    return make_error(errc::invalid_argument,
-                      name + ": key \"" + key + "\" must be " + want + (current ? line_of(*current) : ""));
+    return make_error(errc::invalid_argument, name + ": key \"" + key + "\" must be " + want +
+                                                  (current ? line_of(*current) : ""));
   };
   // A key the command line gave is left alone. Every key below is a flag of add_options; one that
   // is not (a programming error) counts as not given rather than throwing.
@@ -225,57 +238,96 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       return {};
     };
     expected<void> r;
-    if (key == "repo") r = string_list(c.repo);
-    else if (key == "device") r = string_list(c.device);
-    else if (key == "runtime") r = string_list(c.runtime);
-    else if (key == "runtime-load-timeout") r = string_value(c.runtime_load_timeout);
-    else if (key == "runtime-start-timeout") r = string_value(c.runtime_start_timeout);
-    else if (key == "listen") r = string_list(c.listen);
-    else if (key == "state") r = string_value(c.state);
-    else if (key == "policy") r = string_value(c.policy);
-    else if (key == "failure-expiry") r = string_value(c.failure_expiry);
-    else if (key == "token-file") r = string_value(c.token_file);
-    else if (key == "tls-cert") r = string_value(c.tls_cert);
-    else if (key == "tls-key") r = string_value(c.tls_key);
-    else if (key == "tls-client-ca") r = string_value(c.tls_client_ca);
-    else if (key == "describe-helper") r = string_value(c.describe_helper);
-    else if (key == "describe-timeout") r = string_value(c.describe_timeout);
-    else if (key == "log-level") r = string_value(c.log_level);
-    else if (key == "max-request-bytes") r = string_value(c.max_request_bytes);
-    else if (key == "max-tensor-bytes") r = string_value(c.max_tensor_bytes);
-    else if (key == "http") r = string_value(c.http);
-    else if (key == "grpc") r = string_value(c.grpc);
-    else if (key == "request-timeout") r = string_value(c.request_timeout);
-    else if (key == "max-queue-delay") r = string_value(c.max_queue_delay);
-    else if (key == "http-header-timeout") r = string_value(c.http_header_timeout);
-    else if (key == "http-body-timeout") r = string_value(c.http_body_timeout);
-    else if (key == "login-timeout") r = string_value(c.login_timeout);
-    else if (key == "rescore-period") r = string_value(c.rescore_period);
-    else if (key == "iam-rate") r = string_value(c.iam_rate);
-    else if (key == "iam-rate-period") r = string_value(c.iam_rate_period);
-    else if (key == "kdf-tau") r = string_value(c.kdf_tau);
-    else if (key == "model-config") r = string_value(c.model_config);
-    else if (key == "cluster") r = string_list(c.cluster);
-    else if (key == "instance") r = string_value(c.instance);
-    else if (key == "advertise") r = string_value(c.advertise);
-    else if (key == "cluster-name") r = string_value(c.cluster_name);
-    else if (key == "etcd-ca") r = string_value(c.etcd_ca);
-    else if (key == "etcd-cert") r = string_value(c.etcd_cert);
-    else if (key == "etcd-key") r = string_value(c.etcd_key);
-    else if (key == "etcd-user") r = string_value(c.etcd_user);
-    else if (key == "etcd-password-file") r = string_value(c.etcd_password_file);
-    else if (key == "version-settle") r = string_value(c.version_settle);
+    if (key == "repo")
+      r = string_list(c.repo);
+    else if (key == "device")
+      r = string_list(c.device);
+    else if (key == "runtime")
+      r = string_list(c.runtime);
+    else if (key == "runtime-load-timeout")
+      r = string_value(c.runtime_load_timeout);
+    else if (key == "runtime-start-timeout")
+      r = string_value(c.runtime_start_timeout);
+    else if (key == "listen")
+      r = string_list(c.listen);
+    else if (key == "state")
+      r = string_value(c.state);
+    else if (key == "policy")
+      r = string_value(c.policy);
+    else if (key == "failure-expiry")
+      r = string_value(c.failure_expiry);
+    else if (key == "token-file")
+      r = string_value(c.token_file);
+    else if (key == "tls-cert")
+      r = string_value(c.tls_cert);
+    else if (key == "tls-key")
+      r = string_value(c.tls_key);
+    else if (key == "tls-client-ca")
+      r = string_value(c.tls_client_ca);
+    else if (key == "describe-helper")
+      r = string_value(c.describe_helper);
+    else if (key == "describe-timeout")
+      r = string_value(c.describe_timeout);
+    else if (key == "log-level")
+      r = string_value(c.log_level);
+    else if (key == "max-request-bytes")
+      r = string_value(c.max_request_bytes);
+    else if (key == "max-tensor-bytes")
+      r = string_value(c.max_tensor_bytes);
+    else if (key == "http")
+      r = string_value(c.http);
+    else if (key == "grpc")
+      r = string_value(c.grpc);
+    else if (key == "request-timeout")
+      r = string_value(c.request_timeout);
+    else if (key == "max-queue-delay")
+      r = string_value(c.max_queue_delay);
+    else if (key == "http-header-timeout")
+      r = string_value(c.http_header_timeout);
+    else if (key == "http-body-timeout")
+      r = string_value(c.http_body_timeout);
+    else if (key == "login-timeout")
+      r = string_value(c.login_timeout);
+    else if (key == "rescore-period")
+      r = string_value(c.rescore_period);
+    else if (key == "iam-rate")
+      r = string_value(c.iam_rate);
+    else if (key == "iam-rate-period")
+      r = string_value(c.iam_rate_period);
+    else if (key == "kdf-tau")
+      r = string_value(c.kdf_tau);
+    else if (key == "model-config")
+      r = string_value(c.model_config);
+    else if (key == "cluster")
+      r = string_list(c.cluster);
+    else if (key == "instance")
+      r = string_value(c.instance);
+    else if (key == "advertise")
+      r = string_value(c.advertise);
+    else if (key == "cluster-name")
+      r = string_value(c.cluster_name);
+    else if (key == "etcd-ca")
+      r = string_value(c.etcd_ca);
+    else if (key == "etcd-cert")
+      r = string_value(c.etcd_cert);
+    else if (key == "etcd-key")
+      r = string_value(c.etcd_key);
+    else if (key == "etcd-user")
+      r = string_value(c.etcd_user);
+    else if (key == "etcd-password-file")
+      r = string_value(c.etcd_password_file);
+    else if (key == "version-settle")
+      r = string_value(c.version_settle);
     else if (key == "poll-seconds") {
       auto v = number();
-      if (!v || !(*v > 0) || *v > 86400) return bad(key, "a number of seconds above 0 (at most 86400)");
+      if (!v || !(*v > 0) || *v > 86400)
+        return bad(key, "a number of seconds above 0 (at most 86400)");
       if (!given(key)) c.poll_seconds = std::to_string(*v);
-    }
-    else if (key == "iam-bias" || key == "kdf-horizon") {
+    } else if (key == "iam-bias" || key == "kdf-horizon") {
       auto v = number();
       if (!v || !std::isfinite(*v)) return bad(key, "a number");
       if (!given(key)) (key == "iam-bias" ? c.iam_bias : c.kdf_horizon) = *v;
-    }
-    else if (key == "kdf-memory") {
+    } else if (key == "kdf-memory") {
       if (auto v = number()) {
         if (!std::isfinite(*v)) return bad(key, "\"auto\" or a number");
         char text[32];
@@ -286,8 +338,7 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       } else {
         return bad(key, "\"auto\" or a number");
       }
-    }
-    else if (key == "max-models") {
+    } else if (key == "max-models") {
       auto v = integer();
       if (!v || *v < 1) return bad(key, "a positive integer");
       if (!given(key)) c.max_models = static_cast<std::uint64_t>(*v);
@@ -335,7 +386,8 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       if (!given(key)) c.drain_seconds = static_cast<std::uint32_t>(*v);
     } else if (key == "copy-queue") {
       auto v = number();
-      if (!v || !std::isfinite(*v) || *v < 0 || *v > 1e6) return bad(key, "a number from 0 to 1e6 (requests)");
+      if (!v || !std::isfinite(*v) || *v < 0 || *v > 1e6)
+        return bad(key, "a number from 0 to 1e6 (requests)");
       if (!given(key)) c.copy_queue = *v;
     } else if (key == "copy-cool-seconds") {
       auto v = integer();
@@ -366,7 +418,8 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       if (!v) return bad(key, "true or false");
       if (!given(key)) c.in_process_code = *v;
     } else {
-      return make_error(errc::invalid_argument, name + ": unknown key \"" + key + "\"" + line_of(node));
+      return make_error(errc::invalid_argument,
+                        name + ": unknown key \"" + key + "\"" + line_of(node));
     }
     if (!r) return r;
   }

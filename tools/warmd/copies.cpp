@@ -22,10 +22,12 @@ namespace {
 using steady = std::chrono::steady_clock;
 
 std::int64_t steady_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now().time_since_epoch())
+      .count();
 }
 std::int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -42,7 +44,8 @@ struct copy_scaler::impl {
   std::thread thread;  // last: started once the rest is ready
 
   // The scaler's thread only.
-  std::map<std::string, std::int64_t> not_before;  // steady ms before which a model is not judged again
+  std::map<std::string, std::int64_t>
+      not_before;  // steady ms before which a model is not judged again
   std::int64_t next_drop_check = 0;
 
   explicit impl(options opts) : o(std::move(opts)) {}
@@ -79,7 +82,8 @@ struct copy_scaler::impl {
 
     std::vector<std::string> judged;  // hot ones, then cool ones when the cluster is full
     for (const auto& [model, size] : bytes)
-      if (auto q = meter.mean(model, o.rule.sustain_ms); q && *q >= o.rule.add_queue) judged.push_back(model);
+      if (auto q = meter.mean(model, o.rule.sustain_ms); q && *q >= o.rule.add_queue)
+        judged.push_back(model);
     const bool drops = now >= next_drop_check;
     if (judged.empty() && !drops) return;
     auto members = o.membership->members();
@@ -88,21 +92,24 @@ struct copy_scaler::impl {
       next_drop_check = now + 1000;
       if (full)
         for (const auto& [model, size] : bytes)
-          if (copies_of(members, model) >= 2 && meter.mean(model, o.rule.cool_ms)) judged.push_back(model);
+          if (copies_of(members, model) >= 2 && meter.mean(model, o.rule.cool_ms))
+            judged.push_back(model);
     }
-    for (const auto& model : judged) judge(model, bytes[model], members, full, now);
+    for (const auto& model : judged)
+      judge(model, bytes[model], members, full, now);
   }
 
   // Live instances holding `model`, not draining, this one counted (its record may lag).
-  static std::uint32_t copies_of(const std::vector<node::member>& members, const std::string& model) {
+  static std::uint32_t copies_of(const std::vector<node::member>& members,
+                                 const std::string& model) {
     std::uint32_t n = 1;
     for (const auto& m : members)
       if (!m.self && !m.record.draining && m.record.holds(model)) ++n;
     return n;
   }
 
-  void judge(const std::string& model, std::uint64_t size, const std::vector<node::member>& members, bool full,
-             std::int64_t now) {
+  void judge(const std::string& model, std::uint64_t size, const std::vector<node::member>& members,
+             bool full, std::int64_t now) {
     if (auto it = not_before.find(model); it != not_before.end() && now < it->second) return;
     auto read = o.placing->copies_of(model);
     if (!read) {
@@ -132,17 +139,20 @@ struct copy_scaler::impl {
       auto asked = o.placing->add_copies(model, size, static_cast<std::size_t>(change), basis);
       added += asked;
       if (asked > 0 && o.note)
-        o.note(fmt::format("copies: {} queues {:.1f} requests per copy ({} cop{}); {} more asked for", model,
-                           *v.recent, v.copies, v.copies == 1 ? "y" : "ies", asked));
+        o.note(
+            fmt::format("copies: {} queues {:.1f} requests per copy ({} cop{}); {} more asked for",
+                        model, *v.recent, v.copies, v.copies == 1 ? "y" : "ies", asked));
       return;
     }
     if (!o.placing->drop_copy(model, basis)) return;
     ++dropped;
     if (o.note)
-      o.note(fmt::format("copies: the cluster is full and {} cooled; dropping its copy here ({} left)", model,
-                         v.copies - 1));
+      o.note(
+          fmt::format("copies: the cluster is full and {} cooled; dropping its copy here ({} left)",
+                      model, v.copies - 1));
     o.rt->unload(model, [log = o.log, model](expected<void> r) {
-      if (!r && log) log("copies: cannot unload the dropped copy of " + model + ": " + r.error().to_string());
+      if (!r && log)
+        log("copies: cannot unload the dropped copy of " + model + ": " + r.error().to_string());
     });
   }
 };
@@ -150,8 +160,10 @@ struct copy_scaler::impl {
 expected<std::unique_ptr<copy_scaler>> copy_scaler::start(options o) {
   if (auto ok = node::check_copy_rule(o.rule); !ok) return std::move(ok).error();
   if (!o.rt || !o.membership || !o.placing)
-    return make_error(errc::invalid_argument, "copies need the runtime, the membership and the placer");
-  if (o.tick.count() <= 0) return make_error(errc::invalid_argument, "copies: the tick must be positive");
+    return make_error(errc::invalid_argument,
+                      "copies need the runtime, the membership and the placer");
+  if (o.tick.count() <= 0)
+    return make_error(errc::invalid_argument, "copies: the tick must be positive");
   auto i = std::make_unique<impl>(std::move(o));
   auto* raw = i.get();
   if (raw->o.rule.add_queue > 0) i->thread = std::thread([raw] { raw->run(); });
@@ -169,7 +181,11 @@ copy_scaler::~copy_scaler() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-std::uint64_t copy_scaler::added() const { return impl_->added; }
-std::uint64_t copy_scaler::dropped() const { return impl_->dropped; }
+std::uint64_t copy_scaler::added() const {
+  return impl_->added;
+}
+std::uint64_t copy_scaler::dropped() const {
+  return impl_->dropped;
+}
 
 }  // namespace warm::warmd

@@ -9,7 +9,8 @@
 //    in flight finish; the next ones are forwarded to another copy).
 //  - Never blocks the runtime or the placement thread; waits on etcd and the runtime's inspection
 //    (2 s at most) on its own thread. etcd unreachable: nothing changes, the next tick tries again.
-//  - The destructor joins the thread. The runtime, membership and placer it borrows must outlive it.
+//  - The destructor joins the thread. The runtime, membership and placer it borrows must outlive
+//  it.
 #pragma once
 
 #include <cstdint>
@@ -36,9 +37,9 @@ class copy_scaler {
   struct options {
     node::copy_rule rule;
     std::chrono::milliseconds tick{250};
-    runtime* rt = nullptr;                   // borrowed
-    node::membership* membership = nullptr;  // borrowed
-    placer* placing = nullptr;               // borrowed
+    runtime* rt = nullptr;                         // borrowed
+    node::membership* membership = nullptr;        // borrowed
+    placer* placing = nullptr;                     // borrowed
     std::function<void(const std::string&)> log;   // warnings; may be empty
     std::function<void(const std::string&)> note;  // each change; may be empty
   };

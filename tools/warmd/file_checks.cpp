@@ -21,7 +21,8 @@ expected<std::vector<std::string>> check_token_file(const std::string& path) {
   if (S_ISLNK(link.st_mode)) warnings.push_back("token file " + path + " is a symlink");
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH | S_IWGRP | S_IWOTH)) != 0)
-    return make_error(errc::invalid_argument, "token file " + path + " may be read or written by other users (mode " +
+    return make_error(errc::invalid_argument, "token file " + path +
+                                                  " may be read or written by other users (mode " +
                                                   octal(st.st_mode) + "); chmod 600 it");
   return warnings;
 }
@@ -34,7 +35,8 @@ expected<std::vector<std::string>> check_state_dir(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return warnings;
   if (S_ISDIR(st.st_mode) && (st.st_mode & (S_IWOTH | S_IWGRP)) != 0)
-    return make_error(errc::invalid_argument, "state directory " + path + " is writable by other users (mode " +
+    return make_error(errc::invalid_argument, "state directory " + path +
+                                                  " is writable by other users (mode " +
                                                   octal(st.st_mode) + "); chmod go-w it");
   return warnings;
 }
@@ -42,13 +44,15 @@ expected<std::vector<std::string>> check_state_dir(const std::string& path) {
 expected<std::vector<std::string>> check_repository(const std::string& path) {
   std::vector<std::string> warnings;
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return warnings;  // the runtime reports it
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return warnings;  // the runtime reports it
   if ((st.st_mode & S_IWOTH) != 0)
-    return make_error(errc::invalid_argument, "repository " + path + " is writable by every user (mode " +
-                                                  octal(st.st_mode) + "): anyone could publish a model; chmod o-w it");
+    return make_error(errc::invalid_argument,
+                      "repository " + path + " is writable by every user (mode " +
+                          octal(st.st_mode) + "): anyone could publish a model; chmod o-w it");
   if ((st.st_mode & S_IWGRP) != 0)
-    warnings.push_back("repository " + path + " is writable by its group (mode " + octal(st.st_mode) +
-                       "): every member may publish models");
+    warnings.push_back("repository " + path + " is writable by its group (mode " +
+                       octal(st.st_mode) + "): every member may publish models");
   return warnings;
 }
 

@@ -1,6 +1,6 @@
 // warmd's checks of the files it trusts before it starts: the token file, the state directory
-// and the repositories. What an attacker on the same machine could read or swap is refused or warned about
-// (docs/configuration.md, "Files warmd trusts").
+// and the repositories. What an attacker on the same machine could read or swap is refused or
+// warned about (docs/configuration.md, "Files warmd trusts").
 #pragma once
 
 #include <string>

@@ -34,10 +34,10 @@
 #include "grpc/grpc_front.hpp"
 #endif
 #include "net/login_limiter.hpp"
+#include "reloads.hpp"
 #include "remote/remote_device.hpp"
 #include "served_config.hpp"
 #include "service.hpp"
-#include "reloads.hpp"
 #include "tls_setup.hpp"
 #include "warm/backend.hpp"
 #include "warm/runtime.hpp"
@@ -244,7 +244,8 @@ int main(int argc, char** argv) {
     if (grpc_options && grpc_options->unix_path.empty()) grpc_options->token = *token;
 #endif
     if (http_options && http_options->unix_path.empty()) http_options->token = std::move(*token);
-  } else if (c.tls_client_ca.empty()) {  // with mutual TLS, clients prove who they are by certificate
+  } else if (c.tls_client_ca
+                 .empty()) {  // with mutual TLS, clients prove who they are by certificate
     auto open_to_local_users = [](const std::string& front, const std::string& address) {
       spdlog::warn("{} on {} has no token: every local user may use it (--token-file)", front,
                    address);
@@ -271,7 +272,8 @@ int main(int argc, char** argv) {
   std::size_t front_connections = http_options ? http_options->max_connections : 0;
 #if WARM_HAVE_GRPC
   // With TLS a gRPC connection holds three descriptors: its socket and both ends of its relay.
-  if (grpc_options) front_connections += grpc_options->max_connections * (grpc_options->tls ? 3 : 1);
+  if (grpc_options)
+    front_connections += grpc_options->max_connections * (grpc_options->tls ? 3 : 1);
 #endif
   raise_open_file_limit(c.max_connections + front_connections);
 
@@ -498,10 +500,11 @@ int main(int argc, char** argv) {
   }
   for (const auto& address : (*service)->bound())
     spdlog::info("listening on {}", address);
-  spdlog::info("warmd ready: {} device(s){}, policy {}, state {}", c.device.size() + c.runtime.size(),
-               c.runtime.empty() ? std::string()
-                                 : " (" + std::to_string(c.runtime.size()) + " of them model runtimes)",
-               c.policy, c.state);
+  spdlog::info(
+      "warmd ready: {} device(s){}, policy {}, state {}", c.device.size() + c.runtime.size(),
+      c.runtime.empty() ? std::string()
+                        : " (" + std::to_string(c.runtime.size()) + " of them model runtimes)",
+      c.policy, c.state);
 
   ::pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);  // pending stop signals arrive now
   // poll() before read(): ThreadSanitizer runs a deferred handler only inside calls it knows to
@@ -538,10 +541,12 @@ int main(int argc, char** argv) {
     if (signal_number == SIGHUP && *tls) {
       if (auto renewed = warm::warmd::reload_front_tls(c)) {
         if (auto set = (*service)->set_tls(renewed); !set)
-          spdlog::error("SIGHUP: Cap'n Proto listeners keep their TLS certificates: {}", set.error().to_string());
+          spdlog::error("SIGHUP: Cap'n Proto listeners keep their TLS certificates: {}",
+                        set.error().to_string());
         if (http && !c.http.empty() && c.http.rfind("unix:", 0) != 0) {
           if (auto set = http->set_tls(renewed); !set)
-            spdlog::error("SIGHUP: the HTTP front keeps its TLS certificates: {}", set.error().to_string());
+            spdlog::error("SIGHUP: the HTTP front keeps its TLS certificates: {}",
+                          set.error().to_string());
         }
 #if WARM_HAVE_CLUSTER
         if (peer_tls) peer_tls->set(*renewed);  // for the peers dialled from now on
@@ -549,7 +554,8 @@ int main(int argc, char** argv) {
 #if WARM_HAVE_GRPC
         if (grpc && c.grpc.rfind("unix:", 0) != 0) {
           if (auto set = grpc->set_tls(renewed); !set)
-            spdlog::error("SIGHUP: the gRPC front keeps its TLS certificates: {}", set.error().to_string());
+            spdlog::error("SIGHUP: the gRPC front keeps its TLS certificates: {}",
+                          set.error().to_string());
         }
 #endif
       }

@@ -5,7 +5,8 @@
 
 namespace warm::warmd {
 
-peer_links::peer_links(kj::AsyncIoProvider& io, std::string token, std::chrono::milliseconds connect_timeout,
+peer_links::peer_links(kj::AsyncIoProvider& io, std::string token,
+                       std::chrono::milliseconds connect_timeout,
                        std::shared_ptr<const peer_tls> tls)
     : io_(io), token_(std::move(token)), connect_timeout_(connect_timeout) {
   if (tls) tls_.emplace(std::move(tls));
@@ -58,8 +59,8 @@ std::shared_ptr<peer_link> peer_links::get(const std::string& address) {
                   auto prove = auth.proveRequest();
                   prove.setAddress(address);
                   prove.setNonce(rpc::as_data(client_nonce));
-                  prove.setProof(rpc::as_data(net::peer_proof(token_, net::peer_role::caller, server_nonce,
-                                                      client_nonce, address)));
+                  prove.setProof(rpc::as_data(net::peer_proof(
+                      token_, net::peer_role::caller, server_nonce, client_nonce, address)));
                   return prove.send().then(
                       [this, server_nonce, client_nonce,
                        address](capnp::Response<rpc::Authenticator::ProveResults>&& reply) {

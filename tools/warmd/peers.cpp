@@ -68,7 +68,8 @@ struct peer_client::impl {
     kj::TaskSet forwards(errors);
     io = &context;
     tasks = &forwards;
-    peers = std::make_unique<peer_links>(*context.provider, opts.token, opts.connect_timeout, opts.tls);
+    peers =
+        std::make_unique<peer_links>(*context.provider, opts.token, opts.connect_timeout, opts.tls);
     {
       std::lock_guard<std::mutex> lock(mutex);
       executor = kj::getCurrentThreadExecutor().addRef();
@@ -115,37 +116,42 @@ struct peer_client::impl {
         std::lock_guard<std::mutex> lock(mutex);
         jobs.swap(posted);
       }
-      for (auto& job : jobs) job();
+      for (auto& job : jobs)
+        job();
       return take_posted();
     });
   }
 
-  void forward(const std::string& address, std::shared_ptr<infer_request> request, std::shared_ptr<answer_once<infer_result>> answer) {
+  void forward(const std::string& address, std::shared_ptr<infer_request> request,
+               std::shared_ptr<answer_once<infer_result>> answer) {
     auto p = peers->get(address);
     auto call = p->warm.addBranch().then([request](rpc::Warm::Client w) {
       auto r = w.inferRequest();
       rpc::to_capnp(*request, r.initRequest());
       return r.send();
     });
-    auto answered = io->provider->getTimer()
-                        .timeoutAfter(opts.call_timeout.count() * kj::MILLISECONDS, kj::mv(call))
-                        .then(
-                            [this, request, answer](capnp::Response<rpc::Warm::InferResults>&& reply) {
-                              auto status = rpc::from_capnp(reply.getStatus());
-                              if (!status && status.error().code == errc::unavailable)
-                                return fall_back("it is unavailable: " + status.error().message, request, answer);
-                              ++forwarded;
-                              if (!status) return (*answer)(status.error());
-                              (*answer)(rpc::from_capnp(reply.getResult()));
-                            },
-                            [this, p, request, answer](kj::Exception&& e) {
-                              p->lost = true;  // connect again next time
-                              fall_back(e.getDescription().cStr(), request, answer);
-                            });
+    auto answered =
+        io->provider->getTimer()
+            .timeoutAfter(opts.call_timeout.count() * kj::MILLISECONDS, kj::mv(call))
+            .then(
+                [this, request, answer](capnp::Response<rpc::Warm::InferResults>&& reply) {
+                  auto status = rpc::from_capnp(reply.getStatus());
+                  if (!status && status.error().code == errc::unavailable)
+                    return fall_back("it is unavailable: " + status.error().message, request,
+                                     answer);
+                  ++forwarded;
+                  if (!status) return (*answer)(status.error());
+                  (*answer)(rpc::from_capnp(reply.getResult()));
+                },
+                [this, p, request, answer](kj::Exception&& e) {
+                  p->lost = true;  // connect again next time
+                  fall_back(e.getDescription().cStr(), request, answer);
+                });
     tasks->add(kj::mv(answered));
   }
 
-  void ensure(const std::string& address, const std::string& model, std::shared_ptr<answer_once<void>> done) {
+  void ensure(const std::string& address, const std::string& model,
+              std::shared_ptr<answer_once<void>> done) {
     auto p = peers->get(address);
     auto call = p->warm.addBranch().then([model](rpc::Warm::Client w) {
       auto r = w.ensureLoadedRequest();
@@ -153,22 +159,26 @@ struct peer_client::impl {
       r.setSync(true);
       return r.send();
     });
-    auto answered = io->provider->getTimer()
-                        .timeoutAfter(opts.call_timeout.count() * kj::MILLISECONDS, kj::mv(call))
-                        .then([done](capnp::Response<rpc::Warm::EnsureLoadedResults>&& reply) {
-                          (*done)(rpc::from_capnp(reply.getStatus()));
-                        },
-                        [p, done, address](kj::Exception&& e) {
-                          p->lost = true;
-                          (*done)(make_error(errc::unavailable, "cannot reach " + address + ": " + e.getDescription().cStr()));
-                        });
+    auto answered =
+        io->provider->getTimer()
+            .timeoutAfter(opts.call_timeout.count() * kj::MILLISECONDS, kj::mv(call))
+            .then(
+                [done](capnp::Response<rpc::Warm::EnsureLoadedResults>&& reply) {
+                  (*done)(rpc::from_capnp(reply.getStatus()));
+                },
+                [p, done, address](kj::Exception&& e) {
+                  p->lost = true;
+                  (*done)(make_error(errc::unavailable,
+                                     "cannot reach " + address + ": " + e.getDescription().cStr()));
+                });
     tasks->add(kj::mv(answered));
   }
 
   void fall_back(const std::string& why, const std::shared_ptr<infer_request>& request,
                  const std::shared_ptr<answer_once<infer_result>>& answer) {
     ++fell_back;
-    if (opts.log) opts.log("cluster: cannot forward " + request->target + ": " + why + "; serving it here");
+    if (opts.log)
+      opts.log("cluster: cannot forward " + request->target + ": " + why + "; serving it here");
     opts.fallback(std::move(*request), answer->release());
   }
 };
@@ -194,7 +204,8 @@ peer_client::~peer_client() {
   impl_->thread = nullptr;  // joins
 }
 
-void peer_client::infer(const std::string& address, infer_request request, callback<infer_result> done) {
+void peer_client::infer(const std::string& address, infer_request request,
+                        callback<infer_result> done) {
   request.forwarded = true;
   auto req = std::make_shared<infer_request>(std::move(request));
   auto* i = impl_.get();
@@ -206,14 +217,16 @@ void peer_client::infer(const std::string& address, infer_request request, callb
       [i, address, done = std::move(done)](expected<infer_result> r) mutable {
         {
           std::lock_guard<std::mutex> lock(i->counts_mutex);
-          if (auto it = i->in_flight.find(address); it != i->in_flight.end() && --it->second == 0) i->in_flight.erase(it);
+          if (auto it = i->in_flight.find(address); it != i->in_flight.end() && --it->second == 0)
+            i->in_flight.erase(it);
         }
         done(std::move(r));
       });
   i->post([i, address, req, answer] { i->forward(address, req, answer); });
 }
 
-void peer_client::ensure(const std::string& address, const std::string& model, callback<void> done) {
+void peer_client::ensure(const std::string& address, const std::string& model,
+                         callback<void> done) {
   auto answer = std::make_shared<answer_once<void>>(std::move(done));
   auto* i = impl_.get();
   i->post([i, address, model, answer] { i->ensure(address, model, answer); });
@@ -225,7 +238,11 @@ std::uint32_t peer_client::in_flight(const std::string& address) const {
   return it == impl_->in_flight.end() ? 0 : it->second;
 }
 
-std::uint64_t peer_client::forwarded() const { return impl_->forwarded; }
-std::uint64_t peer_client::fell_back() const { return impl_->fell_back; }
+std::uint64_t peer_client::forwarded() const {
+  return impl_->forwarded;
+}
+std::uint64_t peer_client::fell_back() const {
+  return impl_->fell_back;
+}
 
 }  // namespace warm::warmd

@@ -30,14 +30,16 @@ struct job {
 
 // Errors of a load that another instance may not have: its device, its copy of the file.
 bool instance_failure(errc code) {
-  return code == errc::load_failed || code == errc::capacity_exhausted || code == errc::model_too_large;
+  return code == errc::load_failed || code == errc::capacity_exhausted ||
+         code == errc::model_too_large;
 }
 
 // How long a failed load keeps placement away from its instance (ModelMesh's failure expiry).
 constexpr std::int64_t failure_life_ms = 15 * 60 * 1000;
 
 std::int64_t now_unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -65,8 +67,8 @@ struct placer::impl {
     error why;
   };
   std::vector<failed_load> failed_loads;  // to record in etcd: here, or answered by a peer
-  std::vector<std::string> orphans;  // hot models of an instance that went (adopt)
-  bool went = false;                 // an instance went since the placement thread last looked
+  std::vector<std::string> orphans;       // hot models of an instance that went (adopt)
+  bool went = false;                      // an instance went since the placement thread last looked
   std::vector<node::known_failure> seen_failures;  // answers from peers whose load failed
   bool stopping = false;
   std::thread thread;  // last: started once the rest is ready
@@ -87,17 +89,21 @@ struct placer::impl {
       orphans.clear();
       const bool someone_went = std::exchange(went, false);
       lock.unlock();
-      for (const auto& f : failures) record_failure(f);
-      for (auto& [model, jobs] : batch) decide(model, std::move(jobs));
+      for (const auto& f : failures)
+        record_failure(f);
+      for (auto& [model, jobs] : batch)
+        decide(model, std::move(jobs));
       if (someone_went && adopter()) {
-        for (const auto& model : adopting) adopt(model);
+        for (const auto& model : adopting)
+          adopt(model);
         resume_transitions();
       }
       lock.lock();
     }
     auto rest = std::move(queued);
     lock.unlock();
-    for (auto& [model, jobs] : rest) serve_here(std::move(jobs));
+    for (auto& [model, jobs] : rest)
+      serve_here(std::move(jobs));
   }
 
   void serve_here(std::vector<job> jobs) {
@@ -118,7 +124,8 @@ struct placer::impl {
       }
       auto again = std::make_shared<job>(job{j.request, nullptr, true});  // a copy, for the retry
       o.peers->infer(address, std::move(j.request),
-                     [hook = hook, model, instance, again, done = std::move(j.done)](expected<infer_result> r) mutable {
+                     [hook = hook, model, instance, again,
+                      done = std::move(j.done)](expected<infer_result> r) mutable {
                        if (r || !instance_failure(r.error().code)) return done(std::move(r));
                        std::lock_guard<std::mutex> lock(hook->mutex);
                        if (!hook->owner) return done(std::move(r));
@@ -151,8 +158,11 @@ struct placer::impl {
   void record_failure(const failed_load& f) {
     node::placement_failure record{f.why.to_string(), now_unix_ms()};
     auto lease = o.membership->status().lease;
-    if (auto r = o.etcd->put(node::failure_key(o.root, f.model, f.instance), node::encode(record), lease); !r)
-      warn("placement: cannot record the failed load of " + f.model + " on " + f.instance + ": " + r.error().to_string());
+    if (auto r = o.etcd->put(node::failure_key(o.root, f.model, f.instance), node::encode(record),
+                             lease);
+        !r)
+      warn("placement: cannot record the failed load of " + f.model + " on " + f.instance + ": " +
+           r.error().to_string());
   }
 
   void warn(const std::string& line) {
@@ -175,7 +185,8 @@ struct placer::impl {
 
   // Reads every claim, placement key and failure into `in` (one etcd read), with the failures
   // this instance knows of besides (`known`: perhaps not in etcd yet).
-  expected<void> read_placement(node::placement_inputs& in, const std::vector<node::known_failure>& known) {
+  expected<void> read_placement(node::placement_inputs& in,
+                                const std::vector<node::known_failure>& known) {
     auto listed = o.etcd->get_prefix(node::placement_prefix(o.root));
     if (!listed) return std::move(listed).error();
     const auto claims = node::claims_prefix(o.root), placed = node::placed_prefix(o.root),
@@ -231,10 +242,12 @@ struct placer::impl {
       auto d = node::decide_placement(in);
       if (d.what != action::claim) return d;
       node::placement_claim claim{d.instance, o.instance, in.request.bytes, in.now_unix_ms};
-      std::vector<etcd::txn_condition> conditions{{node::claim_key(o.root, in.model), d.expected_revision},
-                                                  {node::placed_key(o.root, d.instance), d.placed_revision}};
-      std::vector<etcd::txn_write> writes{{conditions[0].key, node::encode(claim), lease},
-                                          {conditions[1].key, node::encode_placed(in.model), lease}};
+      std::vector<etcd::txn_condition> conditions{
+          {node::claim_key(o.root, in.model), d.expected_revision},
+          {node::placed_key(o.root, d.instance), d.placed_revision}};
+      std::vector<etcd::txn_write> writes{
+          {conditions[0].key, node::encode(claim), lease},
+          {conditions[1].key, node::encode_placed(in.model), lease}};
       if (g) {
         conditions.push_back({g->key, g->revision});
         writes.push_back({g->key, g->value, lease});
@@ -245,11 +258,14 @@ struct placer::impl {
         ++placements;
         return d;
       }
-      if (g && t->current.size() == 3 && (t->current[2] ? t->current[2]->mod_revision : 0) != g->revision)
+      if (g && t->current.size() == 3 &&
+          (t->current[2] ? t->current[2]->mod_revision : 0) != g->revision)
         return make_error(errc::invalid_argument, "changed");
       // The model itself was claimed meanwhile (usually followed after the next read), or only
       // the instance took another placement (decided again with its reservation).
-      if (!t->current.empty() && t->current[0] && t->current[0]->mod_revision != d.expected_revision) ++lost;
+      if (!t->current.empty() && t->current[0] &&
+          t->current[0]->mod_revision != d.expected_revision)
+        ++lost;
     }
     return node::placement_decision{};
   }
@@ -282,13 +298,15 @@ struct placer::impl {
   void refresh_failures() {
     {
       std::lock_guard<std::mutex> lock(mutex);
-      for (auto& f : seen_failures) local_failures.push_back(std::move(f));
+      for (auto& f : seen_failures)
+        local_failures.push_back(std::move(f));
       seen_failures.clear();
     }
     const auto now = now_unix_ms();
-    local_failures.erase(std::remove_if(local_failures.begin(), local_failures.end(),
-                                        [&](const auto& f) { return now - f.failed_unix_ms >= failure_life_ms; }),
-                         local_failures.end());
+    local_failures.erase(
+        std::remove_if(local_failures.begin(), local_failures.end(),
+                       [&](const auto& f) { return now - f.failed_unix_ms >= failure_life_ms; }),
+        local_failures.end());
   }
 
   // A hot model of an instance that went, loaded where placement says unless a live instance
@@ -310,7 +328,9 @@ struct placer::impl {
   void resume_transitions() {
     const auto prefix = node::registry_prefix(o.root);
     auto listed = o.etcd->get_prefix(prefix + "vmodels/");
-    if (!listed) return warn("placement: cannot read the vmodels to resume their transitions: " + listed.error().to_string());
+    if (!listed)
+      return warn("placement: cannot read the vmodels to resume their transitions: " +
+                  listed.error().to_string());
     for (const auto& kv : listed->kvs) {
       auto change = node::decode_change(prefix, kv.key, kv.value);
       const auto* v = change ? std::get_if<put_vmodel>(&*change) : nullptr;
@@ -318,7 +338,9 @@ struct placer::impl {
       ++transitions;
       o.rt->set_vmodel(v->record.id, v->record.target, false, v->record.target,
                        [log = o.log, id = v->record.id](expected<vmodel_status> r) {
-                         if (!r && log) log("placement: cannot resume the transition of vmodel " + id + ": " + r.error().to_string());
+                         if (!r && log)
+                           log("placement: cannot resume the transition of vmodel " + id + ": " +
+                               r.error().to_string());
                        });
     }
   }
@@ -328,16 +350,22 @@ struct placer::impl {
     for (const auto& m : membership.members)
       if (!m.record.draining && (m.record.holds(model) || m.record.is_loading(model))) return;
     auto status = status_of(model);
-    if (!status || (status->state != model_state::not_loaded && status->state != model_state::loading_failed)) return;
+    if (!status ||
+        (status->state != model_state::not_loaded && status->state != model_state::loading_failed))
+      return;
     refresh_failures();
     auto in = inputs_for(model, *status, membership);
     auto d = place(in, membership.lease, local_failures);
     using action = node::placement_decision::action;
-    if (!d) return warn("placement: cannot place " + model + " (its instance went) through etcd: " + d.error().to_string());
+    if (!d)
+      return warn("placement: cannot place " + model +
+                  " (its instance went) through etcd: " + d.error().to_string());
     if (d->what != action::claim) return;  // followed: another instance adopted it first
     ++adoptions;
     auto logged = [log = o.log, model, to = d->instance](expected<void> r) {
-      if (!r && log) log("placement: loading " + model + " (its instance went) on " + to + " failed: " + r.error().to_string());
+      if (!r && log)
+        log("placement: loading " + model + " (its instance went) on " + to +
+            " failed: " + r.error().to_string());
     };
     if (d->self)
       o.rt->ensure_loaded(model, false, std::move(logged));
@@ -352,22 +380,26 @@ struct placer::impl {
     if (status && status->state == model_state::loading_failed)  // placed elsewhere, if anywhere
       local_failures.push_back({model, o.instance, now});
     // Not registered, or already loading here: this instance answers as it would alone.
-    if (!status || (status->state != model_state::not_loaded && status->state != model_state::loading_failed))
+    if (!status ||
+        (status->state != model_state::not_loaded && status->state != model_state::loading_failed))
       return serve_here(std::move(jobs));
     auto membership = o.membership->status();
     auto in = inputs_for(model, *status, membership);
     auto d = place(in, membership.lease, local_failures);
     if (!d) {
-      warn("placement: cannot place " + model + " through etcd, serving it here: " + d.error().to_string());
+      warn("placement: cannot place " + model +
+           " through etcd, serving it here: " + d.error().to_string());
       return serve_here(std::move(jobs));
     }
     using action = node::placement_decision::action;
-    if (d->what == action::serve_here || (d->what == action::claim && d->self)) return serve_here(std::move(jobs));
+    if (d->what == action::serve_here || (d->what == action::claim && d->self))
+      return serve_here(std::move(jobs));
     forward(model, d->instance, d->address, std::move(jobs));
   }
 };
 
-placer::migration placer::migrate(const std::vector<migrant>& models, std::chrono::steady_clock::time_point deadline) {
+placer::migration placer::migrate(const std::vector<migrant>& models,
+                                  std::chrono::steady_clock::time_point deadline) {
   auto& i = *impl_;
   migration out;
   auto membership = i.o.membership->status();
@@ -394,7 +426,8 @@ placer::migration placer::migrate(const std::vector<migrant>& models, std::chron
     in.request = {m.bytes, 1.0};
     auto d = i.place(in, 0, {});  // on no lease: this instance is about to leave
     if (!d) {
-      if (i.o.log) i.o.log("drain: cannot place " + m.model + " through etcd: " + d.error().to_string());
+      if (i.o.log)
+        i.o.log("drain: cannot place " + m.model + " through etcd: " + d.error().to_string());
       ++out.unplaced;
       continue;
     }
@@ -439,7 +472,7 @@ expected<placer::copies_read> placer::copies_of(const std::string& model) {
 }
 
 std::size_t placer::add_copies(const std::string& model, std::uint64_t bytes, std::size_t count,
-                              const copies_basis& basis) {
+                               const copies_basis& basis) {
   auto& i = *impl_;
   auto membership = i.o.membership->status();
   node::placement_inputs in;
@@ -449,8 +482,7 @@ std::size_t placer::add_copies(const std::string& model, std::uint64_t bytes, st
   in.request = {bytes, 1.0};
   in.excluded.push_back(i.o.instance);
   for (const auto& m : in.members)
-    if (m.record.holds(model) || m.record.is_loading(model))
-      in.excluded.push_back(m.record.name);
+    if (m.record.holds(model) || m.record.is_loading(model)) in.excluded.push_back(m.record.name);
   std::vector<node::known_failure> known;
   {
     std::lock_guard<std::mutex> lock(i.mutex);
@@ -458,7 +490,8 @@ std::size_t placer::add_copies(const std::string& model, std::uint64_t bytes, st
   }
   const auto now = now_unix_ms();
   impl::guard g{node::copies_key(i.o.root, model), basis.revision,
-                node::encode(node::copies_change{basis.copies + static_cast<std::uint32_t>(count), i.o.instance, now})};
+                node::encode(node::copies_change{basis.copies + static_cast<std::uint32_t>(count),
+                                                 i.o.instance, now})};
   std::size_t asked = 0;
   bool guarded = false;  // the first claim made writes the copies change
   using action = node::placement_decision::action;
@@ -466,7 +499,8 @@ std::size_t placer::add_copies(const std::string& model, std::uint64_t bytes, st
     auto d = i.place(in, membership.lease, known, guarded ? nullptr : &g);
     if (!d) {
       if (d.error().message != "changed")
-        i.warn("copies: cannot place a copy of " + model + " through etcd: " + d.error().to_string());
+        i.warn("copies: cannot place a copy of " + model +
+               " through etcd: " + d.error().to_string());
       break;  // another holder changed the copies first: its change stands
     }
     if (d->what == action::follow) {  // a copy loading there already (another placement's)
@@ -478,9 +512,11 @@ std::size_t placer::add_copies(const std::string& model, std::uint64_t bytes, st
     guarded = true;
     in.excluded.push_back(d->instance);
     ++asked;
-    i.o.peers->ensure(d->address, model, [log = i.o.log, model, to = d->instance](expected<void> r) {
-      if (!r && log) log("copies: a copy of " + model + " on " + to + " failed: " + r.error().to_string());
-    });
+    i.o.peers->ensure(
+        d->address, model, [log = i.o.log, model, to = d->instance](expected<void> r) {
+          if (!r && log)
+            log("copies: a copy of " + model + " on " + to + " failed: " + r.error().to_string());
+        });
   }
   return asked;
 }
@@ -492,7 +528,8 @@ bool placer::drop_copy(const std::string& model, const copies_basis& basis) {
   auto key = node::copies_key(i.o.root, model);
   auto t = i.o.etcd->transact({{key, basis.revision}}, {{key, node::encode(change), lease}});
   if (!t) {
-    i.warn("copies: cannot record dropping the copy of " + model + " here: " + t.error().to_string());
+    i.warn("copies: cannot record dropping the copy of " + model +
+           " here: " + t.error().to_string());
     return false;
   }
   if (!t->succeeded) return false;
@@ -503,20 +540,27 @@ bool placer::drop_copy(const std::string& model, const copies_basis& basis) {
 void placer::adopt(std::vector<std::string> models) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (impl_->stopping) return;
-  for (auto& m : models) impl_->orphans.push_back(std::move(m));
+  for (auto& m : models)
+    impl_->orphans.push_back(std::move(m));
   impl_->went = true;
   impl_->wake.notify_one();
 }
 
-std::uint64_t placer::adopted() const { return impl_->adoptions; }
-std::uint64_t placer::transitions_resumed() const { return impl_->transitions; }
+std::uint64_t placer::adopted() const {
+  return impl_->adoptions;
+}
+std::uint64_t placer::transitions_resumed() const {
+  return impl_->transitions;
+}
 
-void placer::set_draining() { impl_->draining = true; }
-
+void placer::set_draining() {
+  impl_->draining = true;
+}
 
 expected<std::unique_ptr<placer>> placer::start(options o) {
   if (!o.etcd || !o.rt || !o.membership || !o.peers)
-    return make_error(errc::invalid_argument, "placement needs etcd, the runtime, the membership and the peers");
+    return make_error(errc::invalid_argument,
+                      "placement needs etcd, the runtime, the membership and the peers");
   auto i = std::make_unique<impl>();
   i->o = std::move(o);
   auto* raw = i.get();
@@ -561,8 +605,14 @@ void placer::place(const std::string& model, infer_request request, callback<inf
   impl_->o.rt->infer(std::move(request), std::move(done));
 }
 
-std::uint64_t placer::placements() const { return impl_->placements; }
-std::uint64_t placer::claims_lost() const { return impl_->lost; }
-std::uint64_t placer::copies_dropped() const { return impl_->drops; }
+std::uint64_t placer::placements() const {
+  return impl_->placements;
+}
+std::uint64_t placer::claims_lost() const {
+  return impl_->lost;
+}
+std::uint64_t placer::copies_dropped() const {
+  return impl_->drops;
+}
 
 }  // namespace warm::warmd

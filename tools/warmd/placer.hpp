@@ -45,9 +45,9 @@ class placer {
  public:
   struct options {
     std::unique_ptr<etcd::client> etcd;
-    std::string root;      // the cluster's keys (node::cluster_root)
-    std::string instance;  // this instance's name
-    runtime* rt = nullptr;                 // borrowed
+    std::string root;                        // the cluster's keys (node::cluster_root)
+    std::string instance;                    // this instance's name
+    runtime* rt = nullptr;                   // borrowed
     node::membership* membership = nullptr;  // borrowed
     peer_client* peers = nullptr;            // borrowed
     std::chrono::milliseconds claim_life{60000};
@@ -94,7 +94,8 @@ class placer {
   // once, waiting at most until `deadline`. A model another live instance holds is left alone.
   // Migration claims are on no lease: they outlive this instance, which is about to leave. Blocks
   // the caller (warmd's main thread at shutdown), never the placement thread.
-  migration migrate(const std::vector<migrant>& models, std::chrono::steady_clock::time_point deadline);
+  migration migrate(const std::vector<migrant>& models,
+                    std::chrono::steady_clock::time_point deadline);
 
   // Copies (node/copies.hpp). `basis`: the model's copies change as read from etcd (its key's
   // mod_revision, 0 when absent) and the copies counted then. Both block the caller (the copy
@@ -115,12 +116,13 @@ class placer {
   // claim also writes the model's copies change, compared against basis.revision: when another
   // holder changed the copies since, nothing is placed. Returns the copies asked for (a copy
   // already loading on another instance counts).
-  std::size_t add_copies(const std::string& model, std::uint64_t bytes, std::size_t count, const copies_basis& basis);
+  std::size_t add_copies(const std::string& model, std::uint64_t bytes, std::size_t count,
+                         const copies_basis& basis);
   // Records that this instance drops its copy of `model` (compared against basis.revision).
   // true: the caller unloads it; false: another holder changed the copies first, or etcd failed.
   bool drop_copy(const std::string& model, const copies_basis& basis);
 
-  std::uint64_t placements() const;   // claims this instance won (copies' among them)
+  std::uint64_t placements() const;  // claims this instance won (copies' among them)
   std::uint64_t copies_dropped() const;
   std::uint64_t claims_lost() const;  // claims another instance won first
 

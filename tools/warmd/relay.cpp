@@ -18,14 +18,17 @@ std::uint32_t rpc_relay::in_flight(const std::string& address) const {
 }
 
 void rpc_relay::finished(const std::string& address) {
-  if (auto it = in_flight_.find(address); it != in_flight_.end() && --it->second == 0) in_flight_.erase(it);
+  if (auto it = in_flight_.find(address); it != in_flight_.end() && --it->second == 0)
+    in_flight_.erase(it);
 }
 
-kj::Maybe<kj::Promise<void>> rpc_relay::infer(rpc::infer_context context, std::function<kj::Promise<void>()> serve_here) {
+kj::Maybe<kj::Promise<void>> rpc_relay::infer(rpc::infer_context context,
+                                              std::function<kj::Promise<void>()> serve_here) {
   auto request = context.getParams().getRequest();
   if (request.getForwarded()) return nullptr;  // one hop
   const std::string model = request.getTarget();
-  auto address = cluster_.relay_address(model, [this](const std::string& a) { return in_flight(a); });
+  auto address =
+      cluster_.relay_address(model, [this](const std::string& a) { return in_flight(a); });
   if (address.empty()) return nullptr;
   auto link = links_.get(address);
   ++in_flight_[address];
@@ -38,13 +41,16 @@ kj::Maybe<kj::Promise<void>> rpc_relay::infer(rpc::infer_context context, std::f
   });
   auto fall_back = [self, link, address, model, serve_here](std::string why) {
     self->cluster_.relayed(false);
-    if (self->log_) self->log_("cluster: cannot forward " + model + " to " + address + ": " + why + "; serving it here");
+    if (self->log_)
+      self->log_("cluster: cannot forward " + model + " to " + address + ": " + why +
+                 "; serving it here");
     return serve_here();
   };
   return links_.timer()
       .timeoutAfter(call_timeout_.count() * kj::MILLISECONDS, kj::mv(call))
       .then(
-          [self, context, address, fall_back](capnp::Response<rpc::Warm::InferResults>&& reply) mutable -> kj::Promise<void> {
+          [self, context, address, fall_back](
+              capnp::Response<rpc::Warm::InferResults>&& reply) mutable -> kj::Promise<void> {
             self->finished(address);
             auto status = reply.getStatus();
             if (status.getCode() == rpc::Status::Code::UNAVAILABLE)

@@ -32,11 +32,12 @@ class rpc_relay : public std::enable_shared_from_this<rpc_relay> {
  public:
   // `cluster` is borrowed and must outlive the relay; after cluster_mode::leave nothing is relayed.
   // `log` is told of each request that fell back (may be empty).
-  rpc_relay(kj::AsyncIoProvider& io, cluster_mode& cluster, std::string token, std::shared_ptr<const peer_tls> tls,
-            std::chrono::milliseconds call_timeout,
+  rpc_relay(kj::AsyncIoProvider& io, cluster_mode& cluster, std::string token,
+            std::shared_ptr<const peer_tls> tls, std::chrono::milliseconds call_timeout,
             std::function<void(const std::string&)> log);
 
-  kj::Maybe<kj::Promise<void>> infer(rpc::infer_context context, std::function<kj::Promise<void>()> serve_here);
+  kj::Maybe<kj::Promise<void>> infer(rpc::infer_context context,
+                                     std::function<kj::Promise<void>()> serve_here);
 
   // Requests in flight from this relay to `address`.
   std::uint32_t in_flight(const std::string& address) const;

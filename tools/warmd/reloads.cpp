@@ -8,8 +8,7 @@ namespace warm::warmd {
 
 // Re-reads what warmd serves and applies it whole: the number of served models, or why nothing
 // changed.
-expected<std::uint32_t> reload(runtime& rt, const config& c,
-                                     bool serving) {
+expected<std::uint32_t> reload(runtime& rt, const config& c, bool serving) {
   if (!serving)
     return make_error(
         errc::invalid_argument,
@@ -28,6 +27,5 @@ expected<std::uint32_t> reload(runtime& rt, const config& c,
   spdlog::info("reloaded: serving {} versioned model(s)", count);
   return count;
 }
-
 
 }  // namespace warm::warmd

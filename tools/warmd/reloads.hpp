@@ -50,7 +50,6 @@ class reload_queue {
 
 // Re-reads what warmd serves and applies it whole: the number of served models, or why nothing
 // changed.
-expected<std::uint32_t> reload(runtime& rt, const config& c,
-                                     bool serving);
+expected<std::uint32_t> reload(runtime& rt, const config& c, bool serving);
 
 }  // namespace warm::warmd

@@ -13,17 +13,20 @@ namespace warm::warmd {
 
 namespace {
 
-const std::set<std::string> model_keys{"name",      "base-path",      "versions",        "load-policy",
-                                       "labels",    "force-labels", "size-hint",      "max-batch",       "max-queue-delay",
-                                       "preferred-batch", "batch-queue"};
+const std::set<std::string> model_keys{
+    "name",      "base-path", "versions",        "load-policy",     "labels",     "force-labels",
+    "size-hint", "max-batch", "max-queue-delay", "preferred-batch", "batch-queue"};
 
-std::string line_of(const toml::node& node) { return " (line " + std::to_string(node.source().begin.line) + ")"; }
+std::string line_of(const toml::node& node) {
+  return " (line " + std::to_string(node.source().begin.line) + ")";
+}
 
 // One [[model]] table.
 expected<served_model_config> parse_model(const toml::table& t, const std::string& name) {
   served_model_config m;
   auto bad = [&](const toml::node& node, const std::string& key, const std::string& what) {
-    return make_error(errc::invalid_argument, name + ": model key \"" + key + "\" " + what + line_of(node));
+    return make_error(errc::invalid_argument,
+                      name + ": model key \"" + key + "\" " + what + line_of(node));
   };
   for (auto& [key, node] : t)
     if (!model_keys.count(std::string(key.str())))
@@ -37,12 +40,14 @@ expected<served_model_config> parse_model(const toml::table& t, const std::strin
   auto count = [&](const char* key) -> expected<std::optional<std::uint64_t>> {
     auto* node = t.get(key);
     if (!node) return std::optional<std::uint64_t>();
-    if (!node->is_integer() || node->as_integer()->get() < 0) return bad(*node, key, "must be a non-negative integer");
+    if (!node->is_integer() || node->as_integer()->get() < 0)
+      return bad(*node, key, "must be a non-negative integer");
     return std::optional<std::uint64_t>(static_cast<std::uint64_t>(node->as_integer()->get()));
   };
   auto model_name = text("name");
   if (!model_name) return std::move(model_name).error();
-  if (!*model_name) return make_error(errc::invalid_argument, name + ": a [[model]] has no name" + line_of(t));
+  if (!*model_name)
+    return make_error(errc::invalid_argument, name + ": a [[model]] has no name" + line_of(t));
   m.name = **model_name;
   auto base = text("base-path");
   if (!base) return std::move(base).error();
@@ -65,7 +70,8 @@ expected<served_model_config> parse_model(const toml::table& t, const std::strin
     if (!labels->is_table()) return bad(*labels, "labels", "must be a table of label = version");
     for (auto& [label, version] : *labels->as_table()) {
       if (!version.is_integer() || version.as_integer()->get() <= 0)
-        return bad(version, "labels." + std::string(label.str()), "must be a positive version number");
+        return bad(version, "labels." + std::string(label.str()),
+                   "must be a positive version number");
       m.labels[std::string(label.str())] = static_cast<std::uint64_t>(version.as_integer()->get());
     }
   }
@@ -102,7 +108,8 @@ expected<served_model_config> parse_model(const toml::table& t, const std::strin
       b.max_queue_delay = std::chrono::duration_cast<std::chrono::microseconds>(*d);
     }
     if (preferred) {
-      if (!preferred->is_array()) return bad(*preferred, "preferred-batch", "must be an array of batch sizes");
+      if (!preferred->is_array())
+        return bad(*preferred, "preferred-batch", "must be an array of batch sizes");
       for (auto& size : *preferred->as_array()) {
         if (!size.is_integer() || size.as_integer()->get() <= 0)
           return bad(size, "preferred-batch", "must hold positive integers");
@@ -123,9 +130,11 @@ expected<served_models_config> parse_served_models(std::string_view text, const 
   for (auto& [key, node] : *parsed) {
     if (key.str() != "model")
       return make_error(errc::invalid_argument, name + ": key \"" + std::string(key.str()) +
-                                                    "\" is not known; models are [[model]] tables" + line_of(node));
+                                                    "\" is not known; models are [[model]] tables" +
+                                                    line_of(node));
     if (!node.is_array_of_tables())
-      return make_error(errc::invalid_argument, name + ": \"model\" must be [[model]] tables" + line_of(node));
+      return make_error(errc::invalid_argument,
+                        name + ": \"model\" must be [[model]] tables" + line_of(node));
     for (auto& entry : *node.as_array()) {
       auto m = parse_model(*entry.as_table(), name);
       if (!m) return std::move(m).error();
@@ -168,7 +177,8 @@ expected<served_models_config> served_models_for(const std::string& file, bool s
   }
   if (serve_repo) {
     std::set<std::string> named;
-    for (auto& m : config.models) named.insert(m.name);
+    for (auto& m : config.models)
+      named.insert(m.name);
     for (auto& name : repository_models(roots)) {
       if (named.count(name)) continue;
       served_model_config m;

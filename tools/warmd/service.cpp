@@ -19,8 +19,8 @@
 #include <kj/thread.h>
 
 #include "acceptor.hpp"
-#include "net/loopback.hpp"
 #include "net/listen.hpp"
+#include "net/loopback.hpp"
 #include "net/tls.hpp"
 #include "rpc/tls_context.hpp"
 #include "warm/runtime.hpp"
@@ -70,7 +70,9 @@ expected<void> clear_stale_socket(const std::string& path) {
   struct stat st {};
   const bool there = ::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
   if (auto why = net::clear_stale_socket(path); !why.empty())
-    return make_error(why.find("not a socket") != std::string::npos ? errc::invalid_argument : errc::unavailable, why);
+    return make_error(
+        why.find("not a socket") != std::string::npos ? errc::invalid_argument : errc::unavailable,
+        why);
   if (there) spdlog::info("removed stale socket {}", path);
   return {};
 }

@@ -22,7 +22,7 @@ class runtime;
 namespace warm::net {
 class login_limiter;
 struct tls_material;
-}
+}  // namespace warm::net
 
 namespace warm::warmd {
 

@@ -6,7 +6,9 @@ namespace warm::warmd {
 
 namespace {
 
-net::tls_files files_of(const config& c) { return {c.tls_cert, c.tls_key, c.tls_client_ca}; }
+net::tls_files files_of(const config& c) {
+  return {c.tls_cert, c.tls_key, c.tls_client_ca};
+}
 
 void log_loaded(const net::tls_material& m, const net::tls_files& files, const char* when) {
   spdlog::info("{}{}", when, net::describe(m, files));
@@ -17,7 +19,8 @@ void log_loaded(const net::tls_material& m, const net::tls_files& files, const c
 
 expected<std::shared_ptr<const net::tls_material>> load_front_tls(const config& c) {
   auto files = files_of(c);
-  if (!files.enabled() && files.client_ca.empty()) return std::shared_ptr<const net::tls_material>();
+  if (!files.enabled() && files.client_ca.empty())
+    return std::shared_ptr<const net::tls_material>();
   net::tls_material m;
   std::string why;
   if (!net::load_tls(files, m, why)) return make_error(errc::invalid_argument, why);
@@ -30,7 +33,8 @@ std::shared_ptr<const net::tls_material> reload_front_tls(const config& c) {
   net::tls_material m;
   std::string why;
   if (!net::load_tls(files, m, why)) {
-    spdlog::error("SIGHUP: the TLS certificates were not reloaded, the fronts keep theirs: {}", why);
+    spdlog::error("SIGHUP: the TLS certificates were not reloaded, the fronts keep theirs: {}",
+                  why);
     return nullptr;
   }
   log_loaded(m, files, "SIGHUP: TCP fronts: ");
