@@ -73,7 +73,11 @@ struct load_started {
   std::shared_ptr<std::atomic<std::uint64_t>> progress;  // bytes copied so far (live)
 };
 // From the device that installed the model: the slot to serve from (LOADED; the route is
-// published and the waiters answered).
+// published and the waiters answered). The device sends it, not the loader pool, because from
+// then on the device alone speaks for the slot: its slot_evicted (evicted for room, replaced, lost
+// with a model runtime) may follow at once, and CAF keeps messages in order only between one
+// sender and one receiver. Routed through the pool, load_done could arrive after the eviction
+// of the slot it announces.
 struct load_done {
   std::string device;
   std::shared_ptr<serving_slot> slot;
