@@ -112,8 +112,12 @@ TEST_CASE("unregistering waits for in-flight inferences before the bytes return"
   CHECK(dev.draining == small_model_bytes);
   CHECK(input_width(lease->lease.model().io()) == 16);  // the weights are still there to use
   lease.reset();
-  REQUIRE(eventually([&] { return f.rt->inspect().get()->devices.at(0).used == 0; }));
-  CHECK(f.rt->inspect().get()->devices.at(0).draining == 0);
+  // The bytes come back on the reclaimer, then its quiesced event reaches the device actor, which
+  // stops counting them as draining: both, in that order, a moment apart.
+  REQUIRE(eventually([&] {
+    auto d = f.rt->inspect().get()->devices.at(0);
+    return d.used == 0 && d.draining == 0;
+  }));
   auto st = f.rt->status("a").get();
   CHECK(st->state == model_state::not_found);
 }
@@ -134,10 +138,11 @@ TEST_CASE("a request arriving while an unloaded model drains is served by a new 
   CHECK(dev.used == 2 * small_model_bytes);  // the draining copy and the new one, both charged
   CHECK(input_width(lease->lease.model().io()) == 16);  // the old copy still serves its lease
 
-  lease.reset();  // the in-flight inference ends: only now do the old copy's bytes return
-  REQUIRE(
-      eventually([&] { return f.rt->inspect().get()->devices.at(0).used == small_model_bytes; }));
-  CHECK(f.rt->inspect().get()->devices.at(0).draining == 0);
+  lease.reset();            // the in-flight inference ends: only now do the old copy's bytes return
+  REQUIRE(eventually([&] {  // the bytes back, then the device told (as above)
+    auto d = f.rt->inspect().get()->devices.at(0);
+    return d.used == small_model_bytes && d.draining == 0;
+  }));
   CHECK(resident(*f.rt) == std::vector<std::string>{"a"});
 }
 

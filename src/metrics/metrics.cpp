@@ -152,8 +152,7 @@ std::string prometheus_text(const runtime_metrics& m,
   w.sample({}, static_cast<double>(m.loads_running.value()));
   w.family("warm_evictions_total", kind::counter,
            "Models removed from a device: capacity (room for a load), unload (operator or "
-           "unregistration), "
-           "replaced (a re-registered model's new copy).");
+           "unregistration), replaced (a re-registered model's new copy).");
   for (std::size_t d = 0; d < m.devices.size() && d < devices.size(); ++d)
     for (int r = 0; r < eviction_reasons; ++r)
       w.sample(

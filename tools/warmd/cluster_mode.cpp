@@ -201,8 +201,7 @@ void cluster_mode::drain(std::chrono::seconds budget) {
   auto moved = placing->migrate(models, started + budget);
   spdlog::info(
       "drain: {} recent model(s): {} loaded on other instances, {} already there, {} failed or "
-      "unfinished, "
-      "{} with nowhere to go ({:.1f} s)",
+      "unfinished, {} with nowhere to go ({:.1f} s)",
       models.size(), moved.loaded, moved.elsewhere, moved.failed, moved.unplaced,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 }

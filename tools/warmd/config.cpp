@@ -187,8 +187,7 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
       ->check(CLI::PositiveNumber);
   app.add_option("--inline-inference-limit", c.inline_inference_limit,
                  "Largest hit (batch x parameters, multiply-adds) run on the RPC thread; larger "
-                 "ones run on the "
-                 "inference threads")
+                 "ones run on the inference threads")
       ->capture_default_str();
   app.add_option("--max-batch", c.max_batch,
                  "Dynamic batching: most rows in one pass over a model's weights (0: off)")

@@ -84,10 +84,8 @@ void raise_open_file_limit(std::uint64_t connections) {
   if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < connections + own)
     spdlog::warn(
         "the open-file limit is {}: fewer than the connections allowed ({}) plus {} for warmd "
-        "itself; "
-        "past it new connections wait in the listen backlog until descriptors are free (raise it "
-        "with "
-        "ulimit -n or LimitNOFILE=)",
+        "itself; past it new connections wait in the listen backlog until descriptors are free "
+        "(raise it with ulimit -n or LimitNOFILE=)",
         limit.rlim_cur, connections, own);
 }
 
@@ -301,15 +299,12 @@ int main(int argc, char** argv) {
   if (code.in_process)
     spdlog::warn(
         "--in-process-code: TorchScript models load and run inside warmd; a model file can then "
-        "read and "
-        "write whatever warmd can. Serve them from a model runtime (--runtime) instead where "
-        "others can "
-        "publish models");
+        "read and write whatever warmd can. Serve them from a model runtime (--runtime) instead "
+        "where others can publish models");
   else if (code.describe_helper.empty())
     spdlog::warn(
         "no describe helper (warm-runtime beside warmd, or --describe-helper): TorchScript models "
-        "cannot "
-        "be registered");
+        "cannot be registered");
   warm::set_code_policy(std::move(code));
 
   auto state_warnings = warm::warmd::check_state_dir(c.state);
