@@ -181,7 +181,8 @@ struct fixture {
         msg::load_failed{make_error(errc::load_failed, why), time->now() + 10s, look_at(where)});
   }
   std::shared_ptr<serving_slot> slot() {
-    return std::make_shared<serving_slot>("m", *dev, dev->load(file).value(), nullptr);
+    return std::make_shared<serving_slot>(
+        "m", *dev, weights{dev->load(file).value(), inline_reclaim()}, nullptr);
   }
 };
 

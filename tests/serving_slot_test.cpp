@@ -27,7 +27,8 @@ struct loaded {
     REQUIRE(write_dense_model(path, {{16, 8}, activation::relu, 1}));
     file = *open_model_file(path);
   }
-  std::unique_ptr<resident_model> weights() { return dev->load(file).value(); }
+  // Freed inline, on the thread that quiesces: these tests run no actors.
+  warm::weights weights() { return {dev->load(file).value(), inline_reclaim()}; }
 };
 
 // Three threads that lease "m" through `routes` until stopped, counting their leases and the

@@ -56,6 +56,25 @@ TEST_CASE("the weights of a load cancelled while it ran are freed off the actors
   CHECK(r);
 }
 
+TEST_CASE(
+    "a load cancelled while it ran that then fails leaves nothing to free, and the pool goes on") {
+  test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 1);  // one load at a time
+  const auto before = actor_threads::weights_freed();
+  f.loader->hold();
+  f.loader->fail("a");  // a's load will fail: no weights come back
+  REQUIRE(f.rt->register_model("a", {"a"}, true).get());
+  REQUIRE(test::eventually([&] { return f.loader->loads_of("a") == 1; }));
+  REQUIRE(f.rt->unregister_model("a").get());  // cancelled while it runs
+  f.loader->open_gate();
+  // b's load starts only once the pool has taken a's failed, cancelled answer (one load at a
+  // time): the pool had nothing to drop and serves on.
+  REQUIRE(f.rt->register_model("b", {"b"}).get());
+  auto r = f.rt->infer({"b", {test::input()}}).get();
+  CHECK(r);
+  CHECK(f.loader->started() == std::vector<std::string>{"a", "b"});
+  CHECK(actor_threads::weights_freed() == before);
+}
+
 TEST_CASE("weights evicted, unloaded and unregistered are freed off the actors' threads") {
   test::runtime_fixture f({"a", "b", "c"}, {"host:" + std::to_string(2 * test::small_model_bytes)});
   f.register_all();

@@ -285,7 +285,6 @@ device_actor::behavior_type device_behavior(self_ptr self,
         bool lost_already = host && !host->holds(**m.weights);
         auto slot = std::make_shared<serving_slot>(m.model, dev, std::move(*m.weights), nullptr);
         slot->set_release(release(slot.get()));
-        slot->set_reclaimer(s.config.reclaim);
         if (s.residents.count(m.model)) {
           // A newer incarnation of the model (re-registered) replaces a stale copy.
           auto stale = s.residents[m.model];

@@ -5,7 +5,7 @@
 // Interface: warm::device_actor (actors/protocol/forward.hpp); what it is sent, by whom, and what
 // it answers: actors/protocol/device_protocol.hpp. All from within the runtime.
 // On exit every slot it holds is withdrawn, so the weights are freed once leases end.
-// Withdrawn weights are freed by the reclaimer (config.reclaim), never in a handler here: a
+// Withdrawn weights are freed by their reclaimer (core/weights.hpp), never in a handler here: a
 // withdrawn slot counts as draining until its quiesced event arrives, after the bytes are back.
 #pragma once
 
@@ -27,9 +27,6 @@ struct device_actor_config {
   std::unique_ptr<cache_policy> policy;  // moved into the actor's state
   std::shared_ptr<const clock> time;
   std::shared_ptr<runtime_metrics> metrics;  // null: the actor keeps private ones
-  // Where withdrawn weights are freed (serving_slot::set_reclaimer): off this actor's thread,
-  // since freeing gigabytes (munmap, cudaFree) takes long. Unset: inline (tests of one actor).
-  serving_slot::reclaim_fn reclaim;
 };
 
 // Spawns a device actor reporting to `pool`.

@@ -24,14 +24,16 @@ namespace {
 
 struct worker_state {
   std::shared_ptr<model_loader> loader;
+  reclaim_fn reclaim;  // where the weights it loads are freed, whoever drops them
 };
 
 // A detached actor (its own thread): runs one load at a time for the pool, answering each
 // load_job request with its load_result.
 loader_worker_actor::behavior_type loader_worker(
-    loader_worker_actor::stateful_pointer<worker_state> self,
-    std::shared_ptr<model_loader> loader) {
+    loader_worker_actor::stateful_pointer<worker_state> self, std::shared_ptr<model_loader> loader,
+    reclaim_fn reclaim) {
   self->state.loader = std::move(loader);
+  self->state.reclaim = std::move(reclaim);
   return {
       [=](msg::load_job& job) -> msg::load_result {
         msg::load_result result;
@@ -45,7 +47,7 @@ loader_worker_actor::behavior_type loader_worker(
           // A measurement within the reservation settles here (the excess goes back now); one
           // beyond it is settled by the pool once the device actor has made room for the rest.
           if ((*loaded)->shortfall() == 0) (*loaded)->settle({});
-          result.model = std::make_shared<std::unique_ptr<resident_model>>(std::move(*loaded));
+          result.model = std::make_shared<weights>(std::move(*loaded), self->state.reclaim);
         } else {
           result.error = std::move(loaded).error();
           result.file = seen;
@@ -298,8 +300,7 @@ void on_loaded(self_ptr self, loader_worker_actor worker, const msg::registratio
 void settle(self_ptr self, load_record& r, msg::load_result loaded);
 
 // The load is done and its charge settled: the device actor installs it and tells the owner.
-void install(self_ptr self, load_record& r, std::shared_ptr<std::unique_ptr<resident_model>> model,
-             double seconds) {
+void install(self_ptr self, load_record& r, std::shared_ptr<weights> model, double seconds) {
   auto& s = self->state;
   s.metrics->load_seconds.observe(seconds);
   s.failures.clear(r.model);
@@ -367,19 +368,17 @@ void on_reserved(self_ptr self, const msg::registration& who, msg::reserve_resul
   dispatch(self);
 }
 
-// Frees weights the pool no longer wants on the reclaimer (config.reclaim), never on this actor's
-// thread. `device` stays blocked until their bytes are back: then the reclaimer tells the pool
-// (device_freed), which unblocks it and dispatches the loads waiting for room.
-void drop(self_ptr self, std::size_t device, std::unique_ptr<resident_model> model) {
-  if (!model) return;
+// Frees weights the pool no longer wants (none when the load failed) on their reclaimer, never on
+// this actor's thread. `device` stays blocked until their bytes are back: then the reclaimer
+// tells the pool (device_freed), which unblocks it and dispatches the loads waiting for room.
+void drop(self_ptr self, std::size_t device, std::shared_ptr<weights> model) {
+  if (!model || !*model) return;
   self->state.blocked[device] = true;
   auto weak_self = caf::actor_cast<caf::weak_actor_ptr>(self);
-  self->state.config.reclaim(
-      [weights = std::shared_ptr<resident_model>(std::move(model)), weak_self, device]() mutable {
-        weights.reset();
-        if (auto pool = caf::actor_cast<loader_pool_actor>(weak_self.lock()))
-          caf::anon_send(pool, msg::device_freed{device});
-      });
+  std::move(*model).reclaim([weak_self, device] {
+    if (auto pool = caf::actor_cast<loader_pool_actor>(weak_self.lock()))
+      caf::anon_send(pool, msg::device_freed{device});
+  });
 }
 
 // A worker's answer to a load job.
@@ -393,7 +392,7 @@ void on_loaded(self_ptr self, loader_worker_actor worker, const msg::registratio
   auto& r = *found;
   auto device = r.device;
   if (r.cancelled) {
-    drop(self, device, std::move(*m.model));
+    drop(self, device, std::move(m.model));
     self->send(r.owner, msg::load_cancelled{});
     finish(self, r.model);
   } else if (m.model && (*m.model)->shortfall() > 0) {
@@ -422,7 +421,7 @@ void settle(self_ptr self, load_record& r, msg::load_result loaded) {
     if (!found) return dispatch(self);
     auto& r = *found;
     if (r.cancelled) {
-      drop(self, r.device, std::move(*model));
+      drop(self, r.device, model);
       self->send(r.owner, msg::load_cancelled{});
       finish(self, r.model);
     } else if (m.reservation) {
@@ -432,7 +431,7 @@ void settle(self_ptr self, load_record& r, msg::load_result loaded) {
       auto measured = (*model)->measured_bytes();
       auto reserved = (*model)->bytes();
       auto device = r.device;
-      auto weights = std::move(*model);
+      auto dropped = model;
       auto& dev = *s.config.devices[r.device];
       auto code = measured > dev.capacity() ? errc::model_too_large : m.error.code;
       r.measured = r.bytes = measured;  // a retry reserves what the model takes
@@ -442,7 +441,7 @@ void settle(self_ptr self, load_record& r, msg::load_result loaded) {
                                " once loaded, more than the " + format_bytes(reserved) +
                                " reserved, and the rest does not fit: " + m.error.message),
           std::nullopt);                       // requeues it or fails it: `r` may be gone
-      drop(self, device, std::move(weights));  // the device waits for these bytes to come back
+      drop(self, device, std::move(dropped));  // the device waits for these bytes to come back
     }
     dispatch(self);
   };
@@ -467,7 +466,7 @@ loader_pool_actor::behavior_type loader_pool(self_ptr self,
     s.config.metrics = std::make_shared<runtime_metrics>(s.config.devices.size());
   s.metrics = s.config.metrics.get();
   for (std::uint32_t i = 0; i < s.config.max_concurrent_loads; ++i) {
-    auto worker = self->spawn<caf::detached>(loader_worker, s.config.loader);
+    auto worker = self->spawn<caf::detached>(loader_worker, s.config.loader, s.config.reclaim);
     self->link_to(worker);
     s.idle_workers.push_back(worker);
   }

@@ -43,9 +43,10 @@ struct loader_pool_config {
   std::uint32_t max_attempts = 3;
   std::chrono::nanoseconds failure_expiry = std::chrono::minutes(10);
   std::shared_ptr<runtime_metrics> metrics;  // null: the pool keeps private ones
-  // Where weights the pool drops (a load cancelled or refused after it finished) are freed: off
-  // the pool's thread, like the device actors' (serving_slot::reclaim_fn). Required.
-  serving_slot::reclaim_fn reclaim;
+  // Where loaded weights are freed, off every actor's thread: the workers make each model's weights
+  // with it (core/weights.hpp), so a load the pool drops (cancelled, or refused after it
+  // finished) and a slot's last lease both free there. Required.
+  reclaim_fn reclaim;
 };
 
 // Spawns the pool and its workers (std::logic_error without config.reclaim). Device actors are

@@ -4,13 +4,12 @@
 
 namespace warm {
 
-serving_slot::serving_slot(std::string model, device& owner,
-                           std::unique_ptr<resident_model> weights, release_fn on_release)
+serving_slot::serving_slot(std::string model, device& owner, weights loaded, release_fn on_release)
     : model_(std::move(model)),
-      host_id_(weights->host_id()),
+      host_id_(loaded->host_id()),
       owner_(&owner),
-      bytes_(weights->bytes()),
-      weights_(std::move(weights)),
+      bytes_(loaded->bytes()),
+      weights_(std::move(loaded)),
       on_release_(std::move(on_release)) {}
 
 serving_slot::~serving_slot() {
@@ -68,20 +67,14 @@ void serving_slot::release() {
 
 bool serving_slot::quiesce() {
   if (quiesced_.exchange(true)) return false;
-  // The task owns the weights and a copy of the callback: it needs nothing of the slot, which may
-  // be gone by the time a reclaimer runs it. The slot keeps its callback unchanged: the release
-  // that emptied the count just before the withdrawal may still be calling it (an idle event),
-  // and copying it is a read like that call, where moving it out would race with it.
-  auto free_then_notify = [weights = std::shared_ptr<resident_model>(std::move(weights_)),
-                           done = on_release_, freed = freed_]() mutable {
-    weights.reset();  // frees the device memory and returns its bytes to the budget
-    freed->store(true);
+  // The task needs nothing of the slot, which may be gone by the time the reclaimer runs it. The
+  // slot keeps its callback unchanged: the release that emptied the count just before the
+  // withdrawal may still be calling it (an idle event), and copying it is a read like that call,
+  // where moving it out would race with it.
+  std::move(weights_).reclaim([done = on_release_, freed = freed_] {
+    freed->store(true);  // the device memory is freed and its bytes are back in the budget
     if (done) done(event::quiesced);
-  };
-  if (reclaim_)
-    reclaim_(std::move(free_then_notify));
-  else
-    free_then_notify();
+  });
   return true;
 }
 

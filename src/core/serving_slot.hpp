@@ -18,9 +18,9 @@
 // flag let a release that emptied the count read the flag set later, after a new lease had been
 // taken, and free the weights under it.)
 //
-// Freeing weights can be slow (munmap of gigabytes, cudaFree waiting for the device): with a
-// reclaimer set, quiesce hands the freeing and the quiesced event to it as one task, so the thread
-// that quiesced (possibly an actor's) never frees. Without one it frees inline.
+// Freeing weights can be slow (munmap of gigabytes, cudaFree waiting for the device): quiesce
+// hands the freeing and the quiesced event to the weights' reclaimer as one task
+// (core/weights.hpp), so the thread that quiesced (possibly an actor's) never frees.
 //
 // on_release runs on whichever thread made the slot quiescent or idle (a client thread, an
 // executor thread, the reclaimer or the withdrawing actor): it must only post a message.
@@ -33,6 +33,7 @@
 #include <optional>
 #include <string>
 
+#include "core/weights.hpp"
 #include "warm/clock.hpp"
 #include "warm/device.hpp"
 
@@ -44,18 +45,13 @@ class serving_slot : public std::enable_shared_from_this<serving_slot> {
   // Why on_release was called.
   enum class event { quiesced, idle };
   using release_fn = std::function<void(event)>;
-  // Runs a task (freeing withdrawn weights, then the quiesced event) somewhere else, soon.
-  using reclaim_fn = std::function<void(std::function<void()> task)>;
 
-  // `weights` must be resident on `owner`, which must outlive the slot.
-  serving_slot(std::string model, device& owner, std::unique_ptr<resident_model> weights,
-               release_fn on_release);
+  // `loaded` (not empty) must be resident on `owner`, which must outlive the slot.
+  serving_slot(std::string model, device& owner, weights loaded, release_fn on_release);
   ~serving_slot();
 
   // Sets the callback; only before the slot is shared (it is not synchronized).
   void set_release(release_fn on_release) { on_release_ = std::move(on_release); }
-  // Sets where quiescing frees the weights; only before the slot is shared.
-  void set_reclaimer(reclaim_fn reclaim) { reclaim_ = std::move(reclaim); }
   serving_slot(const serving_slot&) = delete;
   serving_slot& operator=(const serving_slot&) = delete;
 
@@ -127,9 +123,8 @@ class serving_slot : public std::enable_shared_from_this<serving_slot> {
   const std::string host_id_;
   device* const owner_;
   const std::uint64_t bytes_;
-  std::unique_ptr<resident_model> weights_;
+  weights weights_;
   release_fn on_release_;
-  reclaim_fn reclaim_;
   // Set once the weights are freed, by whichever thread freed them; shared with the free task.
   std::shared_ptr<std::atomic<bool>> freed_ = std::make_shared<std::atomic<bool>>(false);
   // One word so that a lease costs one read-modify-write on the hit path: the low 24 bits count

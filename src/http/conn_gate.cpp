@@ -1,5 +1,6 @@
 #include "http/conn_gate.hpp"
 
+#include "http/connection_limits.hpp"
 #include "http/gate_connection.hpp"
 
 #include <arpa/inet.h>
@@ -27,49 +28,12 @@ namespace warm::http {
 
 using namespace gate;
 
-namespace {
-
-// The address a connection counts against: an IPv4 address, or the /64 prefix of an IPv6 one
-// (one client commonly holds a whole /64); an IPv4-mapped IPv6 address as IPv4. Empty when the
-// socket has no IP peer (a unix socket: only the limit on all connections applies to those).
-std::string address_of(int fd) {
-  sockaddr_storage a{};
-  socklen_t length = sizeof a;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &length) != 0) return {};
-  char text[INET6_ADDRSTRLEN] = {};
-  if (a.ss_family == AF_INET) {
-    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&a)->sin_addr, text, sizeof text);
-    return text;
-  }
-  if (a.ss_family != AF_INET6) return {};
-  in6_addr v6 = reinterpret_cast<sockaddr_in6*>(&a)->sin6_addr;
-  if (IN6_IS_ADDR_V4MAPPED(&v6)) {
-    ::inet_ntop(AF_INET, &v6.s6_addr[12], text, sizeof text);
-    return text;
-  }
-  std::memset(&v6.s6_addr[8], 0, 8);
-  ::inet_ntop(AF_INET6, &v6, text, sizeof text);
-  return std::string(text) + "/64";
-}
-
-// The last tenth of max_connections is kept for addresses with fewer than this many open.
-constexpr std::size_t few_connections = 4;
-
-}  // namespace
-
 struct conn_gate::impl {
   // Workers, and the dispatched requests none of them has taken yet.
   struct pool {
     explicit pool(std::size_t n) : workers(n) {}
     httplib::ThreadPool workers;
     std::atomic<std::size_t> queued{0};
-  };
-
-  // An address's open connections, and its refusals not logged yet (at most a line a second).
-  struct address_count {
-    std::size_t open = 0;
-    clock::time_point logged{};
-    std::size_t unlogged = 0;
   };
 
   gate_options options;
@@ -79,11 +43,8 @@ struct conn_gate::impl {
   int wake = -1;                     // eventfd: new arrivals, room given back, or stop
   std::thread poller;
   std::mutex mutex;
-  std::vector<connection> arrived;  // under mutex
-  std::atomic<std::size_t> open{0};
-  std::mutex counts_mutex;
-  std::unordered_map<std::string, address_count> by_address;  // under counts_mutex; open > 0 only
-  address_count over_all;                  // refusals for max_connections, under counts_mutex
+  std::vector<connection> arrived;         // under mutex
+  connection_limits limits;                // rule 1: the connections open, in all and by address
   std::atomic<std::uint64_t> buffered{0};  // body bytes reserved; added on the poll thread only
   std::atomic<std::uint64_t> peak_buffered{0};
   std::deque<connection> for_room;  // poll thread: complete heads waiting for room for their bodies
@@ -98,7 +59,8 @@ struct conn_gate::impl {
         serve(std::move(s)),
         main_pool(std::make_unique<pool>(std::max<std::uint32_t>(1, options.threads))),
         light_pool(options.light_threads ? std::make_unique<pool>(options.light_threads) : nullptr),
-        wake(::eventfd(0, EFD_CLOEXEC)) {}
+        wake(::eventfd(0, EFD_CLOEXEC)),
+        limits(options.max_connections, options.max_connections_per_address) {}
 
   void notify() {
     std::uint64_t one = 1;
@@ -109,58 +71,10 @@ struct conn_gate::impl {
     if (options.log) options.log(line);
   }
 
-  enum class admission { admitted, full, address_full };
-
-  // Rule 1 for a connection from `peer` (counted when admitted). A line to log goes to `line`.
-  admission admit(const std::string& peer, std::string& line) {
-    std::lock_guard<std::mutex> lock(counts_mutex);
-    auto now = clock::now();
-    auto found = by_address.find(peer);
-    std::size_t from_peer = found == by_address.end() ? 0 : found->second.open;
-    const std::size_t max = options.max_connections;
-    const std::size_t reserve = max / 10;
-    std::string reason;
-    address_count* counted = &over_all;
-    auto refused = admission::address_full;
-    if (open.load() >= max) {
-      refused = admission::full;
-      reason = std::to_string(open.load()) + " connections are open (max_connections)";
-    } else if (!peer.empty() && options.max_connections_per_address &&
-               from_peer >= options.max_connections_per_address) {
-      reason =
-          std::to_string(from_peer) + " connections are open from it (max_connections_per_address)";
-      counted = &found->second;
-    } else if (!peer.empty() && open.load() >= max - reserve && from_peer >= few_connections) {
-      reason = std::to_string(from_peer) + " connections are open from it, and the last " +
-               std::to_string(reserve) + " of " + std::to_string(max) +
-               " are kept for addresses with fewer than " + std::to_string(few_connections);
-      counted = &found->second;
-    } else {
-      ++open;
-      ++by_address[peer].open;
-      return admission::admitted;
-    }
-    if (now - counted->logged >= std::chrono::seconds(1)) {
-      line = "http: refusing a connection from " + (peer.empty() ? std::string("a client") : peer) +
-             ": " + reason;
-      if (counted->unlogged)
-        line += " (and " + std::to_string(counted->unlogged) + " more since the last such line)";
-      counted->logged = now;
-      counted->unlogged = 0;
-    } else {
-      ++counted->unlogged;
-    }
-    return refused;
-  }
-
   // Forgets a connection whose socket is closed: its counts and its room for a body.
   void forget(connection& c) {
     release(c);
-    std::lock_guard<std::mutex> lock(counts_mutex);
-    if (auto found = by_address.find(c.peer);
-        found != by_address.end() && --found->second.open == 0)
-      by_address.erase(found);
-    --open;
+    limits.forget(c.peer);
   }
 
   void drop(connection& c) {
@@ -591,10 +505,10 @@ void conn_gate::admit(int fd, const net::ssl_server* tls) {
   c.fd = fd;
   c.peer = address_of(fd);
   std::string line;
-  auto admitted = impl_->admit(c.peer, line);
+  auto admitted = impl_->limits.admit(c.peer, line);
   if (!line.empty()) impl_->log(line);
-  if (admitted == impl::admission::full) return refuse("too many open connections");
-  if (admitted == impl::admission::address_full)
+  if (admitted == connection_limits::admission::full) return refuse("too many open connections");
+  if (admitted == connection_limits::admission::address_full)
     return refuse("too many open connections from this address");
   if (tls && !(c.ssl = tls->open(fd))) return impl_->drop(c);  // out of memory
   impl_->wait_for_head(std::move(c));
@@ -618,7 +532,7 @@ void conn_gate::stop() {
 }
 
 std::size_t conn_gate::open_connections() const {
-  return impl_->open.load();
+  return impl_->limits.open();
 }
 std::uint64_t conn_gate::buffered_body_bytes() const {
   return impl_->buffered.load();

@@ -155,8 +155,13 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
                                            : std::max(1u, std::thread::hardware_concurrency());
   impl->executor = std::make_unique<warm::executor>(threads);
   impl->reclaimer = std::make_unique<warm::executor>(1);
-  auto reclaim = [reclaimer = impl->reclaimer.get()](std::function<void()> task) {
-    reclaimer->submit(std::move(task));
+  impl->reclaim_to = std::make_shared<reclaim_gate>();
+  impl->reclaim_to->open = impl->reclaimer.get();
+  auto reclaim = [gate = impl->reclaim_to](std::function<void()> task) {
+    std::unique_lock<std::mutex> lock(gate->mutex);
+    if (gate->open) return gate->open->submit(std::move(task));
+    lock.unlock();
+    task();  // the runtime has stopped: no actor runs, freeing here stalls nothing
   };
   impl->describer =
       std::make_unique<warm::executor>(4);  // a slow describe (a helper at its deadline) holds one
@@ -176,8 +181,7 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   impl->pool = spawn_loader_pool(*impl->system, std::move(pool));
   for (std::size_t i = 0; i < impl->devices.size(); ++i)
     impl->device_actors.push_back(spawn_device_actor(
-        *impl->system,
-        {i, impl->devices[i], std::move(policies[i]), impl->time, impl->metrics, reclaim},
+        *impl->system, {i, impl->devices[i], std::move(policies[i]), impl->time, impl->metrics},
         impl->pool));
   attach_devices(impl->pool, impl->device_actors);
   if (policies_rescore) {
@@ -256,6 +260,11 @@ runtime::~runtime() {
   // Every slot left in the hit path's index gives its weights back before the devices go.
   for (auto& slot : i.routes->slots())
     slot->withdraw();
+  {
+    // Weights dropped from now on (a lease or a message that outlives the runtime) free inline.
+    std::lock_guard<std::mutex> lock(i.reclaim_to->mutex);
+    i.reclaim_to->open = nullptr;
+  }
   i.reclaimer.reset();  // frees everything withdrawn so far
   i.system.reset();
 }

@@ -28,8 +28,15 @@
 #include <atomic>
 #include <future>
 #include <memory>
+#include <mutex>
 
 namespace warm {
+
+// Where weights go to be freed: the reclaimer while it runs, else nowhere (freed by the caller).
+struct reclaim_gate {
+  std::mutex mutex;
+  warm::executor* open = nullptr;
+};
 
 struct runtime_impl {
   runtime_options options;
@@ -49,9 +56,11 @@ struct runtime_impl {
   std::vector<device_actor> device_actors;
   std::unique_ptr<warm::batcher> batcher;    // the batch queues of the models that batch
   std::unique_ptr<warm::executor> executor;  // runs inferences after a miss
-  // One thread freeing withdrawn weights (munmap, cudaFree) for the device actors; declared after
-  // the devices, so it is gone before them.
+  // One thread freeing weights (munmap, cudaFree) that the actors drop or withdraw; declared after
+  // the devices, so it is gone before them. Every weights handle reaches it through reclaim_to,
+  // which the runtime closes before stopping it (later drops free inline: no actor runs then).
   std::unique_ptr<warm::executor> reclaimer;
+  std::shared_ptr<reclaim_gate> reclaim_to;
   // One thread for the registry's file reads that answer a describe (a large header is parsed
   // there, never on the registry's thread).
   std::unique_ptr<warm::executor> describer;

@@ -10,6 +10,7 @@
 
 #include "actors/protocol/common.hpp"
 #include "core/serving_slot.hpp"
+#include "core/weights.hpp"
 #include "policy/importance.hpp"
 #include "warm/clock.hpp"
 #include "warm/device.hpp"
@@ -38,8 +39,8 @@ struct reserve_result {
 // load_done; a resident copy of an earlier registration of the model is evicted (replaced).
 struct install {
   std::string model;
-  model_actor owner;                                         // told load_done
-  std::shared_ptr<std::unique_ptr<resident_model>> weights;  // its charge settled
+  model_actor owner;                       // told load_done
+  std::shared_ptr<warm::weights> weights;  // its charge settled
   double seconds = 0;
   std::uint64_t predicted = 0;  // the bytes reserved before the load (inspection)
 };

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "actors/protocol/common.hpp"
+#include "core/weights.hpp"
 #include "storage/file.hpp"
 #include "warm/device.hpp"
 #include "warm/model_repository.hpp"
@@ -26,7 +27,7 @@ struct load_job {
 struct load_result {
   // Set on success. Its charge is settled when it measured no more than was reserved; otherwise
   // its shortfall() is still to be reserved (by the device actor, which may evict for it).
-  std::shared_ptr<std::unique_ptr<resident_model>> model;
+  std::shared_ptr<warm::weights> model;
   warm::error error;
   double seconds = 0;
   file_seen file;  // on failure: the model's file as the worker saw it before the load

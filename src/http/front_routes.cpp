@@ -1,0 +1,77 @@
+#include "http/front_routes.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "http/v2_codec.hpp"
+
+namespace warm::http::front_detail {
+
+using json = nlohmann::json;
+
+void reply_json(httplib::Response& res, int status, std::string body) {
+  res.status = status;
+  res.set_content(std::move(body), "application/json");
+}
+
+void reply_error(httplib::Response& res, const warm::error& e) {
+  reply_json(res, http_status(e.code), encode_error(e.message));
+}
+
+std::uint64_t control_body_limit(std::uint64_t max_request_bytes) {
+  return max_request_bytes ? std::min(max_request_bytes, max_control_body_bytes)
+                           : max_control_body_bytes;
+}
+
+request_class classify(std::uint64_t max_request_bytes, std::string_view method,
+                       std::string_view target) {
+  auto starts = [&](std::string_view prefix) { return target.substr(0, prefix.size()) == prefix; };
+  request_class c;
+  c.max_body =
+      starts("/v2/repository/") ? control_body_limit(max_request_bytes) : max_request_bytes;
+  c.light =
+      method == "GET" && (starts("/v2/health/") || target == "/metrics" || starts("/metrics?"));
+  return c;
+}
+
+std::string allowed_methods(std::string_view path) {
+  static constexpr std::pair<const char*, const char*> routes[] = {
+      {"/v2/health/live", "GET, HEAD"},
+      {"/v2/health/ready", "GET, HEAD"},
+      {"/v2", "GET, HEAD"},
+      {"/v2/models/*", "GET, HEAD"},
+      {"/v2/models/*/versions/*", "GET, HEAD"},
+      {"/v2/models/*/ready", "GET, HEAD"},
+      {"/v2/models/*/versions/*/ready", "GET, HEAD"},
+      {"/v2/models/*/infer", "POST"},
+      {"/v2/models/*/versions/*/infer", "POST"},
+      {"/v2/repository/index", "POST"},
+      {"/v2/repository/models/*/load", "POST"},
+      {"/v2/repository/models/*/unload", "POST"},
+      {"/metrics", "GET, HEAD"},
+  };
+  auto matches = [&](std::string_view pattern) {
+    std::string_view rest = path;
+    while (!pattern.empty()) {
+      auto p_end = std::min(pattern.find('/', 1), pattern.size());
+      auto r_end = std::min(rest.find('/', 1), rest.size());
+      auto want = pattern.substr(0, p_end), got = rest.substr(0, r_end);
+      if (want == "/*" ? got.size() < 2 || got.front() != '/' : want != got) return false;
+      pattern.remove_prefix(p_end);
+      rest.remove_prefix(r_end);
+    }
+    return rest.empty();
+  };
+  for (const auto& [pattern, allow] : routes)
+    if (matches(pattern)) return allow;
+  return {};
+}
+
+expected<void> check_control_body(const std::string& body) {
+  auto first = body.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return {};
+  if (body[first] != '{' || !json::accept(body))
+    return make_error(errc::invalid_argument, "the request body must be empty or a JSON object");
+  return {};
+}
+
+}  // namespace warm::http::front_detail
