@@ -111,10 +111,8 @@ struct fixture {
     loader_pool_config config;
     config.devices.push_back(make_host_device(1 << 30));
     config.time = time;
-    config.max_concurrent_loads = 1;  // one load at a time: the rest wait in the queue
-    config.reclaim = [](std::function<void()> task) {
-      task();
-    };  // inline: no weights are dropped here
+    config.max_concurrent_loads = 1;    // one load at a time: the rest wait in the queue
+    config.reclaim = inline_reclaim();  // no weights are loaded here
     pool = spawn_loader_pool(*sys, std::move(config));
     device = sys->spawn(refusing_device, log);
     attach_devices(pool, {device});
