@@ -1,15 +1,15 @@
-// How many copies of a model a cluster keeps (node/copies.hpp): the queue meter's windows, the
-// add and drop rule with its boundaries, the settle time, the cluster-full test, no oscillation
+// How many copies of a model a cluster keeps (cluster/copy_rule.hpp): the queue meter's windows,
+// the add and drop rule with its boundaries, the settle time, the cluster-full test, no oscillation
 // at a steady load, excluded instances in placement, and the copies change's JSON.
 #include <catch2/catch.hpp>
 
 #include <random>
 
-#include "node/copies.hpp"
-#include "node/placing.hpp"
+#include "cluster/copy_rule.hpp"
+#include "cluster/miss_placement.hpp"
 
 using namespace warm;
-using namespace warm::node;
+using namespace warm::cluster;
 
 namespace {
 

@@ -1,15 +1,15 @@
-// Placement of cluster misses (node/placing.hpp) and the placement claim's JSON (node/records.hpp):
-// a live claim is followed, a dead or stale one is replaced against its revision, claims reserve
-// bytes and queue their loads until their instance's next record, and cold models placed one after
-// another spread.
+// Placement of cluster misses (cluster/miss_placement.hpp) and the placement claim's JSON
+// (cluster/records.hpp): a live claim is followed, a dead or stale one is replaced against its
+// revision, claims reserve bytes and queue their loads until their instance's next record, and cold
+// models placed one after another spread.
 #include <catch2/catch.hpp>
 
 #include <map>
 
-#include "node/placing.hpp"
+#include "cluster/miss_placement.hpp"
 
 using namespace warm;
-using namespace warm::node;
+using namespace warm::cluster;
 
 namespace {
 

@@ -1,12 +1,12 @@
-// The cluster's records (node/records.hpp): names and keys, the instance record's JSON both
+// The cluster's records (cluster/records.hpp): names and keys, the instance record's JSON both
 // ways with every refusal naming its key and field, the record an inspection makes, and the
 // placement view of a record.
 #include <catch2/catch.hpp>
 
-#include "node/records.hpp"
+#include "cluster/records.hpp"
 
 using namespace warm;
-using namespace warm::node;
+using namespace warm::cluster;
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The cluster's registry in etcd (node/etcd_registry.hpp) against a real etcd
+// The cluster's registry in etcd (cluster/etcd_registry.hpp) against a real etcd
 // (tests/support/etcd_member.hpp): two stores share one registry; each sees the other's changes
 // and never its own; writes are compare-and-set, a lost comparison succeeding only where etcd
 // already holds the same record; a follower whose history was compacted gets the registry whole;
@@ -13,8 +13,8 @@
 #include <mutex>
 #include <thread>
 
+#include "cluster/etcd_registry.hpp"
 #include "etcd/client.hpp"
-#include "node/etcd_registry.hpp"
 #include "support/etcd_member.hpp"
 
 namespace {
@@ -78,12 +78,12 @@ struct inbox {
 };
 
 std::unique_ptr<registry_storage> open_store(std::shared_ptr<etcd::client> c, inbox* in = nullptr) {
-  node::etcd_registry_options o;
+  cluster::etcd_registry_options o;
   o.etcd = std::move(c);
   o.cluster = "t";
   o.retry = 200ms;
   if (in) o.log = in->logger();
-  auto s = node::open_etcd_registry(std::move(o));
+  auto s = cluster::open_etcd_registry(std::move(o));
   REQUIRE(s);
   return std::move(*s);
 }

@@ -15,6 +15,13 @@ reads that block and checks every `#include "..."` in src/ and include/warm/:
   - headers under include/ include only headers under include/, and those include/warm/meson.build
     installs include only each other, so the installed tree compiles without src/.
 
+The tools sit above every layer. The fenced block of the "Tools" section lists, per tools/ folder,
+`tools/NAME [FOLDER ...]`: the src/ layers (and other tools' or the tests' folders) it may include
+besides its own files and the public headers under include/warm/. Every tools/ folder with C++
+sources has a line, and an include outside its list fails: a tool drives the layers through their
+interfaces and does not grow its own copy of one (warmd may not reach the actors, the policies or
+etcd directly: the cluster's drivers live in src/cluster).
+
 Fails naming each offending file, line and include. Prints what it checked, so an empty pass is
 visible (and fails too).
 """
@@ -60,6 +67,84 @@ def read_layers(doc):
     if not ranks:
         sys.exit(f"{doc}: the Layers section has no fenced block of 'RANK src/FOLDER' lines")
     return ranks, owners
+
+
+def read_tools(doc):
+    """Returns {tools folder: set of folders it may include} from the Tools section's block."""
+    lines = doc.read_text().splitlines()
+    try:
+        start = next(i for i, l in enumerate(lines) if l.strip() == "## Tools")
+    except StopIteration:
+        sys.exit(f"{doc}: no '## Tools' section")
+    allowed = {}
+    in_block = False
+    for number, line in enumerate(lines[start + 1:], start + 2):
+        if line.startswith("## "):
+            break
+        if line.startswith("```"):
+            if in_block:
+                break
+            in_block = True
+            continue
+        words = line.split()
+        if not in_block or not words or not words[0].startswith("tools/"):
+            continue
+        for folder in words[1:]:
+            if not (folder.startswith("src/") or folder.startswith("tools/")
+                    or folder == "tests/support"):
+                sys.exit(f"{doc}:{number}: expected 'tools/NAME [src/X|tools/Y|tests/support ...]'"
+                         f", got {line!r}")
+        allowed[words[0]] = set(words[1:])
+    if not allowed:
+        sys.exit(f"{doc}: the Tools section has no fenced block of 'tools/NAME ...' lines")
+    return allowed
+
+
+def check_tools(root, ranks, owners, problems):
+    """The Tools rule; returns the number of includes checked."""
+    allowed = read_tools(root / "docs" / "architecture.md")
+    folders = {f"tools/{p.name}" for p in (root / "tools").iterdir()
+               if p.is_dir() and any(q.suffix in SOURCE_SUFFIXES for q in p.rglob("*"))}
+    for folder in sorted(folders - allowed.keys()):
+        problems.append(f"{folder}: a tools/ folder with C++ sources and no line in "
+                        "docs/architecture.md's Tools")
+    for folder in sorted(allowed.keys() - folders):
+        problems.append(f"docs/architecture.md Tools: {folder} has no C++ sources")
+    checked = 0
+    for folder in sorted(folders & allowed.keys()):
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix not in SOURCE_SUFFIXES:
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                match = INCLUDE.match(line)
+                if not match:
+                    continue
+                include = match.group(1)
+                checked += 1
+                where = f"{path.relative_to(root)}:{number}: #include \"{include}\""
+                if include.startswith("warm/") and (root / "include" / include).is_file():
+                    continue  # the embedding API
+                if include.startswith("../"):
+                    target = str((path.parent / include).resolve().parent.relative_to(root.resolve()))
+                elif (path.parent / include).is_file():
+                    continue  # its own files
+                elif include.endswith(".capnp.h") and (path.parent / include[:-2]).is_file():
+                    continue  # generated from its own schema
+                elif include in owners:
+                    target = owners[include]
+                elif include.split("/")[0] == "support" and (root / "tests" / include).is_file():
+                    target = "tests/support"
+                elif f"src/{include.split('/')[0]}" in ranks and "/" in include:
+                    target = f"src/{include.split('/')[0]}"
+                else:
+                    problems.append(f"{where}: cannot tell which folder this header belongs to")
+                    continue
+                if target != folder and target not in allowed[folder]:
+                    problems.append(f"{where}: {folder} may include only "
+                                    f"{' '.join(sorted(allowed[folder])) or 'its own files'} "
+                                    f"besides warm/ (docs/architecture.md, Tools); {target} is not "
+                                    "among them")
+    return checked
 
 
 def installed_headers(meson_build):
@@ -135,11 +220,12 @@ def main():
                 problems.append(f"{where}: {folder} (rank {ranks[folder]}) includes {target} "
                                 f"(rank {ranks[target]}), {how}; includes must point down")
 
+    tool_includes = check_tools(root, ranks, owners, problems)
     for problem in problems:
         print(problem)
     print(f"layers_test: {len(files)} files in {len(ranks)} folders, {checked} includes checked, "
-          f"{len(problems)} problems")
-    if problems or checked == 0:
+          f"{tool_includes} includes of the tools checked, {len(problems)} problems")
+    if problems or checked == 0 or tool_includes == 0:
         sys.exit(1)
 
 

@@ -1,4 +1,4 @@
-// An instance's membership (node/membership.hpp) against a real etcd
+// An instance's membership (cluster/membership.hpp) against a real etcd
 // (tests/support/etcd_member.hpp): instances see each other, changes and draining are
 // republished, a stopped instance leaves at once, an instance whose lease expires leaves within
 // its TTL, malformed records are ignored, and etcd going away and coming back is survived.
@@ -11,15 +11,15 @@
 #include <mutex>
 #include <thread>
 
+#include "cluster/membership.hpp"
 #include "etcd/client.hpp"
-#include "node/membership.hpp"
 #include "support/etcd_member.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using namespace warm;
-using warm::node::membership;
+using warm::cluster::membership;
 using warm::test::etcd_member;
 
 [[maybe_unused]] const bool etcd_present = [] {
@@ -63,9 +63,9 @@ struct logbook {
   }
 };
 
-node::membership_options options_for(const etcd_member& etcd, const std::string& name,
-                                     fake_runtime& rt, std::string cluster = "test") {
-  node::membership_options o;
+cluster::membership_options options_for(const etcd_member& etcd, const std::string& name,
+                                        fake_runtime& rt, std::string cluster = "test") {
+  cluster::membership_options o;
   o.endpoints = {etcd.endpoint()};
   o.cluster = std::move(cluster);
   o.instance = name;
@@ -79,7 +79,7 @@ node::membership_options options_for(const etcd_member& etcd, const std::string&
   return o;
 }
 
-std::unique_ptr<membership> start(node::membership_options o) {
+std::unique_ptr<membership> start(cluster::membership_options o) {
   auto m = membership::start(std::move(o));
   INFO((m ? std::string() : m.error().to_string()));
   REQUIRE(m);
@@ -97,7 +97,7 @@ bool eventually(F condition, std::chrono::milliseconds limit) {
   return condition();
 }
 
-std::optional<node::member> find(const membership& m, const std::string& name) {
+std::optional<cluster::member> find(const membership& m, const std::string& name) {
   for (auto& x : m.members())
     if (x.record.name == name) return x;
   return std::nullopt;
@@ -150,17 +150,17 @@ TEST_CASE(
   REQUIRE(c);
   auto lease = (*c)->grant_lease(2);
   REQUIRE(lease);
-  node::instance_record ghost;
+  cluster::instance_record ghost;
   ghost.name = "ghost";
   ghost.address = "127.0.0.1:1";
-  REQUIRE((*c)->put("/warm/test/instances/ghost", node::encode(ghost), lease->id));
+  REQUIRE((*c)->put("/warm/test/instances/ghost", cluster::encode(ghost), lease->id));
   REQUIRE((*c)->put("/warm/test/instances/junk", "{not json"));
   // Forged records, as someone who can write to etcd would put them: on no lease (it would never
   // go), and under one name while naming another.
-  node::instance_record forged = ghost;
+  cluster::instance_record forged = ghost;
   forged.name = "forged";
-  REQUIRE((*c)->put("/warm/test/instances/forged", node::encode(forged)));
-  REQUIRE((*c)->put("/warm/test/instances/other", node::encode(forged), lease->id));
+  REQUIRE((*c)->put("/warm/test/instances/forged", cluster::encode(forged)));
+  REQUIRE((*c)->put("/warm/test/instances/other", cluster::encode(forged), lease->id));
   REQUIRE(eventually([&] { return find(*m, "ghost").has_value(); }, 2s));
   CHECK(eventually(
       [&] {
@@ -238,7 +238,7 @@ TEST_CASE("an instance whose lease expired while etcd was frozen joins again und
 TEST_CASE("a membership refuses bad options") {
   fake_runtime rt;
   etcd_member etcd;  // not started: start() does no I/O
-  auto refused = [](node::membership_options o, const std::string& what) {
+  auto refused = [](cluster::membership_options o, const std::string& what) {
     auto m = membership::start(std::move(o));
     REQUIRE_FALSE(m);
     CHECK(m.error().code == errc::invalid_argument);

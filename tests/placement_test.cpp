@@ -1,4 +1,4 @@
-// Placement across instances (cluster/placement.hpp) and the cluster simulator
+// Placement across instances (ranking/ranking.hpp) and the cluster simulator
 // (eval/cluster_sim.hpp): hand-made rankings for both rules, the cost of making room after
 // reservations, and small traces whose cold starts, waits and shares are worked out by hand.
 #include <catch2/catch.hpp>
@@ -6,18 +6,18 @@
 #include <algorithm>
 #include <random>
 
-#include "cluster/placement.hpp"
 #include "eval/cluster_sim.hpp"
 #include "policy/cache_policy.hpp"
+#include "ranking/ranking.hpp"
 
 using namespace warm;
-using cluster::instance_view;
-using cluster::placement_rule;
+using ranking::instance_view;
+using ranking::placement_rule;
 
 namespace {
 
 instance_view view(std::uint64_t capacity, std::uint64_t used,
-                   std::vector<cluster::eviction_candidate> candidates = {}) {
+                   std::vector<ranking::eviction_candidate> candidates = {}) {
   instance_view v;
   v.capacity = capacity;
   v.used = used;
@@ -42,48 +42,48 @@ eval::catalog models_of(std::size_t n, std::uint64_t bytes, double load_ms) {
 
 TEST_CASE("the bytes to free count the reservations") {
   auto v = view(100, 90);
-  CHECK(cluster::bytes_to_free(v, 10) == 0);
-  CHECK(cluster::bytes_to_free(v, 11) == 1);
+  CHECK(ranking::bytes_to_free(v, 10) == 0);
+  CHECK(ranking::bytes_to_free(v, 11) == 1);
   v.reserved = 15;
-  CHECK(cluster::bytes_to_free(v, 0) == 5);
-  CHECK(cluster::bytes_to_free(v, 20) == 25);
+  CHECK(ranking::bytes_to_free(v, 0) == 5);
+  CHECK(ranking::bytes_to_free(v, 20) == 25);
 }
 
 TEST_CASE(
     "eviction cost: whole models, the cheaper of in order and one alone, beyond the reservations") {
   auto v = view(100, 90, {{10, 1}, {20, 4}, {30, 1}});  // in eviction order
-  CHECK(cluster::eviction_cost(v, 10) == 0);            // fits
-  CHECK(cluster::eviction_cost(v, 11) == 1);            // the first leaves whole
-  CHECK(cluster::eviction_cost(v, 21) ==
+  CHECK(ranking::eviction_cost(v, 10) == 0);            // fits
+  CHECK(ranking::eviction_cost(v, 11) == 1);            // the first leaves whole
+  CHECK(ranking::eviction_cost(v, 21) ==
         1);  // 11 bytes: the third alone (1) beats the first two (5)
-  CHECK(cluster::eviction_cost(v, 41) == 6);  // 31 bytes: all three, no one alone is enough
-  CHECK(cluster::eviction_cost(v, 100) == Approx(6 + 30 * 0.1));  // past the last: 0.1 per byte
+  CHECK(ranking::eviction_cost(v, 41) == 6);  // 31 bytes: all three, no one alone is enough
+  CHECK(ranking::eviction_cost(v, 100) == Approx(6 + 30 * 0.1));  // past the last: 0.1 per byte
   v.reserved = 15;                            // 5 bytes to free already: the first model goes
-  CHECK(cluster::eviction_cost(v, 5) == 0);   // the room it leaves is free
-  CHECK(cluster::eviction_cost(v, 6) == 0);   // 11 bytes: the third alone, for the same value
-  CHECK(cluster::eviction_cost(v, 16) == 0);  // 21 bytes: still the third alone
-  CHECK(cluster::eviction_cost(v, 36) ==
+  CHECK(ranking::eviction_cost(v, 5) == 0);   // the room it leaves is free
+  CHECK(ranking::eviction_cost(v, 6) == 0);   // 11 bytes: the third alone, for the same value
+  CHECK(ranking::eviction_cost(v, 16) == 0);  // 21 bytes: still the third alone
+  CHECK(ranking::eviction_cost(v, 36) ==
         5);  // 41 bytes: all three (6), less the 1 already given up
   v.candidates.clear();
-  CHECK(cluster::eviction_cost(v, 50) == 0);  // no candidates: no value known
+  CHECK(ranking::eviction_cost(v, 50) == 0);  // no candidates: no value known
 }
 
 // The boundary of "one alone": a candidate holding exactly the bytes to free frees enough, so
 // evicting it alone is a valid choice (bytes >= needed, not >); one byte more and it is not.
 TEST_CASE("eviction cost: a candidate holding exactly the bytes to free may go alone") {
   auto v = view(100, 90, {{10, 4}, {20, 1}});  // in eviction order
-  CHECK(cluster::eviction_cost(v, 30) == 1);   // 20 bytes: the second alone (1), not both (5)
-  CHECK(cluster::eviction_cost(v, 31) == 5);   // 21 bytes: no one alone is enough, both in order
+  CHECK(ranking::eviction_cost(v, 30) == 1);   // 20 bytes: the second alone (1), not both (5)
+  CHECK(ranking::eviction_cost(v, 31) == 5);   // 21 bytes: no one alone is enough, both in order
   v.reserved = 15;                             // 5 bytes to free already: the second alone (1)
-  CHECK(cluster::eviction_cost(v, 15) == 0);   // 20 bytes: still the second alone, nothing more
+  CHECK(ranking::eviction_cost(v, 15) == 0);   // 20 bytes: still the second alone, nothing more
   // And so in the ranking: the instance whose exact-sized candidate costs 1 beats one costing 3.
-  cluster::placement_request r{30, 0.0};
+  ranking::placement_request r{30, 0.0};
   std::vector<instance_view> all{view(100, 90, {{30, 3}}), view(100, 90, {{10, 4}, {20, 1}})};
-  CHECK(cluster::rank_instances(all, r, placement_rule::warm) == std::vector<std::size_t>{1, 0});
+  CHECK(ranking::rank_instances(all, r, placement_rule::warm) == std::vector<std::size_t>{1, 0});
 }
 
 TEST_CASE("warm placement ranks by the value a load gives up, then its wait, then room") {
-  cluster::placement_request r{20, 2.0};
+  ranking::placement_request r{20, 2.0};
   std::vector<instance_view> all{
       view(100, 90, {{20, 3}}),  // 0: must evict value 3
       view(100, 90, {{20, 1}}),  // 1: must evict value 1
@@ -93,36 +93,36 @@ TEST_CASE("warm placement ranks by the value a load gives up, then its wait, the
   };
   all.push_back(view(100, 0));
   all.back().draining = true;  // 5: draining
-  CHECK(cluster::rank_instances(all, r, placement_rule::warm) ==
+  CHECK(ranking::rank_instances(all, r, placement_rule::warm) ==
         std::vector<std::size_t>{2, 3, 1, 0});
 
   all[2].loads_in_flight = 1;  // a queued load: 2 s of wait behind it
-  CHECK(cluster::rank_instances(all, r, placement_rule::warm) ==
+  CHECK(ranking::rank_instances(all, r, placement_rule::warm) ==
         std::vector<std::size_t>{3, 1, 2, 0});
   all[2].loading_threads = 2;  // …half of it with two threads: ties with 1, more room wins
-  CHECK(cluster::rank_instances(all, r, placement_rule::warm) ==
+  CHECK(ranking::rank_instances(all, r, placement_rule::warm) ==
         std::vector<std::size_t>{3, 2, 1, 0});
   all[2].loading_threads = 1;
   all[2].loads_in_flight = 2;  // 4 s now: after instance 0's value of 3
-  CHECK(cluster::rank_instances(all, r, placement_rule::warm) ==
+  CHECK(ranking::rank_instances(all, r, placement_rule::warm) ==
         std::vector<std::size_t>{3, 1, 0, 2});
 
   all[3].reserved = 15;  // claims since its record leave it 5 bytes: it must evict,
                          // and publishes no value: last
-  CHECK(cluster::rank_instances(all, r, placement_rule::warm) ==
+  CHECK(ranking::rank_instances(all, r, placement_rule::warm) ==
         std::vector<std::size_t>{1, 0, 2, 3});
 }
 
 TEST_CASE("warm placement puts instances without a value after those with one, oldest first") {
-  cluster::placement_request r{20, 1.0};
+  ranking::placement_request r{20, 1.0};
   std::vector<instance_view> all{view(100, 90), view(100, 90), view(100, 90, {{30, 50}})};
   all[0].idle_seconds = 5;
   all[1].idle_seconds = 50;
-  CHECK(cluster::rank_instances(all, r, placement_rule::warm) == std::vector<std::size_t>{2, 1, 0});
+  CHECK(ranking::rank_instances(all, r, placement_rule::warm) == std::vector<std::size_t>{2, 1, 0});
 }
 
 TEST_CASE("ModelMesh's order: room first; full ones oldest first; then fewest models, most free") {
-  cluster::placement_request r{20, 1.0};
+  ranking::placement_request r{20, 1.0};
   std::vector<instance_view> all{view(100, 90), view(100, 95), view(100, 60),
                                  view(100, 70), view(100, 0),  view(100, 70)};
   all[0].idle_seconds = 10;
@@ -133,39 +133,39 @@ TEST_CASE("ModelMesh's order: room first; full ones oldest first; then fewest mo
   all[5].models = 3;
   // With room: 4 has no models, 3 before 2 (less free? no: the same count, 2 has more free),
   // 5 has the most models. Full: 1 (older) then 0.
-  CHECK(cluster::rank_instances(all, r, placement_rule::modelmesh) ==
+  CHECK(ranking::rank_instances(all, r, placement_rule::modelmesh) ==
         std::vector<std::size_t>{4, 2, 3, 5, 1, 0});
   all[2].used = 70;  // 2 and 3 now tie on models and room: the older cache timestamp first
-  CHECK(cluster::rank_instances(all, r, placement_rule::modelmesh) ==
+  CHECK(ranking::rank_instances(all, r, placement_rule::modelmesh) ==
         std::vector<std::size_t>{4, 3, 2, 5, 1, 0});
 }
 
 TEST_CASE("ModelMesh's shortlist stops at the first instance too far from the best") {
-  cluster::placement_request r{10, 1.0};
+  ranking::placement_request r{10, 1.0};
   SECTION("with room: a quarter of the best's room, and counts") {
     std::vector<instance_view> all{view(100, 0), view(100, 70), view(100, 80), view(100, 50)};
-    auto ranked = cluster::rank_instances(all, r, placement_rule::modelmesh);
+    auto ranked = ranking::rank_instances(all, r, placement_rule::modelmesh);
     REQUIRE(ranked == std::vector<std::size_t>{0, 3, 1, 2});
-    CHECK(cluster::modelmesh_shortlist(all, ranked, r) == 3);  // 2 has 20 free, under 100 / 4
+    CHECK(ranking::modelmesh_shortlist(all, ranked, r) == 3);  // 2 has 20 free, under 100 / 4
     all[1].models = 10;  // 10 models against the best's 0: too many
-    ranked = cluster::rank_instances(all, r, placement_rule::modelmesh);
-    CHECK(cluster::modelmesh_shortlist(all, ranked, r) == 2);
+    ranked = ranking::rank_instances(all, r, placement_rule::modelmesh);
+    CHECK(ranking::modelmesh_shortlist(all, ranked, r) == 2);
   }
   SECTION("full: cache timestamps within max(45 s, a tenth of the best's age)") {
     std::vector<instance_view> all{view(100, 95), view(100, 95), view(100, 95)};
     all[0].idle_seconds = 1000;
     all[1].idle_seconds = 910;  // 90 s younger: within a tenth of 1000 s
     all[2].idle_seconds = 890;  // 110 s younger: too far
-    auto ranked = cluster::rank_instances(all, r, placement_rule::modelmesh);
+    auto ranked = ranking::rank_instances(all, r, placement_rule::modelmesh);
     REQUIRE(ranked == std::vector<std::size_t>{0, 1, 2});
-    CHECK(cluster::modelmesh_shortlist(all, ranked, r) == 2);
+    CHECK(ranking::modelmesh_shortlist(all, ranked, r) == 2);
     all[0].idle_seconds = 100;
     all[1].idle_seconds = 60;  // 40 s: within 45 s
     all[2].idle_seconds = 50;  // 50 s: too far
-    ranked = cluster::rank_instances(all, r, placement_rule::modelmesh);
-    CHECK(cluster::modelmesh_shortlist(all, ranked, r) == 2);
+    ranked = ranking::rank_instances(all, r, placement_rule::modelmesh);
+    CHECK(ranking::modelmesh_shortlist(all, ranked, r) == 2);
   }
-  CHECK(cluster::modelmesh_shortlist({}, {}, r) == 0);
+  CHECK(ranking::modelmesh_shortlist({}, {}, r) == 0);
 }
 
 TEST_CASE("claims spread a burst that stale records send to one new instance") {
@@ -173,17 +173,17 @@ TEST_CASE("claims spread a burst that stale records send to one new instance") {
   // models arrive before the next record. ModelMesh's shortlist is the empty instance alone
   // every time; warm's claims queue loads there until waiting behind them costs more than the
   // others' cheapest models.
-  cluster::placement_request r{10, 2.0};
+  ranking::placement_request r{10, 2.0};
   std::vector<instance_view> records{view(100, 95, {{10, 0.5}, {10, 0.5}}),
                                      view(100, 95, {{10, 0.7}, {10, 0.7}}),
                                      view(100, 95, {{10, 0.9}, {10, 0.9}}), view(100, 0)};
   auto claims = records;
   std::vector<int> warm_loads(4, 0), mesh_loads(4, 0);
   for (int k = 0; k < 10; ++k) {
-    auto ranked = cluster::rank_instances(records, r, placement_rule::modelmesh);
-    REQUIRE(cluster::modelmesh_shortlist(records, ranked, r) == 1);
+    auto ranked = ranking::rank_instances(records, r, placement_rule::modelmesh);
+    REQUIRE(ranking::modelmesh_shortlist(records, ranked, r) == 1);
     ++mesh_loads[ranked.front()];
-    auto chosen = cluster::rank_instances(claims, r, placement_rule::warm).front();
+    auto chosen = ranking::rank_instances(claims, r, placement_rule::warm).front();
     ++warm_loads[chosen];
     claims[chosen].reserved += r.bytes;  // what a claim records
     ++claims[chosen].loads_in_flight;
@@ -195,9 +195,9 @@ TEST_CASE("claims spread a burst that stale records send to one new instance") {
 }
 
 TEST_CASE("placement rules by name") {
-  CHECK(*cluster::parse_placement_rule("warm") == placement_rule::warm);
-  CHECK(*cluster::parse_placement_rule("modelmesh") == placement_rule::modelmesh);
-  auto bad = cluster::parse_placement_rule("random");
+  CHECK(*ranking::parse_placement_rule("warm") == placement_rule::warm);
+  CHECK(*ranking::parse_placement_rule("modelmesh") == placement_rule::modelmesh);
+  auto bad = ranking::parse_placement_rule("random");
   REQUIRE_FALSE(bad);
   CHECK(bad.error().message.find("warm, modelmesh") != std::string::npos);
 }
@@ -215,7 +215,7 @@ TEST_CASE("eviction candidates follow kdf's order and values; other policies pub
   auto bytes = [](const std::string& id) -> std::uint64_t {
     return id == "a" ? 10 : id == "b" ? 30 : 20;
   };
-  auto candidates = cluster::eviction_candidates(*kdf, bytes, at_s(2));
+  auto candidates = ranking::eviction_candidates(*kdf, bytes, at_s(2));
   auto order = kdf->eviction_order(at_s(2));
   REQUIRE(candidates.size() == 3);
   REQUIRE(order.size() == 3);
@@ -224,13 +224,13 @@ TEST_CASE("eviction candidates follow kdf's order and values; other policies pub
     CHECK(candidates[i].value == Approx(order[i].score));
   }
   CHECK(order.front().model == "a");  // the least value per byte
-  CHECK(cluster::eviction_candidates(*kdf, bytes, at_s(2), 2).size() == 2);
+  CHECK(ranking::eviction_candidates(*kdf, bytes, at_s(2), 2).size() == 2);
 
   auto made_lru = make_policy("lru", options);
   REQUIRE(made_lru);
   auto& lru = *made_lru;
   lru->on_insert("a", 10, 1.0, at_s(0));
-  CHECK(cluster::eviction_candidates(*lru, bytes, at_s(2)).empty());
+  CHECK(ranking::eviction_candidates(*lru, bytes, at_s(2)).empty());
 }
 
 TEST_CASE("cluster: a load is waited for once, behind the loads queued before it") {
@@ -369,7 +369,7 @@ TEST_CASE("cluster: every placement and policy keeps its books on a random trace
       o.placement = rule;
       o.record_seconds = static_cast<double>(rng() % 4);
       o.loading_threads = 1 + static_cast<std::uint32_t>(rng() % 2);
-      INFO(policy << " " << cluster::to_string(rule) << " instances " << o.instances);
+      INFO(policy << " " << ranking::to_string(rule) << " instances " << o.instances);
       auto r = eval::simulate_cluster(t, models, o);
       REQUIRE(r);
       CHECK(r->requests == t.size());

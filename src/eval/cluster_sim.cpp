@@ -106,11 +106,11 @@ class cluster_run {
     const auto& model = models_[m];
     publish_if_due(now_ms);
     auto views = views_for_placement(now_ms);
-    cluster::placement_request request{model.bytes, model.load_ms / 1000};
-    auto ranked = cluster::rank_instances(views, request, options_.placement);
+    ranking::placement_request request{model.bytes, model.load_ms / 1000};
+    auto ranked = ranking::rank_instances(views, request, options_.placement);
     if (ranked.empty()) return make_error(errc::internal, "no instance can hold " + model.model);
-    if (options_.placement == cluster::placement_rule::modelmesh) {
-      auto shortlist = cluster::modelmesh_shortlist(views, ranked, request);
+    if (options_.placement == ranking::placement_rule::modelmesh) {
+      auto shortlist = ranking::modelmesh_shortlist(views, ranked, request);
       if (shortlist > 1) {  // the drawn one first, the rest in order behind it
         auto drawn = ranked.begin() + static_cast<std::ptrdiff_t>(rng_() % shortlist);
         std::rotate(ranked.begin(), drawn, drawn + 1);
@@ -191,9 +191,9 @@ class cluster_run {
       inst.policy->share_time_scale(shared);
   }
 
-  cluster::instance_view record_of(std::size_t i, double now_ms) {
+  ranking::instance_view record_of(std::size_t i, double now_ms) {
     auto& inst = instances_[i];
-    cluster::instance_view v;
+    ranking::instance_view v;
     v.capacity = options_.instance_capacity;
     v.used = inst.used;
     v.models = static_cast<std::uint32_t>(inst.residents.size());
@@ -203,7 +203,7 @@ class cluster_run {
     for (auto& [model, last] : inst.residents)
       least_recent = std::min(least_recent, last);
     v.idle_seconds = (now_ms - least_recent) / 1000;
-    v.candidates = cluster::eviction_candidates(
+    v.candidates = ranking::eviction_candidates(
         *inst.policy, [&](const std::string& id) { return models_[index_.at(id)].bytes; },
         detail::at_ms(now_ms));
     inst.claimed_since_record = 0;
@@ -211,9 +211,9 @@ class cluster_run {
   }
 
   // warm's placement adds its claims since each record; ModelMesh's sees the records alone.
-  std::vector<cluster::instance_view> views_for_placement(double now_ms) {
+  std::vector<ranking::instance_view> views_for_placement(double now_ms) {
     auto views = records_;
-    if (options_.placement == cluster::placement_rule::warm)
+    if (options_.placement == ranking::placement_rule::warm)
       for (std::size_t i = 0; i < views.size(); ++i) {
         views[i].reserved = instances_[i].claimed_since_record;
         views[i].loads_in_flight = instances_[i].loads_in_flight(now_ms);
@@ -224,7 +224,7 @@ class cluster_run {
   cluster_result finish() {
     auto& r = result_;
     r.policy = options_.policy;
-    r.placement = std::string(cluster::to_string(options_.placement));
+    r.placement = std::string(ranking::to_string(options_.placement));
     r.instances = options_.instances;
     r.instance_capacity = options_.instance_capacity;
     r.hit_ratio = r.requests
@@ -246,7 +246,7 @@ class cluster_run {
   std::vector<placed> where_;
   std::vector<cache_policy::history> remembered_;  // what its last instance's policy remembered
   std::vector<instance> instances_;
-  std::vector<cluster::instance_view> records_;
+  std::vector<ranking::instance_view> records_;
   bool published_ = false;
   double next_record_ms_ = 0;
   std::mt19937_64 rng_{options_.seed};

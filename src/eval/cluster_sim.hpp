@@ -1,5 +1,5 @@
 // The cluster simulator: a trace through N instances, each running the daemon's own policy code,
-// with the cluster's own placement code (cluster/placement.hpp) choosing where a model no instance
+// with the cluster's own placement code (ranking/ranking.hpp) choosing where a model no instance
 // holds is loaded. Unlike the one-device simulator, loads take time: each instance runs
 // `loading_threads` loads at once, a load waits for a free thread, and requests for a model whose
 // load is under way wait for that one load (one load cluster-wide). Time is the trace's.
@@ -28,9 +28,9 @@
 #include <cstdint>
 #include <string>
 
-#include "cluster/placement.hpp"
 #include "eval/catalog.hpp"
 #include "eval/trace.hpp"
+#include "ranking/ranking.hpp"
 #include "warm/error.hpp"
 #include "warm/policy_options.hpp"
 
@@ -40,7 +40,7 @@ struct cluster_options {
   std::size_t instances = 4;            // ≥ 1
   std::uint64_t instance_capacity = 0;  // bytes per instance; every model must fit one
   std::string policy = "kdf";           // every instance's eviction policy
-  cluster::placement_rule placement = cluster::placement_rule::warm;
+  ranking::placement_rule placement = ranking::placement_rule::warm;
   double record_seconds = 2;          // ≥ 0: how often instances republish their records
   std::uint32_t loading_threads = 1;  // ≥ 1 per instance
   std::uint64_t seed = 1;             // ModelMesh's random choice within its shortlist

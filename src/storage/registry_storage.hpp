@@ -1,7 +1,7 @@
 // What the registry keeps and the interface of where it keeps it: the records of models and
 // vmodels, a batch of changes to them, and registry_storage, which a store implements. SQLite
 // (registry_store.hpp) is the default; a cluster keeps its registry in etcd
-// (node/etcd_registry.hpp), shared by every instance. Pure storage, no CAF.
+// (cluster/etcd_registry.hpp), shared by every instance. Pure storage, no CAF.
 #pragma once
 
 #include <cstdint>

@@ -8,9 +8,9 @@
 #include <sstream>
 #include <vector>
 
-#include "cluster/placement.hpp"
 #include "commands.hpp"
 #include "policy/cache_policy.hpp"
+#include "ranking/ranking.hpp"
 #include "sim_common.hpp"
 
 namespace warm::eval_cli {
@@ -102,9 +102,9 @@ void add_simulate_command(CLI::App& app, int& rc) {
       }
       return;
     }
-    std::vector<cluster::placement_rule> rules;
+    std::vector<ranking::placement_rule> rules;
     for (auto& name : split(o->placements)) {
-      auto rule = cluster::parse_placement_rule(name);
+      auto rule = ranking::parse_placement_rule(name);
       if (!rule) return void(rc = report("simulate", rule.error(), exit_usage));
       rules.push_back(*rule);
     }

@@ -24,8 +24,7 @@
 
 #include "config.hpp"
 #if WARM_HAVE_CLUSTER
-#include "cluster_mode.hpp"
-#include "peer_tls.hpp"
+#include "cluster_setup.hpp"
 #include "storage/registry_storage.hpp"
 #endif
 #include "file_checks.hpp"
@@ -395,7 +394,7 @@ int main(int argc, char** argv) {
 #if WARM_HAVE_CLUSTER
   // Misses go to the cluster once it is joined (below); until then, and after it is left, they
   // are served here.
-  auto forwarding = std::make_shared<std::atomic<warm::warmd::cluster_mode*>>(nullptr);
+  auto forwarding = std::make_shared<std::atomic<warm::cluster::cluster_mode*>>(nullptr);
   if (!c.cluster.empty()) {
     options.registry_store = [&c] { return warm::warmd::cluster_registry(c); };
     options.miss_handler = [forwarding](const std::string& model, warm::infer_request& request,
@@ -460,32 +459,21 @@ int main(int argc, char** argv) {
 #if WARM_HAVE_CLUSTER
   // Cluster mode: the membership starts with the runtime, before the listeners; it leaves the
   // cluster first at shutdown, so that peers stop counting on this instance before it stops.
-  std::unique_ptr<warm::warmd::cluster_mode> cluster;
-  std::shared_ptr<warm::warmd::peer_tls> peer_tls;
+  warm::warmd::joined_cluster cluster;
   if (!c.cluster.empty()) {
-    // With TLS, instances dial each other with it: this instance's certificate presented, theirs
-    // checked against --tls-client-ca and the host each advertises.
-    if (*tls) {
-      auto advertised = warm::warmd::advertised_address(c);
-      if (!advertised) return usage(advertised.error().message);
-      if (auto problem = warm::warmd::advertised_tls_problem(*advertised, **tls); !problem.empty())
-        return usage("--cluster with TLS: " + problem);
-      peer_tls = std::make_shared<warm::warmd::peer_tls>(**tls);
-    }
-    auto joined = warm::warmd::cluster_mode::start(c, **rt, service_options.token, peer_tls);
+    auto joined = warm::warmd::join_cluster(c, **rt, service_options.token, *tls);
     if (!joined) {
       spdlog::error("cannot join the cluster: {}", joined.error().to_string());
       return joined.error().code == warm::errc::invalid_argument ? exit_usage : exit_failure;
     }
     cluster = std::move(*joined);
-    forwarding->store(
-        cluster.get());  // never cleared: the runtime, and every miss, ends before the cluster
+    // Never cleared: the runtime, and every miss, ends before the cluster.
+    forwarding->store(cluster.mode.get());
     service_options.server.cluster = [&cluster](warm::callback<warm::cluster_info> done) {
-      cluster->info(std::move(done));
+      cluster.mode->info(std::move(done));
     };
-    service_options.relay_factory = cluster->relay_factory(service_options.token);
-    if (auto address = warm::warmd::advertised_address(c))
-      service_options.cluster_address = *address;
+    service_options.relay_factory = cluster.mode->relay_factory();
+    service_options.cluster_address = cluster.address;
   }
 #endif
   auto service = warm::warmd::service::start(**rt, std::move(service_options));
@@ -544,7 +532,7 @@ int main(int argc, char** argv) {
                           set.error().to_string());
         }
 #if WARM_HAVE_CLUSTER
-        if (peer_tls) peer_tls->set(*renewed);  // for the peers dialled from now on
+        if (cluster.tls) cluster.tls->set(*renewed);  // for the peers dialled from now on
 #endif
 #if WARM_HAVE_GRPC
         if (grpc && c.grpc.rfind("unix:", 0) != 0) {
@@ -566,8 +554,9 @@ int main(int argc, char** argv) {
 #if WARM_HAVE_CLUSTER
   // SIGTERM (a rolling restart): recent models are loaded on peers first, while this instance
   // still serves; then the record goes at once.
-  if (cluster && signal_number == SIGTERM) cluster->drain(std::chrono::seconds(c.drain_seconds));
-  if (cluster) cluster->leave();
+  if (cluster.mode && signal_number == SIGTERM)
+    cluster.mode->drain(std::chrono::seconds(c.drain_seconds));
+  if (cluster.mode) cluster.mode->leave();
 #endif
   if (http) http->stop();  // stop accepting; requests being served finish
 #if WARM_HAVE_GRPC
