@@ -33,6 +33,7 @@ struct scaler_rig {
     c.members = &this->members;
     c.peers = &peers;
     c.inspect = [this](callback<inspection> done) {
+      ++inspections;
       inspection s;
       s.devices.emplace_back();
       std::lock_guard<std::mutex> lock(mutex);
@@ -77,6 +78,7 @@ struct scaler_rig {
   std::mutex mutex;
   std::map<std::string, std::uint32_t> queueing;  // resident models, requests in flight
   std::vector<std::string> unloaded;
+  std::atomic<int> inspections{0};
   copy_scaler_actor scaler;
 };
 
@@ -117,7 +119,7 @@ TEST_CASE("a model queueing below add_queue gets no copy") {
   scaler_rig rig({instance("a", 1'000'000, 1000, true, {"m"}), instance("b", 1'000'000, 0)},
                  quick_rule());
   rig.set_queueing("m", 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  REQUIRE(test::eventually([&] { return rig.inspections > 30; }));  // well past sustain_ms
   CHECK(rig.peers.ensured().empty());
   CHECK_FALSE(rig.store.key(copies_key(root, "m")));
 }
@@ -150,7 +152,8 @@ TEST_CASE(
                  quick_rule());
   REQUIRE(rig.store.put(copies_key(root, "m"), encode(copies_change{1, "b", now_unix_ms()}), 0));
   rig.set_queueing("m", 4);
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  REQUIRE(test::eventually([&] { return rig.store.lookups() > 0; }));  // judged: read m's copies
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   CHECK(rig.peers.ensured().empty());
   CHECK(rig.store.transactions() == 0);
 }

@@ -200,7 +200,8 @@ void stop_watching(placer_state& s) {
   s.watching = false;
 }
 
-placer_actor::behavior_type placer(self_pointer self, std::shared_ptr<placer_config> config) {
+placer_actor::behavior_type placer(self_pointer self, std::shared_ptr<placer_config> config,
+                                   std::shared_ptr<std::promise<void>> watching) {
   auto& s = self->state;
   s.config = std::move(*config);
   s.warn = throttled_log(s.config.log);
@@ -214,6 +215,7 @@ placer_actor::behavior_type placer(self_pointer self, std::shared_ptr<placer_con
           caf::anon_send(placer, msg::load_failed_here{e.model, *e.error});
       });
   s.watching = true;
+  watching->set_value();
   return {
       [=](msg::place_miss& m) {
         enqueue(self, m.model, job{std::move(m.request), m.done});
@@ -261,8 +263,14 @@ expected<placer_actor> spawn_placer(caf::actor_system& system, placer_config con
       !config.peers)
     return make_error(errc::invalid_argument,
                       "placement needs etcd, counters, the runtime, the members and the peers");
-  // Detached: it waits on etcd and on the runtime's answers.
-  return system.spawn<caf::detached>(placer, std::make_shared<placer_config>(std::move(config)));
+  // Detached: it waits on etcd and on the runtime's answers. Its first act, on its own thread, is
+  // to watch the runtime's events: returned once it does, so no failed load goes unrecorded.
+  auto watching = std::make_shared<std::promise<void>>();
+  auto watched = watching->get_future();
+  auto spawned = system.spawn<caf::detached>(
+      placer, std::make_shared<placer_config>(std::move(config)), std::move(watching));
+  watched.wait();
+  return spawned;
 }
 
 }  // namespace warm::cluster

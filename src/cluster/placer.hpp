@@ -48,7 +48,8 @@ struct placer_config {
   std::function<void(const std::string&)> log;  // warnings; may be empty
 };
 
-// invalid_argument when a borrowed part is missing.
+// invalid_argument when a borrowed part is missing. Returns once the placer watches the runtime's
+// events (blocks the caller briefly: not on a CAF scheduler thread).
 expected<placer_actor> spawn_placer(caf::actor_system& system, placer_config config);
 
 }  // namespace warm::cluster

@@ -14,6 +14,7 @@ expected<void> fake_store::enter(std::unique_lock<std::mutex>& lock) {
 expected<std::optional<etcd::key_value>> fake_store::get(const std::string& key) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (auto ok = enter(lock); !ok) return std::move(ok).error();
+  ++lookups_;
   auto it = kvs_.find(key);
   if (it == kvs_.end()) return std::optional<etcd::key_value>{};
   return std::optional<etcd::key_value>{it->second};
@@ -127,6 +128,10 @@ std::vector<etcd::key_value> fake_store::under(const std::string& prefix) const 
        ++it)
     out.push_back(it->second);
   return out;
+}
+int fake_store::lookups() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lookups_;
 }
 int fake_store::reads() const {
   std::lock_guard<std::mutex> lock(mutex_);

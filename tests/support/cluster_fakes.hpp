@@ -39,6 +39,7 @@ class fake_store final : public cluster::kv_store {
 
   std::optional<etcd::key_value> key(const std::string& key) const;
   std::vector<etcd::key_value> under(const std::string& prefix) const;
+  int lookups() const;       // get calls
   int reads() const;         // get_prefix calls
   int transactions() const;  // transact calls
 
@@ -50,7 +51,7 @@ class fake_store final : public cluster::kv_store {
   std::function<void(fake_store&)> before_transaction_;
   std::int64_t revision_ = 1;
   bool down_ = false, held_ = false;
-  int waiting_ = 0, reads_ = 0, transactions_ = 0;
+  int waiting_ = 0, lookups_ = 0, reads_ = 0, transactions_ = 0;
 };
 
 class fake_peers final : public cluster::peer_calls {

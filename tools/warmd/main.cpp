@@ -11,13 +11,9 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -32,32 +28,17 @@
 #if WARM_HAVE_GRPC
 #include "grpc/grpc_front.hpp"
 #endif
-#include "net/login_limiter.hpp"
 #include "reloads.hpp"
-#include "remote/remote_device.hpp"
 #include "served_config.hpp"
 #include "service.hpp"
+#include "startup.hpp"
 #include "tls_setup.hpp"
-#include "warm/backend.hpp"
 #include "warm/runtime.hpp"
-#include "warm/units.hpp"
 
 namespace {
 
 constexpr int exit_failure = 1;
 constexpr int exit_usage = 2;
-
-warm::expected<std::string> read_token(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return warm::make_error(warm::errc::not_found, "cannot read token file " + path);
-  std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())))
-    token.pop_back();
-  if (token.size() < 16)
-    return warm::make_error(warm::errc::invalid_argument,
-                            "token in " + path + " is shorter than 16 bytes");
-  return token;
-}
 
 // The stop signals' self-pipe (see main).
 int signal_pipe[2] = {-1, -1};
@@ -88,28 +69,84 @@ void raise_open_file_limit(std::uint64_t connections) {
         limit.rlim_cur, connections, own);
 }
 
-// Where a front (--http, --grpc) listens and who may use it, from its flag's HOST:PORT or
-// unix:PATH; nothing when the value is neither. The token is set once it is read (TCP only: a
-// unix socket's mode 0600 is its access rule).
-std::optional<warm::net::front_access> front_access(
-    const std::string& value, bool allow_remote,
-    std::shared_ptr<warm::net::login_limiter> limiter) {
-  auto address = warm::warmd::parse_listen_address(value);
-  if (!address) return std::nullopt;
-  warm::net::front_access access;
-  if (address->is_unix) access.unix_path = address->path;
-  access.host = address->host;
-  access.port = address->port;
-  access.allow_remote = allow_remote;
-  access.login_limiter = std::move(limiter);
-  return access;
-}
+// What the main thread serves while it waits for a stop signal.
+struct running {
+  warm::runtime& rt;
+  warm::warmd::service& service;
+  warm::http::front* http;  // null without --http
+#if WARM_HAVE_GRPC
+  warm::grpc_front::front* grpc;  // null without --grpc
+#endif
+  bool tls;      // the TCP fronts serve TLS (renewed on SIGHUP)
+  bool serving;  // a served-models file or --serve-repo (reloaded on SIGHUP and RPC reloads)
+  std::chrono::nanoseconds version_poll;
+  warm::warmd::reload_queue& reloads;
+  // The cluster's peer TLS, renewed with the fronts' on SIGHUP; empty outside a cluster.
+  std::function<void(std::shared_ptr<const warm::net::tls_material>)> renew_peer_tls;
+};
 
-// A configured timeout as the fronts take it: at least 1 ms (a zero deadline would refuse every
-// request).
-std::chrono::milliseconds at_least_1ms(std::chrono::nanoseconds d) {
-  return std::max(std::chrono::milliseconds(1),
-                  std::chrono::duration_cast<std::chrono::milliseconds>(d));
+// Waits on the stop signals' pipe until SIGINT or SIGTERM, which it returns. Meanwhile it runs
+// the reloads (SIGHUP, the RPC `reload`) and, with --serve-repo, rescans the repositories.
+int wait_for_stop(const warm::warmd::config& c, running& r) {
+  // poll() before read(): ThreadSanitizer runs a deferred handler only inside calls it knows to
+  // block (poll is one, read is not), and here the handler is what ends the wait.
+  // With --serve-repo the repositories' model directories are listed again every
+  // max(--poll-seconds, 5 s): one that appears is served, one that goes is retired, as by a
+  // reload. (Each served model's own directory is watched and polled by the runtime.)
+  const int rescan_ms =
+      c.serve_repo
+          ? static_cast<int>(std::max<std::int64_t>(
+                5000,
+                std::chrono::duration_cast<std::chrono::milliseconds>(r.version_poll).count()))
+          : -1;
+  auto repository_dirs =
+      c.serve_repo ? warm::warmd::repository_models(c.repo) : std::vector<std::string>{};
+  while (true) {
+    int signal_number = 0;
+    pollfd ready{signal_pipe[0], POLLIN, 0};
+    int polled = 0;
+    while ((polled = ::poll(&ready, 1, rescan_ms)) < 0 && errno == EINTR) {
+    }
+    if (polled == 0) {
+      auto now = warm::warmd::repository_models(c.repo);
+      if (now != repository_dirs) {
+        repository_dirs = std::move(now);
+        spdlog::info("the repositories' model directories changed: reloading the served models");
+        static_cast<void>(warm::warmd::reload(r.rt, c, r.serving));  // it logs what it did
+      }
+      continue;
+    }
+    while (::read(signal_pipe[0], &signal_number, sizeof signal_number) < 0 && errno == EINTR) {
+    }
+    if (signal_number != SIGHUP && signal_number != warm::warmd::reload_request)
+      return signal_number;
+    auto waiting = r.reloads.take();
+    if (signal_number == SIGHUP && r.tls) {
+      if (auto renewed = warm::warmd::reload_front_tls(c)) {
+        if (auto set = r.service.set_tls(renewed); !set)
+          spdlog::error("SIGHUP: Cap'n Proto listeners keep their TLS certificates: {}",
+                        set.error().to_string());
+        if (r.http && !c.http.empty() && c.http.rfind("unix:", 0) != 0) {
+          if (auto set = r.http->set_tls(renewed); !set)
+            spdlog::error("SIGHUP: the HTTP front keeps its TLS certificates: {}",
+                          set.error().to_string());
+        }
+        if (r.renew_peer_tls) r.renew_peer_tls(renewed);  // for the peers dialled from now on
+#if WARM_HAVE_GRPC
+        if (r.grpc && c.grpc.rfind("unix:", 0) != 0) {
+          if (auto set = r.grpc->set_tls(renewed); !set)
+            spdlog::error("SIGHUP: the gRPC front keeps its TLS certificates: {}",
+                          set.error().to_string());
+        }
+#endif
+      }
+    }
+    if (signal_number == SIGHUP) spdlog::info("SIGHUP: reloading the served models");
+    if (c.serve_repo) repository_dirs = warm::warmd::repository_models(c.repo);
+    auto outcome = warm::warmd::reload(r.rt, c, r.serving);
+    for (auto& done : waiting)
+      done(outcome);
+  }
 }
 
 }  // namespace
@@ -153,126 +190,14 @@ int main(int argc, char** argv) {
     return usage("unknown log level \"" + c.log_level + "\"");
   spdlog::set_level(level);
   if (c.repo.empty()) return usage("at least one --repo is required");
-  auto expiry = warm::warmd::parse_duration(c.failure_expiry);
-  if (!expiry) return usage(expiry.error().message);
-  auto request_bytes = warm::parse_bytes(c.max_request_bytes);
-  if (!request_bytes) return usage("--max-request-bytes: " + request_bytes.error().message);
-  auto tensor_bytes = warm::parse_bytes(c.max_tensor_bytes);
-  if (!tensor_bytes) return usage("--max-tensor-bytes: " + tensor_bytes.error().message);
-
-  auto login_timeout = warm::warmd::parse_duration(c.login_timeout);
-  if (!login_timeout) return usage("--login-timeout: " + login_timeout.error().message);
-  if (login_timeout->count() <= 0) return usage("--login-timeout must be positive");
-  // Failed logins on either front, per peer address; each is logged (never the token).
-  warm::net::login_limiter::options login_limits;
-  login_limits.failures_per_minute = c.max_failed_logins;
-  login_limits.on_failure = [](const std::string& peer, const std::string& front, bool limited) {
-    if (limited)
-      spdlog::warn("{}: login refused from {}: too many failed logins (--max-failed-logins)", front,
-                   peer);
-    else
-      spdlog::warn("{}: failed login from {}: wrong token", front, peer);
-  };
-  auto limiter = std::make_shared<warm::net::login_limiter>(std::move(login_limits));
-
-  auto request_timeout = warm::warmd::parse_duration(c.request_timeout);
-  if (!request_timeout) return usage("--request-timeout: " + request_timeout.error().message);
-  auto header_timeout = warm::warmd::parse_duration(c.http_header_timeout);
-  if (!header_timeout) return usage("--http-header-timeout: " + header_timeout.error().message);
-  auto body_timeout = warm::warmd::parse_duration(c.http_body_timeout);
-  if (!body_timeout) return usage("--http-body-timeout: " + body_timeout.error().message);
+  auto fronts = warm::warmd::plan_fronts(c);
+  if (!fronts) return usage(fronts.error().message);
+  auto& service_options = fronts->service;
+  auto& http_options = fronts->http;
 #if WARM_HAVE_GRPC
-  std::optional<warm::grpc_front::front_options> grpc_options;
-  if (!c.grpc.empty()) {
-    auto access = front_access(c.grpc, c.allow_remote, limiter);
-    if (!access) return usage("--grpc takes HOST:PORT or unix:PATH, not \"" + c.grpc + "\"");
-    grpc_options.emplace();
-    static_cast<warm::net::front_access&>(*grpc_options) = std::move(*access);
-    grpc_options->max_request_bytes = *request_bytes;
-    grpc_options->max_tensor_bytes = *tensor_bytes;
-    grpc_options->threads = c.http_threads;
-    grpc_options->log = [](const std::string& line) { spdlog::warn("{}", line); };
-    grpc_options->max_connections = c.max_connections;  // its own, beside Cap'n Proto's
-    grpc_options->request_timeout = at_least_1ms(*request_timeout);
-  }
-#else
-  if (!c.grpc.empty()) return usage("--grpc: this warmd was built without gRPC (libgrpc++-dev)");
+  auto& grpc_options = fronts->grpc;
 #endif
-  std::optional<warm::http::front_options> http_options;
-  if (!c.http.empty()) {
-    auto access = front_access(c.http, c.allow_remote, limiter);
-    if (!access) return usage("--http takes HOST:PORT or unix:PATH, not \"" + c.http + "\"");
-    http_options.emplace();
-    static_cast<warm::net::front_access&>(*http_options) = std::move(*access);
-    http_options->max_request_bytes = *request_bytes;
-    http_options->limits.max_tensor_bytes = *tensor_bytes;
-    http_options->threads = c.http_threads;
-    http_options->per_model_metrics = c.metrics_per_model;
-    http_options->request_timeout = at_least_1ms(*request_timeout);
-    http_options->header_timeout = at_least_1ms(*header_timeout);
-    http_options->body_timeout = at_least_1ms(*body_timeout);
-    http_options->log = [](const std::string& line) { spdlog::warn("{}", line); };
-  }
-
-  warm::warmd::service_options service_options;
-  service_options.listen = c.listen;
-  service_options.allow_remote = c.allow_remote;
-  service_options.server.max_request_bytes = *request_bytes;
-  service_options.server.max_tensor_bytes = *tensor_bytes;
-  service_options.server.max_watchers = c.max_watchers;
-  service_options.server.max_queued_events = c.max_queued_events;
-  service_options.server.max_watchers_per_connection = c.max_watchers_per_connection;
-  service_options.max_connections = c.max_connections;
-  service_options.max_pending_logins = c.max_pending_logins;
-  service_options.login_timeout = *login_timeout;
-  service_options.limiter = limiter;
-  // A token, when given, guards every TCP front, loopback or not: a loopback port is open to every
-  // local user, where the unix socket (0600) is open to warmd's own user only.
-  if (c.allow_remote && c.token_file.empty()) return usage("--allow-remote needs --token-file");
-  if (!c.token_file.empty()) {
-    auto token_warnings = warm::warmd::check_token_file(c.token_file);
-    if (!token_warnings) return usage(token_warnings.error().message);
-    for (const auto& warning : *token_warnings)
-      spdlog::warn("{}", warning);
-    auto token = read_token(c.token_file);
-    if (!token) return usage(token.error().message);
-    service_options.token = *token;
-#if WARM_HAVE_GRPC
-    if (grpc_options && grpc_options->unix_path.empty()) grpc_options->token = *token;
-#endif
-    if (http_options && http_options->unix_path.empty()) http_options->token = std::move(*token);
-  } else if (c.tls_client_ca
-                 .empty()) {  // with mutual TLS, clients prove who they are by certificate
-    auto open_to_local_users = [](const std::string& front, const std::string& address) {
-      spdlog::warn("{} on {} has no token: every local user may use it (--token-file)", front,
-                   address);
-    };
-#if WARM_HAVE_GRPC
-    if (grpc_options && grpc_options->unix_path.empty()) open_to_local_users("gRPC", c.grpc);
-#endif
-    if (http_options && http_options->unix_path.empty()) open_to_local_users("HTTP", c.http);
-    for (const auto& address : c.listen)
-      if (address.rfind("unix:", 0) != 0) open_to_local_users("Cap'n Proto", address);
-  }
-
-  // TLS on every TCP front (a unix socket stays plain).
-  auto tls = warm::warmd::load_front_tls(c);
-  if (!tls) return usage(tls.error().message);
-  if (*tls) {
-#if WARM_HAVE_GRPC
-    if (grpc_options && grpc_options->unix_path.empty()) grpc_options->tls = *tls;
-#endif
-    service_options.tls = *tls;
-    if (http_options && http_options->unix_path.empty()) http_options->tls = *tls;
-  }
-
-  std::size_t front_connections = http_options ? http_options->max_connections : 0;
-#if WARM_HAVE_GRPC
-  // With TLS a gRPC connection holds three descriptors: its socket and both ends of its relay.
-  if (grpc_options)
-    front_connections += grpc_options->max_connections * (grpc_options->tls ? 3 : 1);
-#endif
-  raise_open_file_limit(c.max_connections + front_connections);
+  raise_open_file_limit(c.max_connections + fronts->connections);
 
 #if !WARM_HAVE_CLUSTER
   if (!c.cluster.empty())
@@ -281,70 +206,11 @@ int main(int argc, char** argv) {
         "libgrpc++-dev)");
 #endif
 
-  // Where TorchScript code runs: in a sandboxed runtime, described by a sandboxed helper.
-  warm::code_policy code;
-  code.in_process = c.in_process_code;
-  auto describe_timeout = warm::warmd::parse_duration(c.describe_timeout);
-  if (!describe_timeout) return usage("--describe-timeout: " + describe_timeout.error().message);
-  code.describe_deadline =
-      std::chrono::duration_cast<std::chrono::milliseconds>(at_least_1ms(*describe_timeout));
-  code.describe_helper = c.describe_helper;
-  if (code.describe_helper.empty()) {
-    std::error_code ec;
-    auto beside =
-        std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "warm-runtime";
-    if (!ec && ::access(beside.c_str(), X_OK) == 0) code.describe_helper = beside.string();
-  }
-  if (code.in_process)
-    spdlog::warn(
-        "--in-process-code: TorchScript models load and run inside warmd; a model file can then "
-        "read and write whatever warmd can. Serve them from a model runtime (--runtime) instead "
-        "where others can publish models");
-  else if (code.describe_helper.empty())
-    spdlog::warn(
-        "no describe helper (warm-runtime beside warmd, or --describe-helper): TorchScript models "
-        "cannot be registered");
-  warm::set_code_policy(std::move(code));
+  if (auto set = warm::warmd::set_code_policy_from(c); !set) return usage(set.error().message);
 
-  auto state_warnings = warm::warmd::check_state_dir(c.state);
-  if (!state_warnings) return usage(state_warnings.error().message);
-  for (const auto& warning : *state_warnings)
-    spdlog::warn("{}", warning);
-  for (const auto& root : c.repo) {
-    auto repo_warnings = warm::warmd::check_repository(root);
-    if (!repo_warnings) return usage(repo_warnings.error().message);
-    for (const auto& warning : *repo_warnings)
-      spdlog::warn("{}", warning);
-  }
-
-  warm::runtime_options options;
-  options.repositories = c.repo;
-  options.state_dir = c.state;
-  auto devices = warm::warmd::split_device_policies(c.device);
-  options.devices = std::move(devices.specs);
-  options.device_policies = std::move(devices.policies);
-  options.policy = c.policy;
-  if (auto r = warm::warmd::apply_policy_tuning(c, options.policy_tuning, options.rescore_period);
-      !r)
-    return usage(r.error().message);
-  options.max_concurrent_loads = c.max_concurrent_loads;
-  options.failure_expiry = *expiry;
-  options.max_models = c.max_models;
-  options.inline_inference_limit = c.inline_inference_limit;
-  auto queue_delay = warm::warmd::parse_duration(c.max_queue_delay);
-  if (!queue_delay) return usage("--max-queue-delay: " + queue_delay.error().message);
-  options.batching.max_batch = c.max_batch;
-  options.batching.max_queue_delay =
-      std::chrono::duration_cast<std::chrono::microseconds>(*queue_delay);
-  options.batching.preferred_batch = c.preferred_batch;
-  options.batching.max_queue = c.batch_queue;
-  auto poll = warm::warmd::parse_duration(c.poll_seconds);
-  if (!poll) return usage("--poll-seconds: " + poll.error().message);
-  if (*poll < std::chrono::milliseconds(1)) return usage("--poll-seconds must be at least 0.001");
-  options.version_poll = *poll;
-  auto settle = warm::warmd::parse_duration(c.version_settle);
-  if (!settle) return usage("--version-settle: " + settle.error().message);
-  options.version_settle = *settle;
+  auto options = warm::warmd::runtime_options_from(c);
+  if (!options) return usage(options.error().message);
+  const auto version_poll = options->version_poll;
   // Served models: read before anything starts, so that a bad file stops the start.
   const bool serving = !c.model_config.empty() || c.serve_repo;
   std::optional<warm::served_models_config> served;
@@ -364,47 +230,22 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGHUP);
   ::pthread_sigmask(SIG_BLOCK, &stop_signals, &previous_mask);
   // Model runtimes start here, after the mask: their link threads must not take stop signals.
-  auto load_timeout = warm::warmd::parse_duration(c.runtime_load_timeout);
-  if (!load_timeout) return usage("--runtime-load-timeout: " + load_timeout.error().message);
-  auto start_timeout = warm::warmd::parse_duration(c.runtime_start_timeout);
-  if (!start_timeout) return usage("--runtime-start-timeout: " + start_timeout.error().message);
-  for (const auto& text : c.runtime) {
-    auto link = warm::parse_runtime_spec(text);
-    if (!link) return usage("--runtime: " + link.error().message);
-    link->load_timeout =
-        std::chrono::duration_cast<std::chrono::milliseconds>(at_least_1ms(*load_timeout));
-    link->start_timeout =
-        std::chrono::duration_cast<std::chrono::milliseconds>(at_least_1ms(*start_timeout));
-    auto name = link->name;
-    link->log = [](const std::string& line) { spdlog::warn("{}", line); };
-    for (const auto& root : c.repo) {  // canonical, as the locations warmd sends name them
-      std::error_code ec;
-      auto canonical = std::filesystem::canonical(root, ec);
-      link->repositories.push_back(ec ? root : canonical.string());
-    }
-    auto dev = warm::remote_device::start(std::move(*link));
-    if (dev->ready())
-      spdlog::info("runtime {} ready: {} capacity, {}", name, warm::format_bytes(dev->capacity()),
-                   dev->state());
-    else
-      spdlog::warn("runtime {} is not ready yet ({}); warmd goes on and keeps trying", name,
-                   dev->state());
-    options.attached_devices.push_back({std::move(dev), ""});
-  }
+  if (auto attached = warm::warmd::attach_model_runtimes(c, *options); !attached)
+    return usage(attached.error().message);
 #if WARM_HAVE_CLUSTER
   // Misses go to the cluster once it is joined (below); until then, and after it is left, they
   // are served here.
   auto forwarding = std::make_shared<std::atomic<warm::cluster::cluster_mode*>>(nullptr);
   if (!c.cluster.empty()) {
-    options.registry_store = [&c] { return warm::warmd::cluster_registry(c); };
-    options.miss_handler = [forwarding](const std::string& model, warm::infer_request& request,
-                                        warm::callback<warm::infer_result>& done) {
+    options->registry_store = [&c] { return warm::warmd::cluster_registry(c); };
+    options->miss_handler = [forwarding](const std::string& model, warm::infer_request& request,
+                                         warm::callback<warm::infer_result>& done) {
       auto* cluster = forwarding->load();
       return cluster && cluster->forward(model, request, done);
     };
   }
 #endif
-  auto rt = warm::runtime::create(std::move(options));
+  auto rt = warm::runtime::create(std::move(*options));
   if (!rt) {
     spdlog::error("cannot start the runtime: {}", rt.error().to_string());
     return rt.error().code == warm::errc::invalid_argument ? exit_usage : exit_failure;
@@ -461,7 +302,7 @@ int main(int argc, char** argv) {
   // cluster first at shutdown, so that peers stop counting on this instance before it stops.
   warm::warmd::joined_cluster cluster;
   if (!c.cluster.empty()) {
-    auto joined = warm::warmd::join_cluster(c, **rt, service_options.token, *tls);
+    auto joined = warm::warmd::join_cluster(c, **rt, service_options.token, fronts->tls);
     if (!joined) {
       spdlog::error("cannot join the cluster: {}", joined.error().to_string());
       return joined.error().code == warm::errc::invalid_argument ? exit_usage : exit_failure;
@@ -490,65 +331,21 @@ int main(int argc, char** argv) {
       c.policy, c.state);
 
   ::pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);  // pending stop signals arrive now
-  // poll() before read(): ThreadSanitizer runs a deferred handler only inside calls it knows to
-  // block (poll is one, read is not), and here the handler is what ends the wait.
-  // With --serve-repo the repositories' model directories are listed again every
-  // max(--poll-seconds, 5 s): one that appears is served, one that goes is retired, as by a
-  // reload. (Each served model's own directory is watched and polled by the runtime.)
-  const int rescan_ms =
-      c.serve_repo
-          ? static_cast<int>(std::max<std::int64_t>(
-                5000, std::chrono::duration_cast<std::chrono::milliseconds>(*poll).count()))
-          : -1;
-  auto repository_dirs =
-      c.serve_repo ? warm::warmd::repository_models(c.repo) : std::vector<std::string>{};
-  int signal_number = 0;
-  while (true) {
-    pollfd ready{signal_pipe[0], POLLIN, 0};
-    int polled = 0;
-    while ((polled = ::poll(&ready, 1, rescan_ms)) < 0 && errno == EINTR) {
-    }
-    if (polled == 0) {
-      auto now = warm::warmd::repository_models(c.repo);
-      if (now != repository_dirs) {
-        repository_dirs = std::move(now);
-        spdlog::info("the repositories' model directories changed: reloading the served models");
-        static_cast<void>(warm::warmd::reload(**rt, c, serving));  // it logs what it did
-      }
-      continue;
-    }
-    while (::read(signal_pipe[0], &signal_number, sizeof signal_number) < 0 && errno == EINTR) {
-    }
-    if (signal_number != SIGHUP && signal_number != warm::warmd::reload_request) break;
-    auto waiting = reloads.take();
-    if (signal_number == SIGHUP && *tls) {
-      if (auto renewed = warm::warmd::reload_front_tls(c)) {
-        if (auto set = (*service)->set_tls(renewed); !set)
-          spdlog::error("SIGHUP: Cap'n Proto listeners keep their TLS certificates: {}",
-                        set.error().to_string());
-        if (http && !c.http.empty() && c.http.rfind("unix:", 0) != 0) {
-          if (auto set = http->set_tls(renewed); !set)
-            spdlog::error("SIGHUP: the HTTP front keeps its TLS certificates: {}",
-                          set.error().to_string());
-        }
-#if WARM_HAVE_CLUSTER
-        if (cluster.tls) cluster.tls->set(*renewed);  // for the peers dialled from now on
-#endif
+  running now {
+    **rt, **service, http.get(),
 #if WARM_HAVE_GRPC
-        if (grpc && c.grpc.rfind("unix:", 0) != 0) {
-          if (auto set = grpc->set_tls(renewed); !set)
-            spdlog::error("SIGHUP: the gRPC front keeps its TLS certificates: {}",
-                          set.error().to_string());
-        }
+        grpc.get(),
 #endif
-      }
+        fronts->tls != nullptr, serving, version_poll, reloads, {
     }
-    if (signal_number == SIGHUP) spdlog::info("SIGHUP: reloading the served models");
-    if (c.serve_repo) repository_dirs = warm::warmd::repository_models(c.repo);
-    auto outcome = warm::warmd::reload(**rt, c, serving);
-    for (auto& done : waiting)
-      done(outcome);
-  }
+  };
+#if WARM_HAVE_CLUSTER
+  if (cluster.tls)
+    now.renew_peer_tls = [&cluster](std::shared_ptr<const warm::net::tls_material> renewed) {
+      cluster.tls->set(*renewed);
+    };
+#endif
+  const int signal_number = wait_for_stop(c, now);
   reloads.close();  // an RPC reload from now on is answered unavailable
   spdlog::info("{}: stopping", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
 #if WARM_HAVE_CLUSTER
