@@ -3,9 +3,11 @@
 // that paid least, the sample shrinks as the device grows, costs halve with use.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <random>
+#include <set>
 
 #include "policy/kdf_policy.hpp"
 #include "policy/kdf_tuner.hpp"
@@ -280,4 +282,142 @@ TEST_CASE("kdf forgets the counts of models gone long enough to have faded, not 
   CHECK(p.remembered("resident").count == Approx(1));  // a resident's count stays, faded or not
   CHECK(p.size() == 1);
   CHECK(p.choose_victims("x", 100, none, at(600)) == strings{"resident"});
+}
+
+// kdf's index migration against a kdf keyed under the new τ from the start. Every model is first
+// requested once at one instant, so orders under the old and the new τ agree until models are used
+// again: until the drift both choose alike, from then on the migrating kdf must free the bytes for
+// no more value than one rebuilt at once, keep its order and values the same while models are
+// evicted, used, unloaded and loaded mid-migration, lose or duplicate none, and end its migration
+// within residents / migration_step decisions.
+TEST_CASE(
+    "kdf migrates its index to a new tau a step per decision, choosing as if rebuilt at once") {
+  const unsigned seed = GENERATE(1u, 2u);
+  std::printf("kdf_tuner_test: migration seed %u\n", seed);
+  std::mt19937 rng(seed);
+  policy_options o;
+  o.kdf_memory = 10;
+  kdf_policy p(o);
+  p.share_time_scale(120);  // τ = 1200 s, as its index keys: nothing to migrate
+  REQUIRE(p.tau() == kdf_policy::initial_tau);
+  policy_options fixed;
+  fixed.kdf_tau = std::chrono::seconds(600);
+  kdf_policy reference(fixed);     // keyed under 600 s from the start
+  reference.share_time_scale(60);  // the same burst guard: 1.8 s
+  p.share_time_scale(60);          // τ = 600 s: halved, a migration is due after n/4 decisions
+  REQUIRE(p.tau() == 600);
+  std::map<std::string, std::uint64_t> resident;
+  int next = 0;
+  auto load = [&](double t) {
+    auto model = "m" + std::to_string(next++);
+    auto bytes = 1 + rng() % 100;
+    double seconds = std::uniform_real_distribution<double>(0.01, 1)(rng);
+    auto uses = t > 50 ? rng() % 5 : 0;  // the first ones requested once: none stale
+    for (kdf_policy* q : {&p, &reference}) {
+      q->on_insert(model, bytes, seconds, at(t));
+      if (uses > 0) q->on_access(model, at(t), uses);
+    }
+    resident[model] = bytes;
+  };
+  auto pick = [&] {
+    auto it = resident.begin();
+    std::advance(it, static_cast<long>(rng() % resident.size()));
+    return it->first;
+  };
+  // `mine` frees `bytes` with distinct residents for no more value than `theirs`.
+  auto no_dearer = [&](const strings& mine, const strings& theirs, std::uint64_t bytes, double t) {
+    std::map<std::string, double> value;
+    for (auto& r : reference.eviction_order(at(t)))
+      value[r.model] = r.score;
+    double paid = 0, reference_paid = 0;
+    std::uint64_t freed = 0;
+    for (auto& m : mine) {
+      REQUIRE(resident.count(m) == 1);
+      freed += resident[m];
+      paid += value[m];
+    }
+    for (auto& m : theirs)
+      reference_paid += value[m];
+    CHECK(std::set<std::string>(mine.begin(), mine.end()).size() == mine.size());
+    CHECK(freed >= bytes);
+    CHECK(paid <= reference_paid * (1 + 1e-12));
+  };
+  const std::size_t n = 3 * kdf_policy::migration_step + 100;
+  for (std::size_t i = 0; i < n; ++i)
+    load(50);
+  // The residents in the order a kdf rebuilt at once gives, each with its value.
+  auto same_order = [&](double t) {
+    auto mine = p.eviction_order(at(t)), theirs = reference.eviction_order(at(t));
+    REQUIRE(mine.size() == theirs.size());
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      CHECK(mine[i].model == theirs[i].model);
+      CHECK(mine[i].score == theirs[i].score);
+    }
+  };
+
+  double t = 100;
+  std::size_t decisions = 0, started = 0, bound = 0;
+  for (; decisions < n; ++decisions, t += 2) {
+    auto bytes = 1 + rng() % 200;
+    auto victims = p.choose_victims("x", bytes, none, at(t));
+    auto theirs = reference.choose_victims("x", bytes, none, at(t));
+    if (started == 0 && p.migrating() == 0) {
+      REQUIRE(victims == theirs);
+      continue;  // not yet migrating: a choice changes nothing
+    }
+    // During the migration a search may look at more candidates than the reference's (its budget
+    // of entries looked at counts used models met in either index, not the same ones): what it
+    // evicts frees the bytes for no more value. Both then evict these.
+    no_dearer(victims, theirs, bytes, t);
+    if (started == 0) {
+      started = decisions + 1;
+      CHECK(started == (n + kdf_policy::rebuild_spacing - 1) / kdf_policy::rebuild_spacing);
+      CHECK(p.migrating() == n - kdf_policy::migration_step);  // the first step moved
+      bound = (n + kdf_policy::migration_step - 1) / kdf_policy::migration_step;
+      // The models the first two steps move become the most valuable: what is cheapest then
+      // waits among the entries not yet moved.
+      auto order = reference.eviction_order(at(t));
+      for (std::size_t i = 0; i < 2 * kdf_policy::migration_step; ++i) {
+        p.on_access(order[i].model, at(t), 100);
+        reference.on_access(order[i].model, at(t), 100);
+      }
+    }
+    for (auto& v : victims) {
+      p.on_remove(v, true);
+      reference.on_remove(v, true);
+      resident.erase(v);
+    }
+    for (int k = 0; k < 3; ++k) {
+      auto used = pick();
+      p.on_access(used, at(t), 1);
+      reference.on_access(used, at(t), 1);
+    }
+    auto unloaded = pick();
+    p.on_remove(unloaded, false);
+    reference.on_remove(unloaded, false);
+    resident.erase(unloaded);
+    load(t);
+    CHECK(p.size() == resident.size());
+    same_order(t);
+    if (p.migrating() == 0) break;
+  }
+  REQUIRE(started > 0);
+  CHECK(p.migrating() == 0);
+  CHECK(decisions + 2 - started <= bound);  // ended within n / migration_step decisions
+  // A few more choices alike, then every byte: each resident exactly once.
+  for (int k = 0; k < 20; ++k, t += 2) {
+    auto bytes = 1 + rng() % 200;
+    no_dearer(p.choose_victims("x", bytes, none, at(t)),
+              reference.choose_victims("x", bytes, none, at(t)), bytes, t);
+  }
+  std::uint64_t all = 0;
+  for (auto& [model, bytes] : resident)
+    all += bytes;
+  auto victims = p.choose_victims("x", all, none, at(t));
+  std::sort(victims.begin(), victims.end());
+  strings models;
+  for (auto& [model, bytes] : resident)
+    models.push_back(model);
+  CHECK(victims == models);
+  CHECK(p.size() == resident.size());
 }

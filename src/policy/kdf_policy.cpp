@@ -67,44 +67,49 @@ double kdf_policy::key_of(const resident& r) const {
   return key;
 }
 
-void kdf_policy::rebuild_index_if_drifted() {
+void kdf_policy::migrate_index() {
   ++decisions_since_rebuild_;
-  double t = tau();
-  if (t == index_tau_ ||
-      (t > 0 && index_tau_ > 0 && std::abs(std::log(t / index_tau_)) < std::log(rebuild_factor)))
-    return;
-  // A rebuild re-keys every resident: at most once per size / rebuild_spacing decisions, so its
-  // cost spread over them is O(rebuild_spacing · log n) each.
-  if (decisions_since_rebuild_ * rebuild_spacing < residents_.size()) return;
-  decisions_since_rebuild_ = 0;
-  index_tau_ = t;
-  // Every key anew on the index's own nodes, sorted, then put back at the end one after another
-  // (amortized constant each, no allocation): several times cheaper than re-placing each entry.
-  std::vector<decltype(index_)::node_type> nodes;
-  nodes.reserve(index_.size());
-  while (!index_.empty())
-    nodes.push_back(index_.extract(index_.begin()));
-  for (auto& node : nodes) {
-    auto& entry = *std::get<2>(node.value());
-    auto& r = entry.second;
-    r.key = key_of(r);
-    r.keyed = *r.count;
-    r.sequence = ++sequence_;
-    node.value() = {r.key, r.sequence, &entry};
+  if (older_.empty()) {
+    double t = tau();
+    if (t == index_tau_ ||
+        (t > 0 && index_tau_ > 0 && std::abs(std::log(t / index_tau_)) < std::log(rebuild_factor)))
+      return;
+    // A migration re-keys every resident: at most once per size / rebuild_spacing decisions.
+    if (decisions_since_rebuild_ * rebuild_spacing < residents_.size()) return;
+    decisions_since_rebuild_ = 0;
+    index_tau_ = t;
+    // Every entry now holds a key under the previous τ: they wait in older_ (their sequences are
+    // all below current_from_) until moved back.
+    older_.swap(index_);
+    current_from_ = sequence_ + 1;
   }
-  std::sort(nodes.begin(), nodes.end(),
-            [](const auto& a, const auto& b) { return a.value() < b.value(); });
-  for (auto& node : nodes)
-    index_.insert(index_.end(), std::move(node));
+  // The next migration_step entries, lowest first, re-keyed on their own nodes (no allocation):
+  // the migration ends within older_.size() / migration_step decisions of its start.
+  for (std::size_t n = 0; n < migration_step && !older_.empty(); ++n)
+    place(older_.extract(older_.begin()));
 }
 
-void kdf_policy::reindex(resident_entry& entry) {
+kdf_policy::index_type& kdf_policy::index_of(const resident& r) {
+  return r.sequence >= current_from_ ? index_ : older_;
+}
+
+kdf_policy::index_type::iterator kdf_policy::place(index_type::node_type node) {
+  auto& entry = *std::get<2>(node.value());
   auto& r = entry.second;
-  if (r.sequence != 0) index_.erase({r.key, r.sequence, &entry});
   r.key = key_of(r);
   r.keyed = *r.count;
   r.sequence = ++sequence_;
-  index_.insert({r.key, r.sequence, &entry});
+  node.value() = {r.key, r.sequence, &entry};
+  return index_.insert(std::move(node)).position;
+}
+
+kdf_policy::index_type::iterator kdf_policy::reindex(resident_entry& entry) {
+  auto& r = entry.second;
+  if (r.sequence != 0) return place(index_of(r).extract({r.key, r.sequence, &entry}));
+  r.key = key_of(r);
+  r.keyed = *r.count;
+  r.sequence = ++sequence_;
+  return index_.insert({r.key, r.sequence, &entry}).first;
 }
 
 std::vector<std::string> kdf_policy::knapsack(std::vector<candidate> cands, std::uint64_t bytes) {
@@ -272,7 +277,7 @@ void kdf_policy::on_remove(const std::string& model, bool evicted) {
   auto it = residents_.find(model);
   if (it == residents_.end()) return;
   auto& r = it->second;
-  index_.erase({r.key, r.sequence, &*it});
+  index_of(r).erase({r.key, r.sequence, &*it});
   if (evicted) {
     // The victim's idle time, as of the latest time told, feeds the characteristic time.
     double idle = std::max(seconds_between(r.last_use, latest_), 1e-3);
@@ -294,7 +299,7 @@ std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uin
                                                     const pinned_fn& pinned, timestamp now) {
   latest_ = std::max(latest_, now);
   if (bytes == 0) return {};
-  if (auto_tau_) rebuild_index_if_drifted();
+  if (auto_tau_) migrate_index();
   // Residents used within guard_share × T are in a burst of requests: passed over (kept aside)
   // while the others can free the bytes. The scan looks at most max_scanned entries once the
   // bytes are there, so a cache where most residents are busy costs no more than that.
@@ -303,28 +308,65 @@ std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uin
   std::vector<candidate> cands, guarded;
   std::uint64_t gathered = 0, guarded_bytes = 0;
   std::size_t scanned = 0;
-  for (auto it = index_.begin(); it != index_.end();) {
-    bool enough = gathered >= 2 * bytes && cands.size() >= min_candidates;
-    if (enough || (cands.size() >= max_candidates && gathered >= bytes)) break;
-    if (++scanned > max_scanned && gathered + guarded_bytes >= bytes) break;
-    auto& entry = *std::get<2>(*it);
-    const auto& model = entry.first;
-    const auto& r = entry.second;
-    ++it;
-    if (r.count->value != r.keyed.value || r.count->at != r.keyed.at) {
-      // Used since it was keyed: move it to its place. A scan still ahead meets it there; one
-      // that has passed that place (its key fell: τ moved since the index was built) takes it now.
-      reindex(entry);
-      if (it != index_.end() && index_entry{r.key, r.sequence, &entry} > *it) continue;
-    }
-    if (pinned(model)) continue;
+  auto consider = [&](const resident_entry& entry) {
+    const auto& [model, r] = entry;
+    if (pinned(model)) return;
     if (guard > 0 && seconds_between(r.last_use, latest_) < guard) {
       guarded.push_back({&model, r.bytes, value_of(r, now)});
       guarded_bytes += r.bytes;
-      continue;
+      return;
     }
     cands.push_back({&model, r.bytes, value_of(r, now)});
     gathered += r.bytes;
+  };
+  auto stale = [](const resident& r) {
+    return r.count->value != r.keyed.value || r.count->at != r.keyed.at;
+  };
+  // While the index migrates, the entries not yet moved (older_, keyed under the previous τ) are
+  // met in the same pass: older_'s lowest moves to index_ when its key under the current τ comes
+  // before the scan's next entry there, or is unknown to it (used since keyed), and is then the
+  // next entry (taken at once when it falls behind what the scan has passed).
+  auto it = index_.begin();
+  auto old = older_.begin();
+  double passed = -std::numeric_limits<double>::infinity();  // the key of the last entry met
+  auto older_first = [&](double key) {
+    return old != older_.end() && key_of(std::get<2>(*old)->second) < key;
+  };
+  while (it != index_.end() || old != older_.end()) {
+    bool enough = gathered >= 2 * bytes && cands.size() >= min_candidates;
+    if (enough || (cands.size() >= max_candidates && gathered >= bytes)) break;
+    if (old != older_.end()) {
+      auto& entry = *std::get<2>(*old);
+      bool used = stale(entry.second);
+      if (used || it == index_.end() || older_first(std::get<0>(*it))) {
+        ++old;
+        scanned += used;  // met as a stale entry of index_ is
+        auto placed = reindex(entry);
+        if (it == index_.end() || *placed < *it) {
+          if (entry.second.key >= passed)
+            it = placed;
+          else
+            consider(entry);
+        }
+        continue;
+      }
+    }
+    if (++scanned > max_scanned && gathered + guarded_bytes >= bytes) break;
+    auto& entry = *std::get<2>(*it);
+    const auto& r = entry.second;
+    passed = r.key;
+    ++it;
+    if (stale(r)) {
+      // Used since it was keyed: move it to its place. A scan still ahead meets it there; one
+      // that has passed that place (its key fell: τ moved since it was keyed) takes it now.
+      auto placed = reindex(entry);
+      if (it != index_.end() && index_entry{r.key, r.sequence, &entry} > *it) continue;
+      if (r.key >= passed && older_first(r.key)) {
+        it = placed;  // older_'s lowest comes first
+        continue;
+      }
+    }
+    consider(entry);
   }
   // Not enough without the busy ones: they join, least value per byte first, until enough.
   for (std::size_t i = 0; gathered < bytes && i < guarded.size(); ++i) {
@@ -335,10 +377,12 @@ std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uin
 }
 
 std::vector<cache_policy::ranked> kdf_policy::eviction_order(timestamp now) const {
-  // The index's order with every key brought up to date (as a scan would), without changing it.
+  // The index's order with every key brought up to date under the current τ (as a scan or the
+  // migration would), without changing it.
   std::vector<std::tuple<double, std::uint64_t, const std::string*>> order;  // key, sequence, id
   for (auto& [model, r] : residents_) {
-    bool stale = r.count->value != r.keyed.value || r.count->at != r.keyed.at;
+    bool stale =
+        r.sequence < current_from_ || r.count->value != r.keyed.value || r.count->at != r.keyed.at;
     order.emplace_back(stale ? key_of(r) : r.key, stale ? ~0ull : r.sequence, &model);
   }
   std::sort(order.begin(), order.end(), [](auto& a, auto& b) {

@@ -25,15 +25,25 @@
 // Victims. To free B bytes kdf evicts the set of unpinned residents with the least total value
 // whose bytes reach B — a knapsack. Candidates come from an index of the residents by linear
 // value per byte, P_i·c_i/S_i, whose order decay does not change (keys are logs of the counts
-// referred to a fixed time; a use only raises a key, so an entry is re-keyed when a search reaches
-// it; the index is rebuilt — keys computed anew on its own nodes, sorted, relinked — when the
-// automatic τ has doubled or halved, at most once per n/4 decisions, and between rebuilds keeps the
-// older τ's order): the lowest ones until they hold 2·B and number 8, at most 64 (more only when B
+// referred to a fixed time under τ; a use only raises a key, so an entry is re-keyed when a search
+// reaches it): the lowest ones until they hold 2·B and number 8, at most 64 (more only when B
 // needs them), looking at no more than 256 entries once B is there.
 // The knapsack over them is exact up to 12 candidates, else greedy by value per byte, improved by
 // any single candidate that frees B alone for less. A decision costs O(k log n) for k candidates
-// among n residents. Greedy-by-density policies (GDSF, IAM) evict more value than needed when
+// among n residents, and O(migration_step · log n) more while a migration runs (below).
+// Greedy-by-density policies (GDSF, IAM) evict more value than needed when
 // sizes differ a lot.
+//
+// Migration. When the automatic τ has doubled or halved (at most once per n/4 decisions; until
+// then the index keeps the older τ's order) every key is computed anew, but not at once (at
+// 10,000 residents that held the device actor's thread for 2-5 ms): the index's entries move
+// aside, still keyed under the previous τ, and each decision re-keys the lowest migration_step of
+// them on their own nodes (no allocation) into the index under the current τ, so a migration ends
+// within n / migration_step decisions. An entry inserted, or re-keyed after a use, goes to the
+// current τ's index. A search meets both in one pass: the lowest entry not yet moved moves over
+// when its key under the current τ comes before the scan's next entry there, or when it was used
+// since it was keyed (its place is unknown), and is met at its place there; so the entries not
+// yet moved are met in the previous τ's order, each in turn among the moved ones.
 #pragma once
 
 #include <memory>
@@ -84,6 +94,9 @@ class kdf_policy final : public cache_policy {
   // The characteristic time T measured here, seconds; 0 before the first eviction. The automatic
   // τ follows it, or the shared time scale when one is set.
   double characteristic_time() const;
+  // Residents whose index keys still use the τ before the latest drift: 0 unless a migration is
+  // under way, each decision (a choose_victims call for bytes) moving migration_step of them.
+  std::size_t migrating() const { return older_.size(); }
 
   static constexpr double initial_tau = 1200;  // seconds, automatic τ before any eviction
   static constexpr double characteristic_weight = 1.0 / 16;
@@ -94,8 +107,9 @@ class kdf_policy final : public cache_policy {
   static constexpr double faded_count = 0.01;    // a memory below this is forgotten
   static constexpr std::size_t forget_step = 4;  // counts looked at per insert
   static constexpr double guard_share = 0.03;    // a use within 0.03 T guards a resident
-  static constexpr double rebuild_factor = 2;    // τ drift (either way) that rebuilds the index…
-  static constexpr std::size_t rebuild_spacing = 4;  // …after at least residents decisions
+  static constexpr double rebuild_factor = 2;    // τ drift (either way) that migrates the index…
+  static constexpr std::size_t rebuild_spacing = 4;   // …after at least residents / 4 decisions,
+  static constexpr std::size_t migration_step = 256;  // re-keying this many entries per decision
 
  private:
   struct decayed {
@@ -116,6 +130,7 @@ class kdf_policy final : public cache_policy {
   // Residents by key, then by when they were keyed, pointing at their residents_ element.
   using resident_entry = std::pair<const std::string, resident>;
   using index_entry = std::tuple<double, std::uint64_t, resident_entry*>;
+  using index_type = std::set<index_entry>;
   struct candidate {
     const std::string* model;
     std::uint64_t bytes;
@@ -133,9 +148,17 @@ class kdf_policy final : public cache_policy {
   void forget_faded();
   // The index key of a resident: log of its linear value per byte referred to time 0 under τ.
   double key_of(const resident& r) const;
-  void rebuild_index_if_drifted();
-  // (Re)places `entry` (a residents_ element) in the index under its current count.
-  void reindex(resident_entry& entry);
+  // Starts a migration when the automatic τ has drifted by rebuild_factor (no sooner than
+  // residents / rebuild_spacing decisions after the last one), and moves the next migration_step
+  // entries of the one under way. Once per decision.
+  void migrate_index();
+  // The index that holds `r` (indexed): older_ when its key uses the previous τ, else index_.
+  index_type& index_of(const resident& r);
+  // Keys the resident of `node` (extracted from either index) under its current count and the
+  // current τ, and puts it in index_; returns where.
+  index_type::iterator place(index_type::node_type node);
+  // (Re)places `entry` (a residents_ element) in index_ under its current count; returns where.
+  index_type::iterator reindex(resident_entry& entry);
   // The least-value subset of `cands` whose bytes reach `bytes`, in ascending value.
   static std::vector<std::string> knapsack(std::vector<candidate> cands, std::uint64_t bytes);
 
@@ -158,7 +181,11 @@ class kdf_policy final : public cache_policy {
   std::unordered_map<std::string, decayed>::iterator forget_cursor_;
   std::size_t forget_buckets_ = 0;
   std::unordered_map<std::string, resident> residents_;
-  std::set<index_entry> index_;
+  // Every resident is in exactly one of these: index_ (keys under index_tau_) when its sequence is
+  // current_from_ or above, else older_ (keys under the τ before; empty but during a migration).
+  index_type index_;
+  index_type older_;
+  std::uint64_t current_from_ = 0;
   std::uint64_t sequence_ = 0;
 };
 
