@@ -6,10 +6,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "gpu/activation.hpp"
+#include "gpu/host_pool.hpp"
 #include "gpu/upload_pipeline.hpp"
+#include "warm/units.hpp"
 
 namespace warm {
 
@@ -40,28 +43,42 @@ constexpr std::size_t host_alignment = 64;
 // Buffers this large or larger are anonymous mappings rather than heap blocks.
 constexpr std::size_t mapping_threshold = std::size_t{2} << 20;
 
-// Host memory for weights. Small buffers come from aligned_alloc; large ones are anonymous
-// mappings (page-aligned) populated up front with MAP_POPULATE: one kernel pass zero-fills them,
-// ~35% faster than a page fault per 4 KiB during the read (4.1 vs 3.1 GB/s on this machine kind;
-// MADV_HUGEPAGE was 5x slower here because of direct compaction, so it is not used).
-class host_memory {
- public:
-  // Returns the memory (nullptr when out of memory) and sets `mapped` to the mapping's length,
-  // or 0 for heap memory.
-  static void* allocate(std::size_t bytes, std::size_t& mapped) {
-    mapped = 0;
+// Host memory for weights. Small buffers come from aligned_alloc. Large ones come from the
+// device's pool (gpu/host_pool.hpp: faulted in once, then reused, so a load into it is one copy at
+// memory speed); when the pool has no free run long enough (it is fragmented), from an anonymous
+// mapping of their own populated up front with MAP_POPULATE (one kernel pass zero-fills it, ~35%
+// faster than a page fault per 4 KiB during the read; MADV_HUGEPAGE was 5x slower for such
+// per-load mappings because of direct compaction).
+struct host_memory {
+  void* memory = nullptr;
+  std::size_t mapped = 0;           // the length of its own mapping; 0 for heap or pool memory
+  std::shared_ptr<host_pool> pool;  // set when it is a pool block
+
+  static host_memory allocate(std::size_t bytes, const std::shared_ptr<host_pool>& pool) {
+    host_memory m;
     if (bytes < mapping_threshold) {
       std::size_t rounded = (bytes + host_alignment - 1) / host_alignment * host_alignment;
-      return std::aligned_alloc(host_alignment, rounded == 0 ? host_alignment : rounded);
+      m.memory = std::aligned_alloc(host_alignment, rounded == 0 ? host_alignment : rounded);
+      return m;
+    }
+    if (pool) {
+      if (void* block = pool->take(bytes)) {
+        m.memory = block;
+        m.pool = pool;
+        return m;
+      }
     }
     void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (memory == MAP_FAILED) return nullptr;
-    mapped = bytes;
-    return memory;
+    if (memory == MAP_FAILED) return m;
+    m.memory = memory;
+    m.mapped = bytes;
+    return m;
   }
-  static void free(void* memory, std::size_t mapped) {
-    if (mapped)
+  void free() {
+    if (pool)
+      pool->give_back(memory);
+    else if (mapped)
       ::munmap(memory, mapped);
     else
       std::free(memory);
@@ -70,23 +87,21 @@ class host_memory {
 
 class host_buffer final : public device_buffer {
  public:
-  host_buffer(std::uint64_t size, void* memory, std::size_t mapped,
-              std::function<void()> before_free, std::function<void(std::uint64_t)> on_free)
+  host_buffer(std::uint64_t size, host_memory memory, std::function<void()> before_free,
+              std::function<void(std::uint64_t)> on_free)
       : device_buffer(size),
-        memory_(memory),
-        mapped_(mapped),
+        memory_(std::move(memory)),
         before_free_(std::move(before_free)),
         on_free_(std::move(on_free)) {}
   ~host_buffer() override {
     if (before_free_) before_free_();
-    host_memory::free(memory_, mapped_);
+    memory_.free();
     on_free_(size());
   }
-  void* address() const override { return memory_; }
+  void* address() const override { return memory_.memory; }
 
  private:
-  void* memory_;
-  std::size_t mapped_;  // length of the mapping, or 0 for aligned_alloc memory
+  host_memory memory_;
   std::function<void()> before_free_;
   std::function<void(std::uint64_t)> on_free_;
 };
@@ -108,24 +123,34 @@ class direct_target final : public upload_target {
 
 class host_device final : public device {
  public:
-  host_device(std::uint64_t capacity, std::string name, host_device_hooks hooks)
-      : device(std::move(name), capacity), hooks_(std::move(hooks)) {}
+  host_device(std::uint64_t capacity, std::string name, host_device_hooks hooks,
+              std::shared_ptr<host_pool> pool)
+      : device(std::move(name), capacity), hooks_(std::move(hooks)), pool_(std::move(pool)) {}
 
   bool host() const override { return true; }
 
+  // The pool's memory, for operators: how much of it is faulted in (stays resident), in blocks
+  // now, and the longest free run (a model longer than it gets a mapping of its own).
+  std::string state() const override {
+    if (!pool_) return {};
+    auto u = pool_->now();
+    return "pool " + format_bytes(u.touched) + " faulted in at most, " + format_bytes(u.taken) +
+           " in " + std::to_string(u.blocks) + " block" + (u.blocks == 1 ? "" : "s") +
+           ", longest free run " + format_bytes(u.largest_free);
+  }
+
  protected:
   expected<std::unique_ptr<device_buffer>> allocate_memory(std::uint64_t bytes) override {
-    std::size_t mapped = 0;
     if (hooks_.allocation_fault && hooks_.allocation_fault())
       return make_error(errc::capacity_exhausted, name() + ": out of memory allocating " +
                                                       std::to_string(bytes) +
                                                       " bytes (injected fault)");
-    void* memory = host_memory::allocate(bytes, mapped);
-    if (!memory)
+    auto memory = host_memory::allocate(bytes, pool_);
+    if (!memory.memory)
       return make_error(errc::capacity_exhausted,
                         "host: out of memory allocating " + std::to_string(bytes) + " bytes");
     return std::unique_ptr<device_buffer>(std::make_unique<host_buffer>(
-        bytes, memory, mapped, hooks_.before_free, [this](std::uint64_t n) { release(n); }));
+        bytes, std::move(memory), hooks_.before_free, [this](std::uint64_t n) { release(n); }));
   }
 
   std::unique_ptr<upload_target> upload_target_for(device_buffer& destination) override {
@@ -176,7 +201,8 @@ class host_device final : public device {
   }
 
  private:
-  host_device_hooks hooks_;  // fault injection and tests
+  host_device_hooks hooks_;          // fault injection and tests
+  std::shared_ptr<host_pool> pool_;  // large buffers; null: each its own mapping
 };
 
 }  // namespace
@@ -187,7 +213,14 @@ void set_host_blas_threads(int threads) {
 
 std::unique_ptr<device> make_host_device(std::uint64_t capacity, std::string name,
                                          host_device_hooks hooks) {
-  return std::make_unique<host_device>(capacity, std::move(name), std::move(hooks));
+  // A pool only where a model can use it (buffers below the threshold never come from it), and
+  // only where the address space can be had: without it, loads still work, at the fresh-memory
+  // speed.
+  std::shared_ptr<host_pool> pool;
+  if (capacity >= mapping_threshold)
+    if (auto reserved = host_pool::reserve(capacity)) pool = std::move(*reserved);
+  return std::make_unique<host_device>(capacity, std::move(name), std::move(hooks),
+                                       std::move(pool));
 }
 
 }  // namespace warm

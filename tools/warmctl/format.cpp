@@ -84,7 +84,7 @@ json device_json(const device_info& d) {
               {"evictions", d.evictions},
               {"score_swaps", d.score_swaps},
               {"resident", resident_json(d)}};
-  if (!d.state.empty()) out["state"] = d.state;  // model runtimes only
+  if (!d.state.empty()) out["state"] = d.state;  // model runtimes, host pools
   return out;
 }
 
