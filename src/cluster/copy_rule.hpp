@@ -1,6 +1,7 @@
 // How many copies of a model a cluster keeps (docs/cluster.md). Pure logic: every instance that
 // holds a copy measures that copy's queueing (requests in flight for the model there, sampled by
-// a queue_meter) and decides with decide_copies; warmd's copy scaler acts on the answer.
+// a queue_meter) and decides with decide_copies; the copy scaler (copy_scaler.hpp) acts on the
+// answer.
 //
 // The rule, for one model, at one of its holders:
 //  - More copies when this copy's queueing, averaged over the last `sustain`, is at least

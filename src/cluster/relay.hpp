@@ -1,4 +1,4 @@
-// The relay of warmd's cluster mode (docs/cluster.md): a Cap'n Proto inference for a model that
+// The relay of cluster mode (docs/cluster.md): a Cap'n Proto inference for a model that
 // a peer holds (and this instance does not) is sent to that peer straight from the RPC thread,
 // on the RPC thread's own connections, its request and answer copied message to message. The
 // runtime never sees it, and no other thread is woken: a forward costs one more RPC, not two
