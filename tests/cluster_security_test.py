@@ -168,7 +168,7 @@ def main():
                  "--listen", f"127.0.0.1:{free_port()}", "--listen", "unix:" + socks[n], "--token-file", token_file,
                  "--cluster", etcd.url, "--instance", n, "--cluster-name", "s", "--lease-ttl", "3"],
                 stdout=open(logs[n], "w"), stderr=subprocess.STDOUT)
-        check(wait_for(lambda: all(names(s) == ["a", "b"] for s in socks.values()), 15),
+        check(wait_for(lambda: all(names(s) == ["a", "b"] for s in socks.values()), 60),
               f"a and b see each other: {[names(s) for s in socks.values()]}")
 
         # Forwarding between instances that log in with a proof of the token.

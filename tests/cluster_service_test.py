@@ -392,7 +392,7 @@ def main():
         for n in ["a", "b", "c"]:
             procs[n] = member(tmp, etcd, n, *(["--http", f"127.0.0.1:{HTTP_PORT}"] if n == "a" else []))
         socks = {n: p[1] for n, p in procs.items()}
-        check(wait_for(lambda: all(names(s) == ["a", "b", "c"] for s in socks.values()), 10),
+        check(wait_for(lambda: all(names(s) == ["a", "b", "c"] for s in socks.values()), 60),
               f"every instance sees a, b and c: {[names(s) for s in socks.values()]}")
         c = cluster(socks["a"])
         check(c and c["enabled"] and c["joined"] and c["name"] == "t" and c["instance"] == "a" and

@@ -142,7 +142,7 @@ def main():
     try:
         for n in ["a", "b"]:
             procs[n], socks[n], logs[n] = start(tmp, n, repo, etcd, certs[n], ca)
-        check(wait_for(lambda: all(names(s) == ["a", "b"] for s in socks.values()), 20),
+        check(wait_for(lambda: all(names(s) == ["a", "b"] for s in socks.values()), 60),
               f"a and b see each other: {[names(s) for s in socks.values()]}")
 
         for mid, seed in [("f1", 1), ("f9", 9)]:
