@@ -69,18 +69,79 @@ void raise_open_file_limit(std::uint64_t connections) {
         limit.rlim_cur, connections, own);
 }
 
+// Stop and reload signals go to a self-pipe the main thread waits on. SIGINT/SIGTERM may be
+// delivered to any thread — including OpenBLAS's, which exist before main() and so cannot inherit
+// a blocked mask (blocking + sigwait lost the race now and then, and the default action killed
+// the process). A handler instead, on whatever thread, writes the signal to the pipe.
+bool install_stop_handler() {
+  if (::pipe(signal_pipe) != 0) return false;
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGHUP, &action, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  return true;
+}
+
+// The flags and the config file into `c`; the exit status when warmd stops here (--help, a
+// usage error), nothing when it goes on.
+std::optional<int> read_configuration(int argc, char** argv, warm::warmd::config& c) {
+  CLI::App app{"warmd: the warm model-cache daemon (Cap'n Proto RPC, see schemas/warm.capnp)"};
+  std::string config_file;
+  warm::warmd::add_options(app, c, config_file);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : exit_usage;
+  }
+
+  auto usage = [](const std::string& message) -> std::optional<int> {
+    std::cerr << "warmd: " << message << "\n";
+    return exit_usage;
+  };
+  if (!config_file.empty()) {
+    if (auto r = warm::warmd::apply_config_file(config_file, app, c); !r)
+      return usage(r.error().message);
+  }
+  auto level = spdlog::level::from_str(c.log_level);
+  if (level == spdlog::level::off && c.log_level != "off")
+    return usage("unknown log level \"" + c.log_level + "\"");
+  spdlog::set_level(level);
+  if (c.repo.empty()) return usage("at least one --repo is required");
+  return std::nullopt;
+}
+
+// Blocks the stop signals on this thread, so that every thread warm starts from here on inherits
+// the mask and the signals go to this thread (or to OpenBLAS's, which predate main), never to a
+// thread that sits in an uninstrumented wait (ThreadSanitizer defers a handler until its thread
+// returns to instrumented code: a signal that reached kj's epoll thread was never handled).
+// Returns the mask before.
+sigset_t block_stop_signals() {
+  sigset_t stop_signals, previous_mask;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);
+  ::pthread_sigmask(SIG_BLOCK, &stop_signals, &previous_mask);
+  return previous_mask;
+}
+
 // What the main thread serves while it waits for a stop signal.
 struct running {
   warm::runtime& rt;
   warm::warmd::service& service;
-  warm::http::front* http;  // null without --http
-#if WARM_HAVE_GRPC
-  warm::grpc_front::front* grpc;  // null without --grpc
-#endif
   bool tls;      // the TCP fronts serve TLS (renewed on SIGHUP)
   bool serving;  // a served-models file or --serve-repo (reloaded on SIGHUP and RPC reloads)
   std::chrono::nanoseconds version_poll;
   warm::warmd::reload_queue& reloads;
+  warm::http::front* http = nullptr;  // null without --http
+#if WARM_HAVE_GRPC
+  warm::grpc_front::front* grpc = nullptr;  // null without --grpc
+#endif
   // The cluster's peer TLS, renewed with the fronts' on SIGHUP; empty outside a cluster.
   std::function<void(std::shared_ptr<const warm::net::tls_material>)> renew_peer_tls;
 };
@@ -152,44 +213,14 @@ int wait_for_stop(const warm::warmd::config& c, running& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // SIGINT/SIGTERM may be delivered to any thread — including OpenBLAS's, which exist before
-  // main() and so cannot inherit a blocked mask (blocking + sigwait lost the race now and then,
-  // and the default action killed the process). A handler instead, on whatever thread, writes
-  // the signal to a pipe the main thread waits on.
-  if (::pipe(signal_pipe) != 0) return exit_failure;
-  struct sigaction action {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-  ::sigaction(SIGHUP, &action, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
+  if (!install_stop_handler()) return exit_failure;
 
-  CLI::App app{"warmd: the warm model-cache daemon (Cap'n Proto RPC, see schemas/warm.capnp)"};
   warm::warmd::config c;
-  std::string config_file;
-  warm::warmd::add_options(app, c, config_file);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : exit_usage;
-  }
-
+  if (auto stop = read_configuration(argc, argv, c)) return *stop;
   auto usage = [](const std::string& message) {
     std::cerr << "warmd: " << message << "\n";
     return exit_usage;
   };
-  if (!config_file.empty()) {
-    if (auto r = warm::warmd::apply_config_file(config_file, app, c); !r)
-      return usage(r.error().message);
-  }
-  auto level = spdlog::level::from_str(c.log_level);
-  if (level == spdlog::level::off && c.log_level != "off")
-    return usage("unknown log level \"" + c.log_level + "\"");
-  spdlog::set_level(level);
-  if (c.repo.empty()) return usage("at least one --repo is required");
   auto fronts = warm::warmd::plan_fronts(c);
   if (!fronts) return usage(fronts.error().message);
   auto& service_options = fronts->service;
@@ -219,16 +250,7 @@ int main(int argc, char** argv) {
     if (!read) return usage(read.error().message);
     served = std::move(*read);
   }
-  // Every thread warm starts from here on inherits a mask blocking SIGINT/SIGTERM, so the signals
-  // go to this thread (or to OpenBLAS's, which predate main), never to a thread that sits in an
-  // uninstrumented wait (ThreadSanitizer defers a handler until its thread returns to
-  // instrumented code: a signal that reached kj's epoll thread was never handled).
-  sigset_t stop_signals, previous_mask;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGHUP);
-  ::pthread_sigmask(SIG_BLOCK, &stop_signals, &previous_mask);
+  const sigset_t previous_mask = block_stop_signals();
   // Model runtimes start here, after the mask: their link threads must not take stop signals.
   if (auto attached = warm::warmd::attach_model_runtimes(c, *options); !attached)
     return usage(attached.error().message);
@@ -331,14 +353,14 @@ int main(int argc, char** argv) {
       c.policy, c.state);
 
   ::pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);  // pending stop signals arrive now
-  running now {
-    **rt, **service, http.get(),
 #if WARM_HAVE_GRPC
-        grpc.get(),
+  running now{**rt,       **service,    fronts->tls != nullptr,
+              serving,    version_poll, reloads,
+              http.get(), grpc.get(),   {}};
+#else
+  running now{**rt,       **service, fronts->tls != nullptr, serving, version_poll, reloads,
+              http.get(), {}};
 #endif
-        fronts->tls != nullptr, serving, version_poll, reloads, {
-    }
-  };
 #if WARM_HAVE_CLUSTER
   if (cluster.tls)
     now.renew_peer_tls = [&cluster](std::shared_ptr<const warm::net::tls_material> renewed) {
