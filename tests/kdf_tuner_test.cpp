@@ -421,3 +421,163 @@ TEST_CASE(
   CHECK(victims == models);
   CHECK(p.size() == resident.size());
 }
+
+// kdf's map of counts never rehashes every count in one call: when full it regrows, moving
+// regrowth_step counts per call into a map with room for twice as many. Meanwhile every count is
+// found (a use raises it, remember merges into it, a model loaded again takes it up), none is
+// lost or doubled, residents' counts (pointers into the maps) stay theirs, and a regrowth moves
+// exactly regrowth_step counts per call, so it ends within its counts / regrowth_step calls.
+TEST_CASE("kdf's map of counts regrows regrowth_step counts per call, losing and doubling none") {
+  policy_options o;
+  o.kdf_tau = std::chrono::seconds(1000000000);  // nothing fades in this test: every count stays
+  kdf_policy p(o);
+  std::map<std::string, double> expected;  // every model seen → its count
+  std::vector<std::string> residents, departed;
+  for (int i = 0; i < 100; ++i) {
+    residents.push_back("r" + std::to_string(i));
+    p.on_insert(residents.back(), 10, 1, at(1));
+    expected[residents.back()] = 1;
+  }
+  std::mt19937 rng(7);
+  auto any = [&](std::vector<std::string>& v) -> std::string& { return v[rng() % v.size()]; };
+  auto check_all = [&] {
+    for (auto& [model, count] : expected)
+      REQUIRE(p.remembered(model).count == Approx(count));
+    REQUIRE(p.remembered_models() == expected.size());
+  };
+  // Runs `call` (which looks up or adds one count; `expected` already holds what it makes) and
+  // checks the regrowth's step.
+  std::size_t regrowths = 0, halfway = 0;
+  auto stepped = [&](auto call) {
+    std::size_t before = p.regrowing(), total = p.remembered_models();
+    call();
+    std::size_t after = p.regrowing();
+    if (before == 0 && after > 0) {
+      ++regrowths;  // started: every count but the one just added waits to move
+      CHECK(after == total);
+      halfway = after / 2;
+    } else {
+      CHECK(after == (before > kdf_policy::regrowth_step ? before - kdf_policy::regrowth_step : 0));
+    }
+    if (halfway > 0 && after <= halfway) {
+      check_all();  // half of the counts moved, half not
+      halfway = 0;
+    }
+  };
+  for (int i = 0; i < 12000; ++i) {
+    auto model = "d" + std::to_string(i);
+    auto k = 1 + rng() % 3;
+    expected[model] += static_cast<double>(k);
+    stepped([&] { p.on_access(model, at(1), k); });
+    departed.push_back(model);
+    if (p.regrowing() == 0) continue;
+    switch (rng() % 4) {
+      case 0: {  // a departed model, moved or not, is requested again
+        auto& m = any(departed);
+        expected[m] += 2;
+        stepped([&] { p.on_access(m, at(1), 2); });
+        break;
+      }
+      case 1: {  // another kdf's memory of a departed model: the larger count stays
+        auto& m = any(departed);
+        expected[m] += 1;
+        stepped([&] { p.remember(m, {expected[m], at(1)}); });
+        break;
+      }
+      case 2: {  // a resident is evicted (its count remembered) and a departed model loaded
+        auto& r = any(residents);
+        p.on_remove(r, true);
+        auto& m = any(departed);
+        expected[m] += 1;
+        stepped([&] { p.on_insert(m, 10, 1, at(1)); });
+        std::swap(r, m);
+        break;
+      }
+      default: {  // a resident is used: through its pointer into whichever map holds its count
+        auto& r = any(residents);
+        p.on_access(r, at(1), 3);
+        expected[r] += 3;
+      }
+    }
+  }
+  CHECK(regrowths >= 3);
+  check_all();
+  // The residents' values are their counts (load time 1 s): their pointers are their own.
+  auto order = p.eviction_order(at(1));
+  REQUIRE(order.size() == residents.size());
+  for (auto& r : order)
+    CHECK(r.score == Approx(expected[r.model]));
+}
+
+// The forgetting sweep goes on across a regrowth: counts that faded before they moved are
+// forgotten as they move or by the sweep in the new map; residents' counts and recent ones stay.
+TEST_CASE("kdf's forgetting sweep forgets faded counts across a regrowth of its map of counts") {
+  policy_options o;
+  o.kdf_tau = std::chrono::seconds(100);  // a count of 1 fades below 0.01 after 461 s
+  kdf_policy p(o);
+  p.on_insert("resident", 100, 1, at(0));  // resident throughout, never used again
+  p.on_access("recent", at(450), 1);       // e^-0.5 at t = 500: kept
+  // Models requested once at t = 0 until the map of counts is full and a regrowth starts.
+  int old = 0;
+  while (old <= 1000 || p.regrowing() == 0)
+    p.on_access("old" + std::to_string(old++), at(0), 1);
+  REQUIRE(old > 1000);
+  // At t = 500 every one of them has faded. Models come and go (on_insert, sweeping four counts
+  // each): within two sweeps' worth of inserts every faded count is gone.
+  const int inserts = 2 * (old + 100) / static_cast<int>(kdf_policy::forget_step);
+  for (int i = 0; i < inserts; ++i) {
+    auto m = "m" + std::to_string(i);
+    p.on_insert(m, 1, 1, at(500));
+    p.on_remove(m, true);
+  }
+  CHECK(p.regrowing() == 0);
+  for (int i = 0; i < old; ++i)
+    REQUIRE(p.remembered("old" + std::to_string(i)).count == 0);
+  CHECK(p.remembered("recent").count == Approx(1));  // as of its request
+  CHECK(p.remembered("resident").count == Approx(1));
+  CHECK(p.remembered_models() == 2 + static_cast<std::size_t>(inserts));
+  CHECK(p.choose_victims("x", 100, none, at(600)) == strings{"resident"});
+}
+
+// A search that meets thousands of entries used since they were keyed re-keys at most
+// max_rekeyed of them and looks at a bounded number, yet frees the bytes; the next decisions
+// re-key the rest, and within used / max_rekeyed decisions the search reaches the cheapest again.
+TEST_CASE(
+    "a kdf search re-keys at most max_rekeyed used entries, looks at a bounded number, "
+    "and frees the bytes") {
+  policy_options o;
+  o.kdf_tau = std::chrono::seconds(1000000000);
+  kdf_policy p(o);
+  // 5,000 models of 100 bytes used twice (value 2) and 100 of 60 bytes used once (value 1), all
+  // loaded at t = 0: the used ones' keys (as loaded, before their second use) are the lowest, and
+  // their keys anew (twice as high) lie above the others'.
+  const int used = 5000;
+  std::map<std::string, std::uint64_t> bytes;
+  for (int i = 0; i < used; ++i)
+    p.on_insert(bytes.emplace("u" + std::to_string(i), 100).first->first, 100, 1, at(0));
+  for (int i = 0; i < 100; ++i)
+    p.on_insert(bytes.emplace("c" + std::to_string(i), 60).first->first, 60, 1, at(0));
+  for (int i = 0; i < used; ++i)
+    p.on_access("u" + std::to_string(i), at(1), 1);
+  int decisions = 0;
+  for (double t = 2;; t += 1, ++decisions) {
+    REQUIRE(decisions <= used / static_cast<int>(kdf_policy::max_rekeyed) + 2);
+    auto victims = p.choose_victims("x", 50, none, at(t));
+    auto work = p.last_search();
+    CHECK(work.rekeyed <= kdf_policy::max_rekeyed);
+    CHECK(work.looked_at <= kdf_policy::pass_limit + kdf_policy::max_candidates);
+    std::uint64_t freed = 0;
+    for (auto& v : victims) {
+      REQUIRE(bytes.count(v) == 1);
+      freed += bytes[v];
+    }
+    CHECK(std::set<std::string>(victims.begin(), victims.end()).size() == victims.size());
+    CHECK(freed >= 50);
+    if (victims.size() == 1 && victims[0][0] == 'c') break;  // the cheapest: value 1
+    for (auto& v : victims) {
+      p.on_remove(v, true);
+      bytes.erase(v);
+    }
+  }
+  CHECK(decisions >= 1);  // the first search did not re-key all 5,000 to reach the cheapest
+}

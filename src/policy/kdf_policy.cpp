@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <utility>
 
 #include "policy/kdf_tuner.hpp"
 
@@ -185,7 +187,7 @@ std::vector<std::string> kdf_policy::knapsack(std::vector<candidate> cands, std:
 void kdf_policy::on_access(const std::string& model, timestamp now, std::uint64_t count) {
   if (use_if_resident(model, now, count)) return;
   latest_ = std::max(latest_, now);
-  auto& c = counts_[model];
+  auto& c = count_of(model);
   c.value = decayed_count(c, now) + static_cast<double>(count);
   c.at = std::max(c.at, now);
 }
@@ -221,21 +223,91 @@ void kdf_policy::share_time_scale(double seconds) {
 }
 
 cache_policy::history kdf_policy::remembered(const std::string& model) const {
-  auto it = counts_.find(model);
-  if (it == counts_.end()) return {};
-  return {it->second.value, it->second.at};
+  auto* c = find_count(model);
+  if (c == nullptr) return {};
+  return {c->value, c->at};
 }
 
 void kdf_policy::remember(const std::string& model, const history& h) {
   if (residents_.count(model) || !(h.count > 0)) return;
-  auto& c = counts_[model];
+  auto& c = count_of(model);
   auto at = std::max(c.at, h.at);
   c.value = std::max(decayed_count(c, at), decayed_count({h.count, h.at}, at));
   c.at = at;
 }
 
+kdf_policy::decayed* kdf_policy::find_count(const std::string& model) {
+  return const_cast<decayed*>(std::as_const(*this).find_count(model));
+}
+
+const kdf_policy::decayed* kdf_policy::find_count(const std::string& model) const {
+  if (auto it = counts_.find(model); it != counts_.end()) return &it->second;
+  if (moving_.empty()) return nullptr;
+  auto it = moving_.find(model);
+  return it == moving_.end() ? nullptr : &it->second;
+}
+
+kdf_policy::decayed& kdf_policy::count_of(const std::string& model) {
+  regrow_step();
+  ready_block();
+  if (auto* c = find_count(model)) return *c;
+  bool full = static_cast<double>(counts_.size() + 1) >
+              counts_.max_load_factor() * static_cast<double>(counts_.bucket_count());
+  if (full && !moving_.empty()) {
+    // Never reached (see below); were it, the rest moves now and counts_ rehashes as it must.
+    while (!moving_.empty())
+      regrow_step();
+  } else if (full) {
+    // One more would rehash every count at once (several ms at 40,000 models): they move over
+    // regrowth_step per call instead, into a map with room for twice as many. moving_ is empty
+    // here: it empties within counts_.size() / regrowth_step calls of a regrowth's start, long
+    // before counts_ (then with room for twice as many) reaches its limit again.
+    moving_.swap(counts_);
+    counts_ = counts_map(moving_.get_allocator());
+    counts_.reserve(2 * moving_.size() + 2);  // its array from block_ once that is ready
+    block_->release();                        // (not taken: too small or not ready)
+    forget_buckets_ = 0;                      // the sweep starts again in the new map
+  }
+  return counts_.emplace(model, decayed{}).first->second;
+}
+
+void kdf_policy::regrow_step() {
+  for (std::size_t n = 0; n < regrowth_step && !moving_.empty(); ++n) {
+    auto it = moving_.begin();
+    // On the way the count is looked at as the forgetting sweep would.
+    const decayed& c = it->second;
+    if (!c.resident && decayed_count(c, latest_) < faded_count)
+      moving_.erase(it);
+    else
+      counts_.insert(moving_.extract(it));
+  }
+  if (moving_.empty() && moving_.bucket_count() > 1)
+    counts_map(moving_.get_allocator()).swap(moving_);
+}
+
+void kdf_policy::ready_block() {
+  if (!moving_.empty()) return;
+  if (block_->data == nullptr) {
+    double limit = counts_.max_load_factor() * static_cast<double>(counts_.bucket_count());
+    if (static_cast<double>(counts_.size()) < limit / 2) return;
+    // The next array: room for 2 · limit + 2 counts, rounded up to a prime number of buckets
+    // (a few per cent more): a quarter more is enough.
+    auto bytes = static_cast<std::size_t>((2 * limit + 2) * 1.25) * sizeof(void*);
+    if (bytes < bucket_block::least) return;
+    block_->data = ::operator new(bytes);
+    block_->bytes = bytes;
+    // A regrowth starts limit / 2 or more calls from now: far more than the pages to write.
+  }
+  if (block_->ready < block_->bytes) {
+    auto n = std::min(bucket_block::page, block_->bytes - block_->ready);
+    std::memset(static_cast<char*>(block_->data) + block_->ready, 0, n);
+    block_->ready += n;
+  }
+}
+
 void kdf_policy::forget_faded() {
-  if (counts_.size() <= residents_.size()) return;  // every count is a resident's
+  // Every count is a resident's.
+  if (counts_.size() + moving_.size() <= residents_.size()) return;
   auto it = forget_buckets_ == counts_.bucket_count() ? forget_cursor_ : counts_.begin();
   for (std::size_t n = 0; n < forget_step; ++n) {
     if (it == counts_.end()) {
@@ -260,7 +332,7 @@ void kdf_policy::on_insert(const std::string& model, std::uint64_t bytes, double
   r.bytes = std::max<std::uint64_t>(bytes, 1);
   r.penalty = std::max(load_seconds, 1e-9);
   r.log_density = std::log(r.penalty) - std::log(static_cast<double>(r.bytes));
-  r.count = &counts_[model];
+  r.count = &count_of(model);
   r.count->resident = true;
   r.last_use = now;
   latest_ = std::max(latest_, now);
@@ -302,7 +374,8 @@ std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uin
   if (auto_tau_) migrate_index();
   // Residents used within guard_share × T are in a burst of requests: passed over (kept aside)
   // while the others can free the bytes. The scan looks at most max_scanned entries once the
-  // bytes are there, so a cache where most residents are busy costs no more than that.
+  // bytes are there, so a cache where most residents are busy costs no more than that, and
+  // re-keys at most max_rekeyed (below).
   const double guard =
       guard_share * (shared_characteristic_ > 0 ? shared_characteristic_ : characteristic_time());
   std::vector<candidate> cands, guarded;
@@ -332,6 +405,17 @@ std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uin
   auto older_first = [&](double key) {
     return old != older_.end() && key_of(std::get<2>(*old)->second) < key;
   };
+  // Re-keying a used entry moves it in the index (about a microsecond at 10,000 residents). After
+  // max_rekeyed of them, a search leaves the used entries it meets where they stand, for the next
+  // decisions: one whose key, computed anew, comes after the scan's next entry is passed over
+  // (where a re-key would have sent it), one whose key does not is taken at once; and once
+  // pass_limit entries have been looked at, every one is taken where it stands, so the bytes are
+  // found within a bounded scan even when thousands of entries were used since they were keyed.
+  std::size_t rekeyed = 0;
+  auto leave = [&](const resident& r) {  // true: passed over, left unmoved
+    return rekeyed >= max_rekeyed && scanned <= pass_limit && it != index_.end() &&
+           key_of(r) >= std::get<0>(*it);
+  };
   while (it != index_.end() || old != older_.end()) {
     bool enough = gathered >= 2 * bytes && cands.size() >= min_candidates;
     if (enough || (cands.size() >= max_candidates && gathered >= bytes)) break;
@@ -341,6 +425,12 @@ std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uin
       if (used || it == index_.end() || older_first(std::get<0>(*it))) {
         ++old;
         scanned += used;  // met as a stale entry of index_ is
+        if (used && rekeyed >= max_rekeyed) {
+          // Left in older_ (the migration moves it): passed over, or taken at once.
+          if (!leave(entry.second)) consider(entry);
+          continue;
+        }
+        rekeyed += used;
         auto placed = reindex(entry);
         if (it == index_.end() || *placed < *it) {
           if (entry.second.key >= passed)
@@ -356,9 +446,12 @@ std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uin
     const auto& r = entry.second;
     passed = r.key;
     ++it;
-    if (stale(r)) {
+    if (stale(r) && rekeyed >= max_rekeyed) {
+      if (leave(r)) continue;
+    } else if (stale(r)) {
       // Used since it was keyed: move it to its place. A scan still ahead meets it there; one
       // that has passed that place (its key fell: τ moved since it was keyed) takes it now.
+      ++rekeyed;
       auto placed = reindex(entry);
       if (it != index_.end() && index_entry{r.key, r.sequence, &entry} > *it) continue;
       if (r.key >= passed && older_first(r.key)) {
@@ -368,6 +461,7 @@ std::vector<std::string> kdf_policy::choose_victims(const std::string&, std::uin
     }
     consider(entry);
   }
+  last_search_ = {scanned, rekeyed};
   // Not enough without the busy ones: they join, least value per byte first, until enough.
   for (std::size_t i = 0; gathered < bytes && i < guarded.size(); ++i) {
     cands.push_back(guarded[i]);

@@ -44,6 +44,20 @@
 // when its key under the current τ comes before the scan's next entry there, or when it was used
 // since it was keyed (its place is unknown), and is met at its place there; so the entries not
 // yet moved are met in the previous τ's order, each in turn among the moved ones.
+//
+// Bounded searches. A search re-keys at most max_rekeyed used entries (about a microsecond each
+// at 10,000 residents; when τ has drifted far, thousands of them can lie at the bottom of the
+// index). Past that it leaves the used entries it meets where they stand, for the next decisions
+// to re-key: one whose key computed anew comes after the scan's next entry is passed over, one
+// whose key does not is taken at once, and once pass_limit entries have been looked at every one
+// is taken where it stands (valued exactly, as every candidate is), so the bytes are found.
+//
+// Counts. The counts (residents' and departed models') live in a hash map that never rehashes
+// all of them at once (3-17 ms at 20,000-85,000 counts on this VM): when full, its counts move to a
+// second map with room for twice as many, regrowth_step per lookup or addition, on their own nodes,
+// so residents' pointers to their counts stay valid; a lookup consults both meanwhile. The new
+// map's bucket array takes a block of memory written a page per call beforehand, since writing
+// fresh pages is most of the cost of a large new array.
 #pragma once
 
 #include <memory>
@@ -97,6 +111,20 @@ class kdf_policy final : public cache_policy {
   // Residents whose index keys still use the τ before the latest drift: 0 unless a migration is
   // under way, each decision (a choose_victims call for bytes) moving migration_step of them.
   std::size_t migrating() const { return older_.size(); }
+  // Counts still to move to the map of counts that replaces a full one: 0 unless a regrowth is
+  // under way, each count looked up or added (an insert, a use of a model not resident, a
+  // remember) moving regrowth_step of them. Every count is found meanwhile.
+  std::size_t regrowing() const { return moving_.size(); }
+  // Models kdf remembers a count of (residents and departed models not yet forgotten).
+  std::size_t remembered_models() const { return counts_.size() + moving_.size(); }
+  // The work of the latest choose_victims: index entries looked at (at most pass_limit, plus
+  // those it takes until the bytes are there), and used entries among them re-keyed (at most
+  // max_rekeyed).
+  struct search_work {
+    std::size_t looked_at = 0;
+    std::size_t rekeyed = 0;
+  };
+  search_work last_search() const { return last_search_; }
 
   static constexpr double initial_tau = 1200;  // seconds, automatic τ before any eviction
   static constexpr double characteristic_weight = 1.0 / 16;
@@ -104,12 +132,15 @@ class kdf_policy final : public cache_policy {
   static constexpr std::size_t min_candidates = 8;
   static constexpr std::size_t max_candidates = 64;
   static constexpr std::size_t max_scanned = 4 * max_candidates;
-  static constexpr double faded_count = 0.01;    // a memory below this is forgotten
-  static constexpr std::size_t forget_step = 4;  // counts looked at per insert
-  static constexpr double guard_share = 0.03;    // a use within 0.03 T guards a resident
-  static constexpr double rebuild_factor = 2;    // τ drift (either way) that migrates the index…
+  static constexpr std::size_t max_rekeyed = max_scanned;     // used entries re-keyed per search…
+  static constexpr std::size_t pass_limit = 4 * max_scanned;  // …then passed over up to here
+  static constexpr double faded_count = 0.01;                 // a memory below this is forgotten
+  static constexpr std::size_t forget_step = 4;               // counts looked at per insert
+  static constexpr double guard_share = 0.03;  // a use within 0.03 T guards a resident
+  static constexpr double rebuild_factor = 2;  // τ drift (either way) that migrates the index…
   static constexpr std::size_t rebuild_spacing = 4;   // …after at least residents / 4 decisions,
   static constexpr std::size_t migration_step = 256;  // re-keying this many entries per decision
+  static constexpr std::size_t regrowth_step = 8;     // counts moved per count looked up or added
 
  private:
   struct decayed {
@@ -121,7 +152,7 @@ class kdf_policy final : public cache_policy {
     std::uint64_t bytes = 0;
     double penalty = 0;
     double log_density = 0;    // log(penalty / bytes), part of every key
-    decayed* count = nullptr;  // into counts_ (unordered_map keeps addresses stable)
+    decayed* count = nullptr;  // into counts_ or moving_ (a node's address never changes)
     timestamp last_use{};
     double key = 0;  // its place in index_…
     std::uint64_t sequence = 0;
@@ -146,6 +177,19 @@ class kdf_policy final : public cache_policy {
   // during which at most as many counts are added: the memory of models that come and go (or
   // are unregistered) stays bounded.
   void forget_faded();
+  // The count of `model` (counts_ or, during a regrowth, moving_), or null.
+  decayed* find_count(const std::string& model);
+  const decayed* find_count(const std::string& model) const;
+  // The count of `model`, added (zero) when it has none. Moves the next regrowth_step counts of a
+  // regrowth under way first, and starts one instead of letting counts_ rehash: no call moves
+  // more than regrowth_step counts.
+  decayed& count_of(const std::string& model);
+  // Moves up to regrowth_step counts from moving_ to counts_ (their nodes: addresses unchanged),
+  // forgetting those of departed models that faded on the way.
+  void regrow_step();
+  // Readies block_ for counts_'s next regrowth: allocates it once counts_ is half full, then
+  // writes one page of it per call.
+  void ready_block();
   // The index key of a resident: log of its linear value per byte referred to time 0 under τ.
   double key_of(const resident& r) const;
   // Starts a migration when the automatic τ has drifted by rebuild_factor (no sooner than
@@ -174,11 +218,71 @@ class kdf_policy final : public cache_policy {
   double index_tau_;  // the τ the index keys use
   std::size_t decisions_since_rebuild_ = 0;
   timestamp latest_{};  // the latest time any call told: a victim's idle time is measured to it
-  std::unordered_map<std::string, decayed>
-      counts_;  // models seen, kept across evictions until faded
-  // Where the forgetting sweep goes on, valid while counts_ has this many buckets (a rehash
-  // moves every element: the sweep then starts again from the beginning).
-  std::unordered_map<std::string, decayed>::iterator forget_cursor_;
+  // Models seen, kept across evictions until faded: every count is in exactly one of counts_ and
+  // moving_. counts_ never rehashes: when one more count would take it past its load limit, its
+  // counts become moving_ and counts_ starts anew with room for twice as many; each count_of call
+  // moves regrowth_step of them back (on their own nodes, so residents' pointers stay valid), and
+  // moving_ is empty again before counts_ can fill (n counts move within n / regrowth_step calls,
+  // which add at most as many).
+  // The block of memory that the array of buckets of counts_'s next regrowth takes: allocated
+  // when counts_ is half full, its pages written one per count_of call, so the new array is
+  // never fresh memory. The first write to a fresh page is what makes a large array slow (about
+  // 10 µs a page on this VM: zeroing a fresh array of 20,000 buckets took 0.7 ms, of 350,000
+  // 9 ms).
+  struct bucket_block {
+    static constexpr std::size_t page = 4096;
+    static constexpr std::size_t least = 16 * page;  // smaller arrays come from the heap
+    void* data = nullptr;
+    std::size_t bytes = 0;  // allocated
+    std::size_t ready = 0;  // written so far
+    bucket_block() = default;
+    bucket_block(const bucket_block&) = delete;
+    bucket_block& operator=(const bucket_block&) = delete;
+    ~bucket_block() { release(); }
+    void release() {
+      ::operator delete(data);
+      data = nullptr;
+      bytes = ready = 0;
+    }
+  };
+  // The maps of counts allocate from the heap, but for an array of at least bucket_block::least
+  // bytes that the block's written pages hold: it takes the block. Freed with ::operator delete
+  // either way.
+  template <class T>
+  struct counts_allocator {
+    using value_type = T;
+    bucket_block* block;
+    explicit counts_allocator(bucket_block* b) noexcept : block(b) {}
+    template <class U>
+    counts_allocator(const counts_allocator<U>& other) noexcept : block(other.block) {}
+    T* allocate(std::size_t n) {
+      std::size_t bytes = n * sizeof(T);
+      if (bytes >= bucket_block::least && block->data != nullptr && bytes <= block->ready) {
+        void* taken = block->data;
+        block->data = nullptr;
+        block->bytes = block->ready = 0;
+        return static_cast<T*>(taken);
+      }
+      return static_cast<T*>(::operator new(bytes));
+    }
+    void deallocate(T* p, std::size_t) noexcept { ::operator delete(p); }
+    friend bool operator==(const counts_allocator& a, const counts_allocator& b) {
+      return a.block == b.block;
+    }
+    friend bool operator!=(const counts_allocator& a, const counts_allocator& b) {
+      return a.block != b.block;
+    }
+  };
+  using counts_map =
+      std::unordered_map<std::string, decayed, std::hash<std::string>, std::equal_to<std::string>,
+                         counts_allocator<std::pair<const std::string, decayed>>>;
+  std::unique_ptr<bucket_block> block_ = std::make_unique<bucket_block>();
+  counts_map counts_{counts_map::allocator_type(block_.get())};
+  counts_map moving_{counts_map::allocator_type(block_.get())};
+  // Where the forgetting sweep goes on in counts_, valid while counts_ has this many buckets (it
+  // starts again from the beginning when counts_ starts anew; moving_'s counts are looked at as
+  // they move).
+  counts_map::iterator forget_cursor_;
   std::size_t forget_buckets_ = 0;
   std::unordered_map<std::string, resident> residents_;
   // Every resident is in exactly one of these: index_ (keys under index_tau_) when its sequence is
@@ -187,6 +291,7 @@ class kdf_policy final : public cache_policy {
   index_type older_;
   std::uint64_t current_from_ = 0;
   std::uint64_t sequence_ = 0;
+  search_work last_search_;
 };
 
 }  // namespace warm
