@@ -34,25 +34,30 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCE_SUFFIXES = {".hpp", ".cpp", ".h", ".cu"}
 
 
-def read_layers(doc):
-    """Returns ({folder: rank}, {include path: folder}) from the Layers section's fenced block."""
+def fenced_block(doc, heading):
+    """(line number, line) of each line in the first fenced block of section `heading`."""
     lines = doc.read_text().splitlines()
     try:
-        start = next(i for i, l in enumerate(lines) if l.strip() == "## Layers")
+        start = next(i for i, l in enumerate(lines) if l.strip() == heading)
     except StopIteration:
-        sys.exit(f"{doc}: no '## Layers' section")
-    ranks, owners = {}, {}
+        sys.exit(f"{doc}: no '{heading}' section")
     in_block = False
     for number, line in enumerate(lines[start + 1:], start + 2):
         if line.startswith("## "):
-            break
+            return
         if line.startswith("```"):
             if in_block:
-                break
+                return
             in_block = True
             continue
-        if not in_block:
-            continue
+        if in_block:
+            yield number, line
+
+
+def read_layers(doc):
+    """Returns ({folder: rank}, {include path: folder}) from the Layers section's fenced block."""
+    ranks, owners = {}, {}
+    for number, line in fenced_block(doc, "## Layers"):
         words = line.split()
         if not words or not words[0].isdigit():
             continue  # the heading line
@@ -71,23 +76,10 @@ def read_layers(doc):
 
 def read_tools(doc):
     """Returns {tools folder: set of folders it may include} from the Tools section's block."""
-    lines = doc.read_text().splitlines()
-    try:
-        start = next(i for i, l in enumerate(lines) if l.strip() == "## Tools")
-    except StopIteration:
-        sys.exit(f"{doc}: no '## Tools' section")
     allowed = {}
-    in_block = False
-    for number, line in enumerate(lines[start + 1:], start + 2):
-        if line.startswith("## "):
-            break
-        if line.startswith("```"):
-            if in_block:
-                break
-            in_block = True
-            continue
+    for number, line in fenced_block(doc, "## Tools"):
         words = line.split()
-        if not in_block or not words or not words[0].startswith("tools/"):
+        if not words or not words[0].startswith("tools/"):
             continue
         for folder in words[1:]:
             if not (folder.startswith("src/") or folder.startswith("tools/")

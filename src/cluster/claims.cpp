@@ -148,4 +148,10 @@ bool placement_claims::drop_copy(const std::string& model, const copies_basis& b
   return true;
 }
 
+std::unique_ptr<placement_claims> claims_warning_to(placement_claims::options o,
+                                                    throttled_log& warn) {
+  o.warn = [&warn](const std::string& line) { warn(line); };
+  return std::make_unique<placement_claims>(std::move(o));
+}
+
 }  // namespace warm::cluster

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -123,5 +124,10 @@ class placement_claims {
 
   options o_;
 };
+
+// A driver's claims whose warnings go through `warn`, the driver's own throttled log (one
+// throttle for everything the driver says; it must outlive the claims).
+std::unique_ptr<placement_claims> claims_warning_to(placement_claims::options o,
+                                                    throttled_log& warn);
 
 }  // namespace warm::cluster

@@ -188,9 +188,7 @@ copy_scaler_actor::behavior_type scaler(self_pointer self,
   auto& s = self->state;
   s.config = std::move(*config);
   s.warn = throttled_log(s.config.log);
-  auto claims = s.config.claims;
-  claims.warn = [self](const std::string& line) { self->state.warn(line); };
-  s.claims = std::make_unique<placement_claims>(std::move(claims));
+  s.claims = claims_warning_to(s.config.claims, s.warn);
   s.meter =
       std::make_unique<queue_meter>(std::max(s.config.rule.sustain_ms, s.config.rule.cool_ms));
   s.next_tick = steady::now() + s.config.tick;

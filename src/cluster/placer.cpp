@@ -205,9 +205,7 @@ placer_actor::behavior_type placer(self_pointer self, std::shared_ptr<placer_con
   auto& s = self->state;
   s.config = std::move(*config);
   s.warn = throttled_log(s.config.log);
-  auto claims = s.config.claims;
-  claims.warn = [self](const std::string& line) { self->state.warn(line); };
-  s.claims = std::make_unique<placement_claims>(std::move(claims));
+  s.claims = claims_warning_to(s.config.claims, s.warn);
   // Loads that fail here are recorded for the other instances.
   s.watch =
       s.config.rt->watch([placer = caf::actor_cast<placer_actor>(self)](const model_event& e) {
