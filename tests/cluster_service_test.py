@@ -147,10 +147,10 @@ def status(sock, mid):
     return json.loads(out) if rc == 0 else {}
 
 
-def loaded_on(viewer, instance):
-    """How many models `viewer` sees loaded on `instance`, as its record says."""
+def holds(viewer, instance, mid):
+    """Whether `viewer` sees `mid` among `instance`'s residents, as its record says."""
     c = cluster(viewer) or {}
-    return next((i["models_loaded"] for i in c.get("instances", []) if i["name"] == instance), None)
+    return any(mid in i.get("residents", []) for i in c.get("instances", []) if i["name"] == instance)
 
 
 def hold_only_on(tmp, socks, owner, mid, seed):
@@ -162,10 +162,11 @@ def hold_only_on(tmp, socks, owner, mid, seed):
 
 
 def hold_only_on_loaded(socks, owner, mid):
-    """Loads the registered model `mid` on `owner` and waits until the others see it there."""
-    before = {n: loaded_on(socks[n], owner) for n in socks if n != owner}
+    """Loads the registered model `mid` on `owner` and waits until the others see it there (a
+    record is republished at most every second, and a count of residents can rise for another
+    model: only the resident list says which)."""
     check(ctl(socks[owner], "ensure", mid)[0] == 0, f"load {mid} on {owner}")
-    check(wait_for(lambda: all((loaded_on(socks[n], owner) or 0) > (before[n] or 0) for n in before), 5),
+    check(wait_for(lambda: all(holds(socks[n], owner, mid) for n in socks if n != owner), 5),
           f"the others see {owner}'s record with {mid}")
 
 

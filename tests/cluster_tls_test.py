@@ -153,7 +153,7 @@ def main():
 
         def a_sees_b_hold_f1():
             rc, out, _ = ctl(socks["a"], "--json", "inspect", "cluster")
-            return rc == 0 and any(i["name"] == "b" and i["models_loaded"] >= 1 for i in json.loads(out)["instances"])
+            return rc == 0 and any(i["name"] == "b" and "f1" in i.get("residents", []) for i in json.loads(out)["instances"])
         check(wait_for(a_sees_b_hold_f1, 5), "a sees b's record with f1")
         rc, out, err = ctl(socks["a"], "infer", "f1", "--random")
         check(rc == 0, f"a serves f1 through b: {out} {err}")
