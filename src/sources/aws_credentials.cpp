@@ -1,0 +1,1 @@
+#include "sources/aws_credentials.hpp"

@@ -1,0 +1,1 @@
+#include "sources/curl_fetch.hpp"

@@ -1,0 +1,1 @@
+#include "sources/disk_tier.hpp"

@@ -1,0 +1,1 @@
+#include "sources/http_store.hpp"

@@ -1,0 +1,1 @@
+#include "sources/object_url.hpp"

@@ -1,0 +1,1 @@
+#include "sources/s3_store.hpp"

@@ -1,0 +1,2 @@
+// Placeholder: filled in with the fetch client.
+int main() { return 0; }
