@@ -1,1 +1,58 @@
 #include "sources/http_store.hpp"
+
+#include <stdexcept>
+
+#include "sources/curl_fetch.hpp"
+
+namespace warm::sources {
+namespace {
+
+class http_store final : public object_store {
+ public:
+  explicit http_store(http_options o) { auth_.ca_file = std::move(o.ca_file); }
+
+  expected<std::vector<object_info>> list(const object_url& prefix) override {
+    return invalid_input(prefix.to_string() +
+                         ": an HTTP source cannot be listed: name the model file");
+  }
+
+  expected<object_info> head(const object_url& url) override {
+    auto answer = request("HEAD", address(url), url.to_string(), auth_, fetch_options{});
+    if (!answer) return std::move(answer).error();
+    if (auto e = status_error(*answer, url.to_string())) return *e;
+    object_info info;
+    info.url = url;
+    info.etag = etag_of(*answer);
+    auto length = answer->headers.find("content-length");
+    if (length == answer->headers.end())
+      return make_error(errc::load_failed, url.to_string() + ": the server gave no Content-Length");
+    try {
+      std::size_t used = 0;
+      info.size = std::stoull(length->second, &used);
+      if (used != length->second.size()) throw std::invalid_argument("size");
+    } catch (const std::exception&) {
+      return make_error(errc::load_failed, url.to_string() + ": a malformed Content-Length");
+    }
+    return info;
+  }
+
+  expected<fetch_stats> fetch(const object_info& object, const fetch_sink& sink,
+                              const fetch_options& options) override {
+    return ranged_fetch(address(object.url), object.url.to_string(), object, auth_, sink, options);
+  }
+
+ private:
+  static std::string address(const object_url& url) {
+    return std::string(url.kind == object_url::scheme::https ? "https://" : "http://") +
+           url.authority + encode_path(url.path);
+  }
+  request_auth auth_;
+};
+
+}  // namespace
+
+std::unique_ptr<object_store> make_http_store(http_options options) {
+  return std::make_unique<http_store>(std::move(options));
+}
+
+}  // namespace warm::sources

@@ -4,6 +4,7 @@
 // virtual-hosted style against AWS itself.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,7 +15,8 @@
 namespace warm::sources {
 
 struct s3_options {
-  // "http(s)://HOST[:PORT]" of an S3-compatible store; empty: AWS (https://BUCKET.s3.REGION.amazonaws.com).
+  // "http(s)://HOST[:PORT]" of an S3-compatible store; empty: AWS
+  // (https://BUCKET.s3.REGION.amazonaws.com).
   std::string endpoint;
   std::string region = "us-east-1";
   // Without credentials requests are sent unsigned (public buckets).
@@ -23,6 +25,9 @@ struct s3_options {
   bool path_style = true;
   // Extra CA bundle for an https endpoint (empty: the system's).
   std::string ca_file;
+  // Keys per ListObjectsV2 page (max-keys); 0: the store's own default (1000 on S3). Tests set it
+  // low to exercise paging.
+  std::uint32_t list_page_keys = 0;
 };
 
 // invalid_argument for a malformed endpoint.
