@@ -166,6 +166,7 @@ struct transfer {
   const fetch_sink* sink = nullptr;
   std::string shown;
   bool busy = false;
+  steady::time_point last_progress{};  // started, or the last header or body bytes
 };
 
 // Checks a ranged answer's status and headers once its body starts.
@@ -204,13 +205,16 @@ void check_answer(transfer& t) {
 }
 
 std::size_t on_range_header(char* data, std::size_t size, std::size_t n, void* user) {
-  take_header(static_cast<transfer*>(user)->response_headers, data, size * n);
+  auto& t = *static_cast<transfer*>(user);
+  t.last_progress = steady::now();
+  take_header(t.response_headers, data, size * n);
   return size * n;
 }
 
 std::size_t on_range_body(char* data, std::size_t size, std::size_t n, void* user) {
   auto& t = *static_cast<transfer*>(user);
   const auto bytes = size * n;
+  t.last_progress = steady::now();
   if (!t.checked) check_answer(t);
   if (t.failed || t.changed) return 0;  // stops this transfer (CURLE_WRITE_ERROR)
   if (t.status != 206 && t.status != 200) {
@@ -244,6 +248,7 @@ void start(CURLM* multi, transfer& t, const std::string& url, const request_auth
   t.response_headers.clear();
   t.error_body.clear();
   t.error_text[0] = 0;
+  t.last_progress = steady::now();
   std::vector<std::string> extra{"Range: bytes=" + std::to_string(p.offset) + "-" +
                                  std::to_string(p.offset + p.length - 1)};
   if (!t.object->etag.empty()) extra.push_back("If-Match: \"" + t.object->etag + "\"");
@@ -387,6 +392,22 @@ expected<fetch_stats> ranged_fetch(const std::string& url, const std::string& sh
       failure = make_error(errc::internal, shown + ": curl_multi_perform failed");
       break;
     }
+    // A range that ended without all its bytes is tried again from where it stopped (its bytes
+    // so far are in the sink; If-Match and the entity tag check keep the splice one version).
+    auto retry = [&](transfer& t, const std::string& why, std::optional<error> exhausted) {
+      part again = t.wanted;
+      again.offset += t.received;
+      again.length -= t.received;
+      if (++again.attempts >= options.attempts) {
+        const auto tries = " (" + std::to_string(options.attempts) + " tries)";
+        failure = exhausted ? make_error(exhausted->code, exhausted->message + tries)
+                            : make_error(errc::unavailable, shown + ": " + why + tries);
+        return;
+      }
+      again.not_before = steady::now() + options.retry_delay * (1u << (again.attempts - 1));
+      ++stats.retries;
+      pending.push_front(again);
+    };
     int queued = 0;
     while (CURLMsg* m = curl_multi_info_read(multi.get(), &queued)) {
       if (m->msg != CURLMSG_DONE) continue;
@@ -406,42 +427,39 @@ expected<fetch_stats> ranged_fetch(const std::string& url, const std::string& sh
         failure = t->failed;
         break;
       }
-      if (code == CURLE_OK && (t->status == 206 || t->status == 200) &&
-          t->received == t->wanted.length)
-        continue;  // this part is done
-      // Something else: a status that is an error, or a body cut short.
-      http_answer said;
-      said.status = t->status;
-      said.body = t->error_body;
-      const bool server_error = code == CURLE_OK && t->status >= 500;
-      const bool cut =
-          (code == CURLE_OK && (t->status == 206 || t->status == 200)) || transient_curl(code);
-      if (code == CURLE_OK && !server_error && !cut) {
-        failure = status_error(said, shown)
-                      .value_or(make_error(errc::load_failed,
-                                           shown + ": HTTP " + std::to_string(t->status)));
-        break;
-      }
-      if (code != CURLE_OK && !transient_curl(code)) {
+      const bool body = t->status == 206 || t->status == 200;
+      if (code == CURLE_OK && body && t->received == t->wanted.length) continue;  // done
+      if (code == CURLE_OK && body) {
+        retry(*t, "the body was cut short", std::nullopt);
+      } else if (code == CURLE_OK) {
+        http_answer said;
+        said.status = t->status;
+        said.body = t->error_body;
+        auto e = status_error(said, shown)
+                     .value_or(make_error(errc::load_failed,
+                                          shown + ": HTTP " + std::to_string(t->status)));
+        if (t->status >= 500)
+          retry(*t, "", e);
+        else
+          failure = e;
+      } else if (transient_curl(code)) {
+        retry(*t, curl_text(code, t->error_text), std::nullopt);
+      } else {
         failure = make_error(errc::load_failed, shown + ": " + curl_text(code, t->error_text));
-        break;
       }
-      part again = t->wanted;
-      again.offset += t->received;
-      again.length -= t->received;
-      if (++again.attempts >= options.attempts) {
-        failure = server_error
-                      ? *status_error(said, shown)
-                      : make_error(errc::unavailable,
-                                   shown + ": " +
-                                       (code != CURLE_OK ? curl_text(code, t->error_text)
-                                                         : std::string("the body was cut short")) +
-                                       " (" + std::to_string(options.attempts) + " tries)");
-        break;
-      }
-      again.not_before = steady::now() + options.retry_delay * (1u << (again.attempts - 1));
-      ++stats.retries;
-      pending.push_front(again);
+      if (failure) break;
+    }
+    // A range that received nothing for the stall timeout is abandoned and tried again.
+    const auto now_after = steady::now();
+    for (auto& t : transfers) {
+      if (failure || changed || !t->busy || now_after - t->last_progress < options.stall_timeout)
+        continue;
+      curl_multi_remove_handle(multi.get(), t->handle.get());
+      t->busy = false;
+      --running;
+      stats.bytes += t->received;
+      retry(*t, "no bytes for " + std::to_string(options.stall_timeout.count()) + " ms",
+            std::nullopt);
     }
     if (failure || changed) break;
     if (running > 0 || !pending.empty()) {

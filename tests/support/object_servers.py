@@ -225,6 +225,12 @@ class _ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
+    def handle_error(self, request, client_address):
+        # A client that gave up on a slow or broken answer (as the faults intend): no traceback.
+        import sys
+        if not isinstance(sys.exc_info()[1], (OSError, ValueError)):  # ValueError: a closed file
+            super().handle_error(request, client_address)
+
 
 class VerifyingProxy:
     """The SigV4-checking, fault-injecting proxy in front of s3rver (see the module's contract).
