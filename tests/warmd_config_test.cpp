@@ -441,6 +441,39 @@ TEST_CASE("config: dynamic batching from the file and the command line, with its
   }
 }
 
+TEST_CASE("config: remote sources and the disk tier from the file and the command line") {
+  parsed defaults;
+  CHECK(defaults.c.fetch_streams == 8);
+  CHECK(defaults.c.cache_bytes == "auto");
+  CHECK(defaults.c.cache_dir.empty());
+  parsed file;
+  REQUIRE(
+      file.apply("repo = [\"s3://models/prod\", \"/srv/models\"]\n"
+                 "s3-endpoint = \"http://127.0.0.1:9000\"\ns3-region = \"eu-west-1\"\n"
+                 "fetch-streams = 16\ncache-dir = \"/var/cache/warm\"\n"
+                 "cache-bytes = \"20GiB\"\n"));
+  CHECK(file.c.repo == std::vector<std::string>{"s3://models/prod", "/srv/models"});
+  CHECK(file.c.s3_endpoint == "http://127.0.0.1:9000");
+  CHECK(file.c.s3_region == "eu-west-1");
+  CHECK(file.c.fetch_streams == 16);
+  CHECK(file.c.cache_dir == "/var/cache/warm");
+  CHECK(file.c.cache_bytes == "20GiB");
+  parsed flag;
+  const char* argv[] = {"warmd", "--fetch-streams", "2", "--cache-bytes", "1GiB"};
+  flag.app.parse(5, argv);
+  REQUIRE(flag.apply("fetch-streams = 16\ncache-bytes = \"20GiB\"\n"));
+  CHECK(flag.c.fetch_streams == 2);
+  CHECK(flag.c.cache_bytes == "1GiB");
+  for (const char* text :
+       {"fetch-streams = 0\n", "fetch-streams = 65\n", "fetch-streams = \"8\"\n"}) {
+    parsed bad;
+    auto r = bad.apply(text);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message ==
+          "test.toml: key \"fetch-streams\" must be an integer from 1 to 64 (line 1)");
+  }
+}
+
 TEST_CASE("the served-models file: every key, and each error refused whole with its line") {
   auto parsed = warm::warmd::parse_served_models(R"(
 [[model]]

@@ -111,6 +111,13 @@ struct runtime_metrics {
   gauge served_models;
   counter version_load_failures;
   counter version_rolls;
+  // Remote sources (docs/storage.md): the disk tier's budget, bytes and files (set by its actor),
+  // its hits (a copy it held), misses (fetched), evictions; fetches of remote files by outcome,
+  // the bytes received and how long each successful fetch took.
+  gauge tier_capacity_bytes, tier_used_bytes, tier_files;
+  counter tier_hits, tier_misses, tier_evictions;
+  counter fetches, fetch_failures, fetch_bytes;
+  histogram fetch_seconds{histogram::latency_bounds()};
   std::vector<device_metrics> devices;  // in the runtime's device order
 };
 

@@ -41,11 +41,20 @@ struct model_location {
   std::optional<std::uint64_t> version;
   // The backend that serves it (kind_of_file of the path).
   std::string kind = "dense";
+  // For a model from a remote source: the object's URL ("s3://bucket/key", "https://..."), and
+  // its entity tag and size as the source last described them. `path` is then its copy in the
+  // local disk tier, beneath the tier's root, and may be gone when the tier evicted it: a load
+  // fetches it again first. Empty for a model on this machine's disk.
+  std::string source;
+  std::string source_etag;
+  std::uint64_t source_bytes = 0;
 
   // A location that is not confined (offline tools and tests that name a file directly).
   static model_location unconfined(std::string path) {
-    auto kind = kind_of_file(path);
-    return {std::move(path), {}, std::nullopt, std::move(kind)};
+    model_location out;
+    out.kind = kind_of_file(path);
+    out.path = std::move(path);
+    return out;
   }
 };
 

@@ -41,11 +41,27 @@ namespace warm {
 
 class registry_storage;  // storage/registry_storage.hpp
 
+// Models from remote sources (docs/storage.md): a repository root or a registration's path may be
+// "s3://BUCKET/PREFIX" or "http(s)://HOST/PATH". Their files are fetched into a disk tier, a
+// directory kept under a byte budget, and loaded from there.
+struct source_options {
+  std::string s3_endpoint;          // "http(s)://HOST[:PORT]" of an S3-compatible store; empty: AWS
+  std::string s3_region;            // empty: AWS_REGION, AWS_DEFAULT_REGION, else us-east-1
+  std::string ca_file;              // extra CA certificates for https sources; empty: the system's
+  std::uint32_t fetch_streams = 8;  // ranged GETs of one fetch in flight at once, 1..64
+  std::uint64_t fetch_part_bytes = 8 << 20;  // bytes per ranged GET
+  std::uint32_t fetch_threads = 4;           // fetches of different files at once
+  std::string cache_dir;                     // the disk tier's directory; empty: <state_dir>/tier
+  std::uint64_t cache_bytes = 0;             // its budget; 0: twice the devices' capacity together
+};
+
 struct runtime_options {
   std::vector<std::string> devices{"host:1GiB"};  // device specs, see parse_device_spec
-  std::vector<std::string> repositories;          // model repository roots (at least one)
-  std::string state_dir = "warm-state";           // holds registry.db
-  std::string policy = "kdf";  // eviction policy of every device (docs/policies.md)
+  // Model repository roots (at least one): directories, or remote roots (source_options).
+  std::vector<std::string> repositories;
+  source_options sources;
+  std::string state_dir = "warm-state";  // holds registry.db
+  std::string policy = "kdf";            // eviction policy of every device (docs/policies.md)
   std::vector<std::string>
       device_policies;  // per device, in `devices` order; "" or missing = `policy`
   // Devices the host process made itself, placed after `devices` (warmd's model runtimes, each a

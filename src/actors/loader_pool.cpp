@@ -25,24 +25,43 @@ namespace {
 struct worker_state {
   std::shared_ptr<model_loader> loader;
   reclaim_fn reclaim;  // where the weights it loads are freed, whoever drops them
+  std::function<expected<tier_copy>(const model_location&)> materialize;
 };
 
 // A detached actor (its own thread): runs one load at a time for the pool, answering each
 // load_job request with its load_result.
 loader_worker_actor::behavior_type loader_worker(
     loader_worker_actor::stateful_pointer<worker_state> self, std::shared_ptr<model_loader> loader,
-    reclaim_fn reclaim) {
+    reclaim_fn reclaim, std::function<expected<tier_copy>(const model_location&)> materialize) {
   self->state.loader = std::move(loader);
   self->state.reclaim = std::move(reclaim);
+  self->state.materialize = std::move(materialize);
   return {
       [=](msg::load_job& job) -> msg::load_result {
         msg::load_result result;
+        // A remote model loads from its copy in the disk tier, pinned until the load is done.
+        auto where = job.where;
+        std::shared_ptr<void> pin;
+        if (!where.source.empty()) {
+          auto copy = self->state.materialize
+                          ? self->state.materialize(where)
+                          : expected<tier_copy>(make_error(
+                                errc::unavailable, "remote sources are not configured here"));
+          if (!copy) {
+            result.error = make_error(
+                copy.error().code == errc::unavailable ? errc::unavailable : errc::load_failed,
+                copy.error().message);
+            return result;
+          }
+          where = std::move(copy->where);
+          pin = std::move(copy->pin);
+        }
         // Looked at before the load: a file changed after this look makes the failure stale.
-        auto seen = look_at(job.where);
+        auto seen = look_at(where);
         load_stats stats;
         stats.copied = job.progress.get();
         auto loaded =
-            self->state.loader->load(*job.dev, job.where, std::move(*job.reservation), &stats);
+            self->state.loader->load(*job.dev, where, std::move(*job.reservation), &stats);
         if (loaded) {
           // A measurement within the reservation settles here (the excess goes back now); one
           // beyond it is settled by the pool once the device actor has made room for the rest.
@@ -466,7 +485,8 @@ loader_pool_actor::behavior_type loader_pool(self_ptr self,
     s.config.metrics = std::make_shared<runtime_metrics>(s.config.devices.size());
   s.metrics = s.config.metrics.get();
   for (std::uint32_t i = 0; i < s.config.max_concurrent_loads; ++i) {
-    auto worker = self->spawn<caf::detached>(loader_worker, s.config.loader, s.config.reclaim);
+    auto worker = self->spawn<caf::detached>(loader_worker, s.config.loader, s.config.reclaim,
+                                             s.config.materialize);
     self->link_to(worker);
     s.idle_workers.push_back(worker);
   }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "actors/protocol/forward.hpp"
+#include "actors/protocol/tier_protocol.hpp"
 #include "core/serving_slot.hpp"
 #include "warm/clock.hpp"
 #include "warm/device.hpp"
@@ -47,6 +48,10 @@ struct loader_pool_config {
   // with it (core/weights.hpp), so a load the pool drops (cancelled, or refused after it
   // finished) and a slot's last lease both free there. Required.
   reclaim_fn reclaim;
+  // A local copy of a model from a remote source (model_location::source set), pinned while the
+  // load reads it: the disk tier's copy, fetched again first when the tier evicted it. Called on
+  // a worker's thread; blocks. Null: remote models fail to load.
+  std::function<expected<tier_copy>(const model_location&)> materialize;
 };
 
 // Spawns the pool and its workers (std::logic_error without config.reclaim). Device actors are

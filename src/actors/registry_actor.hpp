@@ -37,6 +37,7 @@
 #include <optional>
 
 #include "actors/protocol/forward.hpp"
+#include "actors/protocol/tier_protocol.hpp"
 #include "core/model_id.hpp"
 #include "core/route_table.hpp"
 #include "storage/registry_storage.hpp"
@@ -51,6 +52,11 @@ struct registry_config {
   // the registry takes in as they come (registry_storage::follow).
   std::unique_ptr<registry_storage> store;
   std::shared_ptr<const model_repository> repository;
+  // Models from remote sources: a registration's path that is an object URL, or that no local
+  // root holds, resolved to a pinned copy in the disk tier (fetched when the tier lacks it).
+  // Blocks: runs on `offload`. Empty: remote paths are refused.
+  std::function<expected<tier_copy>(const std::string& path, std::optional<std::uint64_t> version)>
+      locate_remote;
   loader_pool_actor pool;
   watch_hub_actor hub;  // model actors report state changes there
   std::shared_ptr<route_table> routes;

@@ -3,6 +3,7 @@
 #include "actors/gather.hpp"
 #include "actors/protocol/model_protocol.hpp"
 #include "actors/protocol/registry_protocol.hpp"
+#include "sources/object_url.hpp"
 #include "storage/located_file.hpp"
 #include "storage/safetensors_file.hpp"
 #include "warm/dense_model.hpp"
@@ -14,8 +15,23 @@ namespace warm::registry_impl {
 // hint reserves headroom beyond the weights and may not be smaller than they are. File work:
 // runs on the offload, never on the registry.
 expected<std::shared_ptr<const model_resolution>> resolve_file(const model_repository& repository,
+                                                               const locate_fn& locate,
                                                                const model_record& record) {
-  auto file = repository.resolve(record.path, record.version);
+  const bool remote = sources::is_remote(record.path);
+  expected<model_location> file = make_error(errc::not_found, "");
+  if (!remote) file = repository.resolve(record.path, record.version);
+  std::shared_ptr<void> pin;  // a remote model's copy stays in the tier while it is described
+  if (remote || (!file && file.error().code == errc::not_found && locate)) {
+    if (!locate)
+      return invalid_input("'" + record.path +
+                           "' is a remote source, and remote sources are not configured here");
+    auto copy = locate(record.path, record.version);
+    if (!copy)
+      return remote || copy.error().code != errc::not_found ? std::move(copy).error()
+                                                            : std::move(file).error();
+    file = std::move(copy->where);
+    pin = std::move(copy->pin);
+  }
   if (!file) return std::move(file).error();
   // The file's identity before it is described: a metadata request for the same file reuses
   // this description instead of reading it again (a TorchScript one loads the whole module).
@@ -51,8 +67,8 @@ void resolve_then(self_ptr self, const msg::registration& who, const model_recor
   waiting.push_back(std::move(then));
   if (waiting.size() > 1) return;
   auto task = [registry = caf::actor_cast<registry_actor>(self), who, record,
-               repository = s.config.repository] {
-    caf::anon_send(registry, msg::model_resolved{who, resolve_file(*repository, record)});
+               repository = s.config.repository, locate = s.config.locate_remote] {
+    caf::anon_send(registry, msg::model_resolved{who, resolve_file(*repository, locate, record)});
   };
   if (s.config.offload)
     s.config.offload(std::move(task));
@@ -123,9 +139,17 @@ void describe(self_ptr self, const msg::registration& registered, callback<model
   auto task = [registry = caf::actor_cast<registry_actor>(self),
                who = msg::registration{e.record.id, e.generation}, id = e.record.id,
                version = e.record.version, bytes = e.bytes, where = e.file, last = e.described,
-               done = std::move(done)]() mutable {
+               locate = s.config.locate_remote, done = std::move(done)]() mutable {
     auto failed = [&](const error& why) { done(make_error(errc::load_failed, why.message)); };
     auto file = open_located(where);
+    std::shared_ptr<void> pin;  // a remote model's copy, evicted from the tier: fetched again
+    if (!file && !where.source.empty() && locate) {
+      auto copy = locate(where.source, where.version);
+      if (!copy) return failed(copy.error());
+      where = std::move(copy->where);
+      pin = std::move(copy->pin);
+      file = open_located(where);
+    }
     if (!file) return failed(file.error());
     auto identity = file->identity();
     if (!identity) return failed(identity.error());

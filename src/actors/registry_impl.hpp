@@ -172,11 +172,15 @@ void take_in_deferred(self_ptr self);
 void on_store_update(self_ptr self, msg::store_update& m);
 
 // registry_files.cpp: model files resolved and described; statuses
+using locate_fn = decltype(registry_config::locate_remote);
 // Resolves a registration's model file beneath its root and checks its header, giving its size
 // and widths. The device bytes are the weights' size, or the size hint when one is given: the
 // hint reserves headroom beyond the weights and may not be smaller than they are. File work:
 // runs on the offload, never on the registry.
+// A path that is an object URL, or that no local root holds, is located remotely (`locate`, when
+// set), its copy pinned while it is described.
 expected<std::shared_ptr<const model_resolution>> resolve_file(const model_repository& repository,
+                                                               const locate_fn& locate,
                                                                const model_record& record);
 // Runs `then` with registration `who`'s resolution, read on the offload (once for however many
 // ask before it is back; model_resolved brings it). `then` may run after the registration ended

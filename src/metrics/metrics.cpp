@@ -146,6 +146,29 @@ std::string prometheus_text(const runtime_metrics& m,
   w.family("warm_version_rolls_total", kind::counter,
            "Times a served model's name moved to another version.");
   w.sample({}, as_double(m.version_rolls.value()));
+  w.family("warm_tier_capacity_bytes", kind::gauge, "The disk tier's budget.");
+  w.sample({}, static_cast<double>(m.tier_capacity_bytes.value()));
+  w.family("warm_tier_used_bytes", kind::gauge,
+           "Bytes of remote model files in the disk tier, and being written to it.");
+  w.sample({}, static_cast<double>(m.tier_used_bytes.value()));
+  w.family("warm_tier_files", kind::gauge, "Complete files in the disk tier.");
+  w.sample({}, static_cast<double>(m.tier_files.value()));
+  w.family("warm_tier_requests_total", kind::counter,
+           "Requests for a local copy of a remote model file: hit (the tier held it) or miss "
+           "(fetched).");
+  w.sample({{"outcome", "hit"}}, as_double(m.tier_hits.value()));
+  w.sample({{"outcome", "miss"}}, as_double(m.tier_misses.value()));
+  w.family("warm_tier_evictions_total", kind::counter,
+           "Files the disk tier removed to make room for another.");
+  w.sample({}, as_double(m.tier_evictions.value()));
+  w.family("warm_fetches_total", kind::counter,
+           "Fetches of remote model files into the disk tier, by outcome.");
+  w.sample({{"outcome", "ok"}}, as_double(m.fetches.value()));
+  w.sample({{"outcome", "failed"}}, as_double(m.fetch_failures.value()));
+  w.family("warm_fetch_bytes_total", kind::counter, "Bytes received by fetches.");
+  w.sample({}, as_double(m.fetch_bytes.value()));
+  w.family("warm_fetch_seconds", kind::histogram, "How long each successful fetch took.");
+  w.histogram({}, m.fetch_seconds.read());
   w.family("warm_load_queue_length", kind::gauge, "Loads queued and not yet started.");
   w.sample({}, static_cast<double>(m.load_queue_length.value()));
   w.family("warm_loads_running", kind::gauge, "Loads reserving room or copying.");

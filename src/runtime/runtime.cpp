@@ -25,6 +25,8 @@
 #include "runtime/checked_outputs.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/runtime_actors.hpp"
+#include "runtime/runtime_sources.hpp"
+#include "sources/object_url.hpp"
 #include "storage/registry_store.hpp"
 #include "warm/backend.hpp"
 #include "warm/model_repository.hpp"
@@ -130,7 +132,10 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   }
   for (auto& a : options.attached_devices)
     if (auto added = add(a.dev, a.policy); !added) return std::move(added).error();
-  auto repository = model_repository::create(options.repositories);
+  std::vector<std::string> local_roots, remote_roots;
+  for (const auto& root : options.repositories)
+    (sources::is_remote(root) ? remote_roots : local_roots).push_back(root);
+  auto repository = model_repository::create(local_roots);
   if (!repository) return std::move(repository).error();
   std::unique_ptr<registry_storage> store;
   if (options.registry_store) {
@@ -167,6 +172,15 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
       std::make_unique<warm::executor>(4);  // a slow describe (a helper at its deadline) holds one
 
   impl->metrics = std::make_shared<runtime_metrics>(impl->devices.size());
+  std::uint64_t device_bytes = 0;
+  for (const auto& dev : impl->devices)
+    device_bytes += dev->capacity();
+  auto remote =
+      start_sources(*impl->system, options, remote_roots, device_bytes, *impl->time, impl->metrics);
+  if (!remote) return std::move(remote).error();
+  impl->tier = remote->tier;
+  impl->fetcher = std::move(remote->fetcher);
+
   impl->batcher =
       std::make_unique<warm::batcher>(options.batching, *impl->executor, *impl->metrics);
   loader_pool_config pool;
@@ -178,6 +192,7 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   pool.max_attempts = options.max_load_attempts;
   pool.failure_expiry = options.failure_expiry;
   pool.reclaim = reclaim;
+  pool.materialize = remote->materialize;
   impl->pool = spawn_loader_pool(*impl->system, std::move(pool));
   for (std::size_t i = 0; i < impl->devices.size(); ++i)
     impl->device_actors.push_back(spawn_device_actor(
@@ -191,6 +206,7 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
 
   registry_config registry;
   registry.store = std::move(store);
+  registry.locate_remote = remote->locate;
   registry.repository = std::make_shared<model_repository>(std::move(*repository));
   impl->hub = spawn_watch_hub(*impl->system);
   registry.pool = impl->pool;  // handles copied into the config: the actor starts on its own thread
@@ -246,6 +262,8 @@ runtime::~runtime() {
   if (i.scorer) caf::anon_send_exit(i.scorer, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(i.hub, caf::exit_reason::user_shutdown);
   i.hub = nullptr;
+  if (i.tier) caf::anon_send_exit(i.tier, caf::exit_reason::user_shutdown);
+  i.tier = nullptr;
   i.scorer = nullptr;
   for (auto& d : i.device_actors)
     caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
@@ -256,6 +274,7 @@ runtime::~runtime() {
   i.batcher->stop();    // what waits for a batch delay is queued to run now
   i.executor.reset();   // no actor is left to submit: run what is queued
   i.describer.reset();  // answers the describes queued (their replies to the registry are dropped)
+  i.fetcher.reset();    // fetches queued run and report to the tier, which is gone
   i.watcher.reset();    // no look holds it any more: its thread stops here
   // Every slot left in the hit path's index gives its weights back before the devices go.
   for (auto& slot : i.routes->slots())

@@ -64,6 +64,9 @@ struct runtime_impl {
   // One thread for the registry's file reads that answer a describe (a large header is parsed
   // there, never on the registry's thread).
   std::unique_ptr<warm::executor> describer;
+  // Remote sources: the disk tier's actor (null without one) and the threads its fetches run on.
+  tier_actor tier;
+  std::unique_ptr<warm::executor> fetcher;
   std::shared_ptr<runtime_metrics> metrics;
 };
 

@@ -214,7 +214,10 @@ expected<model_location> model_repository::resolve(const std::string& relative,
     if (!is_within(root, real))
       return make_error(errc::invalid_argument,
                         relative + ": resolves outside the repository root " + root_text);
-    model_location found{real.string(), root_text, std::nullopt, kind_of_file(*file)};
+    model_location found;
+    found.path = real.string();
+    found.root = root_text;
+    found.kind = kind_of_file(*file);
     if (fs::path chosen(*file);
         chosen.parent_path().parent_path() == candidate)  // <candidate>/<N>/model file
       found.version = parse_version(chosen.parent_path().filename().string());

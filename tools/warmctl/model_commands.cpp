@@ -41,7 +41,8 @@ void add_register(CLI::App& app, command_context& ctx) {
   auto a = std::make_shared<args_t>();
   cmd->add_option("ID", a->id, "Model id")->required();
   cmd->add_option("PATH", a->path,
-                  "Model directory relative to a repository root: NAME or NAME/VERSION")
+                  "Model directory relative to a repository root (NAME or NAME/VERSION), or a "
+                  "model's URL (s3://BUCKET/KEY, https://HOST/PATH)")
       ->required();
   cmd->add_option("--version", a->version, "Version directory (default: the highest present)");
   cmd->add_option("--size-hint", a->size_hint,

@@ -78,7 +78,22 @@ expected<void> apply_policy_tuning(const config& c, policy_options& tuning,
 void add_options(CLI::App& app, config& c, std::string& config_file) {
   app.add_option("--config", config_file, "TOML config file; command-line flags override its keys")
       ->check(CLI::ExistingFile);
-  app.add_option("--repo", c.repo, "Model repository root (repeatable)");
+  app.add_option("--repo", c.repo,
+                 "Model repository root: a directory, s3://BUCKET/PREFIX or http(s)://URL "
+                 "(repeatable)");
+  app.add_option("--s3-endpoint", c.s3_endpoint,
+                 "An S3-compatible store's http(s)://HOST[:PORT] (MinIO, Ceph, R2); default AWS");
+  app.add_option("--s3-region", c.s3_region,
+                 "S3 region (default: AWS_REGION, AWS_DEFAULT_REGION, else us-east-1)");
+  app.add_option("--fetch-streams", c.fetch_streams,
+                 "Ranged GETs of one remote model file in flight at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  app.add_option("--cache-dir", c.cache_dir,
+                 "The disk tier: where fetched model files are kept (default STATE/tier)");
+  app.add_option("--cache-bytes", c.cache_bytes,
+                 "The disk tier's budget, e.g. 20GiB (auto: twice the devices' capacity)")
+      ->capture_default_str();
   app.add_option("--state", c.state, "State directory (registry.db)")->capture_default_str();
   app.add_option(
          "--device", c.device,

@@ -102,6 +102,14 @@ struct config {
   std::string etcd_key;
   std::string etcd_user;
   std::string etcd_password_file;
+  // Remote sources (docs/storage.md): an S3-compatible endpoint and region, the ranged GETs of one
+  // fetch in flight at once, and the disk tier (empty dir: STATE/tier; bytes "auto": twice the
+  // devices' capacity).
+  std::string s3_endpoint;
+  std::string s3_region;
+  std::uint32_t fetch_streams = 8;
+  std::string cache_dir;
+  std::string cache_bytes = "auto";
   std::string model_config;
   bool serve_repo = false;
   std::string poll_seconds = "1";

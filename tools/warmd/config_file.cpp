@@ -258,6 +258,14 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       r = string_value(c.failure_expiry);
     else if (key == "token-file")
       r = string_value(c.token_file);
+    else if (key == "s3-endpoint")
+      r = string_value(c.s3_endpoint);
+    else if (key == "s3-region")
+      r = string_value(c.s3_region);
+    else if (key == "cache-dir")
+      r = string_value(c.cache_dir);
+    else if (key == "cache-bytes")
+      r = string_value(c.cache_bytes);
     else if (key == "tls-cert")
       r = string_value(c.tls_cert);
     else if (key == "tls-key")
@@ -401,6 +409,10 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       auto v = boolean();
       if (!v) return bad(key, "true or false");
       if (!given(key)) c.metrics_per_model = *v;
+    } else if (key == "fetch-streams") {
+      auto v = integer();
+      if (!v || *v < 1 || *v > 64) return bad(key, "an integer from 1 to 64");
+      if (!given(key)) c.fetch_streams = static_cast<std::uint32_t>(*v);
     } else if (key == "max-concurrent-loads") {
       auto v = integer();
       if (!v || *v < 1 || *v > 64) return bad(key, "an integer from 1 to 64");

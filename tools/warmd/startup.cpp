@@ -13,6 +13,7 @@
 #include "file_checks.hpp"
 #include "net/login_limiter.hpp"
 #include "remote/remote_device.hpp"
+#include "sources/object_url.hpp"
 #include "tls_setup.hpp"
 #include "warm/backend.hpp"
 #include "warm/units.hpp"
@@ -221,6 +222,7 @@ expected<runtime_options> runtime_options_from(const config& c) {
   for (const auto& warning : *state_warnings)
     spdlog::warn("{}", warning);
   for (const auto& root : c.repo) {
+    if (sources::is_remote(root)) continue;  // looked at when the runtime starts
     auto repo_warnings = check_repository(root);
     if (!repo_warnings) return bad(repo_warnings.error().message);
     for (const auto& warning : *repo_warnings)
@@ -230,6 +232,17 @@ expected<runtime_options> runtime_options_from(const config& c) {
   runtime_options options;
   options.repositories = c.repo;
   options.state_dir = c.state;
+  options.sources.s3_endpoint = c.s3_endpoint;
+  options.sources.s3_region = c.s3_region;
+  options.sources.fetch_streams = c.fetch_streams;
+  options.sources.cache_dir = c.cache_dir;
+  if (c.cache_bytes != "auto") {
+    auto bytes = parse_bytes(c.cache_bytes);
+    if (!bytes || *bytes == 0)
+      return bad("--cache-bytes must be auto or a size such as 20GiB, not \"" + c.cache_bytes +
+                 "\"");
+    options.sources.cache_bytes = *bytes;
+  }
   auto devices = split_device_policies(c.device);
   options.devices = std::move(devices.specs);
   options.device_policies = std::move(devices.policies);

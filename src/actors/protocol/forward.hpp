@@ -75,6 +75,10 @@ struct inspect_device;
 struct pin_model;
 struct rescore_tick;
 struct inspect_scorer;
+struct acquire_copy;
+struct copy_fetched;
+struct release_copy;
+struct inspect_tier;
 struct state_changed;
 struct add_watcher;
 struct remove_watcher;
@@ -188,5 +192,12 @@ using version_manager_actor = caf::typed_actor<
     caf::reacts_to<msg::versions_seen>,   // the offload: a look's result
     caf::reacts_to<msg::retry_versions>,  // itself: a failed load's back-off is over
     caf::reacts_to<msg::recheck_alias>>;  // itself: ask again where a moving vmodel is
+
+// The disk tier (actors/tier_actor.hpp): local copies of remote model files, one fetch per file.
+using tier_actor =
+    caf::typed_actor<caf::reacts_to<msg::acquire_copy>,   // registry, loader: a local copy, pinned
+                     caf::reacts_to<msg::copy_fetched>,   // a fetch task: its file is written
+                     caf::reacts_to<msg::release_copy>,   // a copy's pin dropped (any thread)
+                     caf::reacts_to<msg::inspect_tier>>;  // runtime: bytes, files, fetches
 
 }  // namespace warm

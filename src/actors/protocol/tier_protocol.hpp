@@ -1,0 +1,69 @@
+// What the disk tier (actors/tier_actor.hpp) is sent: requests for local copies of remote model
+// files, its fetch tasks' results, pins dropped, and the runtime's inspection.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/protocol/common.hpp"
+#include "sources/disk_tier.hpp"
+#include "sources/remote_repository.hpp"
+#include "warm/model_repository.hpp"
+#include "warm/runtime_types.hpp"
+
+namespace warm {
+
+// A local copy of a remote model file: where it is, and a pin that keeps the tier from evicting
+// it until the last copy of the pin is dropped (on any thread).
+struct tier_copy {
+  model_location where;
+  std::shared_ptr<void> pin;
+};
+
+// What the tier holds and has done, for inspection and /metrics.
+struct tier_view {
+  sources::tier_stats stats;
+  std::vector<sources::tier_file> files;  // first to be evicted first
+  std::uint64_t fetches = 0, fetch_failures = 0, fetched_bytes = 0;
+  double fetch_seconds = 0;
+  std::vector<std::string> fetching;  // keys being fetched now
+};
+
+namespace msg {
+
+// A local copy of `model`: answered at once from the tier when it holds the file with the same
+// entity tag, else once one fetch (shared by every request for the same object meanwhile) has
+// written and committed it. The answer is pinned.
+struct acquire_copy {
+  sources::remote_model model;
+  callback<tier_copy> done;
+};
+
+// What a fetch task did with the object it was given: `now` is the object as the task last saw
+// it (an object replaced during the fetch is fetched again if its size still fits the
+// reservation, else reported changed for the tier to reserve again).
+struct copy_fetched {
+  std::string key;
+  sources::tier_reservation reservation;
+  expected<sources::fetch_stats> result;
+  sources::remote_model now;
+};
+
+// A pin of `key` was dropped.
+struct release_copy {
+  std::string key;
+};
+
+struct inspect_tier {
+  std::function<void(tier_view)> done;
+};
+
+}  // namespace msg
+}  // namespace warm
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::acquire_copy)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::copy_fetched)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::release_copy)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::inspect_tier)

@@ -1,0 +1,190 @@
+#include "actors/tier_actor.hpp"
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <map>
+#include <vector>
+
+#include "actors/protocol/tier_protocol.hpp"
+
+namespace warm {
+namespace {
+
+struct fetch_in_flight {
+  std::vector<msg::acquire_copy> waiting;
+  std::uint32_t reservations = 0;  // reserved again after the object changed size
+};
+
+struct tier_state {
+  tier_config config;
+  std::map<std::string, fetch_in_flight> fetching;  // by key
+  std::uint64_t fetches = 0, fetch_failures = 0, fetched_bytes = 0;
+  double fetch_seconds = 0;
+  std::uint64_t evictions_counted = 0;  // the tier's evictions already added to the metrics
+};
+
+using self_pointer = tier_actor::stateful_pointer<tier_state>;
+
+// The tier's gauges as they are now, and the evictions since the last call.
+void publish(tier_state& s) {
+  if (!s.config.metrics || !s.config.tier) return;
+  auto& m = *s.config.metrics;
+  const auto st = s.config.tier->stats();
+  m.tier_capacity_bytes.set(static_cast<std::int64_t>(st.capacity));
+  m.tier_used_bytes.set(static_cast<std::int64_t>(st.used + st.reserved));
+  m.tier_files.set(static_cast<std::int64_t>(st.files));
+  m.tier_evictions.add(st.evictions - s.evictions_counted);
+  s.evictions_counted = st.evictions;
+}
+
+std::string key_of(const sources::remote_model& m) {
+  return m.object.url.to_string();
+}
+
+// Answers `request` with `file`, pinned until the answer's pin is dropped.
+void answer(self_pointer self, msg::acquire_copy& request, const sources::tier_file& file) {
+  auto& tier = *self->state.config.tier;
+  tier.pin(file.key);
+  model_location where;
+  where.path = file.path;
+  where.root = tier.dir() + "/objects";
+  where.version = request.model.version;
+  where.kind = kind_of_file(file.path);
+  where.source = file.key;
+  where.source_etag = file.etag;
+  where.source_bytes = file.bytes;
+  std::shared_ptr<void> pin(nullptr, [me = caf::actor_cast<tier_actor>(self), key = file.key](
+                                         void*) { caf::anon_send(me, msg::release_copy{key}); });
+  request.done(tier_copy{std::move(where), std::move(pin)});
+}
+
+void fail_all(std::vector<msg::acquire_copy>& waiting, const error& why) {
+  for (auto& w : waiting)
+    w.done(why);
+}
+
+// Reserves room for `model` and starts its fetch; false (every waiter answered) when there is none.
+bool start_fetch(self_pointer self, const std::string& key, const sources::remote_model& model) {
+  auto& s = self->state;
+  auto reserved = s.config.tier->reserve(key, model.name, model.object.size);
+  if (!reserved) {
+    auto waiting = std::move(s.fetching[key].waiting);
+    s.fetching.erase(key);
+    fail_all(waiting, make_error(reserved.error().code, "the disk tier cannot take '" + key +
+                                                            "': " + reserved.error().message));
+    return false;
+  }
+  ++s.fetching[key].reservations;
+  s.config.fetch_on([me = caf::actor_cast<tier_actor>(self), remote = s.config.remote, key, model,
+                     reservation = std::move(*reserved)]() mutable {
+    auto now = model;
+    auto result = sources::fetch_to_file(*remote, now, reservation.temp_path, reservation.bytes);
+    caf::anon_send(
+        me, msg::copy_fetched{key, std::move(reservation), std::move(result), std::move(now)});
+  });
+  return true;
+}
+
+void on_fetched(self_pointer self, msg::copy_fetched& m) {
+  auto& s = self->state;
+  auto& tier = *s.config.tier;
+  auto it = s.fetching.find(m.key);
+  if (it == s.fetching.end()) return tier.abort(std::move(m.reservation));  // cannot happen
+  ++s.fetches;
+  if (m.result) {
+    s.fetched_bytes += m.result->bytes;
+    s.fetch_seconds += m.result->seconds;
+    if (s.config.metrics) s.config.metrics->fetch_bytes.add(m.result->bytes);
+  }
+  if (m.result && m.result->changed && it->second.reservations < 3) {
+    tier.abort(std::move(m.reservation));
+    for (auto& w : it->second.waiting)
+      w.model = m.now;
+    start_fetch(self, m.key, m.now);  // the new size
+    return;
+  }
+  auto waiting = std::move(it->second.waiting);
+  s.fetching.erase(it);
+  if (!m.result || m.result->changed) {
+    ++s.fetch_failures;
+    if (s.config.metrics) s.config.metrics->fetch_failures.add();
+    tier.abort(std::move(m.reservation));
+    return fail_all(waiting, m.result ? make_error(errc::load_failed,
+                                                   "'" + m.key + "' kept changing during the fetch")
+                                      : m.result.error());
+  }
+  auto committed = tier.commit(std::move(m.reservation), m.now.object.etag, m.result->seconds);
+  if (!committed) {
+    ++s.fetch_failures;
+    if (s.config.metrics) s.config.metrics->fetch_failures.add();
+    return fail_all(waiting, committed.error());
+  }
+  if (s.config.metrics) {
+    s.config.metrics->fetches.add();
+    s.config.metrics->fetch_seconds.observe(m.result->seconds);
+  }
+  for (auto& w : waiting)
+    answer(self, w, *committed);
+}
+
+tier_actor::behavior_type tier(self_pointer self, std::shared_ptr<tier_config> config) {
+  self->state.config = std::move(*config);
+  publish(self->state);
+  return {
+      [=](msg::acquire_copy& m) {
+        auto& s = self->state;
+        if (!s.config.tier) {
+          auto opened = s.config.open ? s.config.open()
+                                      : expected<sources::disk_tier>(make_error(
+                                            errc::unavailable, "no disk tier is configured"));
+          if (!opened) return m.done(opened.error());
+          s.config.tier = std::make_unique<sources::disk_tier>(std::move(*opened));
+        }
+        const auto key = key_of(m.model);
+        if (auto it = s.fetching.find(key); it != s.fetching.end()) {
+          it->second.waiting.push_back(std::move(m));
+          return;
+        }
+        if (auto found = s.config.tier->find(key, m.model.object.etag)) {
+          if (s.config.metrics) s.config.metrics->tier_hits.add();
+          return answer(self, m, *found);
+        }
+        if (s.config.metrics) s.config.metrics->tier_misses.add();
+        auto model = m.model;
+        s.fetching[key].waiting.push_back(std::move(m));
+        start_fetch(self, key, model);
+        publish(s);
+      },
+      [=](msg::copy_fetched& m) {
+        on_fetched(self, m);
+        publish(self->state);
+      },
+      [=](msg::release_copy& m) {
+        if (self->state.config.tier) self->state.config.tier->unpin(m.key);
+      },
+      [=](msg::inspect_tier& m) {
+        auto& s = self->state;
+        tier_view v;
+        if (s.config.tier) {
+          v.stats = s.config.tier->stats();
+          v.files = s.config.tier->files();
+        }
+        v.fetches = s.fetches;
+        v.fetch_failures = s.fetch_failures;
+        v.fetched_bytes = s.fetched_bytes;
+        v.fetch_seconds = s.fetch_seconds;
+        for (const auto& f : s.fetching)
+          v.fetching.push_back(f.first);
+        m.done(std::move(v));
+      },
+  };
+}
+
+}  // namespace
+
+tier_actor spawn_tier(caf::actor_system& system, tier_config config) {
+  return system.spawn<caf::detached>(tier, std::make_shared<tier_config>(std::move(config)));
+}
+
+}  // namespace warm
