@@ -2,6 +2,7 @@
 // credentials in URLs, escaping segments, bad buckets and hosts, control bytes.
 #include <catch2/catch.hpp>
 
+#include "sources/curl_fetch.hpp"
 #include "sources/object_url.hpp"
 
 using namespace warm;
@@ -135,4 +136,11 @@ TEST_CASE("escapes that are malformed or escape the prefix are refused") {
     REQUIRE_FALSE(r);
     CHECK(r.error().code == errc::invalid_argument);
   }
+}
+
+TEST_CASE("request paths are encoded as S3's canonical URI wants") {
+  CHECK(sources::encode_path("m/1/model.safetensors") == "m/1/model.safetensors");
+  CHECK(sources::encode_path("a b/c+d=e~f_g-h.i") == "a%20b/c%2Bd%3De~f_g-h.i");
+  CHECK(sources::encode_path("%/?#&,\xc3\xa9") == "%25/%3F%23%26%2C%C3%A9");
+  CHECK(sources::encode_path("") == "");
 }

@@ -87,7 +87,8 @@ void configure(CURL* c, const request_auth& auth, const fetch_options& options) 
   if (!auth.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, auth.ca_file.c_str());
   if (!auth.sigv4.empty()) {
     curl_easy_setopt(c, CURLOPT_AWS_SIGV4, auth.sigv4.c_str());
-    curl_easy_setopt(c, CURLOPT_USERPWD, auth.userpwd.c_str());
+    curl_easy_setopt(c, CURLOPT_USERNAME, auth.access_key.c_str());
+    curl_easy_setopt(c, CURLOPT_PASSWORD, auth.secret_key.c_str());
   }
 }
 

@@ -13,10 +13,12 @@
 
 namespace warm::sources {
 
-// How every request to one store is made.
+// How every request to one store is made. The key and secret are handed to libcurl only
+// (CURLOPT_USERNAME/PASSWORD, which CURLOPT_AWS_SIGV4 signs with); no message ever shows them.
 struct request_auth {
-  std::string sigv4;    // CURLOPT_AWS_SIGV4's provider ("aws:amz:REGION:s3"); empty: unsigned
-  std::string userpwd;  // "ACCESS:SECRET" when signed; never shown
+  std::string sigv4;       // CURLOPT_AWS_SIGV4's provider ("aws:amz:REGION:s3"); empty: unsigned
+  std::string access_key;  // when signed
+  std::string secret_key;  // when signed
   std::vector<std::string> headers;  // sent with every request (x-amz-content-sha256, tokens)
   std::string ca_file;               // extra CA bundle; empty: the system's
 };
@@ -28,7 +30,9 @@ struct http_answer {
 };
 
 // One request (`method` GET or HEAD) of `url` (already encoded), retried on a connection failure
-// or a 5xx up to `options.attempts` times. `shown` names it in messages. An answer with any
+// or a 5xx up to `options.attempts` times (retry_delay, doubling). A fresh handle per request;
+// stalled means under 1 byte/s over stall_timeout (whole seconds, at least 1: libcurl's
+// low-speed limit). `shown` names it in messages. An answer with any
 // status is a value; only a request that got no answer is an error (unavailable).
 expected<http_answer> request(const std::string& method, const std::string& url,
                               const std::string& shown, const request_auth& auth,
@@ -42,7 +46,26 @@ std::optional<error> status_error(const http_answer& answer, const std::string& 
 std::string etag_of(const http_answer& answer);
 
 // Fetches `object` at `url` (encoded; `shown` in messages) into `sink` with ranged GETs, as
-// object_store::fetch says.
+// object_store::fetch says. Exactly:
+//  1. The object is cut into parts of options.part_bytes; up to options.streams of them are in
+//     flight at once on one curl multi handle driven by the calling thread, each stream keeping
+//     its easy handle (and so its connection) from part to part. Each GET carries
+//     "Range: bytes=A-B" and, when the object has an entity tag, If-Match on it.
+//  2. An answer is accepted when it is 206 with "Content-Range: bytes A-B/SIZE" (SIZE the
+//     object's or '*') or 200 for a whole object asked for whole, its ETag (when sent) is the
+//     object's, and exactly B-A+1 bytes arrive. More bytes than asked: load_failed. Another
+//     range: load_failed. A 200 to a part: load_failed ("ignored a range request").
+//  3. 412, another ETag or another SIZE: the object changed. The fetch stops at once and
+//     returns stats with changed = true (not an error); the sink holds bytes of two versions.
+//  4. Tried again, from the first byte not yet received, after retry_delay doubled per try: a
+//     5xx, a body cut short, a reset or refused connection, a timeout, and a range that receives
+//     nothing for options.stall_timeout. After options.attempts tries of one range: the last
+//     error (unavailable for 5xx and network failures), with "(N tries)".
+//  5. Other statuses stop the fetch: 404 not_found, 401/403 load_failed "access denied", 3xx
+//     load_failed (redirects are never followed), other 4xx load_failed; each naming `shown`,
+//     the status and S3's error code and message when the body has them.
+//  6. A sink error stops the fetch with that error. stats.bytes counts the bytes given to the
+//     sink, requests every GET sent, retries every range tried again.
 expected<fetch_stats> ranged_fetch(const std::string& url, const std::string& shown,
                                    const object_info& object, const request_auth& auth,
                                    const fetch_sink& sink, const fetch_options& options);

@@ -35,7 +35,8 @@ class s3_store final : public object_store {
   s3_store(s3_options o, std::string base) : options_(std::move(o)), base_(std::move(base)) {
     if (options_.credentials) {
       auth_.sigv4 = "aws:amz:" + options_.region + ":s3";
-      auth_.userpwd = options_.credentials->access_key + ":" + options_.credentials->secret_key;
+      auth_.access_key = options_.credentials->access_key;
+      auth_.secret_key = options_.credentials->secret_key;
       if (!options_.credentials->session_token.empty())
         auth_.headers.push_back("x-amz-security-token: " + options_.credentials->session_token);
     }
