@@ -27,10 +27,10 @@ struct object_info {
 
 // How a fetch runs.
 struct fetch_options {
-  std::size_t streams = 8;                // ranged GETs in flight at once
-  std::uint64_t part_bytes = 8ull << 20;  // bytes per ranged GET (the last one may be shorter)
-  std::uint32_t attempts = 3;             // tries per range on a transient error (5xx, reset)
-  std::chrono::milliseconds retry_delay{200};     // before the second try; doubles after each
+  std::size_t streams = 8;                     // ranged GETs in flight at once
+  std::uint64_t part_bytes = 8ull << 20;       // bytes per ranged GET (the last one may be shorter)
+  std::uint32_t attempts = 3;                  // tries per range on a transient error (5xx, reset)
+  std::chrono::milliseconds retry_delay{200};  // before the second try; doubles after each
   std::chrono::milliseconds connect_timeout{5000};
   // A range that receives nothing for this long is abandoned (and tried again).
   std::chrono::milliseconds stall_timeout{30000};
@@ -38,14 +38,14 @@ struct fetch_options {
 
 // Receives a fetch's bytes: `bytes` at `offset` of the object. Called on the fetching thread,
 // ranges in any order, never overlapping, each byte once; an error stops the fetch with it.
-using fetch_sink = std::function<expected<void>(std::uint64_t offset, const char* data,
-                                                std::size_t bytes)>;
+using fetch_sink =
+    std::function<expected<void>(std::uint64_t offset, const char* data, std::size_t bytes)>;
 
 // What a fetch did.
 struct fetch_stats {
-  std::uint64_t bytes = 0;      // received and given to the sink
-  std::uint32_t requests = 0;   // ranged GETs, retries included
-  std::uint32_t retries = 0;    // ranges tried again
+  std::uint64_t bytes = 0;     // received and given to the sink
+  std::uint32_t requests = 0;  // ranged GETs, retries included
+  std::uint32_t retries = 0;   // ranges tried again
   double seconds = 0;
   // The object was replaced during the fetch (an answer's entity tag, or a 412 to If-Match): the
   // bytes given to the sink are of two versions and must be thrown away. The fetch stops at once.
