@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 
 #include "sources/s3_xml.hpp"
@@ -268,11 +269,12 @@ void start(CURLM* multi, transfer& t, const std::string& url, const request_auth
 
 }  // namespace
 
-std::string encode_path(const std::string& path) {
+std::string percent_encode(const std::string& text, bool keep_slash) {
   static const char* hex = "0123456789ABCDEF";
   std::string out;
-  for (unsigned char c : path) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
+        (keep_slash && c == '/')) {
       out.push_back(static_cast<char>(c));
     } else {
       out.push_back('%');
@@ -281,6 +283,28 @@ std::string encode_path(const std::string& path) {
     }
   }
   return out;
+}
+
+std::string encode_path(const std::string& path) {
+  return percent_encode(path, true);
+}
+
+expected<object_info> described_by(const object_url& url, const http_answer& answer) {
+  object_info info;
+  info.url = url;
+  info.etag = etag_of(answer);
+  auto length = answer.headers.find("content-length");
+  if (length == answer.headers.end())
+    return make_error(errc::load_failed, url.to_string() + ": the store gave no Content-Length");
+  try {
+    std::size_t used = 0;
+    info.size = std::stoull(length->second, &used);
+    if (used != length->second.size() || length->second[0] == '-')
+      throw std::invalid_argument("size");
+  } catch (const std::exception&) {
+    return make_error(errc::load_failed, url.to_string() + ": a malformed Content-Length");
+  }
+  return info;
 }
 
 std::string etag_of(const http_answer& answer) {

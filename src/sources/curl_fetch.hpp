@@ -45,6 +45,10 @@ std::optional<error> status_error(const http_answer& answer, const std::string& 
 // The entity tag of an answer's ETag header, quotes removed ("" when none).
 std::string etag_of(const http_answer& answer);
 
+// The object a successful HEAD answer describes: `url`, its size from Content-Length and its
+// entity tag. load_failed, naming `url`, when Content-Length is missing or not a number.
+expected<object_info> described_by(const object_url& url, const http_answer& answer);
+
 // Fetches `object` at `url` (encoded; `shown` in messages) into `sink` with ranged GETs, as
 // object_store::fetch says. Exactly:
 //  1. The object is cut into parts of options.part_bytes; up to options.streams of them are in
@@ -70,7 +74,9 @@ expected<fetch_stats> ranged_fetch(const std::string& url, const std::string& sh
                                    const object_info& object, const request_auth& auth,
                                    const fetch_sink& sink, const fetch_options& options);
 
-// RFC 3986 percent-encoding of every byte but unreserved ones and '/' (S3's canonical URI).
+// RFC 3986 percent-encoding of every byte but unreserved ones, and '/' too when `keep_slash`.
+std::string percent_encode(const std::string& text, bool keep_slash);
+// A path as S3's canonical URI wants it: percent_encode keeping '/'.
 std::string encode_path(const std::string& path);
 
 }  // namespace warm::sources

@@ -1,7 +1,5 @@
 #include "sources/http_store.hpp"
 
-#include <stdexcept>
-
 #include "sources/curl_fetch.hpp"
 
 namespace warm::sources {
@@ -20,20 +18,7 @@ class http_store final : public object_store {
     auto answer = request("HEAD", address(url), url.to_string(), auth_, fetch_options{});
     if (!answer) return std::move(answer).error();
     if (auto e = status_error(*answer, url.to_string())) return *e;
-    object_info info;
-    info.url = url;
-    info.etag = etag_of(*answer);
-    auto length = answer->headers.find("content-length");
-    if (length == answer->headers.end())
-      return make_error(errc::load_failed, url.to_string() + ": the server gave no Content-Length");
-    try {
-      std::size_t used = 0;
-      info.size = std::stoull(length->second, &used);
-      if (used != length->second.size()) throw std::invalid_argument("size");
-    } catch (const std::exception&) {
-      return make_error(errc::load_failed, url.to_string() + ": a malformed Content-Length");
-    }
-    return info;
+    return described_by(url, *answer);
   }
 
   expected<fetch_stats> fetch(const object_info& object, const fetch_sink& sink,

@@ -1,8 +1,7 @@
 #include "sources/s3_store.hpp"
 
 #include <algorithm>
-
-#include <stdexcept>
+#include <cctype>
 
 #include "sources/curl_fetch.hpp"
 #include "sources/s3_xml.hpp"
@@ -14,21 +13,6 @@ namespace {
 // libcurl 7.88 signs it as given.
 constexpr const char* empty_sha256 =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
-
-std::string query_encode(const std::string& s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(hex[c >> 4]);
-      out.push_back(hex[c & 15]);
-    }
-  }
-  return out;
-}
 
 class s3_store final : public object_store {
  public:
@@ -51,11 +35,11 @@ class s3_store final : public object_store {
       // Query parameters in sorted order: SigV4's canonical query string is, and curl signs
       // the URL as given.
       std::string query = "?";
-      if (!token.empty()) query += "continuation-token=" + query_encode(token) + "&";
+      if (!token.empty()) query += "continuation-token=" + percent_encode(token, false) + "&";
       query += "list-type=2&";
       if (options_.list_page_keys > 0)
         query += "max-keys=" + std::to_string(options_.list_page_keys) + "&";
-      query += "prefix=" + query_encode(prefix.key);
+      query += "prefix=" + percent_encode(prefix.key, false);
       const auto url = bucket_url(prefix.bucket) + "/" + query;
       auto answer = request("GET", url, prefix.to_string(), auth_, fetch_options{});
       if (!answer) return std::move(answer).error();
@@ -83,7 +67,7 @@ class s3_store final : public object_store {
     auto answer = request("HEAD", object_url_of(url), url.to_string(), auth_, fetch_options{});
     if (!answer) return std::move(answer).error();
     if (auto e = status_error(*answer, url.to_string())) return *e;
-    return info_of(url, *answer);
+    return described_by(url, *answer);
   }
 
   expected<fetch_stats> fetch(const object_info& object, const fetch_sink& sink,
@@ -100,23 +84,6 @@ class s3_store final : public object_store {
   std::string object_url_of(const object_url& url) const {
     return bucket_url(url.bucket) + "/" + encode_path(url.key);
   }
-  static expected<object_info> info_of(const object_url& url, const http_answer& a) {
-    object_info info;
-    info.url = url;
-    info.etag = etag_of(a);
-    auto length = a.headers.find("content-length");
-    if (length == a.headers.end())
-      return make_error(errc::load_failed, url.to_string() + ": the store gave no Content-Length");
-    try {
-      std::size_t used = 0;
-      info.size = std::stoull(length->second, &used);
-      if (used != length->second.size()) throw std::invalid_argument("size");
-    } catch (const std::exception&) {
-      return make_error(errc::load_failed, url.to_string() + ": a malformed Content-Length");
-    }
-    return info;
-  }
-
   s3_options options_;
   std::string base_;  // the endpoint without a trailing '/'; empty: AWS
   request_auth auth_;
