@@ -19,8 +19,6 @@ struct fetch_in_flight {
 struct tier_state {
   tier_config config;
   std::map<std::string, fetch_in_flight> fetching;  // by key
-  std::uint64_t fetches = 0, fetch_failures = 0, fetched_bytes = 0;
-  double fetch_seconds = 0;
   std::uint64_t evictions_counted = 0;  // the tier's evictions already added to the metrics
 };
 
@@ -91,12 +89,7 @@ void on_fetched(self_pointer self, msg::copy_fetched& m) {
   auto& tier = *s.config.tier;
   auto it = s.fetching.find(m.key);
   if (it == s.fetching.end()) return tier.abort(std::move(m.reservation));  // cannot happen
-  ++s.fetches;
-  if (m.result) {
-    s.fetched_bytes += m.result->bytes;
-    s.fetch_seconds += m.result->seconds;
-    if (s.config.metrics) s.config.metrics->fetch_bytes.add(m.result->bytes);
-  }
+  if (m.result && s.config.metrics) s.config.metrics->fetch_bytes.add(m.result->bytes);
   if (m.result && m.result->changed && it->second.reservations < 3) {
     tier.abort(std::move(m.reservation));
     for (auto& w : it->second.waiting)
@@ -107,7 +100,6 @@ void on_fetched(self_pointer self, msg::copy_fetched& m) {
   auto waiting = std::move(it->second.waiting);
   s.fetching.erase(it);
   if (!m.result || m.result->changed) {
-    ++s.fetch_failures;
     if (s.config.metrics) s.config.metrics->fetch_failures.add();
     tier.abort(std::move(m.reservation));
     return fail_all(waiting, m.result ? make_error(errc::load_failed,
@@ -116,7 +108,6 @@ void on_fetched(self_pointer self, msg::copy_fetched& m) {
   }
   auto committed = tier.commit(std::move(m.reservation), m.now.object.etag, m.result->seconds);
   if (!committed) {
-    ++s.fetch_failures;
     if (s.config.metrics) s.config.metrics->fetch_failures.add();
     return fail_all(waiting, committed.error());
   }
@@ -162,21 +153,6 @@ tier_actor::behavior_type tier(self_pointer self, std::shared_ptr<tier_config> c
       },
       [=](msg::release_copy& m) {
         if (self->state.config.tier) self->state.config.tier->unpin(m.key);
-      },
-      [=](msg::inspect_tier& m) {
-        auto& s = self->state;
-        tier_view v;
-        if (s.config.tier) {
-          v.stats = s.config.tier->stats();
-          v.files = s.config.tier->files();
-        }
-        v.fetches = s.fetches;
-        v.fetch_failures = s.fetch_failures;
-        v.fetched_bytes = s.fetched_bytes;
-        v.fetch_seconds = s.fetch_seconds;
-        for (const auto& f : s.fetching)
-          v.fetching.push_back(f.first);
-        m.done(std::move(v));
       },
   };
 }

@@ -78,7 +78,6 @@ struct inspect_scorer;
 struct acquire_copy;
 struct copy_fetched;
 struct release_copy;
-struct inspect_tier;
 struct state_changed;
 struct add_watcher;
 struct remove_watcher;
@@ -197,7 +196,6 @@ using version_manager_actor = caf::typed_actor<
 using tier_actor =
     caf::typed_actor<caf::reacts_to<msg::acquire_copy>,   // registry, loader: a local copy, pinned
                      caf::reacts_to<msg::copy_fetched>,   // a fetch task: its file is written
-                     caf::reacts_to<msg::release_copy>,   // a copy's pin dropped (any thread)
-                     caf::reacts_to<msg::inspect_tier>>;  // runtime: bytes, files, fetches
+                     caf::reacts_to<msg::release_copy>>;  // a copy's pin dropped (any thread)
 
 }  // namespace warm

@@ -1,5 +1,6 @@
 // What the disk tier (actors/tier_actor.hpp) is sent: requests for local copies of remote model
-// files, its fetch tasks' results, pins dropped, and the runtime's inspection.
+// files, its fetch tasks' results, and pins dropped. What it holds and does is published as
+// metrics (warm_tier_*, warm_fetch*).
 #pragma once
 
 #include <functional>
@@ -20,15 +21,6 @@ namespace warm {
 struct tier_copy {
   model_location where;
   std::shared_ptr<void> pin;
-};
-
-// What the tier holds and has done, for inspection and /metrics.
-struct tier_view {
-  sources::tier_stats stats;
-  std::vector<sources::tier_file> files;  // first to be evicted first
-  std::uint64_t fetches = 0, fetch_failures = 0, fetched_bytes = 0;
-  double fetch_seconds = 0;
-  std::vector<std::string> fetching;  // keys being fetched now
 };
 
 namespace msg {
@@ -56,14 +48,9 @@ struct release_copy {
   std::string key;
 };
 
-struct inspect_tier {
-  std::function<void(tier_view)> done;
-};
-
 }  // namespace msg
 }  // namespace warm
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::acquire_copy)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::copy_fetched)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::release_copy)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::inspect_tier)
