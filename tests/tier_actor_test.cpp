@@ -15,6 +15,8 @@
 #include "actors/protocol/tier_protocol.hpp"
 #include "actors/tier_actor.hpp"
 #include "runtime/executor.hpp"
+#include "storage/file.hpp"
+#include "storage/file_arrival.hpp"
 #include "support/fake_store.hpp"
 
 using namespace std::chrono_literals;
@@ -72,14 +74,17 @@ struct tier_fixture {
     REQUIRE(m);
     return *m;
   }
-  std::future<expected<tier_copy>> acquire(const sources::remote_model& m) {
+  std::future<expected<tier_copy>> acquire(const sources::remote_model& m,
+                                           copy_mode mode = copy_mode::committed) {
     auto p = std::make_shared<std::promise<expected<tier_copy>>>();
     auto f = p->get_future();
-    caf::anon_send(tier, msg::acquire_copy{m, [p](expected<tier_copy> r) { p->set_value(r); }});
+    caf::anon_send(tier,
+                   msg::acquire_copy{m, [p](expected<tier_copy> r) { p->set_value(r); }, mode});
     return f;
   }
-  expected<tier_copy> acquire_now(const sources::remote_model& m) {
-    auto f = acquire(m);
+  expected<tier_copy> acquire_now(const sources::remote_model& m,
+                                  copy_mode mode = copy_mode::committed) {
+    auto f = acquire(m, mode);
     REQUIRE(f.wait_for(10s) == std::future_status::ready);
     return f.get();
   }
@@ -186,4 +191,83 @@ TEST_CASE("tier: an object that changes size during its fetch is reserved and fe
   CHECK(read_all(r->where.path) == std::string(300, 'n'));
   CHECK(r->where.source_bytes == 300u);
   CHECK(r->where.source_etag == "etag-2");
+}
+
+TEST_CASE("tier: an arriving copy is answered before its fetch ends, and its reads follow it") {
+  tier_fixture f(1 << 20);
+  const std::string url = "s3://models/m/1/model.safetensors";
+  const std::string bytes = std::string(500, 'a') + std::string(500, 'b');
+  f.store->put(url, bytes);
+  auto m = f.model(url);
+  f.store->close_gate();
+  auto early = f.acquire_now(m, copy_mode::arriving);  // answered with the gate still closed
+  REQUIRE(early);
+  REQUIRE(early->where.arriving);
+  CHECK(early->where.source == url);
+  CHECK(early->where.source_bytes == 1000u);
+  auto committed = f.acquire(m);  // waits for the whole file
+  auto file = read_file::arriving(early->where.arriving);
+  REQUIRE(file);
+  const auto epoch = file->arrival_epoch();
+  CHECK(early->where.arriving->contiguous() == 0u);
+  std::uint64_t seen_mid_fetch = 0;
+  bool committed_early = true;
+  f.store->during_next_fetch([&] {
+    seen_mid_fetch = early->where.arriving->contiguous();
+    committed_early = committed.wait_for(0s) == std::future_status::ready;
+  });
+  f.store->open_gate();
+  std::string read(1000, '\0');
+  REQUIRE(file->read_exactly(read.data(), read.size(), 0));
+  CHECK(read == bytes);
+  CHECK(seen_mid_fetch == 500u);  // the first half was readable while the second was on its way
+  CHECK_FALSE(committed_early);
+  CHECK(early->where.arriving->settled(epoch));
+  REQUIRE(committed.wait_for(10s) == std::future_status::ready);
+  auto whole = committed.get();
+  REQUIRE(whole);
+  CHECK_FALSE(whole->where.arriving);
+  CHECK(read_all(whole->where.path) == bytes);
+  CHECK(f.store->fetches() == 1);
+}
+
+TEST_CASE("tier: a copy followed while its object is replaced is never taken as the object") {
+  tier_fixture f(1 << 20);
+  const std::string url = "s3://models/m/1/model.safetensors";
+  f.store->put(url, std::string(1000, 'o'));
+  auto m = f.model(url);
+  f.store->close_gate();
+  auto early = f.acquire_now(m, copy_mode::arriving);
+  REQUIRE(early);
+  auto file = read_file::arriving(early->where.arriving);
+  REQUIRE(file);
+  const auto epoch = file->arrival_epoch();
+  f.store->during_next_fetch([&] { f.store->put(url, std::string(1000, 'n')); });  // same size
+  f.store->open_gate();
+  std::string read(1000, '\0');
+  auto r = file->read_exactly(read.data(), read.size(), 0);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("replaced"));
+  CHECK_FALSE(early->where.arriving->settled(epoch));
+  // The tier fetched it again from the start and holds the new object whole.
+  auto now = f.acquire_now(f.model(url));
+  REQUIRE(now);
+  CHECK(read_all(now->where.path) == std::string(1000, 'n'));
+}
+
+TEST_CASE("tier: held_only answers from what the tier holds and never fetches") {
+  tier_fixture f(1 << 20);
+  const std::string url = "s3://models/m/1/model.safetensors";
+  f.store->put(url, std::string(100, 'h'));
+  auto m = f.model(url);
+  auto none = f.acquire_now(m, copy_mode::held_only);
+  REQUIRE_FALSE(none);
+  CHECK(none.error().code == errc::not_found);
+  CHECK(f.store->fetches() == 0);
+  CHECK(f.metrics->tier_misses.value() == 0);
+  REQUIRE(f.acquire_now(m));
+  auto held = f.acquire_now(m, copy_mode::held_only);
+  REQUIRE(held);
+  CHECK(read_all(held->where.path) == std::string(100, 'h'));
+  CHECK(f.store->fetches() == 1);
 }

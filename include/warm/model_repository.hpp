@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "warm/error.hpp"
 
 namespace warm {
+
+class file_arrival;  // storage/file_arrival.hpp (internal)
 
 inline constexpr const char* model_file_name = "model.safetensors";
 
@@ -48,6 +51,10 @@ struct model_location {
   std::string source;
   std::string source_etag;
   std::uint64_t source_bytes = 0;
+  // A remote model's copy whose bytes are still arriving (a fetch in flight, or only its header
+  // fetched): opened through it, each read waiting for its bytes. Set only on a location handed
+  // to one load or describe, never on one kept.
+  std::shared_ptr<const file_arrival> arriving;
 
   // A location that is not confined (offline tools and tests that name a file directly).
   static model_location unconfined(std::string path) {

@@ -13,6 +13,7 @@
 #include "core/crash_suspects.hpp"
 #include "core/failure_table.hpp"
 #include "core/load_queue.hpp"
+#include "storage/file_arrival.hpp"
 #include "storage/located_file.hpp"
 #include "warm/backend.hpp"
 #include "warm/units.hpp"
@@ -25,14 +26,14 @@ namespace {
 struct worker_state {
   std::shared_ptr<model_loader> loader;
   reclaim_fn reclaim;  // where the weights it loads are freed, whoever drops them
-  std::function<expected<tier_copy>(const model_location&)> materialize;
+  materialize_fn materialize;
 };
 
 // A detached actor (its own thread): runs one load at a time for the pool, answering each
 // load_job request with its load_result.
 loader_worker_actor::behavior_type loader_worker(
     loader_worker_actor::stateful_pointer<worker_state> self, std::shared_ptr<model_loader> loader,
-    reclaim_fn reclaim, std::function<expected<tier_copy>(const model_location&)> materialize) {
+    reclaim_fn reclaim, materialize_fn materialize) {
   self->state.loader = std::move(loader);
   self->state.reclaim = std::move(reclaim);
   self->state.materialize = std::move(materialize);
@@ -43,8 +44,12 @@ loader_worker_actor::behavior_type loader_worker(
         auto where = job.where;
         std::shared_ptr<void> pin;
         if (!where.source.empty()) {
+          // A dense model loaded here reads only through read_exactly: it may follow the fetch.
+          const auto mode = where.kind == "dense" && !job.dev->hosted_models()
+                                ? copy_mode::arriving
+                                : copy_mode::committed;
           auto copy = self->state.materialize
-                          ? self->state.materialize(where)
+                          ? self->state.materialize(where, mode)
                           : expected<tier_copy>(make_error(
                                 errc::unavailable, "remote sources are not configured here"));
           if (!copy) {
@@ -57,11 +62,19 @@ loader_worker_actor::behavior_type loader_worker(
           pin = std::move(copy->pin);
         }
         // Looked at before the load: a file changed after this look makes the failure stale.
-        auto seen = look_at(where);
+        auto seen = where.arriving ? file_seen{} : look_at(where);
+        const auto epoch = where.arriving ? where.arriving->epoch() : 0;
         load_stats stats;
         stats.copied = job.progress.get();
         auto loaded =
             self->state.loader->load(*job.dev, where, std::move(*job.reservation), &stats);
+        // A load that followed a fetch holds the object's bytes only if the fetch ended verified
+        // with no restart since the load began: else its weights go, through the reclaimer.
+        if (loaded && where.arriving)
+          if (auto settled = where.arriving->settled(epoch); !settled) {
+            weights dropped(std::move(*loaded), self->state.reclaim);
+            loaded = expected<std::unique_ptr<resident_model>>(std::move(settled).error());
+          }
         if (loaded) {
           // A measurement within the reservation settles here (the excess goes back now); one
           // beyond it is settled by the pool once the device actor has made room for the rest.

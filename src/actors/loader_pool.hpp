@@ -50,8 +50,10 @@ struct loader_pool_config {
   reclaim_fn reclaim;
   // A local copy of a model from a remote source (model_location::source set), pinned while the
   // load reads it: the disk tier's copy, fetched again first when the tier evicted it. Called on
-  // a worker's thread; blocks. Null: remote models fail to load.
-  std::function<expected<tier_copy>(const model_location&)> materialize;
+  // a worker's thread; blocks. A dense model loaded on a device of this process follows the fetch
+  // (copy_mode::arriving) and is kept only when the fetch ends verified. Null: remote models
+  // fail to load.
+  materialize_fn materialize;
 };
 
 // Spawns the pool and its workers (std::logic_error without config.reclaim). Device actors are

@@ -52,6 +52,7 @@ expected<std::shared_ptr<const model_resolution>> resolve_file(const model_repos
     out->bytes = *record.size_hint;
   }
   out->file = std::move(*file);
+  out->file.arriving.reset();  // a header copy, or a fetch in flight: only this describe reads it
   out->described = std::make_shared<const model_description>(std::move(*described));
   return std::shared_ptr<const model_resolution>(std::move(out));
 }
@@ -141,8 +142,12 @@ void describe(self_ptr self, const msg::registration& registered, callback<model
                version = e.record.version, bytes = e.bytes, where = e.file, last = e.described,
                locate = s.config.locate_remote, done = std::move(done)]() mutable {
     auto failed = [&](const error& why) { done(make_error(errc::load_failed, why.message)); };
-    auto file = open_located(where);
-    std::shared_ptr<void> pin;  // a remote model's copy, evicted from the tier: fetched again
+    // A remote model's copy: in the tier (evicted meanwhile: fetched again), or registered from
+    // its header alone (its path is then the object's URL, never opened as a local path).
+    auto file = where.source.empty() || !sources::is_remote(where.path)
+                    ? open_located(where)
+                    : expected<read_file>(make_error(errc::not_found, where.path));
+    std::shared_ptr<void> pin;
     if (!file && !where.source.empty() && locate) {
       auto copy = locate(where.source, where.version);
       if (!copy) return failed(copy.error());

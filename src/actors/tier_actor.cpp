@@ -14,6 +14,9 @@ namespace {
 struct fetch_in_flight {
   std::vector<msg::acquire_copy> waiting;
   std::uint32_t reservations = 0;  // reserved again after the object changed size
+  // The file as it arrives, for `arriving` requests; the fetch task finishes it.
+  std::shared_ptr<file_arrival> arrival;
+  std::string temp_path;
 };
 
 struct tier_state {
@@ -57,6 +60,19 @@ void answer(self_pointer self, msg::acquire_copy& request, const sources::tier_f
   request.done(tier_copy{std::move(where), std::move(pin)});
 }
 
+// Answers `request` with the file of the fetch in flight, read as it arrives.
+void answer_arriving(msg::acquire_copy& request, const fetch_in_flight& fetch) {
+  model_location where;
+  where.path = fetch.temp_path;
+  where.version = request.model.version;
+  where.kind = kind_of_file(request.model.name);
+  where.source = key_of(request.model);
+  where.source_etag = request.model.object.etag;
+  where.source_bytes = request.model.object.size;
+  where.arriving = fetch.arrival;
+  request.done(tier_copy{std::move(where), fetch.arrival});
+}
+
 void fail_all(std::vector<msg::acquire_copy>& waiting, const error& why) {
   for (auto& w : waiting)
     w.done(why);
@@ -73,11 +89,31 @@ bool start_fetch(self_pointer self, const std::string& key, const sources::remot
                                                             "': " + reserved.error().message));
     return false;
   }
-  ++s.fetching[key].reservations;
+  auto& fetch = s.fetching[key];
+  ++fetch.reservations;
+  fetch.arrival = std::make_shared<file_arrival>(model.object.size, key);
+  fetch.temp_path = reserved->temp_path;
+  // The arriving requests among the waiters (of a fetch started again) follow the new one.
+  auto waiting = std::move(fetch.waiting);
+  for (auto& w : waiting)
+    if (w.mode == copy_mode::arriving)
+      answer_arriving(w, fetch);
+    else
+      fetch.waiting.push_back(std::move(w));
   s.config.fetch_on([me = caf::actor_cast<tier_actor>(self), remote = s.config.remote, key, model,
-                     reservation = std::move(*reserved)]() mutable {
+                     reservation = std::move(*reserved),
+                     arrival = std::make_shared<arrival_guard>(fetch.arrival)]() mutable {
     auto now = model;
-    auto result = sources::fetch_to_file(*remote, now, reservation.temp_path, reservation.bytes);
+    auto result = sources::fetch_to_file(*remote, now, reservation.temp_path, reservation.bytes,
+                                         arrival->get());
+    // The readers following the fetch learn its end now, before the tier commits the file.
+    if (result && !result->changed)
+      arrival->get()->finish({});
+    else if (result)
+      arrival->get()->finish(
+          make_error(errc::load_failed, "'" + key + "' was replaced while it was being fetched"));
+    else
+      arrival->get()->finish(result.error());
     caf::anon_send(
         me, msg::copy_fetched{key, std::move(reservation), std::move(result), std::move(now)});
   });
@@ -134,13 +170,17 @@ tier_actor::behavior_type tier(self_pointer self, std::shared_ptr<tier_config> c
         }
         const auto key = key_of(m.model);
         if (auto it = s.fetching.find(key); it != s.fetching.end()) {
-          it->second.waiting.push_back(std::move(m));
-          return;
+          if (m.mode == copy_mode::arriving && it->second.arrival)
+            return answer_arriving(m, it->second);
+          if (m.mode != copy_mode::held_only) return it->second.waiting.push_back(std::move(m));
+          // held_only: answered from what the tier held before this fetch, if anything
         }
         if (auto found = s.config.tier->find(key, m.model.object.etag)) {
           if (s.config.metrics) s.config.metrics->tier_hits.add();
           return answer(self, m, *found);
         }
+        if (m.mode == copy_mode::held_only)
+          return m.done(make_error(errc::not_found, "the disk tier does not hold '" + key + "'"));
         if (s.config.metrics) s.config.metrics->tier_misses.add();
         auto model = m.model;
         s.fetching[key].waiting.push_back(std::move(m));

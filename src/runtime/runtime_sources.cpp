@@ -6,13 +6,14 @@
 
 #include "actors/tier_actor.hpp"
 #include "sources/http_store.hpp"
+#include "sources/remote_header.hpp"
 #include "sources/s3_store.hpp"
 
 namespace warm {
 namespace {
 
 // Asks the tier for a copy and waits for it (on a thread that may block).
-expected<tier_copy> acquire(const tier_actor& tier, sources::remote_model model) {
+expected<tier_copy> acquire(const tier_actor& tier, sources::remote_model model, copy_mode mode) {
   auto promise = std::make_shared<std::promise<expected<tier_copy>>>();
   auto answer = promise->get_future();
   // Answered unavailable if the tier stops with the request in its mailbox.
@@ -20,11 +21,12 @@ expected<tier_copy> acquire(const tier_actor& tier, sources::remote_model model)
   std::shared_ptr<void> guard(nullptr, [promise, done](void*) {
     if (!*done) promise->set_value(make_error(errc::unavailable, "the disk tier stopped"));
   });
-  caf::anon_send(tier,
-                 msg::acquire_copy{std::move(model), [promise, done, guard](expected<tier_copy> r) {
-                                     *done = true;
-                                     promise->set_value(std::move(r));
-                                   }});
+  caf::anon_send(tier, msg::acquire_copy{std::move(model),
+                                         [promise, done, guard](expected<tier_copy> r) {
+                                           *done = true;
+                                           promise->set_value(std::move(r));
+                                         },
+                                         mode});
   guard.reset();
   return answer.get();
 }
@@ -81,6 +83,7 @@ expected<runtime_sources> start_sources(caf::actor_system& system, const runtime
   out.fetcher = std::make_unique<executor>(o.fetch_threads);
   auto shared_remote = std::make_shared<const sources::remote_repository>(std::move(*remote));
   config.remote = shared_remote;
+  out.remote = shared_remote;
   config.metrics = std::move(metrics);
   config.fetch_on = [fetcher = out.fetcher.get()](std::function<void()> task) {
     fetcher->submit(std::move(task));
@@ -91,9 +94,25 @@ expected<runtime_sources> start_sources(caf::actor_system& system, const runtime
                    std::optional<std::uint64_t> version) -> expected<tier_copy> {
     auto model = shared_remote->resolve(path, version);
     if (!model) return std::move(model).error();
-    return acquire(tier, std::move(*model));
+    auto held = acquire(tier, *model, copy_mode::held_only);
+    if (held || held.error().code != errc::not_found) return held;
+    // TorchScript is described from its whole archive; a small file is as cheap to fetch whole.
+    if (kind_of_file(model->name) != "dense" || model->object.size <= sources::header_first_look)
+      return acquire(tier, *model, copy_mode::committed);
+    auto header = sources::fetch_header(*shared_remote, *model);
+    if (!header) return std::move(header).error();
+    tier_copy copy;
+    copy.where.path = model->object.url.to_string();
+    copy.where.version = model->version;
+    copy.where.kind = "dense";
+    copy.where.source = copy.where.path;
+    copy.where.source_etag = model->object.etag;
+    copy.where.source_bytes = model->object.size;
+    copy.where.arriving = std::move(*header);
+    return copy;
   };
-  out.materialize = [tier = out.tier](const model_location& where) -> expected<tier_copy> {
+  out.materialize = [tier = out.tier](const model_location& where,
+                                      copy_mode mode) -> expected<tier_copy> {
     auto url = sources::parse_object_url(where.source);
     if (!url) return std::move(url).error();
     sources::remote_model model;
@@ -104,7 +123,7 @@ expected<runtime_sources> start_sources(caf::actor_system& system, const runtime
     const auto slash = where.path.rfind('/');
     model.name = slash == std::string::npos ? where.path : where.path.substr(slash + 1);
     model.version = where.version;
-    return acquire(tier, std::move(model));
+    return acquire(tier, std::move(model), mode);
   };
   return out;
 }

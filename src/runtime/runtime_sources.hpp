@@ -18,11 +18,17 @@ namespace warm {
 struct runtime_sources {
   tier_actor tier;
   std::unique_ptr<executor> fetcher;  // the fetch tasks' threads
-  // Resolves a registration's path remotely and waits for its pinned copy (registry offload).
+  // Resolves a registration's path remotely and gives a copy to describe it from (registry
+  // offload): the tier's when it holds the file; else, for safetensors, its header alone (an
+  // arriving location whose weights never come), so that registering a model costs a HEAD and a
+  // small GET whatever its size; else (TorchScript, described from its whole archive, and files
+  // of at most sources::header_first_look bytes) the tier's copy once fetched.
   std::function<expected<tier_copy>(const std::string& path, std::optional<std::uint64_t> version)>
       locate;
-  // The pinned copy of a resolved remote model, fetched again if evicted (loader workers).
-  std::function<expected<tier_copy>(const model_location&)> materialize;
+  // The copy of a resolved remote model, fetched again if evicted (loader workers).
+  materialize_fn materialize;
+  // The remote roots and their stores (the version manager lists model directories in them).
+  std::shared_ptr<const sources::remote_repository> remote;
 };
 
 // Starts them: `remote_roots` are the repositories that are URLs, `device_bytes` the devices'

@@ -369,8 +369,9 @@ expected<fetch_stats> ranged_fetch(const std::string& url, const std::string& sh
   fetch_stats stats;
   std::deque<part> pending;
   const auto part_bytes = std::max<std::uint64_t>(options.part_bytes, 1);
-  for (std::uint64_t at = 0; at < object.size; at += part_bytes)
-    pending.push_back({at, std::min(part_bytes, object.size - at), 0, {}});
+  const auto end = options.prefix_bytes ? std::min(options.prefix_bytes, object.size) : object.size;
+  for (std::uint64_t at = 0; at < end; at += part_bytes)
+    pending.push_back({at, std::min(part_bytes, end - at), 0, {}});
   if (pending.empty()) {  // an empty object: nothing to fetch
     stats.seconds = 0;
     return stats;

@@ -34,6 +34,8 @@ struct fetch_options {
   std::chrono::milliseconds connect_timeout{5000};
   // A range that receives nothing for this long is abandoned (and tried again).
   std::chrono::milliseconds stall_timeout{30000};
+  // Only the object's first bytes (its header): 0 fetches all of it.
+  std::uint64_t prefix_bytes = 0;
 };
 
 // Receives a fetch's bytes: `bytes` at `offset` of the object. Called on the fetching thread,

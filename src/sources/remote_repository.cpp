@@ -158,7 +158,8 @@ expected<remote_model> remote_repository::resolve_url(const object_url& url,
 }
 
 expected<fetch_stats> fetch_to_file(const remote_repository& repository, remote_model& model,
-                                    const std::string& path, std::uint64_t reserved) {
+                                    const std::string& path, std::uint64_t reserved,
+                                    file_arrival* arrival) {
   auto* store = repository.store_for(model.object.url);
   if (!store) return invalid_input("no store for '" + model.object.url.to_string() + "'");
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -169,14 +170,22 @@ expected<fetch_stats> fetch_to_file(const remote_repository& repository, remote_
     int fd;
     ~closer() { ::close(fd); }
   } close_it{fd};
-  auto sink = [fd, &path](std::uint64_t offset, const char* data,
-                          std::size_t bytes) -> expected<void> {
+  if (arrival) {
+    const int reader = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (reader < 0)
+      return make_error(errc::load_failed,
+                        "cannot read the disk tier's file " + path + ": " + std::strerror(errno));
+    arrival->give_file(reader);
+  }
+  auto sink = [fd, &path, arrival](std::uint64_t offset, const char* data,
+                                   std::size_t bytes) -> expected<void> {
     while (bytes > 0) {
       const auto n = ::pwrite(fd, data, bytes, static_cast<off_t>(offset));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0)
         return make_error(errc::load_failed, "cannot write the disk tier's file " + path + ": " +
                                                  std::strerror(n < 0 ? errno : ENOSPC));
+      if (arrival) arrival->arrived(offset, static_cast<std::uint64_t>(n));
       data += n;
       offset += static_cast<std::uint64_t>(n);
       bytes -= static_cast<std::size_t>(n);
@@ -195,6 +204,7 @@ expected<fetch_stats> fetch_to_file(const remote_repository& repository, remote_
   }
   constexpr int tries = 3;
   for (int attempt = 1;; ++attempt) {
+    if (arrival && attempt > 1) arrival->restart();
     if (::ftruncate(fd, 0) != 0)
       return make_error(errc::load_failed, "cannot truncate the disk tier's file " + path + ": " +
                                                std::strerror(errno));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sources/object_store.hpp"
+#include "storage/file_arrival.hpp"
 
 namespace warm::sources {
 
@@ -65,7 +66,10 @@ class remote_repository {
 // `model` is updated to what was fetched. When the new size differs the answer has `changed` set
 // and `model` describes the new object (the caller reserves again). The file's bytes are the
 // object's only when the answer is a value without `changed`.
+// With `arrival`, readers may follow the fetch: it is given a descriptor of the file, told each
+// range written and restarted when the fetch starts over; the caller finishes it.
 expected<fetch_stats> fetch_to_file(const remote_repository& repository, remote_model& model,
-                                    const std::string& path, std::uint64_t reserved);
+                                    const std::string& path, std::uint64_t reserved,
+                                    file_arrival* arrival = nullptr);
 
 }  // namespace warm::sources

@@ -1,5 +1,7 @@
 #include "storage/file.hpp"
 
+#include "storage/file_arrival.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,7 +23,11 @@ read_file::read_file(int fd, std::uint64_t size, std::string path)
     : fd_(fd), size_(size), path_(std::move(path)) {}
 
 read_file::read_file(read_file&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), size_(other.size_), path_(std::move(other.path_)) {}
+    : fd_(std::exchange(other.fd_, -1)),
+      size_(other.size_),
+      path_(std::move(other.path_)),
+      arrival_(std::move(other.arrival_)),
+      epoch_(other.epoch_) {}
 
 read_file& read_file::operator=(read_file&& other) noexcept {
   if (this != &other) {
@@ -29,6 +35,8 @@ read_file& read_file::operator=(read_file&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     size_ = other.size_;
     path_ = std::move(other.path_);
+    arrival_ = std::move(other.arrival_);
+    epoch_ = other.epoch_;
   }
   return *this;
 }
@@ -62,7 +70,22 @@ expected<read_file> read_file::adopt(int fd, std::string path) {
   return read_file(fd, static_cast<std::uint64_t>(st.st_size), std::move(path));
 }
 
+expected<read_file> read_file::arriving(std::shared_ptr<const file_arrival> arrival) {
+  const auto epoch = arrival->epoch();
+  auto fd = arrival->open_descriptor();
+  if (!fd) return std::move(fd).error();
+  read_file out(*fd, arrival->size(), arrival->name());
+  out.arrival_ = std::move(arrival);
+  out.epoch_ = epoch;
+  return out;
+}
+
 expected<void> read_file::read_exactly(void* out, std::size_t bytes, std::uint64_t offset) const {
+  if (arrival_) {
+    if (offset + bytes > size_)
+      return make_error(errc::load_failed, path_ + ": a read past the end of the object");
+    if (auto r = arrival_->wait_for(offset + bytes, epoch_); !r) return r;
+  }
   auto* cursor = static_cast<char*>(out);
   while (bytes > 0) {
     // Linux caps one read at about 2 GiB; ask for at most 1 GiB at a time.
@@ -82,6 +105,7 @@ expected<void> read_file::read_exactly(void* out, std::size_t bytes, std::uint64
 }
 
 expected<std::uint64_t> read_file::current_size() const {
+  if (arrival_) return size_;
   struct stat st {};
   if (::fstat(fd_, &st) != 0) return os_error(errc::load_failed, path_, "cannot stat", errno);
   return static_cast<std::uint64_t>(st.st_size);

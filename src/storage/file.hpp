@@ -5,11 +5,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "warm/error.hpp"
 
 namespace warm {
+
+class file_arrival;
 
 // Which file, in which version: device and inode, size and modification time (nanoseconds). A
 // file rewritten in place or replaced by another gets a different identity (short of a writer
@@ -46,6 +49,12 @@ class read_file {
   // is closed on error). `path` names it in messages.
   static expected<read_file> adopt(int fd, std::string path);
 
+  // A file still arriving (storage/file_arrival.hpp), read through a descriptor of its own: its
+  // size is the whole object's, and each read first waits for its bytes. A read whose bytes
+  // cannot come (the fetch failed, or the object was replaced since this was opened) is
+  // load_failed. Waits until the writer has created the file.
+  static expected<read_file> arriving(std::shared_ptr<const file_arrival> arrival);
+
   read_file(read_file&& other) noexcept;
   read_file& operator=(read_file&& other) noexcept;
   read_file(const read_file&) = delete;
@@ -55,15 +64,20 @@ class read_file {
   const std::string& path() const { return path_; }
   std::uint64_t size() const { return size_; }  // when opened
 
-  // The file's size now (a writer may have changed it since it was opened).
+  // The file's size now (a writer may have changed it since it was opened); an arriving file's is
+  // the object's.
   expected<std::uint64_t> current_size() const;
   int descriptor() const { return fd_; }
   // The open file's identity now (fstat); load_failed when it cannot be had.
   expected<file_identity> identity() const;
 
   // Reads exactly `bytes` at `offset` into `out`. A read past the end of the file (the file
-  // shrank) or an I/O error is load_failed.
+  // shrank) or an I/O error is load_failed. An arriving file's read waits for its bytes.
   expected<void> read_exactly(void* out, std::size_t bytes, std::uint64_t offset) const;
+
+  // The arrival this file is read from (null for a file at rest), and the epoch it was opened in.
+  const std::shared_ptr<const file_arrival>& arrival() const { return arrival_; }
+  std::uint64_t arrival_epoch() const { return epoch_; }
 
   // Tells the kernel the file will be read sequentially from start to end (readahead).
   void advise_sequential() const;
@@ -74,6 +88,8 @@ class read_file {
   int fd_ = -1;
   std::uint64_t size_ = 0;
   std::string path_;
+  std::shared_ptr<const file_arrival> arrival_;
+  std::uint64_t epoch_ = 0;
 };
 
 }  // namespace warm

@@ -151,6 +151,7 @@ std::optional<std::string> relative_to(const std::string& root, const std::strin
 }  // namespace
 
 expected<read_file> open_located(const model_location& where) {
+  if (where.arriving) return read_file::arriving(where.arriving);
   if (where.root.empty()) return read_file::open(where.path);
   auto relative = relative_to(where.root, where.path);
   if (!relative)

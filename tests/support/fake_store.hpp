@@ -76,7 +76,7 @@ class fake_store final : public sources::object_store {
 
   expected<sources::fetch_stats> fetch(const sources::object_info& object,
                                        const sources::fetch_sink& sink,
-                                       const sources::fetch_options&) override {
+                                       const sources::fetch_options& options) override {
     std::unique_lock<std::mutex> lock(mutex_);
     ++fetches_;
     opened_.wait(lock, [&] { return gate_open_; });
@@ -91,7 +91,9 @@ class fake_store final : public sources::object_store {
       stats.changed = true;
       return stats;
     }
-    const std::string bytes = it->second.bytes;
+    // A prefix fetch delivers only the object's first bytes.
+    const std::string bytes =
+        options.prefix_bytes ? it->second.bytes.substr(0, options.prefix_bytes) : it->second.bytes;
     const std::string tag = it->second.etag;
     auto during = std::exchange(during_, nullptr);
     lock.unlock();

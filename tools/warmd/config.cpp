@@ -89,6 +89,9 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
                  "Ranged GETs of one remote model file in flight at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  app.add_option("--fetch-part-bytes", c.fetch_part_bytes,
+                 "The bytes each ranged GET asks for (at least 64KiB)")
+      ->capture_default_str();
   app.add_option("--cache-dir", c.cache_dir,
                  "The disk tier: where fetched model files are kept (default STATE/tier)");
   app.add_option("--cache-bytes", c.cache_bytes,

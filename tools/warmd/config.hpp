@@ -103,11 +103,12 @@ struct config {
   std::string etcd_user;
   std::string etcd_password_file;
   // Remote sources (docs/storage.md): an S3-compatible endpoint and region, the ranged GETs of one
-  // fetch in flight at once, and the disk tier (empty dir: STATE/tier; bytes "auto": twice the
-  // devices' capacity).
+  // fetch in flight at once and the bytes each asks for, and the disk tier (empty dir: STATE/tier;
+  // bytes "auto": twice the devices' capacity).
   std::string s3_endpoint;
   std::string s3_region;
   std::uint32_t fetch_streams = 8;
+  std::string fetch_part_bytes = "8MiB";
   std::string cache_dir;
   std::string cache_bytes = "auto";
   std::string model_config;

@@ -236,6 +236,11 @@ expected<runtime_options> runtime_options_from(const config& c) {
   options.sources.s3_region = c.s3_region;
   options.sources.fetch_streams = c.fetch_streams;
   options.sources.cache_dir = c.cache_dir;
+  auto part = parse_bytes(c.fetch_part_bytes);
+  if (!part || *part < (64u << 10))
+    return bad("--fetch-part-bytes must be a size of at least 64KiB, such as 8MiB, not \"" +
+               c.fetch_part_bytes + "\"");
+  options.sources.fetch_part_bytes = *part;
   if (c.cache_bytes != "auto") {
     auto bytes = parse_bytes(c.cache_bytes);
     if (!bytes || *bytes == 0)

@@ -23,14 +23,33 @@ struct tier_copy {
   std::shared_ptr<void> pin;
 };
 
+// When an acquire_copy may be answered.
+enum class copy_mode {
+  // Once the whole file is in the tier (at once when it is held).
+  committed,
+  // At once, also while the file is being fetched: the answer's `where.arriving` is then set, and
+  // its reads wait for their bytes (a load that follows the fetch). For readers that read only
+  // through read_file::read_exactly (the dense loader), never a descriptor of their own.
+  arriving,
+  // Only from what the tier holds now: not_found, and nothing fetched, when it does not.
+  held_only,
+};
+
+// A blocking call (a loader worker's) that gets a local copy of the remote model a location
+// names (model_location::source), in `mode` (committed or arriving).
+using materialize_fn = std::function<expected<tier_copy>(const model_location&, copy_mode)>;
+
 namespace msg {
 
 // A local copy of `model`: answered at once from the tier when it holds the file with the same
-// entity tag, else once one fetch (shared by every request for the same object meanwhile) has
-// written and committed it. The answer is pinned.
+// entity tag, else (unless `mode` is held_only) after one fetch shared by every request for the
+// same object meanwhile: once it has written and committed the file, or, for `arriving`, as soon
+// as it has started. A held answer is pinned; an arriving one is read through its own descriptor,
+// which keeps the bytes whatever the tier does with the file later.
 struct acquire_copy {
   sources::remote_model model;
   callback<tier_copy> done;
+  copy_mode mode = copy_mode::committed;
 };
 
 // What a fetch task did with the object it was given: `now` is the object as the task last saw
