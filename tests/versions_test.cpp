@@ -187,6 +187,18 @@ TEST_CASE("a served models configuration is checked whole") {
   c.base_path = "a//b";
   refused(c, "empty part");
   c = m;
+  c.base_path = "https://files.example/models/mnist";
+  refused(c, "cannot be listed");
+  c = m;
+  c.base_path = "s3://bucket/../other";
+  refused(c, "'..'");
+  c = m;
+  c.base_path = "s3://";
+  refused(c, "names no bucket");
+  c = m;
+  c.base_path = "S3://bucket/models/mnist";  // an S3 model directory: listed for its versions
+  CHECK(check_served_models({{c}}));
+  c = m;
   c.labels["7"] = 1;
   refused(c, "is a number");
   c = m;

@@ -546,3 +546,29 @@ name = "resnet"
   REQUIRE(empty);
   CHECK(empty->models.empty());
 }
+
+TEST_CASE(
+    "--serve-repo over a remote root: its listing's names, or its error with nothing served") {
+  std::vector<std::string> asked;
+  warm::expected<std::vector<std::string>> answer =
+      std::vector<std::string>{"mnist", "a@b", "bert"};
+  warm::warmd::remote_models_fn remote = [&](const std::string& root) {
+    asked.push_back(root);
+    return answer;
+  };
+  auto models = warm::warmd::repository_models({"s3://models/prod"}, remote);
+  REQUIRE(models);
+  CHECK(*models == std::vector<std::string>{"bert", "mnist"});  // a@b cannot be a served model
+  CHECK(asked == std::vector<std::string>{"s3://models/prod"});
+  auto served = warm::warmd::served_models_for("", true, {"s3://models/prod"}, remote);
+  REQUIRE(served);
+  CHECK(served->models.size() == 2);
+
+  // A root that cannot be listed now is an error, never an empty repository (which would retire
+  // everything it serves).
+  answer = warm::make_error(warm::errc::unavailable, "503 SlowDown");
+  CHECK(warm::warmd::repository_models({"s3://models/prod"}, remote).error().code ==
+        warm::errc::unavailable);
+  CHECK(!warm::warmd::served_models_for("", true, {"s3://models/prod"}, remote));
+  CHECK(!warm::warmd::repository_models({"HTTPS://files.example/models"}));  // no lister given
+}

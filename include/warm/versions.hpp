@@ -55,8 +55,10 @@ std::string_view to_string(load_policy policy) noexcept;
 
 // One served model, as the model configuration file or --serve-repo gives it.
 struct served_model_config {
-  std::string name;       // the model's name: an id without '@'
-  std::string base_path;  // its directory, relative to a repository root; default: the name
+  std::string name;  // the model's name: an id without '@'
+  // Its directory, relative to a repository root (local or S3), or an S3 URL of it
+  // ("s3://bucket/models/mnist"); default: the name.
+  std::string base_path;
   version_policy versions;
   load_policy loading = load_policy::availability_preserving;
   // Labels and the versions they name ("stable" → 3). A label's version is aspired whatever the
@@ -80,8 +82,9 @@ struct served_models_config {
 };
 
 // Checks a configuration as a whole: names are ids without '@' and distinct, base paths relative
-// without "..", label names are ids without '@' that are not version numbers and name positive
-// versions. invalid_argument naming the first problem; nothing is applied from a refused one.
+// or s3:// URLs, without ".." (an HTTP(S) URL cannot be listed and is refused), label names are
+// ids without '@' that are not version numbers and name positive versions. invalid_argument
+// naming the first problem; nothing is applied from a refused one.
 expected<void> check_served_models(const served_models_config& config);
 
 // The id of a served model's version or label: "m@3", "m@stable".

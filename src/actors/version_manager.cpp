@@ -13,6 +13,7 @@
 #include "actors/protocol/version_manager_protocol.hpp"
 #include "core/version_rules.hpp"
 #include "core/version_settler.hpp"
+#include "sources/object_url.hpp"
 
 namespace warm {
 namespace {
@@ -49,6 +50,7 @@ struct served_entry {
   std::optional<std::uint64_t> evicting;  // an unload waits for the default alias to leave it
   std::optional<std::uint64_t> pinned;    // the version pinned on the devices while another loads
   std::string source_error;
+  bool remote = false;  // its last look listed a remote store: the next runs on offload_remote
   explicit served_entry(std::chrono::nanoseconds settle) : settler(settle) {}
 };
 
@@ -132,14 +134,28 @@ void look(self_ptr self, served_entry& e) {
   }
   e.looking = true;
   auto& c = self->state.config;
-  c.offload([repository = c.repository, time = c.time, watcher = c.watcher, target = handle(self),
-             model = e.config.name, generation = e.generation, base = base_of(e.config)] {
-    if (watcher)
+  // A look that may list a remote store runs where a slow store holds no local look back.
+  const bool may_list = c.look_remote && (sources::is_remote(base_of(e.config)) || e.remote);
+  auto& run = may_list && c.offload_remote ? c.offload_remote : c.offload;
+  run([repository = c.repository, time = c.time, watcher = c.watcher, target = handle(self),
+       look_remote = c.look_remote, model = e.config.name, generation = e.generation,
+       base = base_of(e.config)] {
+    const bool remote = sources::is_remote(base);
+    if (watcher && !remote)
       if (auto dir = repository->find_directory(base)) watcher->watch(model, *dir);
     msg::versions_seen seen;
     seen.model = model;
     seen.generation = generation;
-    seen.look = repository->look_at_versions(base);
+    seen.look = !remote       ? repository->look_at_versions(base)
+                : look_remote ? look_remote(base)
+                              : invalid_input("'" + base + "': remote sources are not configured");
+    seen.remote = remote;
+    // A directory no local root holds may be in a remote one (as a registration is resolved).
+    if (!remote && !seen.look && seen.look.error().code == errc::not_found && look_remote) {
+      seen.remote = true;
+      if (auto found = look_remote(base); found || found.error().code != errc::not_found)
+        seen.look = std::move(found);
+    }
     seen.now = time->now().time_since_epoch();
     seen.wall_now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
@@ -410,6 +426,7 @@ void on_seen(self_ptr self, msg::versions_seen& m) {
   auto* e = find(self, m.model, m.generation);
   if (!e) return;
   e->looking = false;
+  e->remote = m.remote;
   if (std::exchange(e->look_again, false)) look(self, *e);
   if (!m.look) {
     // The directory cannot be read now: what is served stays as it is.

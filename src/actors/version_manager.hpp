@@ -1,7 +1,8 @@
 // The version manager: serves models whose versions come from directories (warm/versions.hpp),
 // as TensorFlow Serving's AspiredVersionsManager does, on top of warm's registry and cache.
 //
-// For each served model it looks at the model's directory every poll period, and at once when
+// For each served model it looks at the model's directory every poll period (a directory in S3
+// is listed: config.look_remote; it has no watch), and at once when
 // the directory watch reports a change in it (on the offload: a look lists directories and stats
 // files; a version still settling is looked at again when it may have settled), takes versions once
 // they have settled (core/version_settler.hpp), aspires to those its version policy selects plus
@@ -60,6 +61,13 @@ struct version_manager_config {
   // offload registers each model's directory with it at every look.
   std::shared_ptr<dir_watch>
       watcher;  // served_models, version_load_failures, version_rolls (may be null)
+  // Looks at a model directory in a remote store (sources/remote_versions.hpp: an s3:// base
+  // path, or a relative one that no local root holds), on the offload like a local look; blocks
+  // on the network. Null: no remote sources (such a base path is then an error at its look).
+  std::function<expected<std::vector<version_file>>(const std::string& base)> look_remote;
+  // Runs a look that may list a remote store (a base path that is a URL, or one no local root
+  // holds) off the actor's threads; null: such looks run on `offload` too.
+  std::function<void(std::function<void()>)> offload_remote;
   std::chrono::nanoseconds poll = std::chrono::seconds(1);    // between looks at a directory
   std::chrono::nanoseconds settle = std::chrono::seconds(1);  // version_settler's rule
   std::chrono::nanoseconds retry_min =

@@ -1,6 +1,7 @@
 #include "warm/versions.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <set>
 
@@ -28,15 +29,37 @@ expected<void> check_name(const std::string& id, const char* what) {
   return {};
 }
 
+// Whether `p` starts with `scheme` ("s3://"), in any case.
+bool has_scheme(const std::string& p, std::string_view scheme) {
+  if (p.size() < scheme.size()) return false;
+  for (std::size_t i = 0; i < scheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(p[i])) != scheme[i]) return false;
+  return true;
+}
+
 expected<void> check_base_path(const served_model_config& m) {
   const auto& p = m.base_path;
   if (p.empty()) return {};
   if (p.find('\0') != std::string::npos)
     return make_error(errc::invalid_argument, "model '" + m.name + "': base path holds a NUL byte");
-  if (p.front() == '/')
+  if (has_scheme(p, "http://") || has_scheme(p, "https://"))
+    return make_error(errc::invalid_argument,
+                      "model '" + m.name + "': base path '" + p +
+                          "' is an HTTP source, which cannot be listed for versions (use S3 or a "
+                          "local repository)");
+  // An S3 model directory: its bucket and key are checked like a relative path here, and parsed
+  // as a URL when it is looked at.
+  const bool s3 = has_scheme(p, "s3://");
+  if (!s3 && p.front() == '/')
     return make_error(errc::invalid_argument, "model '" + m.name + "': base path '" + p +
                                                   "' must be relative to a repository root");
   std::string_view rest = p;
+  if (s3) {
+    rest.remove_prefix(5);
+    if (rest.empty())
+      return make_error(errc::invalid_argument,
+                        "model '" + m.name + "': base path '" + p + "' names no bucket");
+  }
   while (!rest.empty()) {
     auto slash = rest.find('/');
     auto part = rest.substr(0, slash);

@@ -27,6 +27,7 @@
 #include "runtime/runtime_actors.hpp"
 #include "runtime/runtime_sources.hpp"
 #include "sources/object_url.hpp"
+#include "sources/remote_versions.hpp"
 #include "storage/registry_store.hpp"
 #include "warm/backend.hpp"
 #include "warm/model_repository.hpp"
@@ -243,6 +244,14 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
       }))
     impl->watcher = std::move(*watcher);
   versions.watcher = impl->watcher;
+  impl->lister = std::make_unique<warm::executor>(2);
+  versions.look_remote =
+      [remote = remote->remote](const std::string& base) -> expected<std::vector<version_file>> {
+    return sources::look_at_remote_versions(*remote, base);
+  };
+  versions.offload_remote = [lister = impl->lister.get()](std::function<void()> task) {
+    lister->submit(std::move(task));
+  };
   versions.poll = options.version_poll;
   versions.settle = options.version_settle;
   impl->versions = spawn_version_manager(*impl->system, std::move(versions));
@@ -275,6 +284,7 @@ runtime::~runtime() {
   i.executor.reset();   // no actor is left to submit: run what is queued
   i.describer.reset();  // answers the describes queued (their replies to the registry are dropped)
   i.fetcher.reset();    // fetches queued run and report to the tier, which is gone
+  i.lister.reset();     // listings queued run and report to the version manager, which is gone
   i.watcher.reset();    // no look holds it any more: its thread stops here
   // Every slot left in the hit path's index gives its weights back before the devices go.
   for (auto& slot : i.routes->slots())

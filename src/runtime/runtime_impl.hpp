@@ -67,6 +67,9 @@ struct runtime_impl {
   // Remote sources: the disk tier's actor (null without one) and the threads its fetches run on.
   tier_actor tier;
   std::unique_ptr<warm::executor> fetcher;
+  // The version manager's looks at model directories in S3 (listings): threads of their own, so
+  // that a slow or unreachable store never holds the describer's.
+  std::unique_ptr<warm::executor> lister;
   std::shared_ptr<runtime_metrics> metrics;
 };
 

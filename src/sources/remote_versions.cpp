@@ -136,18 +136,14 @@ expected<std::vector<version_file>> look_at_remote_versions(const remote_reposit
   }
   if (base.empty() || base[0] == '/' || base.find('\0') != std::string::npos)
     return invalid_input("model path '" + base + "' must be relative to a repository root");
-  bool listable = false;
   for (const auto& root : repository.roots()) {
     if (root.kind != object_url::scheme::s3) continue;
     auto dir = parse_object_url(root.child(base).to_string());  // refuses '.', '..', empty parts
     if (!dir) return std::move(dir).error();
-    listable = true;
     auto found = look_at_remote_versions(*repository.store_for(*dir), *dir);
     if (found || found.error().code != errc::not_found) return found;
   }
-  if (!listable)
-    return invalid_input("model directory '" + base + "': no S3 repository root to list it in");
-  return make_error(errc::not_found, "no remote repository holds '" + base + "'");
+  return make_error(errc::not_found, "no S3 repository root holds '" + base + "'");
 }
 
 expected<std::vector<std::string>> remote_repository_models(object_store& store,

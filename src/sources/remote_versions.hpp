@@ -64,8 +64,8 @@ expected<std::vector<version_file>> look_at_remote_versions(object_store& store,
 // look_at_remote_versions for a served model's base path: an s3:// URL of its model directory, or
 // a path relative to the repository's roots (each S3 root in order, the first that holds it;
 // HTTP roots cannot be listed and are passed over). invalid_argument for an HTTP(S) URL ("an
-// HTTP source cannot be listed"), a path that does not parse or escapes its root, or a relative
-// path when the repository has no S3 root; not_found when no root holds it. Blocks on the network.
+// HTTP source cannot be listed") or a path that does not parse or escapes its root; not_found
+// when no S3 root holds it (or there is none). Blocks on the network.
 expected<std::vector<version_file>> look_at_remote_versions(const remote_repository& repository,
                                                             const std::string& base);
 

@@ -29,6 +29,7 @@
 #include "grpc/grpc_front.hpp"
 #endif
 #include "reloads.hpp"
+#include "remote_models.hpp"
 #include "served_config.hpp"
 #include "service.hpp"
 #include "startup.hpp"
@@ -160,8 +161,27 @@ int wait_for_stop(const warm::warmd::config& c, running& r) {
                 5000,
                 std::chrono::duration_cast<std::chrono::milliseconds>(r.version_poll).count()))
           : -1;
-  auto repository_dirs =
-      c.serve_repo ? warm::warmd::repository_models(c.repo) : std::vector<std::string>{};
+  // A root that cannot be listed now (a store that refuses or is unreachable) changes nothing:
+  // what is served stays, and it is listed again at the next rescan.
+  const auto remote = warm::warmd::remote_models(c);
+  std::string list_error;  // logged once per outage
+  auto list_repositories = [&]() -> std::optional<std::vector<std::string>> {
+    auto listed = warm::warmd::repository_models(c.repo, remote);
+    if (!listed) {
+      if (listed.error().message != list_error)
+        spdlog::warn(
+            "--serve-repo: the repositories cannot be listed now, what is served stays: {}",
+            listed.error().message);
+      list_error = listed.error().message;
+      return std::nullopt;
+    }
+    if (!list_error.empty()) spdlog::info("--serve-repo: the repositories can be listed again");
+    list_error.clear();
+    return std::move(*listed);
+  };
+  std::vector<std::string> repository_dirs;
+  if (c.serve_repo)
+    if (auto listed = list_repositories()) repository_dirs = std::move(*listed);
   while (true) {
     int signal_number = 0;
     pollfd ready{signal_pipe[0], POLLIN, 0};
@@ -169,9 +189,9 @@ int wait_for_stop(const warm::warmd::config& c, running& r) {
     while ((polled = ::poll(&ready, 1, rescan_ms)) < 0 && errno == EINTR) {
     }
     if (polled == 0) {
-      auto now = warm::warmd::repository_models(c.repo);
-      if (now != repository_dirs) {
-        repository_dirs = std::move(now);
+      auto now = list_repositories();
+      if (now && *now != repository_dirs) {
+        repository_dirs = std::move(*now);
         spdlog::info("the repositories' model directories changed: reloading the served models");
         static_cast<void>(warm::warmd::reload(r.rt, c, r.serving));  // it logs what it did
       }
@@ -203,7 +223,8 @@ int wait_for_stop(const warm::warmd::config& c, running& r) {
       }
     }
     if (signal_number == SIGHUP) spdlog::info("SIGHUP: reloading the served models");
-    if (c.serve_repo) repository_dirs = warm::warmd::repository_models(c.repo);
+    if (c.serve_repo)
+      if (auto listed = list_repositories()) repository_dirs = std::move(*listed);
     auto outcome = warm::warmd::reload(r.rt, c, r.serving);
     for (auto& done : waiting)
       done(outcome);
@@ -246,7 +267,8 @@ int main(int argc, char** argv) {
   const bool serving = !c.model_config.empty() || c.serve_repo;
   std::optional<warm::served_models_config> served;
   if (serving) {
-    auto read = warm::warmd::served_models_for(c.model_config, c.serve_repo, c.repo);
+    auto read = warm::warmd::served_models_for(c.model_config, c.serve_repo, c.repo,
+                                               warm::warmd::remote_models(c));
     if (!read) return usage(read.error().message);
     served = std::move(*read);
   }

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "remote_models.hpp"
 #include "served_config.hpp"
 
 namespace warm::warmd {
@@ -13,7 +14,7 @@ expected<std::uint32_t> reload(runtime& rt, const config& c, bool serving) {
     return make_error(
         errc::invalid_argument,
         "nothing to reload: warmd serves no versioned models (--model-config, --serve-repo)");
-  auto read = served_models_for(c.model_config, c.serve_repo, c.repo);
+  auto read = served_models_for(c.model_config, c.serve_repo, c.repo, remote_models(c));
   if (!read) {
     spdlog::error("reload refused, nothing changed: {}", read.error().message);
     return std::move(read).error();

@@ -1,5 +1,6 @@
 #include "served_config.hpp"
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -146,10 +147,37 @@ expected<served_models_config> parse_served_models(std::string_view text, const 
   return config;
 }
 
-std::vector<std::string> repository_models(const std::vector<std::string>& roots) {
+namespace {
+
+// Whether a repository root is a URL (s3://, http://, https://; the scheme in any case), as
+// sources::is_remote says.
+bool remote_root(const std::string& root) {
+  auto lower = root.substr(0, 8);
+  for (auto& ch : lower)
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return lower.rfind("s3://", 0) == 0 || lower.rfind("http://", 0) == 0 ||
+         lower.rfind("https://", 0) == 0;
+}
+
+}  // namespace
+
+expected<std::vector<std::string>> repository_models(const std::vector<std::string>& roots,
+                                                     const remote_models_fn& remote) {
   namespace fs = std::filesystem;
   std::set<std::string> names;
   for (auto& root : roots) {
+    if (remote_root(root)) {
+      if (!remote)
+        return invalid_input("repository '" + root + "': remote roots cannot be listed here");
+      auto listed = remote(root);
+      if (!listed) return std::move(listed).error();
+      for (auto& name : *listed) {
+        served_model_config m;
+        m.name = name;
+        if (check_served_models({{m}})) names.insert(name);
+      }
+      continue;
+    }
     std::error_code ec;
     for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
       auto name = it->path().filename().string();
@@ -161,11 +189,12 @@ std::vector<std::string> repository_models(const std::vector<std::string>& roots
       if (versions && !versions->empty()) names.insert(name);
     }
   }
-  return {names.begin(), names.end()};
+  return std::vector<std::string>(names.begin(), names.end());
 }
 
 expected<served_models_config> served_models_for(const std::string& file, bool serve_repo,
-                                                 const std::vector<std::string>& roots) {
+                                                 const std::vector<std::string>& roots,
+                                                 const remote_models_fn& remote) {
   served_models_config config;
   if (!file.empty()) {
     std::ifstream in(file);
@@ -179,7 +208,9 @@ expected<served_models_config> served_models_for(const std::string& file, bool s
     std::set<std::string> named;
     for (auto& m : config.models)
       named.insert(m.name);
-    for (auto& name : repository_models(roots)) {
+    auto models = repository_models(roots, remote);
+    if (!models) return std::move(models).error();
+    for (auto& name : *models) {
       if (named.count(name)) continue;
       served_model_config m;
       m.name = name;

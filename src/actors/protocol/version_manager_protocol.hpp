@@ -41,6 +41,7 @@ struct versions_seen {
   expected<std::vector<version_file>> look{std::vector<version_file>{}};
   std::chrono::nanoseconds now{};
   std::int64_t wall_now_ns = 0;
+  bool remote = false;  // the directory was looked for in a remote store (listed)
 };
 // Itself, after a failed load's back-off: aspire to `model`'s versions again, so the failed one is
 // retried.

@@ -211,7 +211,7 @@ TEST_CASE("a served model's base path: an S3 URL, or relative to the S3 roots in
 
   auto only_http = remote_repository::create({"https://files.example/models"}, stores);
   REQUIRE(only_http);
-  CHECK(look_at_remote_versions(*only_http, "mnist").error().code == errc::invalid_argument);
+  CHECK(look_at_remote_versions(*only_http, "mnist").error().code == errc::not_found);
 
   auto models = remote_repository_models(*s3, *parse_object_url("s3://second/models"));
   REQUIRE(models);
