@@ -451,7 +451,8 @@ TEST_CASE("config: remote sources and the disk tier from the file and the comman
       file.apply("repo = [\"s3://models/prod\", \"/srv/models\"]\n"
                  "s3-endpoint = \"http://127.0.0.1:9000\"\ns3-region = \"eu-west-1\"\n"
                  "fetch-streams = 16\ncache-dir = \"/var/cache/warm\"\n"
-                 "cache-bytes = \"20GiB\"\nfetch-part-bytes = \"1MiB\"\n"));
+                 "cache-bytes = \"20GiB\"\nfetch-part-bytes = \"1MiB\"\n"
+                 "load-after-fetch = true\n"));
   CHECK(file.c.repo == std::vector<std::string>{"s3://models/prod", "/srv/models"});
   CHECK(file.c.s3_endpoint == "http://127.0.0.1:9000");
   CHECK(file.c.s3_region == "eu-west-1");
@@ -460,6 +461,8 @@ TEST_CASE("config: remote sources and the disk tier from the file and the comman
   CHECK(file.c.cache_bytes == "20GiB");
   CHECK(file.c.fetch_part_bytes == "1MiB");
   CHECK(defaults.c.fetch_part_bytes == "8MiB");
+  CHECK_FALSE(defaults.c.load_after_fetch);
+  CHECK(file.c.load_after_fetch);
   parsed flag;
   const char* argv[] = {"warmd", "--fetch-streams", "2", "--cache-bytes", "1GiB"};
   flag.app.parse(5, argv);

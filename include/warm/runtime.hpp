@@ -53,6 +53,9 @@ struct source_options {
   std::uint32_t fetch_threads = 4;           // fetches of different files at once
   std::string cache_dir;                     // the disk tier's directory; empty: <state_dir>/tier
   std::uint64_t cache_bytes = 0;             // its budget; 0: twice the devices' capacity together
+  // A dense model's load follows its fetch (copies each byte as soon as the bytes before it are
+  // in); false: it waits until the whole file is in the tier.
+  bool follow_fetch = true;
 };
 
 struct runtime_options {

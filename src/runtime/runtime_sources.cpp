@@ -111,8 +111,9 @@ expected<runtime_sources> start_sources(caf::actor_system& system, const runtime
     copy.where.arriving = std::move(*header);
     return copy;
   };
-  out.materialize = [tier = out.tier](const model_location& where,
-                                      copy_mode mode) -> expected<tier_copy> {
+  out.materialize = [tier = out.tier, follow = o.follow_fetch](
+                        const model_location& where, copy_mode mode) -> expected<tier_copy> {
+    if (!follow && mode == copy_mode::arriving) mode = copy_mode::committed;
     auto url = sources::parse_object_url(where.source);
     if (!url) return std::move(url).error();
     sources::remote_model model;

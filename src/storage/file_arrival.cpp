@@ -49,7 +49,12 @@ void file_arrival::arrived(std::uint64_t offset, std::uint64_t bytes) {
     for (auto it = islands_.begin(); it != islands_.end() && it->first <= prefix_;
          it = islands_.erase(it))
       if (it->second > prefix_) prefix_ = it->second;
-    grew = true;
+    // Readers are woken only once the prefix reaches what one of them waits for: a fetch calls
+    // this for every few KiB, a reader wants megabytes at a time.
+    if (prefix_ >= wanted_) {
+      wanted_ = no_one_waits;
+      grew = true;
+    }
   }
   if (grew) changed_.notify_all();
 }
@@ -107,7 +112,10 @@ expected<int> file_arrival::open_descriptor() const {
 
 expected<void> file_arrival::wait_for(std::uint64_t end, std::uint64_t epoch) const {
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [&] { return epoch_ != epoch || prefix_ >= end || outcome_; });
+  while (epoch_ == epoch && prefix_ < end && !outcome_) {
+    wanted_ = std::min(wanted_, end);
+    changed_.wait(lock);
+  }
   if (epoch_ != epoch)
     return make_error(errc::load_failed,
                       name_ + ": the object was replaced while it was being fetched");

@@ -16,6 +16,7 @@
 // mutex and a condition variable), never used on an actor's thread.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -76,6 +77,8 @@ class file_arrival {
   std::uint64_t epoch_ = 0;
   std::uint64_t prefix_ = 0;                        // [0, prefix_) arrived
   std::map<std::uint64_t, std::uint64_t> islands_;  // begin -> end, arrived beyond the prefix
+  static constexpr std::uint64_t no_one_waits = ~std::uint64_t{0};
+  mutable std::uint64_t wanted_ = no_one_waits;  // the least prefix a waiting reader wants
   std::optional<expected<void>> outcome_;
 };
 

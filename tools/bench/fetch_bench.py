@@ -48,10 +48,12 @@ def main():
         s3.put("bench/model.safetensors", os.urandom(size))
         direct = f"http://127.0.0.1:{s3.upstream_port}"
         url = f"{direct}/{s3.bucket}/bench/model.safetensors"
-        ranges = []
+        # One operation per range (curl's -r is per operation: --next starts the next one).
+        ops = []
         for start in range(0, size, part):
-            ranges += ["-r", f"{start}-{min(size, start + part) - 1}", url, "-o", "/dev/null"]
-        curl = ["curl", "-sf", "--parallel", "--parallel-max", str(a.streams)] + ranges
+            ops += ["--next"] if ops else []
+            ops += ["-sf", "-r", f"{start}-{min(size, start + part) - 1}", url, "-o", "/dev/null"]
+        curl = ["curl", "--parallel", "--parallel-max", str(a.streams)] + ops
         warm = [a.fetch_tool, "--endpoint", direct, "--anonymous", "get", s3.url("bench/model.safetensors"),
                 "--out", os.path.join(out_dir, "model.safetensors"), "--streams", str(a.streams),
                 "--part-bytes", str(part)]

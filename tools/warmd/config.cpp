@@ -92,6 +92,9 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
   app.add_option("--fetch-part-bytes", c.fetch_part_bytes,
                  "The bytes each ranged GET asks for (at least 64KiB)")
       ->capture_default_str();
+  app.add_flag("--load-after-fetch", c.load_after_fetch,
+               "Load a remote model only once its whole file is in the disk tier (by default a "
+               "load follows the fetch)");
   app.add_option("--cache-dir", c.cache_dir,
                  "The disk tier: where fetched model files are kept (default STATE/tier)");
   app.add_option("--cache-bytes", c.cache_bytes,

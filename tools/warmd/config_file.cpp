@@ -419,6 +419,10 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       auto v = integer();
       if (!v || *v < 1 || *v > 64) return bad(key, "an integer from 1 to 64");
       if (!given(key)) c.max_concurrent_loads = static_cast<std::uint32_t>(*v);
+    } else if (key == "load-after-fetch") {
+      auto v = boolean();
+      if (!v) return bad(key, "true or false");
+      if (!given(key)) c.load_after_fetch = *v;
     } else if (key == "serve-repo") {
       auto v = boolean();
       if (!v) return bad(key, "true or false");

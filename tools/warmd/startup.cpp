@@ -241,6 +241,7 @@ expected<runtime_options> runtime_options_from(const config& c) {
     return bad("--fetch-part-bytes must be a size of at least 64KiB, such as 8MiB, not \"" +
                c.fetch_part_bytes + "\"");
   options.sources.fetch_part_bytes = *part;
+  options.sources.follow_fetch = !c.load_after_fetch;
   if (c.cache_bytes != "auto") {
     auto bytes = parse_bytes(c.cache_bytes);
     if (!bytes || *bytes == 0)
