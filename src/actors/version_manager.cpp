@@ -50,7 +50,9 @@ struct served_entry {
   std::optional<std::uint64_t> evicting;  // an unload waits for the default alias to leave it
   std::optional<std::uint64_t> pinned;    // the version pinned on the devices while another loads
   std::string source_error;
-  bool remote = false;  // its last look listed a remote store: the next runs on offload_remote
+  // Its last look listed a remote store (before the first: it may), so the next runs on
+  // offload_remote.
+  bool remote = true;
   explicit served_entry(std::chrono::nanoseconds settle) : settler(settle) {}
 };
 
@@ -497,6 +499,7 @@ void on_serve(self_ptr self, msg::serve_models& m) {
     e.config = c;
     e.removing = false;
     if (moved) {
+      e.remote = true;
       e.settler = version_settler(s.config.settle);
       for (auto& [v, entry] : e.versions)
         entry.present = false;
