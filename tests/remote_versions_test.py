@@ -5,7 +5,8 @@ warmd with an S3 repository root (s3rver behind a proxy that checks every SigV4 
 --serve-repo serves the model directory it finds there at its highest version, answering as the
 same file loaded from local disk; a version uploaded later is served within a few polls and one
 deleted is retired (the name goes back to the version before); a burst of 503s on the listings
-changes nothing that is served and shows as the model's source error until it passes; a
+(the model's own and --serve-repo's rescan of the root) changes nothing that is served and shows
+as the model's source error until it passes; a
 served-models file may name an S3 model directory by URL; an HTTP root cannot be listed and
 --serve-repo refuses it at start.
 
@@ -155,7 +156,10 @@ def main():
             check(wait_for(lambda: "SlowDown" in versions(sock, "m").get("source_error", "")
                            or "503" in versions(sock, "m").get("source_error", ""), 20),
                   f"the listing's error shows: {versions(sock, 'm')}")
-            time.sleep(10 * POLL)
+            # --serve-repo's rescan of the root (every 5 s) fails too, and retires nothing.
+            check(wait_for(lambda: "repositories cannot be listed now" in open(log_path).read(), 15),
+                  "the rescan's failed listing is logged")
+            time.sleep(5 * POLL)
             check(served(sock, "m") == (1, [1]), f"m keeps serving version 1 through the 503s: "
                                                  f"{versions(sock, 'm')}")
             check(served(sock, "u") == (5, [4, 5]), f"u keeps its versions: {versions(sock, 'u')}")
