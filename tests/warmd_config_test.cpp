@@ -452,7 +452,7 @@ TEST_CASE("config: remote sources and the disk tier from the file and the comman
                  "s3-endpoint = \"http://127.0.0.1:9000\"\ns3-region = \"eu-west-1\"\n"
                  "fetch-streams = 16\ncache-dir = \"/var/cache/warm\"\n"
                  "cache-bytes = \"20GiB\"\nfetch-part-bytes = \"1MiB\"\n"
-                 "load-after-fetch = true\n"));
+                 "load-after-fetch = true\nsource-ca = \"/etc/warm/ca.pem\"\n"));
   CHECK(file.c.repo == std::vector<std::string>{"s3://models/prod", "/srv/models"});
   CHECK(file.c.s3_endpoint == "http://127.0.0.1:9000");
   CHECK(file.c.s3_region == "eu-west-1");
@@ -463,6 +463,7 @@ TEST_CASE("config: remote sources and the disk tier from the file and the comman
   CHECK(defaults.c.fetch_part_bytes == "8MiB");
   CHECK_FALSE(defaults.c.load_after_fetch);
   CHECK(file.c.load_after_fetch);
+  CHECK(file.c.source_ca == "/etc/warm/ca.pem");
   parsed flag;
   const char* argv[] = {"warmd", "--fetch-streams", "2", "--cache-bytes", "1GiB"};
   flag.app.parse(5, argv);

@@ -10,6 +10,9 @@ fault knobs) and plain HTTP (nginx), each in a temporary directory, all torn dow
         servers.http.write("mnist/model.safetensors", data)      # served by nginx
         servers.http.url("mnist/model.safetensors")              # "http://127.0.0.1:PORT/..."
 
+    ObjectServers(tls={"cert": PEM, "key": KEY, "ca": CA_PEM}) serves both over TLS with that
+    certificate (tests/tls_certs.py makes them): the endpoint and URLs are then https://.
+
 Contracts:
 - Every server binds 127.0.0.1 on an ephemeral port; nothing here opens a connection to another
   address (proxy variables are cleared for this process and for env()).
@@ -237,7 +240,7 @@ class VerifyingProxy:
     Its lists (requests, denied) and faults may be read and changed from the test's thread."""
 
     def __init__(self, upstream_port, access_key, secret_key, region, put_object,
-                 allow_anonymous=False):
+                 allow_anonymous=False, tls=None):
         try:
             from botocore.auth import S3SigV4Auth
             from botocore.awsrequest import AWSRequest
@@ -256,6 +259,11 @@ class VerifyingProxy:
         self.log = []
         self._server = _ThreadingServer(("127.0.0.1", 0), _Handler)
         self._server.owner = self
+        if tls:
+            import ssl
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(tls["cert"], tls["key"])
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -355,7 +363,7 @@ class S3Server:
 
     def __init__(self, root, bucket="models", access_key="AKIDWARMTEST0000",
                  secret_key="warm-test-secret-0123456789", region="us-east-1",
-                 allow_anonymous=False):
+                 allow_anonymous=False, tls=None):
         try:
             import boto3
             from botocore import UNSIGNED
@@ -402,13 +410,14 @@ class S3Server:
             config=Config(s3={"addressing_style": "path"}, signature_version=UNSIGNED, **config))
         self.proxy = VerifyingProxy(
             port, access_key, secret_key, region,
-            lambda b, k, d: self._direct.put_object(Bucket=b, Key=k, Body=d), allow_anonymous)
-        self.endpoint = f"http://127.0.0.1:{self.proxy.port}"
+            lambda b, k, d: self._direct.put_object(Bucket=b, Key=k, Body=d), allow_anonymous, tls)
+        self.endpoint = f"{'https' if tls else 'http'}://127.0.0.1:{self.proxy.port}"
         # A client that signs as AWS's own tools do, through the proxy (checks the verifier too).
         self.client = boto3.client(
             "s3", endpoint_url=self.endpoint, region_name=region, aws_access_key_id=access_key,
             aws_secret_access_key=secret_key,
-            config=Config(s3={"addressing_style": "path"}, **config))
+            config=Config(s3={"addressing_style": "path"}, **config),
+            verify=tls["ca"] if tls else None)
 
     def put(self, key, data, signed=False):
         """Uploads `data` as `key`: straight to s3rver, or through the proxy, signed."""
@@ -436,7 +445,8 @@ class S3Server:
 class HttpServer:
     """nginx serving `root`/nginx/www (ranges and ETags on) as one unprivileged process."""
 
-    def __init__(self, root):
+    def __init__(self, root, tls=None):
+        self.scheme = "https" if tls else "http"
         exe = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx")
                                           else None)
         _need("nginx", exe, "apt-get install nginx-light")
@@ -464,7 +474,8 @@ http {{
   default_type application/octet-stream;
   etag on;
   server {{
-    listen 127.0.0.1:{self.port};
+    listen 127.0.0.1:{self.port}{" ssl" if tls else ""};
+    {f"ssl_certificate {tls['cert']}; ssl_certificate_key {tls['key']};" if tls else ""}
     root {self.www};
   }}
 }}
@@ -489,7 +500,7 @@ http {{
             f.write(data)
 
     def url(self, path):
-        return f"http://127.0.0.1:{self.port}/{path}"
+        return f"{self.scheme}://127.0.0.1:{self.port}/{path}"
 
     def close(self):
         _stop(self._proc)
@@ -511,15 +522,15 @@ class ObjectServers:
     """s3rver + proxy (`s3`) and nginx (`http`) in one temporary directory. A context manager;
     also closed at interpreter exit."""
 
-    def __init__(self, bucket="models", s3=True, http=True, **s3_args):
+    def __init__(self, bucket="models", s3=True, http=True, tls=None, **s3_args):
         self.root = tempfile.mkdtemp(prefix="warm-objects-")
         self.s3 = self.http = None
         atexit.register(self.close)
         try:
             if s3:
-                self.s3 = S3Server(self.root, bucket=bucket, **s3_args)
+                self.s3 = S3Server(self.root, bucket=bucket, tls=tls, **s3_args)
             if http:
-                self.http = HttpServer(self.root)
+                self.http = HttpServer(self.root, tls=tls)
         except BaseException:
             self.close()
             raise

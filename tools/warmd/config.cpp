@@ -92,6 +92,10 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
   app.add_option("--fetch-part-bytes", c.fetch_part_bytes,
                  "The bytes each ranged GET asks for (at least 64KiB)")
       ->capture_default_str();
+  app.add_option("--source-ca", c.source_ca,
+                 "CA certificates (PEM) trusted for https model sources besides the system's: an "
+                 "S3 endpoint or web server with a private CA")
+      ->check(CLI::ExistingFile);
   app.add_flag("--load-after-fetch", c.load_after_fetch,
                "Load a remote model only once its whole file is in the disk tier (by default a "
                "load follows the fetch)");

@@ -109,6 +109,7 @@ struct config {
   std::string s3_region;
   std::uint32_t fetch_streams = 8;
   std::string fetch_part_bytes = "8MiB";
+  std::string source_ca;          // extra CA certificates for https sources (PEM)
   bool load_after_fetch = false;  // loads wait for the whole file instead of following the fetch
   std::string cache_dir;
   std::string cache_bytes = "auto";

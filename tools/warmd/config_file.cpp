@@ -268,6 +268,8 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       r = string_value(c.cache_bytes);
     else if (key == "fetch-part-bytes")
       r = string_value(c.fetch_part_bytes);
+    else if (key == "source-ca")
+      r = string_value(c.source_ca);
     else if (key == "tls-cert")
       r = string_value(c.tls_cert);
     else if (key == "tls-key")

@@ -242,6 +242,7 @@ expected<runtime_options> runtime_options_from(const config& c) {
                c.fetch_part_bytes + "\"");
   options.sources.fetch_part_bytes = *part;
   options.sources.follow_fetch = !c.load_after_fetch;
+  options.sources.ca_file = c.source_ca;
   if (c.cache_bytes != "auto") {
     auto bytes = parse_bytes(c.cache_bytes);
     if (!bytes || *bytes == 0)
