@@ -38,6 +38,10 @@ struct fetch_options {
   std::uint64_t prefix_bytes = 0;
 };
 
+// The most objects a listing may hold: a listing is untrusted input, and one prefix may not make
+// warm hold an unbounded list.
+inline constexpr std::size_t max_list_objects = 100'000;
+
 // Receives a fetch's bytes: `bytes` at `offset` of the object. Called on the fetching thread,
 // ranges in any order, never overlapping, each byte once; an error stops the fetch with it.
 using fetch_sink =
@@ -59,7 +63,8 @@ class object_store {
   virtual ~object_store() = default;
 
   // Every object whose key starts with `prefix` (an S3 listing, all pages), sorted by key.
-  // invalid_argument for stores that cannot list (plain HTTP: "name the model file").
+  // invalid_argument for stores that cannot list (plain HTTP: "name the model file"), and for a
+  // prefix holding more than max_list_objects objects (the listing stops there: never held).
   virtual expected<std::vector<object_info>> list(const object_url& prefix) = 0;
 
   // The object's size and entity tag. not_found for a 404, load_failed for a 401/403 ("access

@@ -26,8 +26,8 @@
 
 namespace warm::sources {
 
-inline constexpr std::size_t max_listed_objects = 100'000;
-inline constexpr std::size_t max_listed_key_bytes = 1024;  // S3's own limit on a key
+inline constexpr std::size_t max_listed_objects = max_list_objects;  // as a store lists
+inline constexpr std::size_t max_listed_key_bytes = 1024;            // S3's own limit on a key
 
 // One version of a model directory in a store: its number and its model file's object (URL, size,
 // entity tag).

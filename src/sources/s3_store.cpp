@@ -55,6 +55,10 @@ class s3_store final : public object_store {
         info.etag = o.etag;
         out.push_back(std::move(info));
       }
+      if (out.size() > max_list_objects)
+        return invalid_input(prefix.to_string() + ": more than " +
+                             std::to_string(max_list_objects) +
+                             " objects under this prefix, more than warm lists");
       if (!page->truncated) break;
       token = page->next_token;
     }
