@@ -15,10 +15,13 @@ Usage: remote_versions_test.py WARMD WARMCTL
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 from object_servers import MissingComponent, ObjectServers  # noqa: E402
@@ -67,6 +70,12 @@ def served(sock, name):
     return v.get("default_version"), [x["version"] for x in v.get("versions", [])]
 
 
+def metric(port, name):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    m = re.search("^" + re.escape(name) + r" (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
 def wait_for(predicate, seconds):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -76,18 +85,26 @@ def wait_for(predicate, seconds):
     return predicate()
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def start(tmp, name, servers, *extra):
+    """warmd serving Cap'n Proto on a socket and HTTP on a free port: (process, socket, log, port)."""
     sock = os.path.join(tmp, name + ".sock")
+    port = free_port()
     log_path = os.path.join(tmp, name + ".log")
     proc = subprocess.Popen(
         [warmd, "--state", os.path.join(tmp, name + "-state"), "--s3-endpoint", servers.s3.endpoint,
          "--device", "host:64MiB", "--listen", "unix:" + sock, "--poll-seconds", str(POLL),
-         "--version-settle", "100ms", *extra],
+         "--version-settle", "100ms", "--http", f"127.0.0.1:{port}", *extra],
         stdout=open(log_path, "a"), stderr=subprocess.STDOUT, env=servers.s3.env())
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and proc.poll() is None:
         if os.path.exists(sock) and ctl(sock, "models")[0] == 0:
-            return proc, sock, log_path
+            return proc, sock, log_path, port
         time.sleep(0.05)
     proc.kill()
     sys.exit(f"FAIL: warmd did not start: {open(log_path).read()[-2000:]}")
@@ -117,7 +134,7 @@ def main():
             f.write('[[model]]\nname = "u"\nbase-path = "%s"\nversions = "all"\n'
                     % s3.url("elsewhere/u"))
 
-        proc, sock, log_path = start(tmp, "a", servers, "--repo", local, "--repo", s3.url("prod"),
+        proc, sock, log_path, port = start(tmp, "a", servers, "--repo", local, "--repo", s3.url("prod"),
                                      "--serve-repo", "--model-config", config)
         try:
             check(wait_for(lambda: served(sock, "m") == (1, [1]), 20),
@@ -164,6 +181,8 @@ def main():
                                                  f"{versions(sock, 'm')}")
             check(served(sock, "u") == (5, [4, 5]), f"u keeps its versions: {versions(sock, 'u')}")
             check(outputs(sock, "m") == expected1, "m answers during the 503s")
+            check((metric(port, "warm_version_source_errors_total") or 0) >= 2,
+                  "the failed listings are counted")
             listings = sum(1 for r in s3.proxy.requests[before:] if "list-type" in r[1])
             check(listings >= 5, f"the listing was retried at every poll: {listings}")
             s3.proxy.clear()

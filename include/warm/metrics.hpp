@@ -107,10 +107,12 @@ struct runtime_metrics {
   gauge models_registered;
   gauge vmodels_registered;
   // Served models (warm/versions.hpp): their number, failed version loads, versions that became
-  // a model's default.
+  // a model's default, looks at a model's directory that failed (unreadable, or its S3 listing
+  // refused or unanswered: what serves stays).
   gauge served_models;
   counter version_load_failures;
   counter version_rolls;
+  counter version_source_errors;
   // Remote sources (docs/storage.md): the disk tier's budget, bytes and files (set by its actor),
   // its hits (a copy it held), misses (fetched), evictions; fetches of remote files by outcome,
   // the bytes received and how long each successful fetch took.

@@ -433,6 +433,7 @@ void on_seen(self_ptr self, msg::versions_seen& m) {
   if (!m.look) {
     // The directory cannot be read now: what is served stays as it is.
     e->source_error = m.look.error().message;
+    if (auto& metrics = self->state.config.metrics) metrics->version_source_errors.add();
     return;
   }
   e->source_error.clear();

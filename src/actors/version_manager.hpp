@@ -56,11 +56,12 @@ struct version_manager_config {
   std::shared_ptr<const clock> time;
   // Runs a look at a directory off the actor's threads (the runtime's describer thread).
   std::function<void(std::function<void()>)> offload;
+  // Counts served_models, version_load_failures, version_rolls, version_source_errors (may be
+  // null).
   std::shared_ptr<runtime_metrics> metrics;
   // Wakes the manager when a served model's directory changes (may be null: polling alone). The
   // offload registers each model's directory with it at every look.
-  std::shared_ptr<dir_watch>
-      watcher;  // served_models, version_load_failures, version_rolls (may be null)
+  std::shared_ptr<dir_watch> watcher;
   // Looks at a model directory in a remote store (sources/remote_versions.hpp: an s3:// base
   // path, or a relative one that no local root holds), on the offload like a local look; blocks
   // on the network. Null: no remote sources (such a base path is then an error at its look).

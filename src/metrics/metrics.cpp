@@ -146,6 +146,9 @@ std::string prometheus_text(const runtime_metrics& m,
   w.family("warm_version_rolls_total", kind::counter,
            "Times a served model's name moved to another version.");
   w.sample({}, as_double(m.version_rolls.value()));
+  w.family("warm_version_source_errors_total", kind::counter,
+           "Looks at a served model's directory (an S3 listing) that failed; what serves stays.");
+  w.sample({}, as_double(m.version_source_errors.value()));
   w.family("warm_tier_capacity_bytes", kind::gauge, "The disk tier's budget.");
   w.sample({}, static_cast<double>(m.tier_capacity_bytes.value()));
   w.family("warm_tier_used_bytes", kind::gauge,
