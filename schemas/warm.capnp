@@ -90,6 +90,11 @@ struct ModelStatus {
   batched @21 :Bool;           # every tensor's first dimension is the batch
   version @22 :UInt64;         # the version directory it is served from (registered, or chosen
                                # at registration: the highest); 0 for a file named directly
+  source @23 :Text;            # a model from S3 or HTTP: its object's URL; empty for a model on
+                               # the server's disk (then inTier and tierBytes say nothing)
+  inTier @24 :Bool;            # the server's disk tier holds a copy of its file now (a load reads
+                               # it from local disk); false: its bytes are at the source only
+  tierBytes @25 :UInt64;       # inTier: that copy's bytes
 }
 
 struct TensorSpec {
@@ -196,6 +201,32 @@ struct FailureRecord {
   expiresInSeconds @4 :Float64; # until the device may be tried again for this model
 }
 
+struct TierFile {
+  # A file the disk tier holds (Tier.held).
+  source @0 :Text;             # the object's URL it is a copy of
+  bytes @1 :UInt64;            # its size
+  models @2 :List(Text);       # the registered models whose file it is, sorted
+}
+
+struct Tier {
+  # The disk tier of remote model files (Inspection.tier): its budget, its contents and what it has
+  # done since the server started. All zero while no tier is open (open false).
+  open @0 :Bool;               # a tier directory is open
+  dir @1 :Text;                # its directory
+  capacity @2 :UInt64;         # its byte budget (--cache-bytes)
+  used @3 :UInt64;             # bytes of complete files
+  reserved @4 :UInt64;         # bytes reserved for fetches in flight
+  files @5 :UInt64;            # complete files
+  hits @6 :UInt64;             # copies asked for that it held
+  misses @7 :UInt64;           # copies it had to fetch
+  evictions @8 :UInt64;        # files evicted to make room
+  fetches @9 :UInt64;          # fetches that ended with their file kept
+  fetchFailures @10 :UInt64;   # fetches that failed
+  fetchBytes @11 :UInt64;      # bytes the fetches received
+  fetchSeconds @12 :Float64;   # the successful fetches' durations together
+  held @13 :List(TierFile);    # its files, first to be evicted first
+}
+
 struct Inspection {
   # One snapshot of every actor's state.
   devices @0 :List(DeviceInfo);       # every device the server uses
@@ -210,6 +241,7 @@ struct Inspection {
   loadsFailed @9 :UInt64;              # of those, the ones that failed
   importanceRebuilds @10 :UInt64;      # importance heaps built by the scorer (iam policy)
   importanceRebuildSeconds @11 :Float64; # how long the last one took
+  tier @12 :Tier;                      # the disk tier of remote model files
 }
 
 struct ModelEvent {

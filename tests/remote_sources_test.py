@@ -106,6 +106,98 @@ class Warmd:
             return f.read()
 
 
+def status_json(sock, model):
+    rc, out, err = ctl(sock, "--json", "status", model)
+    return json.loads(out) if rc == 0 else {"error": err.strip()}
+
+
+def tier_json(sock):
+    rc, out, err = ctl(sock, "--json", "inspect", "tier")
+    return json.loads(out)["tier"] if rc == 0 else {"error": err.strip()}
+
+
+def check_tier_reports(tmp, servers):
+    """warmctl status and inspect say where a remote model's bytes are and what the tier did.
+
+    A model over 64 KiB registers from its header alone: its status says it is at the source only.
+    Its first load fetches it: its status then says the tier holds it, with the file's bytes, and
+    inspect tier lists that file with its model and counts one miss and one fetch of those bytes.
+    A second registration of the same file and its load are hits. A model from local disk shows
+    nothing tier-related."""
+    s3 = servers.s3
+    wide = make_model(os.path.join(tmp, "made", "prod/wide/1"), "256,256,4", 5)
+    check(len(wide) > 64 * 1024, "the wide model is over the header's first look")
+    s3.put("prod/wide/1/model.safetensors", wide)
+    tier_dir = os.path.join(tmp, "tier-c")
+    capacity = 8 << 20
+    d = Warmd(tmp, "c", servers, "--cache-dir", tier_dir, "--cache-bytes", str(capacity))
+    try:
+        check(ctl(d.sock, "register", "copy-m1", "copy-m1")[0] == 0, "register a local model")
+        check(ctl(d.sock, "ensure", "copy-m1")[0] == 0, "load the local model")
+        local = status_json(d.sock, "copy-m1")
+        check("source" not in local and "tier" not in local, f"a local model shows no tier: {local}")
+        rc, out, _ = ctl(d.sock, "status", "copy-m1")
+        check(rc == 0 and "disk tier" not in out and "source:" not in out, f"local status text: {out}")
+        t = tier_json(d.sock)
+        check(t.get("open") is True and t.get("files") == 0 and t.get("capacity") == capacity
+              and t.get("used") == 0 and t.get("held") == [], f"an empty tier: {t}")
+
+        rc, _, err = ctl(d.sock, "register", "wide", "wide")
+        check(rc == 0, f"register wide: {err}")
+        url = s3.url("prod/wide/1/model.safetensors")
+        st = status_json(d.sock, "wide")
+        check(st.get("source") == url and st.get("tier") == {"held": False, "bytes": 0},
+              f"wide after its registration is at the source only: {st}")
+        rc, out, _ = ctl(d.sock, "status", "wide")
+        check(rc == 0 and url in out and "not held (at the source only)" in out, f"wide's status text: {out}")
+        t = tier_json(d.sock)
+        check(t.get("files") == 0 and t.get("fetches", {}).get("ok") == 0, f"nothing fetched at registration: {t}")
+
+        check(ctl(d.sock, "ensure", "wide")[0] == 0, "load wide")
+        # The fetch's file is committed by the tier just after the load that followed it ends.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not status_json(d.sock, "wide").get("tier", {}).get("held"):
+            time.sleep(0.05)
+        st = status_json(d.sock, "wide")
+        check(st.get("state") == "LOADED" and st.get("tier") == {"held": True, "bytes": len(wide)},
+              f"wide is loaded and held by the tier with its file's bytes: {st}")
+        rc, out, _ = ctl(d.sock, "status", "wide")
+        check(rc == 0 and "held, " in out and f"({len(wide)} bytes)" in out, f"wide's status text once held: {out}")
+        t = tier_json(d.sock)
+        check(t.get("files") == 1 and t.get("used") == len(wide) and t.get("reserved") == 0
+              and t.get("misses") == 1 and t.get("fetches") == {"ok": 1, "failed": 0}
+              and t.get("fetch_bytes") == len(wide) and t.get("fetch_seconds", 0) > 0
+              and t.get("evictions") == 0, f"the tier's totals after one fetch: {t}")
+        check(t.get("held") == [{"source": url, "bytes": len(wide), "models": ["wide"]}],
+              f"the tier lists wide's file: {t.get('held')}")
+
+        # The same file again: described and loaded from the tier (hits), never fetched again.
+        hits_before = t.get("hits", 0)
+        check(ctl(d.sock, "register", "wide2", "wide")[0] == 0, "register wide's file again")
+        check(ctl(d.sock, "ensure", "wide2")[0] == 0, "load wide2")
+        t = tier_json(d.sock)
+        check(t.get("hits", 0) >= hits_before + 2 and t.get("misses") == 1
+              and t.get("fetches", {}).get("ok") == 1, f"wide2's registration and load are hits: {t}")
+        check(t.get("hits") == metric(d.http, "warm_tier_requests_total", '{outcome="hit"}'),
+              f"inspect's hits are /metrics' hits: {t.get('hits')}")
+        check(t.get("held", [{}])[0].get("models") == ["wide", "wide2"], f"both models of the file: {t.get('held')}")
+        st = status_json(d.sock, "wide2")
+        check(st.get("tier") == {"held": True, "bytes": len(wide)}, f"wide2 is held too: {st}")
+
+        rc, out, _ = ctl(d.sock, "inspect", "tier")
+        check(rc == 0 and f"disk tier {tier_dir}" in out and "misses 1" in out and "fetches 1 ok, 0 failed" in out
+              and url in out and "wide,wide2" in out, f"inspect tier's text: {out}")
+        rc, out, _ = ctl(d.sock, "inspect")
+        check(rc == 0 and f"disk tier {tier_dir}" in out, f"inspect's summary shows the tier: {out[-600:]}")
+        rc, out, _ = ctl(d.sock, "--json", "inspect", "models")
+        models = {m["id"]: m for m in json.loads(out)["models"]} if rc == 0 else {}
+        check(models.get("wide", {}).get("tier") == {"held": True, "bytes": len(wide)}
+              and "copy-m1" in models and "tier" not in models["copy-m1"]
+              and "source" not in models["copy-m1"], f"inspect models: {sorted(models)}")
+    finally:
+        d.stop()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="warm-remote-")
     os.makedirs(os.path.join(tmp, "local"))
@@ -226,6 +318,8 @@ def main():
         bad.stop()
         for text in (err, bad.log()):
             check("not-the-secret" not in text and s3.access_key not in text, "no credential is shown")
+
+        check_tier_reports(tmp, servers)
         print(f"remote_sources_test: {len(s3.proxy.requests)} S3 requests, {len(s3.proxy.denied)} refused")
     return 1 if failures else 0
 

@@ -74,6 +74,13 @@ struct model_status {
   // The version directory it is served from: the registered one, else the one its registration
   // chose (the highest present); none for a file named directly or an id not registered.
   std::optional<std::uint64_t> version;
+  // Where its file's bytes are, beyond a device (state, device): for a model from a remote source
+  // (S3, HTTP), the object's URL, and whether the local disk tier holds a copy of it now, of how
+  // many bytes (else the bytes are at the source only: its next load fetches them). Empty, false
+  // and 0 for a model on this machine's disk, and for one whose file was never resolved.
+  std::string source;
+  bool in_tier = false;
+  std::uint64_t tier_bytes = 0;
 };
 
 // What a model takes and gives (KServe V2's model metadata), read from its file's header.
@@ -165,6 +172,31 @@ struct failure_info {
   double age_seconds = 0;
   double expires_in_seconds = 0;
 };
+// A file the local disk tier holds (tier_info::held).
+struct tier_held {
+  std::string source;               // the object's URL it is a copy of
+  std::uint64_t bytes = 0;          // its size
+  std::vector<std::string> models;  // the registered models whose file it is, sorted
+};
+// The local disk tier of remote model files (docs/storage.md): its budget and contents, and what
+// it has done since the runtime started. All zero and empty while no tier is open (no remote
+// source configured or met yet).
+struct tier_info {
+  bool open = false;            // a tier directory is open
+  std::string dir;              // its directory
+  std::uint64_t capacity = 0;   // its byte budget
+  std::uint64_t used = 0;       // bytes of complete files
+  std::uint64_t reserved = 0;   // bytes reserved for fetches in flight
+  std::uint64_t files = 0;      // complete files
+  std::uint64_t hits = 0;       // copies asked for that it held
+  std::uint64_t misses = 0;     // copies it had to fetch
+  std::uint64_t evictions = 0;  // files evicted to make room
+  std::uint64_t fetches = 0;    // fetches that ended with the file committed
+  std::uint64_t fetch_failures = 0;
+  std::uint64_t fetch_bytes = 0;  // bytes received by fetches
+  double fetch_seconds = 0;       // the successful fetches' durations together
+  std::vector<tier_held> held;    // its files, first to be evicted first
+};
 struct inspection {
   std::vector<device_info> devices;
   std::vector<queued_load> queue;  // in start order
@@ -178,6 +210,7 @@ struct inspection {
   std::uint64_t loads_failed = 0;
   std::uint64_t importance_rebuilds = 0;  // heaps built by the importance scorer
   double importance_rebuild_seconds = 0;  // how long the last one took
+  tier_info tier;                         // the disk tier of remote model files
 };
 
 // An instance's view of its cluster (docs/cluster.md): what Warm.clusterInfo and

@@ -433,6 +433,12 @@ registry_actor::behavior_type registry_behavior(self_ptr self,
                    done(std::move(st), registered, vmodels);
                  });
       },
+      [=](msg::model_sources& m) {
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const auto& [id, e] : self->state.models)
+          if (!e.file.source.empty()) out.emplace_back(id, e.file.source);
+        m.done(std::move(out));
+      },
       [=](msg::flush_registry&) { flush(self); },
       [=](msg::description_read& m) { on_description_read(self, m); },
       [=](msg::model_resolved& m) { on_model_resolved(self, m); },

@@ -210,15 +210,17 @@ void status_of(self_ptr self, const std::string& id, std::function<void(model_st
     set_io(st, e.io.get());
     st.batching = e.record.batching;
     st.version = served_version(e.record, e.file);
+    st.source = e.file.source;
     return set(std::move(st));
   }
   self->request(e.actor, caf::infinite, msg::model_status_request{})
       .then(
-          [set, io = e.io, batching = e.record.batching,
-           version = served_version(e.record, e.file)](model_status& st) {
+          [set, io = e.io, batching = e.record.batching, version = served_version(e.record, e.file),
+           source = e.file.source](model_status& st) {
             set_io(st, io.get());
             st.batching = batching;
             st.version = version;
+            st.source = source;
             set(std::move(st));
           },
           [set, id](caf::error&) {  // the model actor stopped: unregistered meanwhile

@@ -194,6 +194,33 @@ tier_actor::behavior_type tier(self_pointer self, std::shared_ptr<tier_config> c
       [=](msg::release_copy& m) {
         if (self->state.config.tier) self->state.config.tier->unpin(m.key);
       },
+      [=](msg::inspect_tier& m) {
+        const auto& s = self->state;
+        tier_info out;
+        if (s.config.tier) {
+          const auto& tier = *s.config.tier;
+          const auto st = tier.stats();
+          out.open = true;
+          out.dir = tier.dir();
+          out.capacity = st.capacity;
+          out.used = st.used;
+          out.reserved = st.reserved;
+          out.files = st.files;
+          out.evictions = st.evictions;
+          for (auto& f : tier.files())
+            out.held.push_back({std::move(f.key), f.bytes, {}});
+        }
+        if (s.config.metrics) {
+          const auto& metrics = *s.config.metrics;
+          out.hits = metrics.tier_hits.value();
+          out.misses = metrics.tier_misses.value();
+          out.fetches = metrics.fetches.value();
+          out.fetch_failures = metrics.fetch_failures.value();
+          out.fetch_bytes = metrics.fetch_bytes.value();
+          out.fetch_seconds = metrics.fetch_seconds.read().sum;
+        }
+        m.done(std::move(out));
+      },
   };
 }
 

@@ -50,6 +50,7 @@ placement_decision decide_placement(const placement_inputs& in) {
   views.reserve(in.members.size());
   for (const auto& m : in.members) {
     auto v = view_of(m.record);
+    v.tier_holds = m.record.tier_holds(in.model);
     if (failed_on(in, m.record.name) || excluded(in, m.record.name))
       v.draining = true;  // no candidate
     for (const auto& c : in.claims) {

@@ -7,11 +7,13 @@
 //     every request that arrives anywhere meanwhile waits on that load). A claim is live for
 //     claim_life after it was made while its instance is a live member and not draining.
 //  2. Otherwise the model is placed with ranking::rank_instances (the warm rule) over every
-//     member's record, and the first is claimed: one transaction comparing the claim's key and
-//     the chosen instance's placement key with the revisions seen here. When instances place the
-//     same model at once one claim wins and the others follow it; when they place different
-//     models on the same instance from the same view, one wins and the others read again and
-//     decide with its reservation (rule 3), so concurrent placements cannot herd.
+//     member's record (where the cost is equal, an instance whose disk tier holds the model's file,
+//     instance_record::tiered, goes first: it loads without fetching), and the first is claimed:
+//     one transaction comparing the claim's key and the chosen instance's placement key with the
+//     revisions seen here. When instances place the same model at once one claim wins and the
+//     others follow it; when they place different models on the same instance from the same view,
+//     one wins and the others read again and decide with its reservation (rule 3), so concurrent
+//     placements cannot herd.
 //  3. Reservations: a live claim for another model counts its bytes as reserved on its instance,
 //     and its load as queued there, until that instance publishes a record written after the
 //     claim (a record that already counts the load), or lists the model as resident. So 50 cold

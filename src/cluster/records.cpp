@@ -122,6 +122,24 @@ expected<std::vector<std::string>> model_ids(const reader& r, const json& object
   return out;
 }
 
+// A record's list of tiered model ids: at most max_tiered_models, each a model id; sorted and
+// made unique here (a peer's order is not trusted: tier_holds searches it).
+expected<std::vector<std::string>> tiered_ids(const reader& r, const json& object) {
+  auto ids = model_ids(r, object, "tiered");
+  if (!ids) return ids;
+  if (ids->size() > max_tiered_models)
+    return r.bad("tiered", "at most " + std::to_string(max_tiered_models) + " model ids");
+  for (const auto& id : *ids) {
+    const bool valid =
+        !id.empty() && id.size() <= 256 &&
+        std::all_of(id.begin(), id.end(), [](char c) { return c > ' ' && c < 127 && c != '/'; });
+    if (!valid) return r.bad("tiered", "an array of model ids");
+  }
+  std::sort(ids->begin(), ids->end());
+  ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
+  return ids;
+}
+
 void sort_unique(std::vector<std::string>& ids) {
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
@@ -161,6 +179,10 @@ bool instance_record::is_loading(const std::string& model) const {
   return std::binary_search(loading.begin(), loading.end(), model);
 }
 
+bool instance_record::tier_holds(const std::string& model) const {
+  return std::binary_search(tiered.begin(), tiered.end(), model);
+}
+
 bool instance_record::same_state(const instance_record& o) const {
   auto same_devices = [&] {
     if (devices.size() != o.devices.size()) return false;
@@ -180,7 +202,7 @@ bool instance_record::same_state(const instance_record& o) const {
          started_unix == o.started_unix && draining == o.draining &&
          loading_threads == o.loading_threads && loads_in_flight == o.loads_in_flight &&
          models_loaded == o.models_loaded && residents == o.residents && loading == o.loading &&
-         hot == o.hot && same_devices();
+         hot == o.hot && tiered == o.tiered && same_devices();
 }
 
 std::string encode(const instance_record& r) {
@@ -210,7 +232,8 @@ std::string encode(const instance_record& r) {
          {"devices", std::move(devices)},
          {"residents", r.residents},
          {"loading", r.loading},
-         {"hot", r.hot}};
+         {"hot", r.hot},
+         {"tiered", r.tiered}};
   return j.dump();
 }
 
@@ -240,6 +263,7 @@ expected<instance_record> decode_instance(const std::string& key, std::string_vi
   WARM_TRY_SET(out.residents, model_ids(r, j, "residents"));
   WARM_TRY_SET(out.loading, model_ids(r, j, "loading"));
   WARM_TRY_SET(out.hot, model_ids(r, j, "hot"));
+  WARM_TRY_SET(out.tiered, tiered_ids(r, j));
   if (auto rate = j.find("requests_per_second"); rate != j.end()) {
     if (!rate->is_number() || !(rate->get<double>() >= 0))
       return r.bad("requests_per_second", "a number, 0 or more");
@@ -287,6 +311,10 @@ instance_record record_from(const inspection& state, std::string name, std::stri
   for (auto& m : recent_models(state, 60, 32))
     r.hot.push_back(std::move(m.model));
   sort_unique(r.hot);
+  for (const auto& held : state.tier.held)
+    r.tiered.insert(r.tiered.end(), held.models.begin(), held.models.end());
+  sort_unique(r.tiered);
+  if (r.tiered.size() > max_tiered_models) r.tiered.resize(max_tiered_models);
   return r;
 }
 

@@ -54,6 +54,11 @@ struct device_record {
   std::vector<ranking::eviction_candidate> candidates;
 };
 
+// The most model ids an instance record lists as tiered. A record read from etcd with more, or
+// with an entry that is not a model id (1 to 256 bytes of printable ASCII, no space or '/'), is
+// refused as invalid.
+inline constexpr std::size_t max_tiered_models = 1024;
+
 // What an instance publishes about itself.
 struct instance_record {
   std::string name;
@@ -77,10 +82,15 @@ struct instance_record {
   // recent_models orders them), sorted, each once. When the instance dies, the others load them
   // before their next request. Absent in a record: none.
   std::vector<std::string> hot;
+  // The models whose files its disk tier holds (remote models it would load from local disk,
+  // without fetching), sorted, each once, at most max_tiered_models (the first by id). Absent in a
+  // record: none.
+  std::vector<std::string> tiered;
 
-  // Whether `model` is among residents; among loading.
+  // Whether `model` is among residents; among loading; among tiered.
   bool holds(const std::string& model) const;
   bool is_loading(const std::string& model) const;
+  bool tier_holds(const std::string& model) const;
 
   // Equal but for updated_unix: whether publishing this record again would tell anyone anything.
   bool same_state(const instance_record& other) const;
@@ -91,7 +101,8 @@ std::string encode(const instance_record& r);
 expected<instance_record> decode_instance(const std::string& key, std::string_view json);
 
 // The record of this instance now, from its runtime's inspection: devices with their eviction
-// candidates (the first `candidates` residents of a kdf device), loads queued and running.
+// candidates (the first `candidates` residents of a kdf device), loads queued and running, the
+// models whose files its disk tier holds (inspection::tier, at most max_tiered_models).
 instance_record record_from(const inspection& state, std::string name, std::string address,
                             std::string version, std::int64_t started_unix, bool draining,
                             std::size_t candidates = 16);

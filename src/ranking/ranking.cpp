@@ -95,8 +95,8 @@ std::vector<std::size_t> rank_instances(const std::vector<instance_view>& instan
     bool must_evict = bytes_to_free(v, request.bytes) > 0;
     bool unknown = must_evict && v.candidates.empty();
     double cost = unknown ? -v.idle_seconds : eviction_cost(v, request.bytes);
-    return std::make_tuple(unknown, cost + queue_wait(v, request), -room_left(v), v.loads_in_flight,
-                           i);
+    return std::make_tuple(unknown, cost + queue_wait(v, request), !v.tier_holds, -room_left(v),
+                           v.loads_in_flight, i);
   };
   std::sort(out.begin(), out.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
   return out;

@@ -8,8 +8,9 @@
 //    the value its own policy would give up to make room (from the eviction candidates it
 //    publishes, in load seconds), or, for policies that publish no value, how recently its least
 //    recent model was used. Loads queued ahead of this one on the instance (its own and those
-//    claimed on it since) add their expected wait. Ties go to the instance with the most room left,
-//    then the fewest loads in flight, then the lowest index.
+//    claimed on it since) add their expected wait. Ties go to an instance whose disk tier holds the
+//    model's file (instance_view::tier_holds), then the one with the most room left, then the
+//    fewest loads in flight, then the lowest index.
 //  - modelmesh: ModelMesh's placement, for comparison. Its order: instances with room for the
 //    model first; among full ones the oldest cache timestamp (least recent use of the least recent
 //    model) first; then the fewest models, then the most free bytes; among instances with room,
@@ -55,6 +56,9 @@ struct instance_view {
   double idle_seconds = 0;            // since its least recent model was used (0: empty)
   std::vector<eviction_candidate> candidates;  // in eviction order; empty: no value published
   bool draining = false;
+  // Its disk tier holds the model's file: it loads from local disk, without fetching. The warm
+  // rule prefers it among instances whose cost is the same.
+  bool tier_holds = false;
 };
 
 // The model to place.

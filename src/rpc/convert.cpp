@@ -258,6 +258,9 @@ void to_capnp(const model_status& s, ModelStatus::Builder out) {
   put(s.io.outputs, out.initOutputs(static_cast<unsigned>(s.io.outputs.size())));
   out.setBatched(s.io.batched);
   out.setVersion(s.version.value_or(0));
+  out.setSource(to_text(s.source));
+  out.setInTier(s.in_tier);
+  out.setTierBytes(s.tier_bytes);
 }
 
 namespace {
@@ -304,6 +307,9 @@ model_status from_capnp(ModelStatus::Reader s) {
   out.io.outputs = from_capnp(s.getOutputs());
   out.io.batched = s.getBatched();
   if (s.getVersion() != 0) out.version = s.getVersion();
+  out.source = to_std(s.getSource());
+  out.in_tier = s.getInTier();
+  out.tier_bytes = s.getTierBytes();
   return out;
 }
 

@@ -69,6 +69,29 @@ void to_capnp(const inspection& s, Inspection::Builder out) {
   out.setLoadsFailed(s.loads_failed);
   out.setImportanceRebuilds(s.importance_rebuilds);
   out.setImportanceRebuildSeconds(s.importance_rebuild_seconds);
+  auto tier = out.initTier();
+  const auto& t = s.tier;
+  tier.setOpen(t.open);
+  tier.setDir(to_text(t.dir));
+  tier.setCapacity(t.capacity);
+  tier.setUsed(t.used);
+  tier.setReserved(t.reserved);
+  tier.setFiles(t.files);
+  tier.setHits(t.hits);
+  tier.setMisses(t.misses);
+  tier.setEvictions(t.evictions);
+  tier.setFetches(t.fetches);
+  tier.setFetchFailures(t.fetch_failures);
+  tier.setFetchBytes(t.fetch_bytes);
+  tier.setFetchSeconds(t.fetch_seconds);
+  auto held = tier.initHeld(static_cast<unsigned>(t.held.size()));
+  for (unsigned i = 0; i < t.held.size(); ++i) {
+    held[i].setSource(to_text(t.held[i].source));
+    held[i].setBytes(t.held[i].bytes);
+    auto models = held[i].initModels(static_cast<unsigned>(t.held[i].models.size()));
+    for (unsigned k = 0; k < t.held[i].models.size(); ++k)
+      models.set(k, to_text(t.held[i].models[k]));
+  }
 }
 
 inspection from_capnp(Inspection::Reader s) {
@@ -113,6 +136,29 @@ inspection from_capnp(Inspection::Reader s) {
   out.loads_failed = s.getLoadsFailed();
   out.importance_rebuilds = s.getImportanceRebuilds();
   out.importance_rebuild_seconds = s.getImportanceRebuildSeconds();
+  auto tier = s.getTier();
+  auto& t = out.tier;
+  t.open = tier.getOpen();
+  t.dir = to_std(tier.getDir());
+  t.capacity = tier.getCapacity();
+  t.used = tier.getUsed();
+  t.reserved = tier.getReserved();
+  t.files = tier.getFiles();
+  t.hits = tier.getHits();
+  t.misses = tier.getMisses();
+  t.evictions = tier.getEvictions();
+  t.fetches = tier.getFetches();
+  t.fetch_failures = tier.getFetchFailures();
+  t.fetch_bytes = tier.getFetchBytes();
+  t.fetch_seconds = tier.getFetchSeconds();
+  for (auto h : tier.getHeld()) {
+    tier_held o;
+    o.source = to_std(h.getSource());
+    o.bytes = h.getBytes();
+    for (auto m : h.getModels())
+      o.models.push_back(to_std(m));
+    t.held.push_back(std::move(o));
+  }
   return out;
 }
 

@@ -337,7 +337,8 @@ std::future<expected<void>> runtime::unregister_model(const std::string& id) {
 }
 
 void runtime::status(const std::string& id, callback<model_status> done) {
-  caf::anon_send(impl_->registry, msg::get_status{id, std::move(done)});
+  caf::anon_send(impl_->registry,
+                 msg::get_status{id, runtime_detail::with_tier(impl_->tier, std::move(done))});
 }
 
 std::future<expected<model_status>> runtime::status(const std::string& id) {
@@ -348,7 +349,9 @@ std::future<expected<model_status>> runtime::status(const std::string& id) {
 
 void runtime::list_models(const std::string& after, std::uint32_t limit,
                           callback<std::vector<model_status>> done) {
-  caf::anon_send(impl_->registry, msg::list_models{after, limit, std::move(done)});
+  caf::anon_send(
+      impl_->registry,
+      msg::list_models{after, limit, runtime_detail::with_tier(impl_->tier, std::move(done))});
 }
 
 std::future<expected<std::vector<model_status>>> runtime::list_models(const std::string& after,
@@ -540,61 +543,6 @@ std::uint64_t runtime::watch(std::function<void(const model_event&)> listener) {
 
 void runtime::unwatch(std::uint64_t id) {
   caf::anon_send(impl_->hub, msg::remove_watcher{id});
-}
-
-// ---- inspection -----------------------------------------------------------------------------
-
-void runtime::inspect(callback<inspection> done) {
-  auto& i = *impl_;
-  struct partial {
-    inspection result;
-    std::atomic<std::size_t> remaining;
-    callback<inspection> done;
-    void arrive() {
-      if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) done(std::move(result));
-    }
-  };
-  auto p = std::make_shared<partial>();
-  p->remaining = 2 + i.device_actors.size() + (i.scorer ? 1 : 0);
-  p->done = std::move(done);
-  p->result.devices.resize(i.device_actors.size());
-  p->result.max_concurrent_loads = i.options.max_concurrent_loads;
-  caf::anon_send(i.registry,
-                 msg::inspect_models{[p](std::vector<model_status> models, std::uint64_t registered,
-                                         std::uint64_t vmodels) {
-                   p->result.models = std::move(models);
-                   p->result.registered_models = registered;
-                   p->result.vmodels = vmodels;
-                   p->arrive();
-                 }});
-  caf::anon_send(i.pool, msg::inspect_loads{[p](std::vector<queued_load> queue,
-                                                std::vector<running_load> running,
-                                                std::vector<failure_info> failures,
-                                                std::uint64_t started, std::uint64_t failed) {
-                   p->result.queue = std::move(queue);
-                   p->result.running = std::move(running);
-                   p->result.failures = std::move(failures);
-                   p->result.loads_started = started;
-                   p->result.loads_failed = failed;
-                   p->arrive();
-                 }});
-  if (i.scorer)
-    caf::anon_send(i.scorer, msg::inspect_scorer{[p](std::uint64_t rebuilds, double seconds) {
-                     p->result.importance_rebuilds = rebuilds;
-                     p->result.importance_rebuild_seconds = seconds;
-                     p->arrive();
-                   }});
-  for (std::size_t d = 0; d < i.device_actors.size(); ++d)
-    caf::anon_send(i.device_actors[d], msg::inspect_device{[p, d](expected<device_info> info) {
-                     p->result.devices[d] = std::move(*info);
-                     p->arrive();
-                   }});
-}
-
-std::future<expected<inspection>> runtime::inspect() {
-  auto [cb, future] = promised<inspection>();
-  inspect(std::move(cb));
-  return std::move(future);
 }
 
 }  // namespace warm

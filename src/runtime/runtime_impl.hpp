@@ -93,6 +93,13 @@ inline std::pair<callback<T>, std::future<expected<T>>> promised() {
   return {[state](expected<T> r) { state->set(std::move(r)); }, std::move(future)};
 }
 
+// `done`, answered with the disk tier's view of each status that has a source (mark_tier): the
+// tier actor is asked first, from the thread that answers the status, without blocking. A status
+// without a source, or an error, is passed on at once. (runtime_inspect.cpp)
+callback<model_status> with_tier(const tier_actor& tier, callback<model_status> done);
+callback<std::vector<model_status>> with_tier(const tier_actor& tier,
+                                              callback<std::vector<model_status>> done);
+
 }  // namespace runtime_detail
 
 }  // namespace warm

@@ -225,29 +225,31 @@ std::string tensor_specs_text(const std::vector<tensor_spec>& specs) {
 }  // namespace
 
 json to_json(const model_status& s) {
-  return {{"id", s.id},
-          {"state", to_string(s.state)},
-          {"device", s.device},
-          {"bytes", s.bytes},
-          {"requests", s.requests},
-          {"hits", s.hits},
-          {"requests_per_second", s.requests_per_second},
-          {"in_flight", s.in_flight},
-          {"idle_seconds", s.idle_seconds},
-          {"loads",
-           {{"count", s.loads.count},
-            {"mean_ms", s.loads.mean_ms},
-            {"stddev_ms", std::sqrt(s.loads.variance_ms2)}}},
-          {"last_error", nullable_error(s.last_error)},
-          {"retry_in_seconds", s.retry_in_seconds},
-          {"input_width", s.input_width},
-          {"output_width", s.output_width},
-          {"kind", s.kind},
-          {"inputs", tensor_specs_json(s.io.inputs)},
-          {"outputs", tensor_specs_json(s.io.outputs)},
-          {"batched", s.io.batched},
-          {"batching", batching_json(s.batching)},
-          {"version", s.version ? json(*s.version) : json(nullptr)}};
+  json doc{{"id", s.id},
+           {"state", to_string(s.state)},
+           {"device", s.device},
+           {"bytes", s.bytes},
+           {"requests", s.requests},
+           {"hits", s.hits},
+           {"requests_per_second", s.requests_per_second},
+           {"in_flight", s.in_flight},
+           {"idle_seconds", s.idle_seconds},
+           {"loads",
+            {{"count", s.loads.count},
+             {"mean_ms", s.loads.mean_ms},
+             {"stddev_ms", std::sqrt(s.loads.variance_ms2)}}},
+           {"last_error", nullable_error(s.last_error)},
+           {"retry_in_seconds", s.retry_in_seconds},
+           {"input_width", s.input_width},
+           {"output_width", s.output_width},
+           {"kind", s.kind},
+           {"inputs", tensor_specs_json(s.io.inputs)},
+           {"outputs", tensor_specs_json(s.io.outputs)},
+           {"batched", s.io.batched},
+           {"batching", batching_json(s.batching)},
+           {"version", s.version ? json(*s.version) : json(nullptr)}};
+  add_tier_fields(doc, s);
+  return doc;
 }
 
 json to_json(const vmodel_status& s) {
@@ -299,7 +301,8 @@ json to_json(const inspection& s) {
           {"queue", q["queue"]},
           {"running", q["running"]},
           {"failures", failures_json(s)},
-          {"models", models}};
+          {"models", models},
+          {"tier", to_json(s.tier)}};
 }
 
 json inspection_section(const inspection& s, std::string_view section) {
@@ -326,6 +329,7 @@ json inspection_section(const inspection& s, std::string_view section) {
   if (section == "queue") return queue_json(s);
   if (section == "failures") return {{"failures", failures_json(s)}};
   if (section == "models") return {{"models", to_json(s)["models"]}};
+  if (section == "tier") return {{"tier", to_json(s.tier)}};
   return to_json(s);
 }
 
@@ -338,6 +342,7 @@ void print_model_status(std::ostream& out, const model_status& s, const std::str
          s.bytes ? format_bytes(s.bytes) + " (" + std::to_string(s.bytes) + " bytes)" : "-"});
   t.add({"kind:", or_dash(s.kind)});
   t.add({"version:", s.version ? std::to_string(*s.version) : "-"});
+  add_tier_rows(t, s);
   t.add({"inputs:", tensor_specs_text(s.io.inputs)});
   t.add({"outputs:", tensor_specs_text(s.io.outputs)});
   t.add({"batching:", batching_text(s.batching)});
@@ -396,6 +401,7 @@ void print_inspection(std::ostream& out, const inspection& s, std::string_view s
   if (section == "queue") return print_queue(out, s);
   if (section == "failures") return print_failures(out, s);
   if (section == "models") return print_models(out, s.models);
+  if (section == "tier") return print_tier(out, s.tier);
   out << s.registered_models << " registered models, " << s.vmodels
       << " vmodels; loads: " << s.loads_started << " started, " << s.loads_failed
       << " failed; importance rebuilds: " << s.importance_rebuilds << " (last "
@@ -409,6 +415,10 @@ void print_inspection(std::ostream& out, const inspection& s, std::string_view s
   print_failures(out, s);
   out << "\nmodels in use:\n";
   print_models(out, s.models);
+  if (s.tier.open) {
+    out << "\n";
+    print_tier(out, s.tier);
+  }
 }
 
 json to_json(const cluster_info& c) {

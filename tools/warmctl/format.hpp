@@ -43,6 +43,14 @@ json to_json(const inspection& snapshot);
 // device), "failures", "models"; anything else is the whole snapshot.
 json inspection_section(const inspection& snapshot, std::string_view section);
 json to_json(const cluster_info& info);
+// The disk tier (format_tier.cpp): its totals and files, by source, first to be evicted first.
+json to_json(const tier_info& tier);
+// Text: one line of totals, one of counters, then SOURCE SIZE MODELS rows ("not open" when none).
+void print_tier(std::ostream& out, const tier_info& tier);
+// Where a remote model's file is: "source" and "tier" {held, bytes} added to its JSON, "source:"
+// and "disk tier:" rows to its status table. Nothing for a model without a source (local disk).
+void add_tier_fields(json& doc, const model_status& status);
+void add_tier_rows(table& rows, const model_status& status);
 
 // ---- people --------------------------------------------------------------------------------
 // "key: value" lines of one model; first "vmodel: VMODEL" when `vmodel` (the id asked for) is set.

@@ -79,8 +79,9 @@ void add_inspect(CLI::App& app, command_context& ctx) {
   auto* cmd = app.add_subcommand("inspect",
                                  "One snapshot of the runtime's actors (all sections by default)");
   auto section = std::make_shared<std::string>();
-  cmd->add_option("SECTION", *section, "devices, queue, cache, failures, models or cluster")
-      ->check(CLI::IsMember({"devices", "queue", "cache", "failures", "models", "cluster"}));
+  cmd->add_option("SECTION", *section, "devices, queue, cache, failures, models, tier or cluster")
+      ->check(
+          CLI::IsMember({"devices", "queue", "cache", "failures", "models", "tier", "cluster"}));
   cmd->callback([&ctx, section] {
     run_rpc(ctx, [&](connection& c) {
       if (*section == "cluster") {

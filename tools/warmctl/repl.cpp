@@ -20,8 +20,8 @@ const std::vector<std::string> command_names = {
     "register", "unregister", "retry",    "status", "ensure",     "vmodel",     "models", "infer",
     "inspect",  "watch",      "versions", "reload", "model-info", "make-model", "help",   "quit"};
 const std::vector<std::string> vmodel_commands = {"set", "delete", "status"};
-const std::vector<std::string> inspect_sections = {"devices",  "queue",  "cache",
-                                                   "failures", "models", "cluster"};
+const std::vector<std::string> inspect_sections = {"devices", "queue", "cache",  "failures",
+                                                   "models",  "tier",  "cluster"};
 
 // The state tab completion reads: readline's callbacks are plain C functions.
 struct completion_state {

@@ -31,6 +31,7 @@ struct unload_model;
 struct retry_model;
 struct describe_model;
 struct inspect_models;
+struct model_sources;
 struct flush_registry;
 struct description_read;
 struct model_resolved;
@@ -78,6 +79,7 @@ struct inspect_scorer;
 struct acquire_copy;
 struct copy_fetched;
 struct release_copy;
+struct inspect_tier;
 struct state_changed;
 struct add_watcher;
 struct remove_watcher;
@@ -107,6 +109,7 @@ using registry_actor = caf::typed_actor<
     caf::reacts_to<msg::retry_model>,   // runtime: forget a model's load failures; forwarded
     caf::reacts_to<msg::describe_model>,    // runtime: a model's metadata from its header
     caf::reacts_to<msg::inspect_models>,    // runtime: statuses of models with an actor, totals
+    caf::reacts_to<msg::model_sources>,     // runtime: remote models' URLs (inspection)
     caf::reacts_to<msg::flush_registry>,    // itself: commit the staged writes (group commit)
     caf::reacts_to<msg::description_read>,  // a describe's worker thread: keep its description
     caf::reacts_to<msg::model_resolved>,    // a resolving worker thread: a model file's header
@@ -196,6 +199,7 @@ using version_manager_actor = caf::typed_actor<
 using tier_actor =
     caf::typed_actor<caf::reacts_to<msg::acquire_copy>,   // registry, loader: a local copy, pinned
                      caf::reacts_to<msg::copy_fetched>,   // a fetch task: its file is written
-                     caf::reacts_to<msg::release_copy>>;  // a copy's pin dropped (any thread)
+                     caf::reacts_to<msg::release_copy>,   // a copy's pin dropped (any thread)
+                     caf::reacts_to<msg::inspect_tier>>;  // runtime: holdings and totals
 
 }  // namespace warm

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "actors/protocol/common.hpp"
@@ -95,6 +96,12 @@ struct inspect_models {
   std::function<void(std::vector<model_status>, std::uint64_t registered, std::uint64_t vmodels)>
       done;
 };
+// Every registered model whose file is at a remote source, with that source's URL
+// (model_location::source), sorted by model id: what the runtime's inspection matches against the
+// disk tier's files. A registration not resolved yet is left out.
+struct model_sources {
+  std::function<void(std::vector<std::pair<std::string, std::string>>)> done;
+};
 // Commits pending registry writes (sent by the registry to itself after a batch of requests).
 struct flush_registry {};
 // An actor's request of the registry (the version manager's): `request` with its callback left
@@ -137,6 +144,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::unload_model)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::retry_model)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::describe_model)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::inspect_models)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_sources)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::flush_registry)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::description_read)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::model_resolved)

@@ -67,9 +67,19 @@ struct release_copy {
   std::string key;
 };
 
+// What the tier holds and has done (runtime: inspect, model statuses), answered at once from the
+// actor's state without touching the disk: tier_info with `held` listing every complete file by
+// its source URL and bytes, first to be evicted first (`models` left empty: the tier does not know
+// model ids), the totals from the tier and from the runtime's metrics. A tier not yet opened
+// answers `open` false and nothing else.
+struct inspect_tier {
+  std::function<void(tier_info)> done;
+};
+
 }  // namespace msg
 }  // namespace warm
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::acquire_copy)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::copy_fetched)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::release_copy)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(warm::msg::inspect_tier)
