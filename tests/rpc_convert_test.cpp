@@ -269,3 +269,70 @@ TEST_CASE("inspections and events round-trip") {
   CHECK(eb.error->code == errc::model_too_large);
   CHECK(eb.sequence == 42);
 }
+
+TEST_CASE("the disk tier and a model's place in it round-trip") {
+  inspection s;
+  s.tier.open = true;
+  s.tier.dir = "/var/lib/warm/tier";
+  s.tier.capacity = 1000;
+  s.tier.used = 600;
+  s.tier.reserved = 100;
+  s.tier.files = 2;
+  s.tier.hits = 5;
+  s.tier.misses = 2;
+  s.tier.evictions = 1;
+  s.tier.fetches = 2;
+  s.tier.fetch_failures = 1;
+  s.tier.fetch_bytes = 700;
+  s.tier.fetch_seconds = 1.5;
+  s.tier.held.push_back({"s3://b/m/1/model.safetensors", 400, {"a", "b"}});
+  s.tier.held.push_back({"https://h/x/model.pt", 200, {}});
+  model_status m;
+  m.id = "a";
+  m.source = "s3://b/m/1/model.safetensors";
+  m.in_tier = true;
+  m.tier_bytes = 400;
+  s.models.push_back(m);
+
+  capnp::MallocMessageBuilder msg;
+  auto ins = msg.initRoot<r::Inspection>();
+  r::to_capnp(s, ins);
+  auto b = r::from_capnp(ins.asReader());
+  CHECK(b.tier.open);
+  CHECK(b.tier.dir == s.tier.dir);
+  CHECK(b.tier.capacity == 1000);
+  CHECK(b.tier.used == 600);
+  CHECK(b.tier.reserved == 100);
+  CHECK(b.tier.files == 2);
+  CHECK(b.tier.hits == 5);
+  CHECK(b.tier.misses == 2);
+  CHECK(b.tier.evictions == 1);
+  CHECK(b.tier.fetches == 2);
+  CHECK(b.tier.fetch_failures == 1);
+  CHECK(b.tier.fetch_bytes == 700);
+  CHECK(b.tier.fetch_seconds == 1.5);
+  REQUIRE(b.tier.held.size() == 2);
+  CHECK(b.tier.held[0].source == "s3://b/m/1/model.safetensors");
+  CHECK(b.tier.held[0].bytes == 400);
+  CHECK(b.tier.held[0].models == std::vector<std::string>{"a", "b"});
+  CHECK(b.tier.held[1].models.empty());
+  REQUIRE(b.models.size() == 1);
+  CHECK(b.models[0].source == m.source);
+  CHECK(b.models[0].in_tier);
+  CHECK(b.models[0].tier_bytes == 400);
+
+  // No tier open and a local model: nothing.
+  capnp::MallocMessageBuilder empty_msg;
+  auto empty = empty_msg.initRoot<r::Inspection>();
+  r::to_capnp(inspection{}, empty);
+  auto e = r::from_capnp(empty.asReader());
+  CHECK_FALSE(e.tier.open);
+  CHECK(e.tier.held.empty());
+  capnp::MallocMessageBuilder local_msg;
+  auto local = local_msg.initRoot<r::ModelStatus>();
+  r::to_capnp(model_status{}, local);
+  auto l = r::from_capnp(local.asReader());
+  CHECK(l.source.empty());
+  CHECK_FALSE(l.in_tier);
+  CHECK(l.tier_bytes == 0);
+}

@@ -220,3 +220,69 @@ TEST_CASE("--batch repeats a one-dimensional input as rows and checks a batch's 
   CHECK(apply_batch(t, 2).error().message ==
         "--batch 2 does not match the first dimension of input 'ids'");
 }
+
+TEST_CASE("a remote model's status says where its bytes are; a local one says nothing of it") {
+  model_status local;
+  local.id = "local";
+  auto j = to_json(local);
+  CHECK_FALSE(j.contains("source"));
+  CHECK_FALSE(j.contains("tier"));
+  std::ostringstream local_text;
+  print_model_status(local_text, local, "");
+  CHECK(local_text.str().find("tier") == std::string::npos);
+  CHECK(local_text.str().find("source") == std::string::npos);
+
+  model_status remote;
+  remote.id = "r";
+  remote.source = "s3://b/r/1/model.safetensors";
+  j = to_json(remote);
+  CHECK(j["source"] == remote.source);
+  CHECK(j["tier"] == json({{"held", false}, {"bytes", 0}}));
+  std::ostringstream at_source;
+  print_model_status(at_source, remote, "");
+  CHECK(at_source.str().find("not held (at the source only)") != std::string::npos);
+  remote.in_tier = true;
+  remote.tier_bytes = 2048;
+  j = to_json(remote);
+  CHECK(j["tier"] == json({{"held", true}, {"bytes", 2048}}));
+  std::ostringstream held;
+  print_model_status(held, remote, "");
+  CHECK(held.str().find("held, 2.00 KiB (2048 bytes)") != std::string::npos);
+  CHECK(held.str().find(remote.source) != std::string::npos);
+}
+
+TEST_CASE("inspect tier: totals, then each file with its models; not open when none") {
+  inspection s;
+  std::ostringstream closed;
+  print_inspection(closed, s, "tier");
+  CHECK(closed.str() == "disk tier: not open (no remote model met yet)\n");
+  std::ostringstream summary;
+  print_inspection(summary, s, "");
+  CHECK(summary.str().find("disk tier") == std::string::npos);  // no tier: not in the summary
+
+  s.tier.open = true;
+  s.tier.dir = "/t";
+  s.tier.capacity = 4096;
+  s.tier.used = 2048;
+  s.tier.files = 1;
+  s.tier.hits = 3;
+  s.tier.misses = 1;
+  s.tier.fetches = 1;
+  s.tier.fetch_bytes = 2048;
+  s.tier.fetch_seconds = 0.5;
+  s.tier.held.push_back({"s3://b/m", 2048, {"a", "b"}});
+  std::ostringstream text;
+  print_inspection(text, s, "tier");
+  CHECK(text.str().find("disk tier /t: 2.00 KiB of 4.00 KiB used (2048 of 4096 bytes, 0 reserved), "
+                        "1 files\n") == 0);
+  CHECK(text.str().find("hits 3, misses 1, evictions 0; fetches 1 ok, 0 failed, 2.00 KiB (2048 "
+                        "bytes) in 0.50s\n") != std::string::npos);
+  CHECK(text.str().find("s3://b/m") != std::string::npos);
+  CHECK(text.str().find("a,b") != std::string::npos);
+  auto j = inspection_section(s, "tier");
+  REQUIRE(j.contains("tier"));
+  CHECK(j["tier"]["fetches"] == json({{"ok", 1}, {"failed", 0}}));
+  CHECK(j["tier"]["held"][0]["models"] == json({"a", "b"}));
+  CHECK(j["tier"]["capacity"] == 4096);
+  CHECK(to_json(s)["tier"]["hits"] == 3);
+}
