@@ -302,6 +302,8 @@ struct ClusterInstance {
   updatedSecondsAgo @11 :Float64;  # since the answering instance saw its record last written
   residents @12 :List(Text);   # models resident there, sorted
   loading @13 :List(Text);     # models queued or loading there, sorted
+  tiered @14 :List(Text);      # models whose files its disk tier holds (it loads them without
+                               # fetching), sorted, at most 1024
 }
 
 struct ClusterInfo {

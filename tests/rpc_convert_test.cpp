@@ -336,3 +336,20 @@ TEST_CASE("the disk tier and a model's place in it round-trip") {
   CHECK_FALSE(l.in_tier);
   CHECK(l.tier_bytes == 0);
 }
+
+TEST_CASE("an instance's tiered models round-trip in the cluster's view") {
+  cluster_info c;
+  c.enabled = true;
+  cluster_instance x;
+  x.name = "i1";
+  x.residents = {"a"};
+  x.tiered = {"b", "c"};
+  c.instances.push_back(x);
+  capnp::MallocMessageBuilder msg;
+  auto info = msg.initRoot<r::ClusterInfo>();
+  r::to_capnp(c, info);
+  auto back = r::from_capnp(info.asReader());
+  REQUIRE(back.instances.size() == 1);
+  CHECK(back.instances[0].residents == std::vector<std::string>{"a"});
+  CHECK(back.instances[0].tiered == std::vector<std::string>{"b", "c"});
+}

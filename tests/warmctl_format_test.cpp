@@ -286,3 +286,27 @@ TEST_CASE("inspect tier: totals, then each file with its models; not open when n
   CHECK(j["tier"]["capacity"] == 4096);
   CHECK(to_json(s)["tier"]["hits"] == 3);
 }
+
+TEST_CASE("a model's status in a cluster names the instances whose disk tier holds its file") {
+  cluster_info c;
+  c.enabled = true;
+  cluster_instance a, b;
+  a.name = "i1";
+  a.residents = {"m"};
+  b.name = "i2";
+  b.tiered = {"m", "n"};
+  c.instances = {a, b};
+  auto where = copies_of(c, "m");
+  CHECK(where.copies == std::vector<std::string>{"i1"});
+  CHECK(where.tiered == std::vector<std::string>{"i2"});
+  model_status st;
+  st.id = "m";
+  CHECK(to_json(st, where)["tiered_on"] == json({"i2"}));
+  std::ostringstream text;
+  print_copies(text, where);
+  CHECK(text.str().find("disk tiers: 1 (i2)\n") != std::string::npos);
+  std::ostringstream none;
+  print_copies(none, copies_of(c, "z"));
+  CHECK(none.str().find("disk tiers") == std::string::npos);
+  CHECK(to_json(c)["instances"][1]["tiered"] == json({"m", "n"}));
+}

@@ -230,6 +230,7 @@ struct cluster_instance {
   double updated_seconds_ago = 0;      // since this instance saw its record last written
   std::vector<std::string> residents;  // models resident there, sorted
   std::vector<std::string> loading;    // models queued or loading there, sorted
+  std::vector<std::string> tiered;     // models whose files its disk tier holds, sorted
 };
 struct cluster_info {
   bool enabled = false;  // false: running alone

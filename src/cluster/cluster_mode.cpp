@@ -311,6 +311,7 @@ void cluster_mode::info(callback<cluster_info> done) const {
         x.updated_seconds_ago = m.seen_seconds_ago;
         x.residents = m.record.residents;
         x.loading = m.record.loading;
+        x.tiered = m.record.tiered;
         out.instances.push_back(std::move(x));
       }
       out.forwarded = parts_->peers->forwarded() + relay_answered_;

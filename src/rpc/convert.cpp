@@ -426,6 +426,7 @@ void to_capnp(const cluster_info& info, ClusterInfo::Builder out) {
     b.setUpdatedSecondsAgo(x.updated_seconds_ago);
     set_texts(x.residents, [&](unsigned n) { return b.initResidents(n); });
     set_texts(x.loading, [&](unsigned n) { return b.initLoading(n); });
+    set_texts(x.tiered, [&](unsigned n) { return b.initTiered(n); });
   }
 }
 
@@ -457,6 +458,7 @@ cluster_info from_capnp(ClusterInfo::Reader in) {
     c.updated_seconds_ago = x.getUpdatedSecondsAgo();
     c.residents = texts(x.getResidents());
     c.loading = texts(x.getLoading());
+    c.tiered = texts(x.getTiered());
     out.instances.push_back(std::move(c));
   }
   return out;

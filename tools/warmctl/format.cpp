@@ -437,7 +437,8 @@ json to_json(const cluster_info& c) {
                          {"started_unix", x.started_unix},
                          {"updated_seconds_ago", x.updated_seconds_ago},
                          {"residents", x.residents},
-                         {"loading", x.loading}});
+                         {"loading", x.loading},
+                         {"tiered", x.tiered}});
   json copies = json::object();
   for (const auto& x : c.instances)
     for (const auto& m : x.residents)
@@ -463,6 +464,7 @@ cluster_copies copies_of(const cluster_info& c, const std::string& model) {
       out.copies.push_back(x.name);
     if (std::binary_search(x.loading.begin(), x.loading.end(), model))
       out.loading.push_back(x.name);
+    if (std::binary_search(x.tiered.begin(), x.tiered.end(), model)) out.tiered.push_back(x.name);
   }
   return out;
 }
@@ -472,6 +474,7 @@ json to_json(const model_status& s, const cluster_copies& where) {
   j["copies"] = where.copies;
   j["cluster_loads"] = where.loading.size();
   j["loading_on"] = where.loading;
+  j["tiered_on"] = where.tiered;
   return j;
 }
 
@@ -484,6 +487,8 @@ void print_copies(std::ostream& out, const cluster_copies& where) {
   };
   out << "copies: " << where.copies.size() << " (" << names(where.copies) << ")\n";
   out << "cluster loads: " << where.loading.size() << " (" << names(where.loading) << ")\n";
+  if (!where.tiered.empty())
+    out << "disk tiers: " << where.tiered.size() << " (" << names(where.tiered) << ")\n";
 }
 
 void print_cluster(std::ostream& out, const cluster_info& c) {

@@ -72,9 +72,11 @@ void print_cluster(std::ostream& out, const cluster_info& info);
 struct cluster_copies {
   std::vector<std::string> copies;   // instances holding it, by name
   std::vector<std::string> loading;  // instances loading it (or with its load queued)
+  std::vector<std::string> tiered;   // instances whose disk tier holds its file
 };
 cluster_copies copies_of(const cluster_info& info, const std::string& model);
-// `status ID` in a cluster: the model's status plus "copies" and "cluster_loads".
+// `status ID` in a cluster: the model's status plus "copies", "cluster_loads", "loading_on" and
+// "tiered_on"; as text, the copies, the loads and (when any) the disk tiers holding its file.
 json to_json(const model_status& status, const cluster_copies& where);
 void print_copies(std::ostream& out, const cluster_copies& where);
 // One line: "#SEQ MODEL PREVIOUS -> STATE [on DEVICE] [(error)]".
