@@ -2,6 +2,8 @@
 
 #include <caf/all.hpp>
 
+#include <algorithm>
+
 #include "actors/gather.hpp"
 #include "actors/model_actor.hpp"
 #include "actors/protocol/model_protocol.hpp"
@@ -436,7 +438,9 @@ registry_actor::behavior_type registry_behavior(self_ptr self,
       [=](msg::model_sources& m) {
         std::vector<std::pair<std::string, std::string>> out;
         for (const auto& [id, e] : self->state.models)
-          if (!e.file.source.empty()) out.emplace_back(id, e.file.source);
+          if (!e.file.source.empty() &&
+              std::binary_search(m.sources.begin(), m.sources.end(), e.file.source))
+            out.emplace_back(id, e.file.source);
         m.done(std::move(out));
       },
       [=](msg::flush_registry&) { flush(self); },

@@ -76,13 +76,24 @@ void runtime::inspect(callback<inspection> done) {
                    p->result.vmodels = vmodels;
                    p->arrive();
                  }});
-  caf::anon_send(i.registry,
-                 msg::model_sources{[p](std::vector<std::pair<std::string, std::string>> sources) {
-                   p->sources = std::move(sources);
-                   p->arrive();
-                 }});
-  caf::anon_send(i.tier, msg::inspect_tier{[p](tier_info tier) {
+  // The tier first, then the models of the files it holds (none asked for when it holds none).
+  caf::anon_send(i.tier, msg::inspect_tier{[p, registry = i.registry](tier_info tier) {
+                   std::vector<std::string> held;
+                   for (const auto& h : tier.held)
+                     held.push_back(h.source);
+                   std::sort(held.begin(), held.end());
                    p->result.tier = std::move(tier);
+                   if (held.empty()) {
+                     p->arrive();
+                     return p->arrive();
+                   }
+                   caf::anon_send(
+                       registry,
+                       msg::model_sources{std::move(held),
+                                          [p](std::vector<std::pair<std::string, std::string>> s) {
+                                            p->sources = std::move(s);
+                                            p->arrive();
+                                          }});
                    p->arrive();
                  }});
   caf::anon_send(i.pool, msg::inspect_loads{[p](std::vector<queued_load> queue,

@@ -96,10 +96,12 @@ struct inspect_models {
   std::function<void(std::vector<model_status>, std::uint64_t registered, std::uint64_t vmodels)>
       done;
 };
-// Every registered model whose file is at a remote source, with that source's URL
-// (model_location::source), sorted by model id: what the runtime's inspection matches against the
-// disk tier's files. A registration not resolved yet is left out.
+// The registered models whose file is at one of `sources` (model_location::source, the URLs of
+// the disk tier's files, sorted), each with its source, in the registry's order: what the
+// runtime's inspection matches against the tier's files. A registration not resolved yet is left
+// out. One pass over the registrations, a lookup in `sources` each.
 struct model_sources {
+  std::vector<std::string> sources;
   std::function<void(std::vector<std::pair<std::string, std::string>>)> done;
 };
 // Commits pending registry writes (sent by the registry to itself after a batch of requests).
