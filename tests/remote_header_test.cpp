@@ -46,7 +46,8 @@ TEST_CASE("remote header: a small header is had with one GET, and only it can be
   const std::string url = "s3://models/big/1/model.safetensors";
   const auto bytes = safetensors(1 << 20);  // 4 MiB of weights
   f.store->put(url, bytes);
-  auto arrival = sources::fetch_header(f.repository, f.model(url));
+  auto m = f.model(url);
+  auto arrival = sources::fetch_header(f.repository, m);
   REQUIRE(arrival);
   CHECK(f.store->fetches() == 1);
   CHECK((*arrival)->size() == bytes.size());
@@ -68,7 +69,8 @@ TEST_CASE("remote header: a header past the first look is fetched whole with a s
   fixture f;
   const std::string url = "s3://models/wide/1/model.safetensors";
   f.store->put(url, safetensors(16, 200'000));
-  auto arrival = sources::fetch_header(f.repository, f.model(url));
+  auto m = f.model(url);
+  auto arrival = sources::fetch_header(f.repository, m);
   REQUIRE(arrival);
   CHECK(f.store->fetches() == 2);
   CHECK((*arrival)->contiguous() == 8u + 200'000u);
@@ -85,26 +87,35 @@ TEST_CASE("remote header: a length prefix that lies is refused before anything m
   auto bytes = safetensors(4);
   bytes[5] = '\x01';  // a header of about 2^40 bytes
   f.store->put(url, bytes);
-  auto arrival = sources::fetch_header(f.repository, f.model(url));
+  auto m = f.model(url);
+  auto arrival = sources::fetch_header(f.repository, m);
   REQUIRE_FALSE(arrival);
   CHECK(arrival.error().code == errc::invalid_argument);
   CHECK_THAT(arrival.error().message, Catch::Contains("header length"));
   CHECK(f.store->fetches() == 1);
 
   f.store->put(url, "short");
-  auto tiny = sources::fetch_header(f.repository, f.model(url));
+  auto short_model = f.model(url);
+  auto tiny = sources::fetch_header(f.repository, short_model);
   REQUIRE_FALSE(tiny);
   CHECK_THAT(tiny.error().message, Catch::Contains("too short"));
 }
 
-TEST_CASE("remote header: an object replaced between its look and the GET is unavailable") {
+TEST_CASE("remote header: an object replaced since its look is looked at again and read") {
   fixture f;
   const std::string url = "s3://models/m/1/model.safetensors";
   f.store->put(url, safetensors(4));
   auto m = f.model(url);
-  f.store->put(url, safetensors(8));  // a new entity tag
+  const auto replacement = safetensors(8);
+  f.store->put(url, replacement);  // a new entity tag and size
   auto arrival = sources::fetch_header(f.repository, m);
-  REQUIRE_FALSE(arrival);
-  CHECK(arrival.error().code == errc::unavailable);
-  CHECK_THAT(arrival.error().message, Catch::Contains("replaced"));
+  REQUIRE(arrival);
+  CHECK(m.object.size == replacement.size());  // the model now describes the new object
+  CHECK(m.object.etag == "etag-2");
+  CHECK((*arrival)->size() == replacement.size());
+  auto file = read_file::arriving(*arrival);
+  REQUIRE(file);
+  auto header = read_safetensors_header(*file);
+  REQUIRE(header);
+  CHECK(header->data_bytes == 32u);
 }

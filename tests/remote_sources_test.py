@@ -284,12 +284,22 @@ def main():
         check((metric(d.http, "warm_tier_requests_total", '{outcome="hit"}') or 0) >= 3, "tier hits counted")
         check((metric(d.http, "warm_tier_capacity_bytes") or 0) == budget, "the tier's budget")
 
-        # kill -9 in the middle of a fetch: nothing half-written is kept or loaded.
+        # kill -9 in the middle of a fetch: nothing half-written is kept or loaded. First every
+        # fetch so far has ended, committed or failed (a load that followed its fetch answers
+        # before the tier has synced and recorded the file).
+        def fetches_pending():
+            started = metric(d.http, "warm_tier_requests_total", '{outcome="miss"}') or 0
+            ended = sum(metric(d.http, "warm_fetches_total", '{outcome="%s"}' % o) or 0 for o in ("ok", "failed"))
+            return started - ended
+        deadline = time.monotonic() + 20
+        while fetches_pending() > 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check(fetches_pending() == 0, "every fetch so far has ended")
+        incoming = os.path.join(tmp, "tier", "incoming")
         s3.put("prod/slow/1/model.safetensors", files["other/big/1/model.safetensors"])
         s3.proxy.add_fault("slow", method="GET", path_contains="slow/1/model", chunk=1024, delay=0.2)
         slow = subprocess.Popen([warmctl, "--connect", "unix:" + d.sock, "register", "slow", "slow"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        incoming = os.path.join(tmp, "tier", "incoming")
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not any(os.path.getsize(os.path.join(incoming, n)) > 0
                                                       for n in os.listdir(incoming)):

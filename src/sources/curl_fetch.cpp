@@ -175,7 +175,9 @@ struct transfer {
 void check_answer(transfer& t) {
   t.checked = true;
   curl_easy_getinfo(t.handle.get(), CURLINFO_RESPONSE_CODE, &t.status);
-  if (t.status == 412) {
+  // 412: If-Match failed. 416: a range within the size the object had is past its end now.
+  // Either way the object changed.
+  if (t.status == 412 || t.status == 416) {
     t.changed = true;
     return;
   }
@@ -194,6 +196,17 @@ void check_answer(transfer& t) {
     return;
   }
   auto range = t.response_headers.find("content-range");
+  // Another total size: the object changed (whatever range came with it).
+  if (range != t.response_headers.end()) {
+    const auto slash = range->second.rfind('/');
+    if (slash != std::string::npos) {
+      const auto total = range->second.substr(slash + 1);
+      if (total != "*" && total != std::to_string(t.object->size)) {
+        t.changed = true;
+        return;
+      }
+    }
+  }
   const std::string expect = "bytes " + std::to_string(t.wanted.offset) + "-" +
                              std::to_string(t.wanted.offset + t.wanted.length - 1) + "/";
   if (range == t.response_headers.end() || range->second.rfind(expect, 0) != 0) {
@@ -202,8 +215,6 @@ void check_answer(transfer& t) {
                               (range == t.response_headers.end() ? "none" : range->second) + ")");
     return;
   }
-  const auto total = range->second.substr(expect.size());
-  if (total != "*" && total != std::to_string(t.object->size)) t.changed = true;
 }
 
 std::size_t on_range_header(char* data, std::size_t size, std::size_t n, void* user) {

@@ -59,7 +59,8 @@ expected<object_info> described_by(const object_url& url, const http_answer& ans
 //     object's or '*') or 200 for a whole object asked for whole, its ETag (when sent) is the
 //     object's, and exactly B-A+1 bytes arrive. More bytes than asked: load_failed. Another
 //     range: load_failed. A 200 to a part: load_failed ("ignored a range request").
-//  3. 412, another ETag or another SIZE: the object changed. The fetch stops at once and
+//  3. 412, 416 (the object is now shorter than a range asked for), another ETag or another SIZE:
+//     the object changed. The fetch stops at once and
 //     returns stats with changed = true (not an error); the sink holds bytes of two versions.
 //  4. Tried again, from the first byte not yet received, after retry_delay doubled per try: a
 //     5xx, a body cut short, a reset or refused connection, a timeout, and a range that receives

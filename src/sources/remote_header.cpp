@@ -13,8 +13,10 @@ namespace warm::sources {
 namespace {
 
 // The object's first `bytes` (at most its size), fetched with one ranged GET.
+// The object's first `bytes` (at most its size), fetched with one ranged GET; `replaced` is set
+// (and an error returned) when the object changed since it was looked at.
 expected<std::string> fetch_prefix(const remote_repository& repository, const object_info& object,
-                                   std::uint64_t bytes) {
+                                   std::uint64_t bytes, bool& replaced) {
   auto* store = repository.store_for(object.url);
   if (!store) return invalid_input("no store for '" + object.url.to_string() + "'");
   bytes = std::min(bytes, object.size);
@@ -32,6 +34,7 @@ expected<std::string> fetch_prefix(const remote_repository& repository, const ob
       },
       options);
   if (!fetched) return std::move(fetched).error();
+  replaced = fetched->changed;
   if (fetched->changed)
     return make_error(errc::unavailable, "'" + object.url.to_string() +
                                              "' was replaced while its header was read; try again");
@@ -49,16 +52,15 @@ std::uint64_t little_endian_u64(const std::string& bytes) {
   return n;
 }
 
-}  // namespace
-
-expected<std::shared_ptr<file_arrival>> fetch_header(const remote_repository& repository,
-                                                     const remote_model& model) {
+expected<std::shared_ptr<file_arrival>> fetch_header_once(const remote_repository& repository,
+                                                          const remote_model& model,
+                                                          bool& replaced) {
   const auto& object = model.object;
   const auto shown = object.url.to_string();
   if (object.size < 8)
     return invalid_input(shown + ": " + std::to_string(object.size) +
                          " bytes is too short for a safetensors file");
-  auto prefix = fetch_prefix(repository, object, header_first_look);
+  auto prefix = fetch_prefix(repository, object, header_first_look, replaced);
   if (!prefix) return std::move(prefix).error();
   const auto header = little_endian_u64(*prefix);
   if (header > max_header_bytes || header > object.size - 8)
@@ -67,7 +69,7 @@ expected<std::shared_ptr<file_arrival>> fetch_header(const remote_repository& re
                          "-byte limit");
   const auto wanted = 8 + header;
   if (wanted > prefix->size()) {
-    prefix = fetch_prefix(repository, object, wanted);
+    prefix = fetch_prefix(repository, object, wanted, replaced);
     if (!prefix) return std::move(prefix).error();
   }
 
@@ -89,6 +91,22 @@ expected<std::shared_ptr<file_arrival>> fetch_header(const remote_repository& re
   arrival->finish(
       make_error(errc::load_failed, shown + ": only its header was fetched (to describe it)"));
   return arrival;
+}
+
+}  // namespace
+
+expected<std::shared_ptr<file_arrival>> fetch_header(const remote_repository& repository,
+                                                     remote_model& model) {
+  constexpr int tries = 3;
+  for (int attempt = 1;; ++attempt) {
+    bool replaced = false;
+    auto header = fetch_header_once(repository, model, replaced);
+    if (header || !replaced || attempt == tries) return header;
+    // Replaced since it was looked at: look again, and read the new object's header.
+    auto now = repository.store_for(model.object.url)->head(model.object.url);
+    if (!now) return std::move(now).error();
+    model.object = std::move(*now);
+  }
 }
 
 }  // namespace warm::sources

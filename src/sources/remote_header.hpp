@@ -18,9 +18,10 @@ inline constexpr std::uint64_t header_first_look = 64 << 10;
 // known): the 8-byte length and the JSON header, fetched with If-Match on the entity tag, held in
 // memory (a memfd) as an arrival whose reads beyond them fail with "only its header was fetched".
 // invalid_argument for an object too short or a header length past the object or the parser's
-// limit (nothing more is fetched); unavailable when the object changed meanwhile; the store's
-// errors as fetch gives them.
+// limit (nothing more is fetched); the store's errors as fetch gives them. An object replaced
+// since `model` described it is looked at again and its new header read (3 tries, then
+// unavailable); `model` is updated to what was read.
 expected<std::shared_ptr<file_arrival>> fetch_header(const remote_repository& repository,
-                                                     const remote_model& model);
+                                                     remote_model& model);
 
 }  // namespace warm::sources
