@@ -271,3 +271,45 @@ TEST_CASE("tier: held_only answers from what the tier holds and never fetches") 
   CHECK(read_all(held->where.path) == std::string(100, 'h'));
   CHECK(f.store->fetches() == 1);
 }
+
+TEST_CASE("tier: inspect_tier answers its files by source and its totals, or one source's file") {
+  tier_fixture f(1 << 20);
+  const std::string a = "s3://models/a/1/model.safetensors", b = "s3://models/b/1/model.pt";
+  f.store->put(a, std::string(300, 'a'));
+  f.store->put(b, std::string(200, 'b'));
+  REQUIRE(f.acquire_now(f.model(a)));
+  REQUIRE(f.acquire_now(f.model(b)));
+  REQUIRE(f.acquire_now(f.model(a)));  // a hit
+  auto inspect = [&](std::string source) {
+    auto p = std::make_shared<std::promise<tier_info>>();
+    auto answer = p->get_future();
+    caf::anon_send(f.tier, msg::inspect_tier{[p](tier_info t) { p->set_value(std::move(t)); },
+                                             std::move(source)});
+    REQUIRE(answer.wait_for(10s) == std::future_status::ready);
+    return answer.get();
+  };
+  auto all = inspect("");
+  CHECK(all.open);
+  CHECK(all.dir == f.dir + "/tier");
+  CHECK(all.capacity == 1u << 20);
+  CHECK(all.used == 500u);
+  CHECK(all.reserved == 0u);
+  CHECK(all.files == 2u);
+  CHECK(all.hits == 1u);
+  CHECK(all.misses == 2u);
+  CHECK(all.fetches == 2u);
+  CHECK(all.fetch_failures == 0u);
+  CHECK(all.fetch_bytes == 500u);
+  CHECK(all.fetch_seconds >= 0);
+  REQUIRE(all.held.size() == 2);
+  CHECK(all.held[0].source == b);  // lru: b, used longest ago, goes first
+  CHECK(all.held[0].bytes == 200u);
+  CHECK(all.held[1].source == a);
+  CHECK(all.held[1].models.empty());  // the tier knows no model ids
+  auto one = inspect(a);
+  REQUIRE(one.held.size() == 1);
+  CHECK(one.held[0].source == a);
+  CHECK(one.held[0].bytes == 300u);
+  CHECK(one.files == 2u);  // the totals stay the tier's
+  CHECK(inspect("s3://models/none/model.safetensors").held.empty());
+}

@@ -208,7 +208,8 @@ tier_actor::behavior_type tier(self_pointer self, std::shared_ptr<tier_config> c
           out.files = st.files;
           out.evictions = st.evictions;
           for (auto& f : tier.files())
-            out.held.push_back({std::move(f.key), f.bytes, {}});
+            if (m.source.empty() || f.key == m.source)
+              out.held.push_back({std::move(f.key), f.bytes, {}});
         }
         if (s.config.metrics) {
           const auto& metrics = *s.config.metrics;

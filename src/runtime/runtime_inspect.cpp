@@ -24,10 +24,12 @@ namespace runtime_detail {
 callback<model_status> with_tier(const tier_actor& tier, callback<model_status> done) {
   return [tier, done = std::move(done)](expected<model_status> st) {
     if (!st || st->source.empty() || !tier) return done(std::move(st));
+    auto source = st->source;
     caf::anon_send(tier, msg::inspect_tier{[st = std::move(*st), done](tier_info view) mutable {
-                     mark_tier(st, view);
-                     done(std::move(st));
-                   }});
+                                             mark_tier(st, view);
+                                             done(std::move(st));
+                                           },
+                                           std::move(source)});
   };
 }
 

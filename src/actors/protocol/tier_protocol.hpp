@@ -71,9 +71,11 @@ struct release_copy {
 // actor's state without touching the disk: tier_info with `held` listing every complete file by
 // its source URL and bytes, first to be evicted first (`models` left empty: the tier does not know
 // model ids), the totals from the tier and from the runtime's metrics. A tier not yet opened
-// answers `open` false and nothing else.
+// answers `open` false and nothing else. With `source` set, `held` lists that source's file alone
+// (or nothing): one model's status.
 struct inspect_tier {
   std::function<void(tier_info)> done;
+  std::string source;
 };
 
 }  // namespace msg
