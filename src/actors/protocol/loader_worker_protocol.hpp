@@ -1,4 +1,4 @@
-// What a loader worker (actors/loader_pool.cpp) is sent, by the loader pool: one load to run on
+// What a loader worker (actors/loader_worker.hpp) is sent, by the loader pool: one load to run on
 // the worker's own thread.
 #pragma once
 
