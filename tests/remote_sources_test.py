@@ -15,57 +15,20 @@ Usage: remote_sources_test.py WARMD WARMCTL
 
 import json
 import os
-import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 from object_servers import MissingComponent, ObjectServers  # noqa: E402
+from warm_cli import Checks, WarmCtl, free_port, metric  # noqa: E402
 
 warmd, warmctl = sys.argv[1], sys.argv[2]
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print("FAIL:", what, flush=True)
-
-
-def ctl(sock, *args, timeout=60):
-    r = subprocess.run([warmctl, "--connect", "unix:" + sock, *args], capture_output=True, text=True,
-                       timeout=timeout)
-    return r.returncode, r.stdout, r.stderr
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def make_model(out, layers, seed):
-    subprocess.run([warmctl, "make-model", "--out", out, "--layers", layers, "--seed", str(seed)],
-                   check=True, capture_output=True)
-    with open(os.path.join(out, "model.safetensors"), "rb") as f:
-        return f.read()
-
-
-def outputs(sock, model):
-    rc, out, err = ctl(sock, "--json", "infer", model, "--random", "--seed", "7")
-    return json.loads(out)["outputs"] if rc == 0 else ("error", err.strip())
-
-
-def metric(http_port, name, labels=""):
-    text = urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10).read().decode()
-    m = re.search("^" + re.escape(name + labels) + r" (\S+)$", text, re.M)
-    return float(m.group(1)) if m else None
+checks, cli = Checks(), WarmCtl(warmctl)
+check, ctl, outputs = checks.check, cli.run, cli.outputs
+make_model = cli.make_model
 
 
 def gets_of(servers, key):
@@ -331,7 +294,7 @@ def main():
 
         check_tier_reports(tmp, servers)
         print(f"remote_sources_test: {len(s3.proxy.requests)} S3 requests, {len(s3.proxy.denied)} refused")
-    return 1 if failures else 0
+    return 1 if checks.failures else 0
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ sources with an error naming the certificate problem, and goes on serving.
 Usage: remote_tls_test.py WARMD WARMCTL
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -20,28 +19,12 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, "support"))
 from object_servers import MissingComponent, ObjectServers  # noqa: E402
+from warm_cli import Checks, WarmCtl  # noqa: E402
 from tls_certs import make_ca, make_cert  # noqa: E402
 
 warmd, warmctl = sys.argv[1], sys.argv[2]
-failures = 0
-
-
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print("FAIL:", what, flush=True)
-
-
-def ctl(sock, *args):
-    r = subprocess.run([warmctl, "--connect", "unix:" + sock, *args], capture_output=True, text=True,
-                       timeout=60)
-    return r.returncode, r.stdout, r.stderr
-
-
-def outputs(sock, model):
-    rc, out, err = ctl(sock, "--json", "infer", model, "--random", "--seed", "3")
-    return json.loads(out)["outputs"] if rc == 0 else ("error", err.strip())
+checks, cli = Checks(), WarmCtl(warmctl)
+check, ctl, outputs = checks.check, cli.run, cli.outputs
 
 
 def start(tmp, name, servers, *extra):
@@ -100,7 +83,7 @@ def main():
         check(ctl(sock, "models")[0] == 0 and proc.poll() is None, "warmd goes on serving")
         proc.terminate()
         proc.wait(30)
-    return 1 if failures else 0
+    return 1 if checks.failures else 0
 
 
 if __name__ == "__main__":

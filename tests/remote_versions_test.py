@@ -15,45 +15,23 @@ Usage: remote_versions_test.py WARMD WARMCTL
 
 import json
 import os
-import re
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
 from object_servers import MissingComponent, ObjectServers  # noqa: E402
+from warm_cli import Checks, WarmCtl, free_port, metric, wait_for  # noqa: E402
 
 warmd, warmctl = sys.argv[1], sys.argv[2]
-failures = 0
+checks, cli = Checks(), WarmCtl(warmctl)
+check, ctl, outputs = checks.check, cli.run, cli.outputs
 POLL = 0.2  # --poll-seconds
 
 
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print("FAIL:", what, flush=True)
-
-
-def ctl(sock, *args, timeout=60):
-    r = subprocess.run([warmctl, "--connect", "unix:" + sock, *args], capture_output=True, text=True,
-                       timeout=timeout)
-    return r.returncode, r.stdout, r.stderr
-
-
 def make_model(out, seed):
-    subprocess.run([warmctl, "make-model", "--out", out, "--layers", "16,8,4", "--seed", str(seed)],
-                   check=True, capture_output=True)
-    with open(os.path.join(out, "model.safetensors"), "rb") as f:
-        return f.read()
-
-
-def outputs(sock, model):
-    rc, out, err = ctl(sock, "--json", "infer", model, "--random", "--seed", "7")
-    return json.loads(out)["outputs"] if rc == 0 else ("error", err.strip())
+    return cli.make_model(out, "16,8,4", seed)
 
 
 def versions(sock, name):
@@ -68,27 +46,6 @@ def served(sock, name):
     """The version the name serves and the versions it has."""
     v = versions(sock, name)
     return v.get("default_version"), [x["version"] for x in v.get("versions", [])]
-
-
-def metric(port, name):
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    m = re.search("^" + re.escape(name) + r" (\S+)$", text, re.M)
-    return float(m.group(1)) if m else None
-
-
-def wait_for(predicate, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(tmp, name, servers, *extra):
@@ -207,7 +164,7 @@ def main():
         check(r.returncode == 2 and "cannot be listed" in r.stderr,
               f"--serve-repo refuses an HTTP root: {r.returncode} {r.stderr[-500:]}")
         print(f"remote_versions_test: {len(s3.proxy.requests)} S3 requests")
-    return 1 if failures else 0
+    return 1 if checks.failures else 0
 
 
 if __name__ == "__main__":
