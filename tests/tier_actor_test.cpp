@@ -205,6 +205,12 @@ TEST_CASE("tier: an arriving copy is answered before its fetch ends, and its rea
   REQUIRE(early->where.arriving);
   CHECK(early->where.source == url);
   CHECK(early->where.source_bytes == 1000u);
+  // A second reader while the fetch is held: answered at once too, following the same fetch.
+  auto second = f.acquire(m, copy_mode::arriving);
+  REQUIRE(second.wait_for(5s) == std::future_status::ready);
+  auto follower = second.get();
+  REQUIRE(follower);
+  CHECK(follower->where.arriving == early->where.arriving);
   auto committed = f.acquire(m);  // waits for the whole file
   auto file = read_file::arriving(early->where.arriving);
   REQUIRE(file);
