@@ -50,11 +50,9 @@ std::string key_of(const sources::remote_model& m) {
 void answer(self_pointer self, msg::acquire_copy& request, const sources::tier_file& file) {
   auto& tier = *self->state.config.tier;
   tier.pin(file.key);
-  model_location where;
-  where.path = file.path;
+  // The tier's record is the truth about the copy (the request may not know the entity tag).
+  auto where = sources::copy_location(request.model, file.path);
   where.root = tier.dir() + "/objects";
-  where.version = request.model.version;
-  where.kind = kind_of_file(file.path);
   where.source = file.key;
   where.source_etag = file.etag;
   where.source_bytes = file.bytes;
@@ -65,13 +63,7 @@ void answer(self_pointer self, msg::acquire_copy& request, const sources::tier_f
 
 // Answers `request` with the file of the fetch in flight, read as it arrives.
 void answer_arriving(msg::acquire_copy& request, const fetch_in_flight& fetch) {
-  model_location where;
-  where.path = fetch.temp_path;
-  where.version = request.model.version;
-  where.kind = kind_of_file(request.model.name);
-  where.source = key_of(request.model);
-  where.source_etag = request.model.object.etag;
-  where.source_bytes = request.model.object.size;
+  auto where = sources::copy_location(request.model, fetch.temp_path);
   where.arriving = fetch.arrival;
   request.done(tier_copy{std::move(where), fetch.arrival});
 }
@@ -110,7 +102,8 @@ bool start_fetch(self_pointer self, const std::string& key, const sources::remot
     auto result = sources::fetch_to_file(*remote, now, reservation.temp_path, reservation.bytes,
                                          arrival->get());
     // The readers following the fetch learn its end now, before the tier commits the file.
-    if (result && !result->changed)
+    const bool whole = result && !result->changed;
+    if (whole)
       arrival->get()->finish({});
     else if (result)
       arrival->get()->finish(
@@ -119,7 +112,7 @@ bool start_fetch(self_pointer self, const std::string& key, const sources::remot
       arrival->get()->finish(result.error());
     // The file's data is synced here, on the fetch's thread, so that the tier's commit (on the
     // actor's, which every request waits behind) finds it clean: its own sync is then quick.
-    if (result && !result->changed) {
+    if (whole) {
       const int fd = ::open(reservation.temp_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
       if (fd >= 0) {
         ::fdatasync(fd);

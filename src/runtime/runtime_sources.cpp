@@ -101,13 +101,9 @@ expected<runtime_sources> start_sources(caf::actor_system& system, const runtime
       return acquire(tier, *model, copy_mode::committed);
     auto header = sources::fetch_header(*shared_remote, *model);
     if (!header) return std::move(header).error();
+    // Its path is the object's URL (never opened locally); reads go through the arrival.
     tier_copy copy;
-    copy.where.path = model->object.url.to_string();
-    copy.where.version = model->version;
-    copy.where.kind = "dense";
-    copy.where.source = copy.where.path;
-    copy.where.source_etag = model->object.etag;
-    copy.where.source_bytes = model->object.size;
+    copy.where = sources::copy_location(*model, model->object.url.to_string());
     copy.where.arriving = std::move(*header);
     return copy;
   };

@@ -157,6 +157,17 @@ expected<remote_model> remote_repository::resolve_url(const object_url& url,
   return one(highest.second, url.to_string() + "/" + std::to_string(highest.first), highest.first);
 }
 
+model_location copy_location(const remote_model& model, std::string path) {
+  model_location where;
+  where.path = std::move(path);
+  where.version = model.version;
+  where.kind = kind_of_file(model.name);
+  where.source = model.object.url.to_string();
+  where.source_etag = model.object.etag;
+  where.source_bytes = model.object.size;
+  return where;
+}
+
 expected<fetch_stats> fetch_to_file(const remote_repository& repository, remote_model& model,
                                     const std::string& path, std::uint64_t reserved,
                                     file_arrival* arrival) {

@@ -12,6 +12,7 @@
 
 #include "sources/object_store.hpp"
 #include "storage/file_arrival.hpp"
+#include "warm/model_repository.hpp"
 
 namespace warm::sources {
 
@@ -59,6 +60,11 @@ class remote_repository {
   std::vector<object_url> roots_;
   remote_stores stores_;
 };
+
+// The location of a local copy of `model` at `path`: its version, its kind (from its file
+// name), and its source URL, entity tag and size as `model` describes them. No root: the caller
+// sets one when the copy lies beneath it.
+model_location copy_location(const remote_model& model, std::string path);
 
 // Fetches `model` into the file at `path` (created or truncated, mode 0600, not followed if a
 // symlink) with the repository's fetch options. An object replaced during the fetch is looked at

@@ -75,8 +75,7 @@ class read_file {
   // shrank) or an I/O error is load_failed. An arriving file's read waits for its bytes.
   expected<void> read_exactly(void* out, std::size_t bytes, std::uint64_t offset) const;
 
-  // The arrival this file is read from (null for a file at rest), and the epoch it was opened in.
-  const std::shared_ptr<const file_arrival>& arrival() const { return arrival_; }
+  // The epoch of its arrival this file was opened in (0 for a file at rest).
   std::uint64_t arrival_epoch() const { return epoch_; }
 
   // Tells the kernel the file will be read sequentially from start to end (readahead).

@@ -91,11 +91,6 @@ std::uint64_t file_arrival::contiguous() const {
   return prefix_;
 }
 
-bool file_arrival::finished() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return outcome_.has_value();
-}
-
 expected<int> file_arrival::open_descriptor() const {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] { return fd_ >= 0 || outcome_; });

@@ -65,8 +65,6 @@ class file_arrival {
   // Waits for the fetch's end: ok when it finished ok still in `epoch` (every byte read in it
   // is the object's); else why not.
   expected<void> settled(std::uint64_t epoch) const;
-  // Whether finish was called.
-  bool finished() const;
 
  private:
   const std::uint64_t size_;
