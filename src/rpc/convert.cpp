@@ -378,25 +378,6 @@ served_model_status from_capnp(ServedModel::Reader s) {
   return out;
 }
 
-namespace {
-
-template <typename Init>
-void set_texts(const std::vector<std::string>& in, Init init) {
-  auto list = init(static_cast<unsigned>(in.size()));
-  for (unsigned i = 0; i < in.size(); ++i)
-    list.set(i, in[i]);
-}
-
-std::vector<std::string> texts(capnp::List<capnp::Text>::Reader in) {
-  std::vector<std::string> out;
-  out.reserve(in.size());
-  for (auto t : in)
-    out.push_back(to_std(t));
-  return out;
-}
-
-}  // namespace
-
 void to_capnp(const cluster_info& info, ClusterInfo::Builder out) {
   out.setEnabled(info.enabled);
   out.setName(info.name);

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "warm.capnp.h"
 #include "warm/error.hpp"
@@ -29,6 +30,21 @@ inline std::string to_std(kj::StringPtr text) {
 // A std::string as capnp Text (borrowed: valid while `text` lives).
 inline capnp::Text::Reader to_text(const std::string& text) {
   return capnp::Text::Reader(text.data(), text.size());
+}
+// Sets a list of Text made by `init(size)` (a builder's initX) to `in`.
+template <typename Init>
+void set_texts(const std::vector<std::string>& in, Init init) {
+  auto list = init(static_cast<unsigned>(in.size()));
+  for (unsigned i = 0; i < in.size(); ++i)
+    list.set(i, to_text(in[i]));
+}
+// A list of Text as strings.
+inline std::vector<std::string> texts(capnp::List<capnp::Text>::Reader in) {
+  std::vector<std::string> out;
+  out.reserve(in.size());
+  for (auto t : in)
+    out.push_back(to_std(t));
+  return out;
 }
 
 // ---- status --------------------------------------------------------------------------------

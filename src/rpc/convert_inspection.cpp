@@ -88,9 +88,7 @@ void to_capnp(const inspection& s, Inspection::Builder out) {
   for (unsigned i = 0; i < t.held.size(); ++i) {
     held[i].setSource(to_text(t.held[i].source));
     held[i].setBytes(t.held[i].bytes);
-    auto models = held[i].initModels(static_cast<unsigned>(t.held[i].models.size()));
-    for (unsigned k = 0; k < t.held[i].models.size(); ++k)
-      models.set(k, to_text(t.held[i].models[k]));
+    set_texts(t.held[i].models, [&](unsigned n) { return held[i].initModels(n); });
   }
 }
 
@@ -155,8 +153,7 @@ inspection from_capnp(Inspection::Reader s) {
     tier_held o;
     o.source = to_std(h.getSource());
     o.bytes = h.getBytes();
-    for (auto m : h.getModels())
-      o.models.push_back(to_std(m));
+    o.models = texts(h.getModels());
     t.held.push_back(std::move(o));
   }
   return out;
