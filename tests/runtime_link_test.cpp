@@ -417,10 +417,21 @@ TEST_CASE("runtime specs") {
   REQUIRE(socket);
   CHECK(socket->socket == "/run/warm/r.sock");
   CHECK(socket->command.empty());
-  for (auto bad :
-       {"torch", "=cmd", "host=cmd", "cuda:0=cmd", "a b=cmd", "r=", "r=   ", "r=unix:"}) {
+  // gRPC runtimes run the bridge, the address or command quoted for the shell.
+  auto grpc = warm::parse_runtime_spec("py=grpc:unix:/run/py.sock", "/opt/warm/warm-mmesh");
+  REQUIRE(grpc);
+  CHECK(grpc->name == "py");
+  CHECK(grpc->command == "'/opt/warm/warm-mmesh' --connect 'unix:/run/py.sock'");
+  auto exec = warm::parse_runtime_spec("py=grpc-exec:run --size 'a b'", "/b/m");
+  REQUIRE(exec);
+  CHECK(exec->command == R"('/b/m' --exec 'run --size '\''a b'\''')");
+  auto no_bridge = warm::parse_runtime_spec("py=grpc:localhost:1");
+  REQUIRE_FALSE(no_bridge);
+  CHECK(no_bridge.error().message.find("warm-mmesh") != std::string::npos);
+  for (auto bad : {"torch", "=cmd", "host=cmd", "cuda:0=cmd", "a b=cmd",
+                   "r=", "r=   ", "r=unix:", "r=grpc:", "r=grpc-exec: "}) {
     INFO(bad);
-    auto parsed = warm::parse_runtime_spec(bad);
+    auto parsed = warm::parse_runtime_spec(bad, "/b/m");
     REQUIRE_FALSE(parsed);
     CHECK(parsed.error().code == warm::errc::invalid_argument);
   }

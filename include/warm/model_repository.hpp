@@ -29,8 +29,14 @@ struct model_file_kind {
 inline constexpr model_file_kind model_file_kinds[] = {{"model.safetensors", "dense"},
                                                        {"model.pt", "torchscript"}};
 
-// The backend a model file's name means: "torchscript" for a name ending in .pt, else "dense"
-// (a file named directly is validated by that backend, which says what is wrong with it).
+// A version directory may instead hold warm.json, a manifest for a model a model runtime serves
+// (its files are read by the runtime, not by warm; storage/runtime_manifest.hpp). Its kind is the
+// manifest's "type": kind_of_file answers this placeholder, and resolving reads the manifest.
+inline constexpr const char* manifest_kind = "manifest";
+
+// The backend a model file's name means: "torchscript" for a name ending in .pt, manifest_kind for
+// warm.json, else "dense" (a file named directly is validated by that backend, which says what is
+// wrong with it).
 std::string kind_of_file(const std::string& path);
 
 // Where a model's file is: its canonical path, and the repository root it must stay beneath
@@ -42,7 +48,7 @@ struct model_location {
   // The version directory (<model>/<version>/<model file>) resolution chose, as asked for or
   // the highest; none when a model file was named directly.
   std::optional<std::uint64_t> version;
-  // The backend that serves it (kind_of_file of the path).
+  // The backend that serves it (kind_of_file of the path; a manifest's type for warm.json).
   std::string kind = "dense";
   // For a model from a remote source: the object's URL ("s3://bucket/key", "https://..."), and
   // its entity tag and size as the source last described them. `path` is then its copy in the

@@ -1,6 +1,7 @@
 #include <mutex>
 
 #include "backends/builtin.hpp"
+#include "storage/runtime_manifest.hpp"
 
 namespace warm {
 namespace {
@@ -46,7 +47,27 @@ std::vector<std::string> backend_kinds() {
   return kinds;
 }
 
+namespace {
+
+// A model a runtime serves (warm.json): its type and the bytes of its files, as a first
+// prediction. Its inputs and outputs are unknown until a runtime has loaded it.
+expected<model_description> describe_manifest(const model_location& where) {
+  auto manifest = read_runtime_manifest(where);
+  if (!manifest) return std::move(manifest).error();
+  auto target = manifest_target(where, *manifest);
+  if (!target) return std::move(target).error();
+  auto bytes = manifest_target_bytes(*target);
+  if (!bytes) return std::move(bytes).error();
+  model_description d;
+  d.kind = manifest->type;
+  d.predicted_bytes = *bytes;
+  return d;
+}
+
+}  // namespace
+
 expected<model_description> describe_model(const model_location& where) {
+  if (is_manifest(where.path)) return describe_manifest(where);
   auto b = find_backend(where.kind);
   if (!b) return make_error(errc::invalid_argument, where.path + ": " + b.error().message);
   return (*b)->describe(where);

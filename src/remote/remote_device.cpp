@@ -78,7 +78,15 @@ class remote_resident final : public resident_model {
 
 // ---- the device -------------------------------------------------------------------------------
 
-expected<runtime_link_options> parse_runtime_spec(const std::string& text) {
+std::string shell_quote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+expected<runtime_link_options> parse_runtime_spec(const std::string& text,
+                                                  const std::string& bridge) {
   auto eq = text.find('=');
   if (eq == std::string::npos)
     return make_error(errc::invalid_argument,
@@ -95,6 +103,20 @@ expected<runtime_link_options> parse_runtime_spec(const std::string& text) {
       o.name.rfind("cuda:", 0) == 0)
     return make_error(errc::invalid_argument,
                       "runtime '" + text + "': '" + o.name + "' names a built-in device");
+  for (const char* form : {"grpc:", "grpc-exec:"}) {
+    std::string prefix = form;
+    if (rest.rfind(prefix, 0) != 0) continue;
+    auto target = rest.substr(prefix.size());
+    if (target.find_first_not_of(" \t") == std::string::npos)
+      return make_error(errc::invalid_argument, "runtime '" + text + "': nothing after " + prefix);
+    if (bridge.empty())
+      return make_error(errc::invalid_argument,
+                        "runtime '" + text +
+                            "': a gRPC runtime needs warm-mmesh, which was not found beside warmd");
+    o.command = shell_quote(bridge) + (prefix == "grpc:" ? " --connect " : " --exec ") +
+                shell_quote(target);
+    return o;
+  }
   if (rest.rfind("unix:", 0) == 0) {
     o.socket = rest.substr(5);
     if (o.socket.empty())

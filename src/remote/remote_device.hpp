@@ -75,7 +75,17 @@ inline constexpr std::size_t tensors = 1024;  // a load describing more inputs o
 
 // "NAME=COMMAND" or "NAME=unix:PATH" (warmd --runtime). NAME: 1..64 of [A-Za-z0-9_.-], not "host"
 // or "cuda" (device names users already use).
-expected<runtime_link_options> parse_runtime_spec(const std::string& text);
+//
+// A runtime that serves ModelMesh's model-runtime interface over gRPC (schemas/model_runtime.proto)
+// is "NAME=grpc:ADDR" (one someone else runs, at a gRPC target such as unix:PATH or host:port) or
+// "NAME=grpc-exec:COMMAND" (one started and supervised). Either runs `BRIDGE --connect ADDR` or
+// `BRIDGE --exec COMMAND` as the supervised command: warm-mmesh, which serves runtime.capnp to
+// warmd and speaks gRPC to the runtime. invalid_argument for those forms when `bridge` is empty.
+expected<runtime_link_options> parse_runtime_spec(const std::string& text,
+                                                  const std::string& bridge = {});
+
+// `text` quoted for /bin/sh: in single quotes, each ' written as '\''.
+std::string shell_quote(const std::string& text);
 
 class remote_device final : public device, public model_host {
  public:

@@ -24,6 +24,7 @@
 #include "gpu/upload_pipeline.hpp"
 #include "remote/tensors.hpp"
 #include "runtime.capnp.h"
+#include "warm/model_repository.hpp"
 #include "warm/units.hpp"
 
 namespace warm {
@@ -114,9 +115,15 @@ class remote_device::link {
 
   // Before the runtime's first status its kinds are unknown: every kind may be served (placement
   // then finds the device not ready and says so).
+  // A runtime that lists the kind "*" serves every kind warm's own backends do not (a
+  // ModelMesh runtime behind warm-mmesh: it serves the types of warm.json manifests).
   bool serves(std::string_view kind) const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return !kinds_known_ || std::find(kinds_.begin(), kinds_.end(), kind) != kinds_.end();
+    if (!kinds_known_ || std::find(kinds_.begin(), kinds_.end(), kind) != kinds_.end()) return true;
+    if (std::find(kinds_.begin(), kinds_.end(), "*") == kinds_.end()) return false;
+    for (const auto& built_in : model_file_kinds)
+      if (kind == built_in.kind) return false;
+    return kind != manifest_kind;
   }
 
   void watch(std::function<void(const device_event&)> listener) {

@@ -1,5 +1,7 @@
 #include "warm/model_repository.hpp"
 
+#include "storage/runtime_manifest.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,17 +46,21 @@ expected<fs::path> relative_path(const std::string& relative) {
   return rel;
 }
 
-// The model file directly in `dir`: the one of model_file_kinds present (as a regular file or
-// not), empty when there is none; invalid_argument when there are several.
+// The model file directly in `dir`: the one of model_file_kinds, or a warm.json manifest, present
+// (as a regular file or not), empty when there is none; invalid_argument when there are several.
 expected<fs::path> model_file_in(const fs::path& dir) {
   std::error_code ec;
   fs::path found;
-  for (const auto& k : model_file_kinds) {
-    auto candidate = dir / k.file;
+  std::vector<const char*> names;
+  for (const auto& k : model_file_kinds)
+    names.push_back(k.file);
+  names.push_back(manifest_file_name);
+  for (const char* name : names) {
+    auto candidate = dir / name;
     if (!fs::exists(fs::symlink_status(candidate, ec))) continue;
     if (!found.empty())
       return make_error(errc::invalid_argument, dir.string() + ": holds both " +
-                                                    found.filename().string() + " and " + k.file +
+                                                    found.filename().string() + " and " + name +
                                                     "; a version directory holds one model file");
     found = candidate;
   }
@@ -68,6 +74,7 @@ std::string kind_of_file(const std::string& path) {
     return path.size() >= suffix.size() &&
            path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
+  if (is_manifest(path)) return manifest_kind;
   return ends(".pt") ? "torchscript" : "dense";
 }
 
@@ -219,6 +226,11 @@ expected<model_location> model_repository::resolve(const std::string& relative,
     found.path = real.string();
     found.root = root_text;
     found.kind = kind_of_file(*file);
+    if (found.kind == manifest_kind) {  // the manifest names the model's type
+      auto manifest = read_runtime_manifest(found);
+      if (!manifest) return std::move(manifest).error();
+      found.kind = manifest->type;
+    }
     if (fs::path chosen(*file);
         chosen.parent_path().parent_path() == candidate)  // <candidate>/<N>/model file
       found.version = parse_version(chosen.parent_path().filename().string());

@@ -282,8 +282,15 @@ expected<void> attach_model_runtimes(const config& c, runtime_options& options) 
   if (!load_timeout) return bad("--runtime-load-timeout: " + load_timeout.error().message);
   auto start_timeout = parse_duration(c.runtime_start_timeout);
   if (!start_timeout) return bad("--runtime-start-timeout: " + start_timeout.error().message);
+  // warm-mmesh beside warmd bridges to runtimes that speak ModelMesh's interface (grpc: forms).
+  std::string bridge;
+  {
+    std::error_code ec;
+    auto beside = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "warm-mmesh";
+    if (!ec && ::access(beside.c_str(), X_OK) == 0) bridge = beside.string();
+  }
   for (const auto& text : c.runtime) {
-    auto link = parse_runtime_spec(text);
+    auto link = parse_runtime_spec(text, bridge);
     if (!link) return bad("--runtime: " + link.error().message);
     link->load_timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(at_least_1ms(*load_timeout));
