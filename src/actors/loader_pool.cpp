@@ -14,6 +14,7 @@
 #include "core/crash_suspects.hpp"
 #include "core/failure_table.hpp"
 #include "core/load_queue.hpp"
+#include "storage/runtime_manifest.hpp"
 #include "warm/backend.hpp"
 #include "warm/units.hpp"
 
@@ -137,6 +138,12 @@ placement place(self_ptr self, const load_record& r) {
     for (const auto& name : s.device_names)
       names += (names.empty() ? "" : ", ") + name;
     auto kind = find_backend(r.where.kind);
+    if (!kind && is_manifest(r.where.path))  // served only by a model runtime
+      return make_error(errc::load_failed,
+                        r.model + ": no device serves " + r.where.kind +
+                            " models (devices: " + names +
+                            "); a model runtime does: warmd --runtime NAME=grpc-exec:COMMAND "
+                            "(warm-pyruntime serves sklearn and xgboost) or NAME=grpc:ADDR");
     return make_error(errc::load_failed, r.model + ": " +
                                              (kind ? "no device can run " + r.where.kind +
                                                          " models (devices: " + names + ")"

@@ -183,6 +183,7 @@ model_status status_of(model_state_data& s) {
   st.idle_seconds = st.requests ? std::chrono::duration<double>(now - last).count() : -1;
   st.loads = s.loads;
   if (s.state == model_state::loaded) st.loaded_bytes = s.bytes;
+  if (s.slot) st.io = s.slot->io();  // what the load declared (a runtime's model: only then known)
   if (s.state == model_state::loading && s.progress)
     st.loaded_bytes = s.progress->load(std::memory_order_relaxed);
   if (s.state == model_state::loading_failed) {

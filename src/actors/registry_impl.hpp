@@ -65,9 +65,11 @@ inline std::optional<std::uint64_t> served_version(const model_record& record,
 inline void set_io(model_status& st, const model_description* d) {
   if (!d) return;
   st.kind = d->kind;
-  st.io = d->io;
-  st.input_width = input_width(d->io);
-  st.output_width = output_width(d->io);
+  // A model a runtime serves (warm.json) declares nothing until it is loaded: the loaded model's
+  // declaration, when the model actor gave one, stands.
+  if (!d->io.inputs.empty() || !d->io.outputs.empty() || st.io.inputs.empty()) st.io = d->io;
+  st.input_width = input_width(st.io);
+  st.output_width = output_width(st.io);
 }
 
 struct vmodel_entry {

@@ -9,6 +9,7 @@ serving_slot::serving_slot(std::string model, device& owner, weights loaded, rel
       host_id_(loaded->host_id()),
       owner_(&owner),
       bytes_(loaded->bytes()),
+      io_(loaded->io()),
       weights_(std::move(loaded)),
       on_release_(std::move(on_release)) {}
 

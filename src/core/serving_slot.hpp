@@ -97,6 +97,8 @@ class serving_slot : public std::enable_shared_from_this<serving_slot> {
   const std::string& host_id() const { return host_id_; }
   const device& owner() const { return *owner_; }
   std::uint64_t bytes() const { return bytes_; }
+  // The loaded model's inputs and outputs (a copy: still there once the weights are reclaimed).
+  const model_io& io() const { return io_; }
   std::uint32_t in_flight() const {
     return static_cast<std::uint32_t>(counts_.load() & in_flight_mask);
   }
@@ -123,6 +125,7 @@ class serving_slot : public std::enable_shared_from_this<serving_slot> {
   const std::string host_id_;
   device* const owner_;
   const std::uint64_t bytes_;
+  model_io io_;
   weights weights_;
   release_fn on_release_;
   // Set once the weights are freed, by whichever thread freed them; shared with the free task.
