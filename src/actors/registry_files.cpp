@@ -119,19 +119,40 @@ void on_describe(self_ptr self, msg::describe_model& m) {
   auto it = s.models.find(model_named(s, m.id));
   if (it == s.models.end()) return m.done(unknown(m.id));
   auto& e = it->second;
-  when_resolved(self, e,
-                [self, who = msg::registration{e.record.id, e.generation},
-                 done = std::move(m.done)](expected<void> r) mutable {
-                  if (!r)
-                    return done(r.error().code == errc::unavailable
-                                    ? r.error()
-                                    : make_error(errc::load_failed, r.error().message));
-                  describe(self, who, std::move(done));
-                });
+  when_resolved(
+      self, e,
+      [self, who = msg::registration{e.record.id, e.generation},
+       done = std::move(m.done)](expected<void> r) mutable {
+        if (!r)
+          return done(r.error().code == errc::unavailable
+                          ? r.error()
+                          : make_error(errc::load_failed, r.error().message));
+        // A model a runtime serves declares its tensors only when loaded: ask the
+        // model actor for what its load declared.
+        auto* e = find(self->state, who);
+        if (!e || !e->actor || !e->io || !e->io->io.inputs.empty() || !e->io->io.outputs.empty())
+          return describe(self, who, std::move(done));
+        self->request(e->actor, caf::infinite, msg::model_status_request{})
+            .then(
+                [self, who, done](model_status& st) mutable {
+                  describe(self, who, std::move(done), std::move(st.io));
+                },
+                [self, who, done](caf::error&) mutable { describe(self, who, std::move(done)); });
+      });
 }
 
-void describe(self_ptr self, const msg::registration& registered, callback<model_metadata> done) {
+void describe(self_ptr self, const msg::registration& registered, callback<model_metadata> done,
+              model_io loaded) {
   auto& s = self->state;
+  if (!loaded.inputs.empty())  // the file declares nothing: the loaded model's declaration
+    done = [done = std::move(done), loaded = std::move(loaded)](expected<model_metadata> meta) {
+      if (meta && meta->io.inputs.empty() && meta->io.outputs.empty()) {
+        meta->io = loaded;
+        meta->input_width = input_width(loaded);
+        meta->output_width = output_width(loaded);
+      }
+      done(std::move(meta));
+    };
   auto* found = find(s, registered);
   if (!found)
     return done(

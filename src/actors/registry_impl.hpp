@@ -207,7 +207,10 @@ void on_describe(self_ptr self, msg::describe_model& m);
 // last description when the file's identity is unchanged, else its header parsed again there and
 // the new description sent back here (description_read). The registry itself only looks up.
 // The worker is a plain thread, not an actor: its answer goes to the client's callback directly.
-void describe(self_ptr self, const msg::registration& registered, callback<model_metadata> done);
+// `loaded`: what a loaded model declared, answered in place of a file's empty declaration (a
+// warm.json model's tensors are known only once a runtime has loaded it).
+void describe(self_ptr self, const msg::registration& registered, callback<model_metadata> done,
+              model_io loaded = {});
 // Keeps a description read by a describe's worker, unless the registration changed meanwhile.
 void on_description_read(self_ptr self, msg::description_read& m);
 // Answers `set` with model `id`'s status: NOT_FOUND, NOT_LOADED without an actor, else the model
