@@ -209,7 +209,6 @@ class ModelTable:
             e.state = GONE
             if not e.result.done():
                 e.result.set_exception(failure)
-            log.info("load of %s given up: %s", e.model_id, failure.message)
 
     def _run(self, e, loader, path, settings):
         """On a loading thread: loads, measures, and settles e under _lock."""
@@ -224,8 +223,9 @@ class ModelTable:
         except MemoryError:
             failure = Failure(RESOURCE_EXHAUSTED, f"loading model {e.model_id} ran out of memory")
         except BaseException as ex:  # a pickle's code may raise anything, SystemExit included
+            what = str(ex).split("\nStack trace:")[0].strip()  # XGBoost appends its C++ stack
             failure = invalid(f"loading model {e.model_id} from {path} failed: "
-                              f"{type(ex).__name__}: {ex}")
+                              f"{type(ex).__name__}: {what}")
         with self._lock:
             self._reserved -= e.reserved
             e.reserved = 0
@@ -243,7 +243,10 @@ class ModelTable:
         e.done.set()
         if model is None:
             gc.collect()
-            log.info("load of %s ended without a model%s", e.model_id,
-                     f": {failure.message}" if failure else "")
+            if failure:
+                log.warning("load of %s failed: %s", e.model_id, failure.message)
+            else:
+                log.info("load of %s given up (cancelled, unloaded or timed out); its model is "
+                         "dropped", e.model_id)
         else:
             log.info("loaded %s from %s: %d bytes", e.model_id, path, size)
