@@ -69,11 +69,14 @@ expected<std::unique_ptr<runtime_child>> runtime_child::start(const std::string&
 }
 
 runtime_child::~runtime_child() {
-  stop();
+  // The directory first: warmd allows 200 ms after closing the socket before it kills the bridge,
+  // and a runtime slow to stop must not leave the directory behind. Removing it disturbs no
+  // connection already made.
   if (!dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }
+  stop();
 }
 
 std::uint64_t runtime_child::rss_bytes() const {

@@ -22,7 +22,7 @@ class runtime_child {
   // WARM_RUNTIME_FD (the runtime speaks gRPC, not warm's interface), plus WARM_GRPC_ADDRESS.
   // Call it before any other thread exists (fork). Signals are unblocked in the child.
   static expected<std::unique_ptr<runtime_child>> start(const std::string& command);
-  // Stops the child (stop()) and removes the directory.
+  // Removes the directory, then stops the child (stop()).
   ~runtime_child();
   runtime_child(const runtime_child&) = delete;
   runtime_child& operator=(const runtime_child&) = delete;
@@ -35,7 +35,7 @@ class runtime_child {
   // Resident bytes of the child now (/proc/PID/statm); 0 when it cannot be read.
   std::uint64_t rss_bytes() const;
   // SIGTERM, up to `grace_ms` for it to exit, then SIGKILL; reaps it. Nothing once reaped.
-  void stop(int grace_ms = 200);
+  void stop(int grace_ms = 150);
 
  private:
   runtime_child() = default;
