@@ -14,7 +14,8 @@ paths outside the repository (also through a symlink) refused; unknown types and
 corrupt files, a pickle that raises and a file that is no booster refused while the server lives
 on; double load, unload of an unknown id; sizes (measured >= the model's arrays, modelSize,
 predictModelSize); capacity exhausted; a load cancelled by its client then unloaded leaves
-nothing; the runtime's own load timeout; 32 concurrent requests; SIGTERM removes the socket.
+nothing; the runtime's own load timeout; 32 concurrent requests; SIGTERM removes the socket, and
+stops the runtime at once even while a pickle's code hangs in a load.
 """
 import concurrent.futures
 import os
@@ -203,6 +204,7 @@ def make_models(repo, outside):
     models["xgbreg"] = reg
 
     joblib.dump(Slow(1.5, os.path.join(repo, "logreg.joblib")), os.path.join(repo, "slow.pkl"))
+    joblib.dump(Slow(600, os.path.join(repo, "logreg.joblib")), os.path.join(repo, "hangs.pkl"))
     joblib.dump(Raises(), os.path.join(repo, "raises.pkl"))
     with open(os.path.join(repo, "corrupt.joblib"), "wb") as f:
         f.write(b"\x80\x04this is not a pickle" * 10)
@@ -484,7 +486,15 @@ def main():
     r = subprocess.run([runtime, "--address", "unix:" + os.path.join(tmp, "x.sock"), "--capacity", "lots"],
                        capture_output=True, text=True)
     check(r.returncode == 2 and "--capacity" in r.stderr, f"bad capacity: {r.returncode} {r.stderr}")
-    return finish(proc, tmp, sock)
+    # --- SIGTERM while a load hangs in model code: the runtime still stops, at once ---
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        hung = pool.submit(lambda: c.load("hangs", "sklearn", P("hangs.pkl"), timeout=30))
+        time.sleep(0.5)
+        started = time.time()
+        stop(proc, sock, "rt")
+        check(time.time() - started < 10, f"stopped in {time.time() - started:.1f} s despite a hung load")
+        check(hung.exception() is not None, "the hung load's call ended with the runtime")
+    return finish(proc, tmp)
 
 
 def stop(proc, sock, name):
@@ -498,10 +508,8 @@ def stop(proc, sock, name):
     check(not os.path.exists(sock), f"{name}: socket removed at stop")
 
 
-def finish(proc, tmp, sock=None):
-    if sock:
-        stop(proc, sock, "rt")
-    elif proc.poll() is None:
+def finish(proc, tmp):
+    if proc.poll() is None:
         proc.kill()
     if failures:
         print(open(os.path.join(tmp, "rt.log")).read()[-4000:])
