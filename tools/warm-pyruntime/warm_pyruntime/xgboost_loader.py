@@ -18,15 +18,17 @@ from .tensors import NUMPY, TensorSpec
 class XGBoostModel(LoadedModel):
     platform = "xgboost"
 
-    def __init__(self, xgb, booster, inputs, outputs, floor_bytes):
+    def __init__(self, xgb, booster, threads, inputs, outputs, floor_bytes):
         self._xgb = xgb
         self.booster = booster
+        self._threads = threads
         self.inputs = inputs
         self.outputs = outputs
         self.floor_bytes = floor_bytes
 
     def predict(self, x, names):
-        y = self.booster.predict(self._xgb.DMatrix(x), validate_features=False)
+        y = self.booster.predict(self._xgb.DMatrix(x, nthread=self._threads),
+                                 validate_features=False)
         return {name: y for name in names}
 
 
@@ -53,7 +55,8 @@ class XGBoostLoader(Loader):
         elif settings.get("n_features", n) != n:
             raise invalid(f"{path}: the booster takes {n} features; the key says "
                           f"{settings['n_features']}")
-        booster.set_param({"nthread": settings.get("threads", 1)})
+        threads = settings.get("threads", 1)
+        booster.set_param({"nthread": threads})
         dtype = settings.get("input_dtype", "FP32")
         probe = booster.predict(self._xgb.DMatrix(np.zeros((1, n), dtype=NUMPY[dtype])),
                                 validate_features=False)
@@ -65,5 +68,5 @@ class XGBoostLoader(Loader):
             raise invalid(f"{path}: Booster.predict answers rank {probe.ndim}; served are "
                           f"[rows] and [rows, k]")
         floor = len(booster.save_raw("ubj"))
-        return XGBoostModel(self._xgb, booster, (TensorSpec("input", dtype, (-1, n)),),
+        return XGBoostModel(self._xgb, booster, threads, (TensorSpec("input", dtype, (-1, n)),),
                             (TensorSpec("predict", "FP32", shape),), floor)
