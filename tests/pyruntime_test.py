@@ -14,7 +14,7 @@ paths outside the repository (also through a symlink) refused; unknown types and
 corrupt files, a pickle that raises and a file that is no booster refused while the server lives
 on; double load, unload of an unknown id; sizes (measured >= the model's arrays, modelSize,
 predictModelSize); capacity exhausted; a load cancelled by its client then unloaded leaves
-nothing; the runtime's own load timeout; 32 concurrent requests; SIGTERM removes the socket, and
+nothing; the runtime's own load timeout; 32 concurrent requests; SIGTERM and SIGINT remove the socket; SIGTERM
 stops the runtime at once even while a pickle's code hangs in a load.
 """
 import concurrent.futures
@@ -477,7 +477,7 @@ def main():
                 "load timeout", "500 ms")
     time.sleep(1.5)
     check(not c2.ModelReady(v2.ModelReadyRequest(name="slow"), timeout=10).ready, "timed out: not held")
-    stop(proc2, sock2, "small")
+    stop(proc2, sock2, "small", signal.SIGINT)
 
     # --- bad flags ---
     r = subprocess.run([runtime], env={k: v for k, v in os.environ.items() if k != "WARM_GRPC_ADDRESS"},
@@ -497,8 +497,8 @@ def main():
     return finish(proc, tmp)
 
 
-def stop(proc, sock, name):
-    proc.send_signal(signal.SIGTERM)
+def stop(proc, sock, name, sig=signal.SIGTERM):
+    proc.send_signal(sig)
     try:
         code = proc.wait(30)
     except subprocess.TimeoutExpired:

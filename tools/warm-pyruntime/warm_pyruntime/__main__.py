@@ -32,13 +32,9 @@ def build_registry():
     return registry
 
 
-def _serve(options):
+def _serve(options, stop):
     import grpc
     from .server import Services
-
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
 
     sock = unix_path(options.address)
     if sock and os.path.lexists(sock):
@@ -93,6 +89,9 @@ def _serve(options):
 def main(argv):
     """Runs the runtime until SIGTERM or SIGINT; the process ends here (os._exit), without
     waiting for a load whose model code never returns."""
+    stop = threading.Event()  # set by SIGTERM or SIGINT, from the first moment on
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="warm-pyruntime: %(levelname)s %(message)s")
     try:
@@ -101,7 +100,7 @@ def main(argv):
         print(f"warm-pyruntime: {ex}", file=sys.stderr)
         return 2
     try:
-        code = _serve(options)
+        code = _serve(options, stop)
     except ImportError as ex:
         log.error("cannot start: %s (python3-grpcio, python3-protobuf and build/schemas' "
                   "modules are needed)", ex)
