@@ -6,7 +6,9 @@ message modules of build/schemas.
 Usage: pyruntime_test.py RUNTIME (build/warm-pyruntime; its folder's schemas/ holds the _pb2
 modules). Exits 77 (skipped) without python3-grpcio, python3-sklearn, python3-xgboost or joblib.
 
-Covers: status READY and its limits; metadata of every model type; answers equal to the
+Covers: status READY and its limits; metadata of every model type (classifiers with integer and
+string labels, a pipeline, regressors with one and two targets, a clusterer, XGBoost multi-class,
+binary and regression); answers equal to the
 package's own predict / predict_proba / Booster.predict on the same inputs (exact for labels,
 tight for floats), from raw and typed inputs, with outputs named or not, by model_name and by the
 mm-model-id header, zero rows; wrong inputs refused naming what the model expects; NOT_FOUND;
@@ -35,7 +37,8 @@ try:
     import xgboost as xgb
     from sklearn.datasets import load_iris, make_regression
     from sklearn.ensemble import RandomForestRegressor
-    from sklearn.linear_model import LogisticRegression
+    from sklearn.cluster import KMeans
+    from sklearn.linear_model import LinearRegression, LogisticRegression
     from sklearn.pipeline import Pipeline
     from sklearn.preprocessing import StandardScaler
     from sklearn.svm import SVC
@@ -203,6 +206,16 @@ def make_models(repo, outside):
     reg.save_model(os.path.join(repo, "xgbreg", "model.bst"))
     models["xgbreg"] = reg
 
+    multi = LinearRegression().fit(Xr, np.c_[yr, -2 * yr])  # two targets: [-1, 2]
+    joblib.dump(multi, os.path.join(repo, "multi.joblib"))
+    models["multi"] = multi
+    kmeans = KMeans(n_clusters=3, n_init=3, random_state=0).fit(X)  # not a classifier: int labels
+    joblib.dump(kmeans, os.path.join(repo, "kmeans.joblib"))
+    models["kmeans"] = kmeans
+    binary = xgb.XGBClassifier(n_estimators=10, max_depth=2).fit(X, (y == 1).astype(int))
+    binary.save_model(os.path.join(repo, "binary.json"))  # binary:logistic: [-1]
+    models["binary"] = binary
+
     joblib.dump(Slow(1.5, os.path.join(repo, "logreg.joblib")), os.path.join(repo, "slow.pkl"))
     joblib.dump(Slow(600, os.path.join(repo, "logreg.joblib")), os.path.join(repo, "hangs.pkl"))
     joblib.dump(Raises(), os.path.join(repo, "raises.pkl"))
@@ -256,7 +269,10 @@ def main():
             ("xgb-json", "xgboost", P("xgb.json"), ""),
             ("xgb-ubj", "xgboost", P("xgb.ubj"), '{"threads": 2}'),
             ("xgbreg", "xgboost", P("xgbreg"), ""),
-            ("logreg32", "sklearn", "logreg.joblib", '{"input_dtype": "FP32"}')):
+            ("logreg32", "sklearn", "logreg.joblib", '{"input_dtype": "FP32"}'),
+            ("multi", "sklearn", P("multi.joblib"), ""),
+            ("kmeans", "sklearn", P("kmeans.joblib"), ""),
+            ("binary", "xgboost", P("binary.json"), "")):
         try:
             r = c.load(model_id, kind, path, key)
             sizes[model_id] = r.sizeInBytes
@@ -285,6 +301,9 @@ def main():
           f"xgbreg metadata {metadata(c, 'xgbreg')}")
     check(c.ModelMetadata(v2.ModelMetadataRequest(name="xgbreg"), timeout=10).platform == "xgboost",
           "platform")
+    check(metadata(c, "multi")[1] == [("predict", "FP64", [-1, 2])], f"multi {metadata(c, 'multi')}")
+    check(metadata(c, "kmeans")[1] == [("predict", "INT64", [-1])], f"kmeans {metadata(c, 'kmeans')}")
+    check(metadata(c, "binary")[1] == [("predict", "FP32", [-1])], f"binary {metadata(c, 'binary')}")
 
     # --- answers equal the packages' own ---
     rng = np.random.default_rng(7)
@@ -331,6 +350,14 @@ def main():
     same_labels(out["predict"], want, "string labels as indices into classes_")
     check(list(strings.classes_[out["predict"]]) == list(strings.predict(xi)), "indices name labels")
     close(out["predict_proba"], strings.predict_proba(xi), "strings proba")
+
+    _, out = c.infer("multi", xr, "FP64")
+    close(out["predict"], models["multi"].predict(xr), "multi-output regressor")
+    _, out = c.infer("kmeans", xi, "FP64")
+    same_labels(out["predict"], models["kmeans"].predict(xi).astype(np.int64), "kmeans labels")
+    _, out = c.infer("binary", x32, "FP32")
+    close(out["predict"], models["binary"].predict_proba(x32)[:, 1], "binary:logistic",
+          rtol=1e-6, atol=1e-7)
 
     booster = models["xgb"].get_booster()
     for model_id in ("xgb-json", "xgb-ubj"):
