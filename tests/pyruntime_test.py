@@ -8,16 +8,16 @@ modules). Exits 77 (skipped) without python3-grpcio, python3-sklearn, python3-xg
 
 Covers: status READY and its limits; metadata of every model type (classifiers with integer and
 string labels, a pipeline, regressors with one and two targets, a clusterer, XGBoost multi-class,
-binary and regression); answers equal to the
-package's own predict / predict_proba / Booster.predict on the same inputs (exact for labels,
-tight for floats), from raw and typed inputs, with outputs named or not, by model_name and by the
-mm-model-id header, zero rows; wrong inputs refused naming what the model expects; NOT_FOUND;
-paths outside the repository (also through a symlink) refused; unknown types and key settings;
-corrupt files, a pickle that raises and a file that is no booster refused while the server lives
-on; double load, unload of an unknown id; sizes (measured >= the model's arrays, modelSize,
-predictModelSize); capacity exhausted; a load cancelled by its client then unloaded leaves
-nothing; the runtime's own load timeout; 32 concurrent requests; SIGTERM and SIGINT remove the socket; SIGTERM
-stops the runtime at once even while a pickle's code hangs in a load.
+binary and regression); answers equal to the package's own predict / predict_proba /
+Booster.predict on the same inputs (exact for labels, tight for floats), from raw and typed
+inputs, with outputs named or not, by model_name and by the mm-model-id header, zero rows; wrong
+inputs refused naming what the model expects; NOT_FOUND; paths outside the repository (also
+through a symlink) refused; unknown types and key settings; corrupt files, a pickle that raises
+and a file that is no booster refused while the server lives on; double load, unload of an
+unknown id; sizes (measured >= the model's arrays, modelSize, predictModelSize); capacity
+exhausted; a load cancelled by its client then unloaded leaves nothing; the runtime's own load
+timeout; 32 concurrent requests; SIGTERM and SIGINT remove the socket; SIGTERM stops the runtime
+at once even while a pickle's code hangs in a load; bad flags (exit 2).
 """
 import concurrent.futures
 import os
