@@ -33,7 +33,6 @@ try:
     import grpc
     import joblib
     import numpy as np
-    import sklearn  # noqa: F401
     import xgboost as xgb
     from sklearn.datasets import load_iris, make_regression
     from sklearn.ensemble import RandomForestRegressor

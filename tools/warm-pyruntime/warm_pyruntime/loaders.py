@@ -97,7 +97,8 @@ def resolve(model_path, loader, roots):
                       f"({', '.join(roots)}); refused")
     if os.path.isdir(real):
         names = sorted(n for n in os.listdir(real)
-                       if not n.startswith(".") and os.path.splitext(n)[1].lower() in loader.extensions
+                       if not n.startswith(".")
+                       and os.path.splitext(n)[1].lower() in loader.extensions
                        and os.path.isfile(os.path.join(real, n)))
         if len(names) != 1:
             found = f"found {', '.join(names)}" if names else "found none"

@@ -197,9 +197,10 @@ class ModelTable:
         return e
 
     def _full(self, model_id, need, what):
+        held = sum(1 for e in self._entries.values() if e.state == LOADED)
         return (f"model {model_id} needs {need} bytes ({what}); capacity {self._options.capacity}"
-                f" bytes, {self._used} used by {sum(1 for e in self._entries.values() if e.state == LOADED)}"
-                f" models, {self._reserved} reserved by loads in progress")
+                f" bytes, {self._used} used by {held} models, {self._reserved} reserved by loads"
+                f" in progress")
 
     def _abandon(self, e, failure):
         """Under _lock: e is no longer served; its waiters get failure."""

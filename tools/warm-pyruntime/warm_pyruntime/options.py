@@ -109,7 +109,8 @@ def parse(argv, env):
     p.add_argument("--loading-threads", type=_positive_int, default=1,
                    help="loads at once (default 1)")
     p.add_argument("--load-timeout-ms", type=_non_negative_int, default=120000,
-                   help="a load past this is given up, DEADLINE_EXCEEDED (default 120000; 0: never)")
+                   help="a load past this is given up, DEADLINE_EXCEEDED "
+                        "(default 120000; 0: never)")
     a = p.parse_args(argv)
 
     o = Options(threads=a.threads, loading_threads=a.loading_threads,

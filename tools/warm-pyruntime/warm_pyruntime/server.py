@@ -199,7 +199,8 @@ class Services:
             arrays = [tensors.empty_output(s) for s in specs]
         else:
             try:
-                result = model.predict(x.copy(), names)  # a writable copy: some models scale in place
+                # A writable copy: some models scale their input in place.
+                result = model.predict(x.copy(), names)
             except ValueError as ex:
                 raise invalid(f"model {model_id}: {ex}")
             except Exception as ex:
