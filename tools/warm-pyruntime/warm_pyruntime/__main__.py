@@ -17,6 +17,13 @@ log = logging.getLogger("warm-pyruntime")
 MAX_MESSAGE = 64 << 20  # the largest request and answer, bytes
 
 
+def worker_count(options):
+    """gRPC workers: predictions run --threads at once (server.Services), and up to three times
+    as many more requests (at least 32 in all) may wait for them holding a worker, with workers
+    to spare for loads and for status and unloads. Beyond that, requests queue in gRPC."""
+    return max(4 * options.threads, 32) + options.loading_threads + 4
+
+
 def build_registry():
     """The loaders whose frameworks import; why the others did not is kept in registry.failed."""
     from .loaders import Registry
@@ -44,10 +51,8 @@ def _serve(options, stop):
         os.unlink(sock)  # a socket left by a runtime that did not stop cleanly
 
     services = Services(options)
-    # Inference takes up to --threads workers; the others keep status, loads and unloads
-    # answered while inference is busy.
-    workers = options.threads + options.loading_threads + 4
-    server = grpc.server(concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="rpc"),
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(worker_count(options),
+                                                               thread_name_prefix="rpc"),
                          handlers=services.handlers(),
                          options=[("grpc.max_receive_message_length", MAX_MESSAGE),
                                   ("grpc.max_send_message_length", MAX_MESSAGE),

@@ -50,6 +50,9 @@ class Services:
         self._version = f"warm-pyruntime {VERSION}"
         self._registry = None
         self.table = None
+        # Predictions at once: --threads. The gRPC pool is larger (__main__.worker_count), so
+        # that requests waiting here leave workers for status, loads and unloads.
+        self._predicting = threading.BoundedSemaphore(options.threads)
 
     def become_ready(self, registry):
         """Called once, after the frameworks were imported: READY when any loader is there."""
@@ -199,8 +202,9 @@ class Services:
             arrays = [tensors.empty_output(s) for s in specs]
         else:
             try:
-                # A writable copy: some models scale their input in place.
-                result = model.predict(x.copy(), names)
+                with self._predicting:
+                    # A writable copy: some models scale their input in place.
+                    result = model.predict(x.copy(), names)
             except ValueError as ex:
                 raise invalid(f"model {model_id}: {ex}")
             except Exception as ex:
