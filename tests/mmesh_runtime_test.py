@@ -241,6 +241,43 @@ def serves_packages(work):
         d.stop()
 
 
+def follows_unseen_restart(work):
+    """A runtime someone else runs (grpc:ADDR), restarted behind warmd's back: its models are gone,
+    and warmd, told by the bridge, loads them again instead of sending requests to ids the new
+    process never loaded."""
+    repo = os.path.join(work, "repo")
+    X, y = load_iris(return_X_y=True)
+    clf = LogisticRegression(max_iter=500).fit(X, y)
+    os.makedirs(os.path.join(repo, "iris", "1"))
+    joblib.dump(clf, os.path.join(repo, "iris", "1", "model.joblib"))
+    manifest(os.path.join(repo, "iris", "1"), type="sklearn", path="model.joblib")
+    address = "unix:" + os.path.join(work, "py.sock")
+    os.makedirs(work, exist_ok=True)
+
+    def start_runtime():
+        return subprocess.Popen([pyruntime, "--address", address, "--capacity", "256MiB", "--repo", repo],
+                                stdout=open(os.path.join(work, "py.log"), "a"), stderr=subprocess.STDOUT)
+
+    runtime = start_runtime()
+    d = Warmd(os.path.join(work, "w"), repo, [f"py=grpc:{address}"])
+    row = [{"name": "input", "datatype": "FP64", "shape": [1, 4], "data": [5.0, 3.4, 1.5, 0.2]}]
+    try:
+        d.ctl("register", "iris", "iris")
+        code, body = d.infer("iris", row)
+        check(code == 200, f"iris answers through a runtime warmd did not start: {code} {body}")
+        runtime.kill()
+        runtime.wait()
+        runtime = start_runtime()
+        served = wait_for(lambda: d.infer("iris", row)[0] == 200, 30)
+        check(served, f"after the runtime restarted unseen, iris is served again: {d.infer('iris', row)} "
+                      f"{d.tail()}")
+        st = d.status("iris")
+        check(st.get("loads", {}).get("count", 0) >= 2, f"iris was loaded again into the new process: {st}")
+    finally:
+        d.stop()
+        runtime.kill()
+
+
 def resists_liars(work):
     """A runtime that under-reports sizes is charged for the memory it holds; a load it never
     finishes times out, fails the request and is recorded."""
@@ -293,6 +330,8 @@ def resists_liars(work):
 def main():
     with tempfile.TemporaryDirectory() as work:
         serves_packages(os.path.join(work, "a"))
+    with tempfile.TemporaryDirectory() as work:
+        follows_unseen_restart(os.path.join(work, "c"))
     with tempfile.TemporaryDirectory() as work:
         resists_liars(os.path.join(work, "b"))
     print("mmesh_runtime_test:", "ok" if not checks.failures else f"{checks.failures} failed")

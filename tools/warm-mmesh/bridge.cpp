@@ -138,8 +138,12 @@ class bridge final : public remote::ModelRuntime::Server {
     };
     return call<::mmesh::RuntimeStatusRequest, status_response>(start, {}, options_.status_deadline)
         .then(
-            [this, context](answer<status_response> a) mutable {
+            [this, context](answer<status_response> a) mutable -> kj::Promise<void> {
+              auto lost = models_lost(a);
               write_status(&a, context.getResults().initStatus());
+              if (lost.empty()) return kj::READY_NOW;
+              context.getResults().getStatus().setReady(false);
+              return end_after_unloading(std::move(lost));
             },
             [this, context](kj::Exception&&) mutable {
               write_status(nullptr, context.getResults().initStatus());
@@ -271,8 +275,18 @@ class bridge final : public remote::ModelRuntime::Server {
           };
           return call<outputs, inference::ModelInferRequest, inference::ModelInferResponse>(
                      start, std::move(request), 0ms, id, digest)
-              .then([context, my_turn = kj::mv(my_turn)](outputs out) mutable {
+              .then([this, id, context, my_turn = kj::mv(my_turn)](outputs out) mutable {
                 auto results = context.getResults();
+                if (!out && out.error().code == errc::not_found && models_.count(id) && !ending_) {
+                  // The runtime no longer holds a model it loaded: it restarted unseen (one
+                  // someone else runs) and lost them all.
+                  end_after_unloading("it answered NOT_FOUND for " + id + ", which it had loaded")
+                      .detach([](kj::Exception&&) {});
+                  return write_error(
+                      make_error(errc::unavailable, id + ": the runtime lost it (it restarted?): " +
+                                                        out.error().message),
+                      results.initError());
+                }
                 if (!out) return write_error(out.error(), results.initError());
                 write_ok(results.initError());
                 auto list = results.initOutputs(static_cast<unsigned>(out->size()));
@@ -419,6 +433,53 @@ class bridge final : public remote::ModelRuntime::Server {
       write_spec(io.outputs[i], outputs[i]);
   }
 
+  // Why the runtime's models are gone, by this status answer (empty: they are not): it answered
+  // STARTING or FAILING after READY (it restarted), or, when options_.end_on_reconnect, it is
+  // reachable again after a status failed with UNAVAILABLE (it may have restarted meanwhile).
+  // ModelMesh's interface cannot list what a runtime holds, so either way the bridge cannot know
+  // which of its models are still there.
+  std::string models_lost(const answer<status_response>& a) {
+    const bool answered = a.status.ok();
+    const bool ready = answered && a.response.status() == status_response::READY;
+    std::string why;
+    if (ready && unreachable_since_ready_)
+      why = "it was unreachable and answers again, and may have restarted meanwhile";
+    else if (answered && !ready && was_ready_)
+      why = "it reports " + status_response::Status_Name(a.response.status()) +
+            " after READY: it restarted";
+    if (ready) was_ready_ = true, unreachable_since_ready_ = false;
+    if (!answered && was_ready_ && options_.end_on_reconnect &&
+        a.status.error_code() == grpc::StatusCode::UNAVAILABLE)
+      unreachable_since_ready_ = true;
+    return models_.empty() || ending_ ? std::string() : why;
+  }
+
+  // Ends the bridge after a runtime lost its models (`why`): every model it had loaded is unloaded
+  // first (at most 2 s), in case the runtime kept it, and then the process exits with status 3.
+  // warmd sees its runtime lost, counts every model on it lost, and starts the bridge again.
+  kj::Promise<void> end_after_unloading(std::string why) {
+    ending_ = true;
+    std::cerr << "warm-mmesh: the runtime's models are gone (" << why << "); unloading the "
+              << models_.size() << " it had and ending, for warmd to start afresh" << std::endl;
+    auto unloads = kj::heapArrayBuilder<kj::Promise<void>>(models_.size());
+    for (const auto& [id, entry] : models_) {
+      entry->loading.cancel("the runtime lost its models");
+      ::mmesh::UnloadModelRequest request;
+      request.set_modelid(id);
+      auto start = [this](auto* c, auto* rq, auto* rs, auto done) {
+        spi_->async()->unloadModel(c, rq, rs, std::move(done));
+      };
+      unloads.add(call<::mmesh::UnloadModelRequest, ::mmesh::UnloadModelResponse>(
+                      start, std::move(request), 2000ms, id)
+                      .ignoreResult()
+                      .catch_([](kj::Exception&&) {}));
+    }
+    return kj::joinPromises(unloads.finish()).then([] {
+      std::cerr << "warm-mmesh: ended" << std::endl;
+      std::_Exit(3);
+    });
+  }
+
   // Fills `out` from the runtime's answer (null: it did not answer): ready only when it answered
   // READY; without an answer the last known capacity and limits stay, so a moment's silence does
   // not make warmd evict.
@@ -480,7 +541,10 @@ class bridge final : public remote::ModelRuntime::Server {
   std::uint32_t load_timeout_ms_ = 0;  // 0: none (warmd's own load timeout applies)
   bool limit_concurrency_ = false;
   std::string version_ = options_.version_prefix + "(not answered yet)";
-  std::uint64_t base_rss_ = 0;  // at its first READY
+  std::uint64_t base_rss_ = 0;            // at its first READY
+  bool ending_ = false;                   // end_after_unloading has begun
+  bool was_ready_ = false;                // it answered READY at least once
+  bool unreachable_since_ready_ = false;  // a status failed with UNAVAILABLE since then
   std::string last_why_ = "(never)";
 };
 

@@ -28,6 +28,10 @@ struct bridge_options {
   // The runtime process's resident bytes now, for status.rssBytes (and baseRssBytes, taken at its
   // first READY); null: not measured (both 0), as for a runtime the bridge did not start.
   std::function<std::uint64_t()> rss;
+  // A runtime that was unreachable (a status failed with UNAVAILABLE) and answers again may have
+  // restarted and lost its models: end the bridge then (for one it did not start; a child it
+  // started cannot restart unseen). A runtime that answers STARTING after READY always ends it.
+  bool end_on_reconnect = false;
   // Deadlines of the calls that have none from the runtime.
   std::chrono::milliseconds status_deadline{2000};
   std::chrono::milliseconds predict_deadline{4000};

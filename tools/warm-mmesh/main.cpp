@@ -124,6 +124,7 @@ int main(int argc, char** argv) {
     warm::mmesh::bridge_options options;
     options.kinds = kinds;
     if (child) options.rss = [c = child.get()] { return c->rss_bytes(); };
+    options.end_on_reconnect = !child;
     auto stream =
         io.lowLevelProvider->wrapSocketFd(fd, kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP);
     capnp::TwoPartyVatNetwork network(*stream, capnp::rpc::twoparty::Side::SERVER);
