@@ -713,6 +713,12 @@ def part_zipf(b, a):
     hits, misses = delta("warm_requests_total", outcome="hit"), delta("warm_requests_total",
                                                                        outcome="miss")
     loads = delta("warm_loads_started_total")
+    loaded = delta("warm_load_seconds_count")  # successful loads
+    # What warmd says of the first models whose requests failed (a failure record, its reason).
+    failed_status = {}
+    for name, _, _ in slow[:3]:
+        rc, out, err = d.ctl("status", name)
+        failed_status[name] = (out or err).strip()[-800:]
     lat.sort()
     n = len(lat)
     py_dev = find_device(dev, "py")
@@ -726,7 +732,8 @@ def part_zipf(b, a):
         "max_ms": round(lat[-1] * 1e3, 1),
         "hits": hits, "misses": misses, "errors": delta("warm_requests_total", outcome="error"),
         "loads_started": loads, "load_failures": delta("warm_load_failures_total"),
-        "coalesced": misses - loads,
+        "loads_succeeded": loaded, "coalesced": misses - loaded,
+        "failed_models_status": failed_status,
         "miss_wait_count": delta("warm_cache_miss_wait_seconds_count"),
         "miss_wait_mean_ms": round(delta("warm_cache_miss_wait_seconds_sum")
                                    / max(1, delta("warm_cache_miss_wait_seconds_count")) * 1e3, 2),
@@ -838,10 +845,11 @@ def part_crash(b, a):
         kill["statuses_until_then"] = {}
         for e in window:
             kill["statuses_until_then"][str(e[2])] = kill["statuses_until_then"].get(str(e[2]), 0) + 1
-    # When warmd saw the runtime ready again after each kill (its log's "runtime py ready").
+    # When warmd saw the runtime ready again after each kill (its log's "ready again").
     readies = []
     for line in open(d.proc.log_path, errors="replace"):
-        m = re.match(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] \[info\] runtime py ready", line)
+        m = re.match(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)\] \[\w+\] "
+                     r"(?:runtime py ready|py: the runtime is ready again)", line)
         if m:
             readies.append(time.mktime(time.strptime(m.group(1)[:19], "%Y-%m-%d %H:%M:%S"))
                            + float("0" + m.group(1)[19:]))
@@ -891,7 +899,7 @@ def summary(out):
         lines.append(
             f"zipf: {z['requests']} requests over {z['models']} models in {z['seconds']} s, "
             f"failed {z['failed']}; hits {z['hits']:.0f}, misses {z['misses']:.0f}, loads "
-            f"{z['loads_started']:.0f}, coalesced {z['coalesced']:.0f}, capacity evictions "
+            f"{z['loads_started']:.0f} ({z['loads_succeeded']:.0f} succeeded), coalesced {z['coalesced']:.0f}, capacity evictions "
             f"{z['evictions']['capacity']:.0f}; runtime RSS +{z['runtime_rss_growth'] / MIB:.1f} "
             f"MiB vs capacity {z['capacity'] / MIB:.1f} MiB ({z['growth_over_capacity']:.2f}x)")
     c = out.get("crash")
