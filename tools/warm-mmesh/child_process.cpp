@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -19,7 +20,8 @@ extern char** environ;
 
 namespace warm::mmesh {
 
-expected<std::unique_ptr<runtime_child>> runtime_child::start(const std::string& command) {
+expected<std::unique_ptr<runtime_child>> runtime_child::start(const std::string& command,
+                                                              const confinement_options& confine) {
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/warm-mmesh.XXXXXX";
   std::vector<char> buffer(pattern.begin(), pattern.end());
@@ -35,13 +37,28 @@ expected<std::unique_ptr<runtime_child>> runtime_child::start(const std::string&
                       socket + " is too long for a Unix socket: set TMPDIR to a shorter path");
   child->address_ = "unix:" + socket;
 
-  // Everything the child needs, made before fork: after it only async-signal-safe calls.
+  std::optional<confinement_plan> plan;
+  if (confine.enabled) {
+    const char* repos = std::getenv("WARM_RUNTIME_REPOS");
+    auto planned = plan_confinement(confine, command, split_paths(repos ? repos : ""), child->dir_);
+    if (!planned)
+      return make_error(planned.error().code,
+                        "cannot confine the runtime: " + planned.error().message +
+                            " (WARM_MMESH_CONFINE=0 or --no-confine runs it unconfined)");
+    plan = std::move(*planned);
+  }
+
+  // Everything the child needs, made before fork. The bridge is single-threaded here, so the
+  // child may allocate (confine_child does) before it execs.
   std::vector<std::string> env_text;
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "WARM_RUNTIME_FD=", 16) != 0 &&
-        std::strncmp(*e, "WARM_GRPC_ADDRESS=", 18) != 0)
+        std::strncmp(*e, "WARM_GRPC_ADDRESS=", 18) != 0 &&
+        !(plan && std::strncmp(*e, "TMPDIR=", 7) == 0))
       env_text.emplace_back(*e);
   env_text.push_back("WARM_GRPC_ADDRESS=" + child->address_);
+  // Confined, the private directory is the one place it may write: its temporary files go there.
+  if (plan) env_text.push_back("TMPDIR=" + child->dir_);
   std::vector<char*> envp;
   for (auto& e : env_text)
     envp.push_back(e.data());
@@ -59,6 +76,21 @@ expected<std::unique_ptr<runtime_child>> runtime_child::start(const std::string&
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);  // kj blocks the signals it captures
+    if (plan) {
+      std::string warning;
+      const std::string failed = confine_child(*plan, warning);
+      if (!failed.empty()) {
+        const std::string message = "warm-mmesh: cannot confine the runtime: " + failed +
+                                    " (WARM_MMESH_CONFINE=0 or --no-confine runs it unconfined)\n";
+        (void)!::write(2, message.data(), message.size());
+        ::_exit(126);
+      }
+      if (!warning.empty()) {
+        const std::string message = "warm-mmesh: WARNING: " + warning + "\n";
+        (void)!::write(2, message.data(), message.size());
+      }
+      if (::getppid() != parent) ::_exit(127);  // died while the death signal was re-armed
+    }
     ::execve("/bin/sh", const_cast<char**>(argv), envp.data());
     static const char message[] = "warm-mmesh: cannot run /bin/sh\n";
     (void)!::write(2, message, sizeof message - 1);

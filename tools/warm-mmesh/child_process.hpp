@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "confinement.hpp"
 #include "warm/error.hpp"
 
 namespace warm::mmesh {
@@ -21,7 +22,12 @@ class runtime_child {
   // Makes the directory and starts COMMAND there with this process's environment, less
   // WARM_RUNTIME_FD (the runtime speaks gRPC, not warm's interface), plus WARM_GRPC_ADDRESS.
   // Call it before any other thread exists (fork). Signals are unblocked in the child.
-  static expected<std::unique_ptr<runtime_child>> start(const std::string& command);
+  // With confine.enabled, the child confines itself before it execs (confinement.hpp): the
+  // repositories of WARM_RUNTIME_REPOS read-only, the directory its only writable place (and
+  // TMPDIR); a confinement that cannot be applied ends the child with a message on stderr and
+  // exit status 126, never an unconfined runtime. Errors: the directory, the plan (no such user).
+  static expected<std::unique_ptr<runtime_child>> start(const std::string& command,
+                                                        const confinement_options& confine);
   // Removes the directory, then stops the child (stop()).
   ~runtime_child();
   runtime_child(const runtime_child&) = delete;

@@ -72,6 +72,16 @@ int main(int argc, char** argv) {
       "--exec", exec,
       "start the runtime: /bin/sh -c 'exec COMMAND', listening at $WARM_GRPC_ADDRESS");
   connect_opt->excludes(exec_opt);
+  warm::mmesh::confinement_options confine;
+  bool no_confine = false;
+  app.add_flag("--no-confine", no_confine,
+               "run the --exec runtime unconfined (also WARM_MMESH_CONFINE=0): a model's code "
+               "gets every right of this process");
+  app.add_option("--read", confine.read,
+                 "a path the confined runtime may also read (repeatable; also WARM_MMESH_READ, "
+                 "colon-separated)");
+  app.add_option("--user", confine.user, "started as root, the confined runtime runs as this user")
+      ->capture_default_str();
   app.add_option("--kinds", kinds_text,
                  "model kinds reported to warmd, comma-separated ('*': every kind no built-in "
                  "backend serves)")
@@ -101,10 +111,26 @@ int main(int argc, char** argv) {
   kj::UnixEventPort::captureSignal(SIGTERM);
   kj::UnixEventPort::captureSignal(SIGINT);
 
+  if (const char* text = std::getenv("WARM_MMESH_CONFINE")) {
+    auto on = warm::mmesh::parse_confine_env(text);
+    if (!on) {
+      std::cerr << "warm-mmesh: " << on.error().message << "\n";
+      return 2;
+    }
+    if (!*on) no_confine = true;
+  }
+  if (const char* text = std::getenv("WARM_MMESH_READ"))
+    for (auto& p : warm::mmesh::split_paths(text))
+      confine.read.push_back(std::move(p));
+  confine.enabled = !no_confine;
+
   std::unique_ptr<warm::mmesh::runtime_child> child;
   std::string target = connect;
   if (!exec.empty()) {
-    auto started = warm::mmesh::runtime_child::start(exec);
+    if (!confine.enabled)
+      std::cerr << "warm-mmesh: WARNING: the runtime runs unconfined (--no-confine or "
+                   "WARM_MMESH_CONFINE=0): a model's code has every right of this process\n";
+    auto started = warm::mmesh::runtime_child::start(exec, confine);
     if (!started) {
       std::cerr << "warm-mmesh: --exec: " << started.error().message << "\n";
       return 1;
