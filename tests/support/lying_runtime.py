@@ -18,7 +18,7 @@ The flags are used by other tests: keep them stable.
                          $WARM_SCHEMAS_DIR, else build/schemas beside this source tree)
   --capacity BYTES       capacityInBytes in runtimeStatus (default 1 GiB; not enforced)
   --loading-concurrency N  maxLoadingConcurrency (default 4)
-  --start-delay S        seconds of STARTING before READY (default 0.2)
+  --start-delay S        seconds of STARTING before READY (default 0.5)
   --repo DIR             accepted and ignored (the real runtime's flag; also $WARM_RUNTIME_REPOS)
   Faults:
   --lie-size             every size answered (loadModel, modelSize) is 1 KiB, whatever is held
@@ -56,7 +56,7 @@ def parse(argv):
     p.add_argument("--schemas", default=os.environ.get("WARM_SCHEMAS_DIR", ""))
     p.add_argument("--capacity", type=int, default=1 << 30)
     p.add_argument("--loading-concurrency", type=int, default=4)
-    p.add_argument("--start-delay", type=float, default=0.2)
+    p.add_argument("--start-delay", type=float, default=0.5)
     p.add_argument("--repo", action="append", default=[])
     p.add_argument("--lie-size", action="store_true")
     p.add_argument("--keep-after-unload", action="store_true")

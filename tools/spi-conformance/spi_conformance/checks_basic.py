@@ -18,7 +18,7 @@ TWICE_SLACK = 4 << 20   # resident growth below this on a second load is noise, 
 def check_status(ctx):
     """From the start: UNAVAILABLE (not listening yet) or STARTING, then READY, never anything
     else after; READY with capacityInBytes > 0 and maxLoadingConcurrency >= 1."""
-    ready = ctx.watcher.wait_ready(ctx.timeout)
+    ready = ctx.watcher.wait_ready(ctx.timeout, ctx.process)
     seen = ctx.watcher.seen()
     if ready is None:
         raise Failed(f"READY within {ctx.timeout:g} s; runtimeStatus answered "

@@ -56,10 +56,14 @@ def fmt_bytes(n):
 class StatusWatcher:
     """Polls runtimeStatus every `period` seconds on its own thread from start() until stop(),
     keeping every change of answer: 'UNAVAILABLE' (not listening), another error's code name,
-    or the status name. The last READY answer is kept for its limits. Thread-safe."""
+    or the status name. The first READY answer is kept for its limits. Thread-safe.
 
-    def __init__(self, client, period=0.05):
-        self._client, self._period = client, period
+    connect() answers a new rpc.Client. Until a first answer, every poll uses a new one: a
+    channel whose connection failed waits out gRPC's reconnect backoff (seconds, whatever the
+    backoff options say) and would hide STARTING and delay READY."""
+
+    def __init__(self, connect, period=0.05):
+        self._connect, self._period = connect, period
         self._lock = threading.Lock()
         self._seen = []          # [(monotonic time, name)], one entry per change
         self._ready = None       # the first READY answer
@@ -75,10 +79,17 @@ class StatusWatcher:
         self._thread.join()
 
     def _run(self):
-        names = self._client.mm.RuntimeStatusResponse.Status
+        client, answered = None, False
         while not self._stop.is_set():
-            o = attempt(self._client.status, timeout=max(self._period * 20, 1.0))
-            name = names.Name(o.answer.status) if o.ok else o.code.name
+            if client is None:
+                client = self._connect()
+            o = attempt(client.status, timeout=max(self._period * 20, 1.0))
+            name = client.mm.RuntimeStatusResponse.Status.Name(o.answer.status) if o.ok \
+                else o.code.name
+            answered = answered or o.ok
+            if not answered:
+                client.close()
+                client = None
             with self._lock:
                 if not self._seen or self._seen[-1][1] != name:
                     self._seen.append((time.monotonic(), name))
@@ -86,10 +97,16 @@ class StatusWatcher:
                     self._ready = o.answer
                     self._ready_event.set()
             self._stop.wait(self._period)
+        if client is not None:
+            client.close()
 
-    def wait_ready(self, timeout):
-        """The first READY answer, or None when none came within timeout seconds."""
-        self._ready_event.wait(timeout)
+    def wait_ready(self, timeout, process=None):
+        """The first READY answer, or None when none came within timeout seconds (or, given
+        the RuntimeProcess, when it exited first)."""
+        end = time.monotonic() + timeout
+        while not self._ready_event.wait(max(0.0, min(0.1, end - time.monotonic()))):
+            if time.monotonic() >= end or (process is not None and not process.alive()):
+                break
         with self._lock:
             return self._ready
 

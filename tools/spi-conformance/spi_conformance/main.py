@@ -116,13 +116,20 @@ def run(a, mm, v2):
         if a.exec:
             repos = sorted({os.path.dirname(m.path) for m in a.models})
             process = RuntimeProcess(a.exec, folder, repos)
-        client = Client(process.address if process else a.address, mm, v2, a.timeout)
-        watcher = StatusWatcher(client)
+        address = process.address if process else a.address
+        client = Client(address, mm, v2, a.timeout)
+        watcher = StatusWatcher(lambda: Client(address, mm, v2, a.timeout))
         watcher.start()
-        watcher.wait_ready(a.timeout)  # the checks run anyway; `status` says when it never was
+        watcher.wait_ready(a.timeout, process)  # the checks run anyway; `status` says when it never was
+        # a runtime that died before READY: one reason for every check, not connection errors
+        dead = process is not None and not process.alive()
         results = []
         for name, fn, model in _plan(a):
-            r = _run_one(name, fn, model, a, client, process, watcher)
+            if dead:
+                r = {"name": name, "result": "FAIL", "seconds": 0.0,
+                     "message": f"the runtime exited ({process.exit_code()}) before READY"}
+            else:
+                r = _run_one(name, fn, model, a, client, process, watcher)
             results.append(r)
             if not a.json:
                 _print(r)
