@@ -495,7 +495,7 @@ def main():
     proc2, c2, sock2 = start(tmp, "small", repo, "--capacity", "2MiB", "--load-timeout-ms", "500")
     check(c2.status().modelLoadingTimeoutMs == 500, "modelLoadingTimeoutMs")
     expect_code(lambda: c2.load("forest", "sklearn", P("forest")), grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "capacity", "capacity 2097152")
+                "capacity", "capacity of 2097152")
     check(not c2.ModelReady(v2.ModelReadyRequest(name="forest"), timeout=10).ready, "refused: not held")
     r = c2.load("logreg", "sklearn", P("logreg.joblib"))
     check(0 < r.sizeInBytes <= 2 * MIB, f"a small model fits: {r.sizeInBytes}")

@@ -8,10 +8,12 @@ unloaded). Once removed, an entry is never served again; a load still running fo
 model when it ends, and the bytes reserved for it stay counted until then.
 
 Accounting, under _lock: used = the measured sizes of LOADED entries; reserved = the file sizes
-of loads still running (a floor of what they will take, so that loads at once cannot overshoot
-the capacity by more than their measurement error). A load is refused, RESOURCE_EXHAUSTED,
-before it starts when used + reserved + its file size exceeds the capacity, and after it ends
-when used + reserved + its measured size does."""
+of loads still running; both are reported, not enforced. Keeping the models within the capacity
+is the cache's job, as in ModelMesh: the cache above (warmd) charges each model the size a load
+answers and evicts for it, and an unload it sent to make room may still be on its way when the
+next load arrives. A second accountant here would refuse loads the cache has made room for. So
+a load is refused, RESOURCE_EXHAUSTED, only for a model that alone exceeds the capacity: before
+it starts when its file does, and after it ends when its measured size does."""
 
 import concurrent.futures
 import gc
@@ -100,7 +102,7 @@ class ModelTable:
             e = self._entries.get(model_id)
             if e is None:
                 capacity = self._options.capacity
-                if self._used + self._reserved + file_bytes > capacity:
+                if file_bytes > capacity:
                     raise Failure(RESOURCE_EXHAUSTED, self._full(model_id, file_bytes, "its file"))
                 timeout = self._options.load_timeout_ms
                 e = _Entry(model_id, file_bytes,
@@ -198,9 +200,9 @@ class ModelTable:
 
     def _full(self, model_id, need, what):
         held = sum(1 for e in self._entries.values() if e.state == LOADED)
-        return (f"model {model_id} needs {need} bytes ({what}); capacity {self._options.capacity}"
-                f" bytes, {self._used} used by {held} models, {self._reserved} reserved by loads"
-                f" in progress")
+        return (f"model {model_id} needs {need} bytes ({what}), more than the whole capacity of"
+                f" {self._options.capacity} bytes ({self._used} used by {held} models,"
+                f" {self._reserved} reserved by loads in progress)")
 
     def _abandon(self, e, failure):
         """Under _lock: e is no longer served; its waiters get failure."""
@@ -232,7 +234,7 @@ class ModelTable:
             e.reserved = 0
             if e.state != LOADING:
                 model = None
-            elif failure is None and self._used + self._reserved + size > self._options.capacity:
+            elif failure is None and size > self._options.capacity:
                 failure = Failure(RESOURCE_EXHAUSTED, self._full(e.model_id, size, "measured"))
             if e.state == LOADING and failure is not None:
                 self._abandon(e, failure)
