@@ -174,6 +174,10 @@ def test_pyruntime(folder):
            if any(r["result"] != "ok" for r in rs)}
     check(code == 0 and sorted(by_name) == sorted(ALL) and not bad,
           f"warm-pyruntime: every check ok for both models, got exit {code}, not ok: {bad}\n{raw}")
+    grew = [float(r["message"].split("grew ")[1].split(" MiB")[0])
+            for r in by_name.get("honest-sizes", []) if " MiB" in r["message"].split("grew ")[-1]]
+    check(any(g > 16 for g in grew), f"warm-pyruntime: a model that grows the runtime by more "
+                                     f"than 16 MiB in honest-sizes (its bar above 0), got {grew}")
     check(all(len(rs) == 1 if n == "status" else len(rs) == 2 for n, rs in by_name.items()),
           f"warm-pyruntime: one status check and two of every other (one per model)\n{raw}")
 

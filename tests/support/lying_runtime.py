@@ -16,7 +16,8 @@ The flags are used by other tests: keep them stable.
   --address ADDR         where to listen, unix:PATH or host:port (default $WARM_GRPC_ADDRESS)
   --schemas DIR          where model_runtime_pb2.py and kserve_v2_pb2.py are (default
                          $WARM_SCHEMAS_DIR, else build/schemas beside this source tree)
-  --capacity BYTES       capacityInBytes in runtimeStatus (default 1 GiB; not enforced)
+  --capacity SIZE        capacityInBytes in runtimeStatus: bytes, or 512MiB, 1GiB, ...
+                         (default 1GiB; not enforced)
   --loading-concurrency N  maxLoadingConcurrency (default 4)
   --start-delay S        seconds of STARTING before READY (default 0.5)
   --repo DIR             accepted and ignored (the real runtime's flag; also $WARM_RUNTIME_REPOS)
@@ -50,11 +51,22 @@ LIE_BYTES = 1024
 ID_HEADER = "mm-model-id"
 
 
+def parse_size(text):
+    """'4096', '512MiB', '1GiB', '2G' (as warm-pyruntime's --capacity) to bytes."""
+    units = {"": 1, "B": 1, "K": 1000, "KB": 1000, "KIB": 1 << 10, "M": 1000**2, "MB": 1000**2,
+             "MIB": 1 << 20, "G": 1000**3, "GB": 1000**3, "GIB": 1 << 30}
+    number = text.rstrip("KMGBikmgb")
+    try:
+        return int(float(number) * units[text[len(number):].upper()])
+    except (KeyError, ValueError):
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 4096, 512MiB, 1GiB)")
+
+
 def parse(argv):
     p = argparse.ArgumentParser(prog="lying_runtime.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--address", default=os.environ.get("WARM_GRPC_ADDRESS", ""))
     p.add_argument("--schemas", default=os.environ.get("WARM_SCHEMAS_DIR", ""))
-    p.add_argument("--capacity", type=int, default=1 << 30)
+    p.add_argument("--capacity", type=parse_size, default=1 << 30)
     p.add_argument("--loading-concurrency", type=int, default=4)
     p.add_argument("--start-delay", type=float, default=0.5)
     p.add_argument("--repo", action="append", default=[])

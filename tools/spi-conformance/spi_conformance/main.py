@@ -120,7 +120,7 @@ def run(a, mm, v2):
         client = Client(address, mm, v2, a.timeout)
         watcher = StatusWatcher(lambda: Client(address, mm, v2, a.timeout))
         watcher.start()
-        watcher.wait_ready(a.timeout, process)  # the checks run anyway; `status` says when it never was
+        watcher.wait_ready(a.timeout, process)  # the checks run anyway; `status` says so
         # a runtime that died before READY: one reason for every check, not connection errors
         dead = process is not None and not process.alive()
         results = []
