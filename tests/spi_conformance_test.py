@@ -169,7 +169,8 @@ def test_pyruntime(folder):
     except ImportError as e:
         print(f"spi_conformance_test: warm-pyruntime part skipped: {e}")
         return
-    code, by_name, raw = suite(f"{PYRUNTIME} --capacity 2GiB", models, timeout=60)
+    code, by_name, raw = suite(f"{PYRUNTIME} --capacity 2GiB --loading-threads 4", models,
+                               timeout=60)
     bad = {n: [r["result"] for r in rs] for n, rs in by_name.items()
            if any(r["result"] != "ok" for r in rs)}
     check(code == 0 and sorted(by_name) == sorted(ALL) and not bad,
