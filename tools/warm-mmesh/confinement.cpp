@@ -24,9 +24,10 @@ sandbox::fs_rules runtime_rules(const runtime_paths& p) {
   // /dev/urandom, CPU topology for OpenBLAS and OpenMP, /etc/localtime (sandbox.cpp says why).
   r.read_exec = sandbox::system_read_exec_paths();
   // The runtime's own program: /bin/sh execs it (EXECUTE on the file), and, a script, its
-  // interpreter reads it. Its directory: a script's interpreter looks for modules beside it
-  // (Python's sys.path[0]); a binary's libraries beside it are covered by a --read of a
-  // directory only for reading, not for mapping executable.
+  // interpreter reads it. Its directory, read-only: a script's interpreter looks for modules
+  // beside it (Python's sys.path[0]; build/ also holds build/schemas). Not executable: the
+  // other programs there (warmd, warmctl) are not the runtime's to run. A binary that maps
+  // libraries from beside it (not under /usr) needs them executable: that is not provided.
   if (!p.program.empty()) {
     r.read_exec.push_back(p.program);
     r.read.push_back(fs::path(p.program).parent_path().string());
