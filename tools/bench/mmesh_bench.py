@@ -921,7 +921,7 @@ def main():
     p.add_argument("--rounds", type=int, default=3, help="hitpath: rounds per concurrency")
     p.add_argument("--concurrency", default="1,8", help="hitpath: client threads, comma-separated")
     p.add_argument("--zipf-models", type=int, default=2000)
-    p.add_argument("--zipf-requests", type=int, default=6000,
+    p.add_argument("--zipf-requests", type=int, default=4000,
                    help="zipf: requests (20000 takes about 4 minutes on 2 cores)")
     p.add_argument("--zipf-threads", type=int, default=16)
     p.add_argument("--zipf-s", type=float, default=1.0)
