@@ -16,12 +16,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 
 warmd, warmctl, root, build = sys.argv[1:5]
 sys.path.insert(0, os.path.join(root, "tests", "support"))
-from warm_cli import Checks, WarmCtl, free_port, wait_for  # noqa: E402
+from warm_cli import Checks, WarmCtl, wait_for  # noqa: E402
+from warmd_process import Warmd, manifest  # noqa: E402
 
 try:
     import numpy as np
@@ -47,57 +46,18 @@ check = checks.check
 cli = WarmCtl(warmctl)
 
 
-class Warmd:
-    """One warmd on a Unix socket and an HTTP port, with the given --runtime specs."""
-
-    def __init__(self, work, repo, runtimes, extra=()):
-        os.makedirs(work, exist_ok=True)
-        self.sock = os.path.join(work, "warm.sock")
-        self.port = free_port()
-        self.log = os.path.join(work, "warmd.log")
-        args = [warmd, "--repo", repo, "--listen", "unix:" + self.sock, "--http",
-                f"127.0.0.1:{self.port}", "--state", os.path.join(work, "state"), *extra]
-        for spec in runtimes:
-            args += ["--runtime", spec]
-        self.proc = subprocess.Popen(args, stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
-        if not wait_for(lambda: self.ctl("models")[0] == 0, 60):
-            print(open(self.log).read())
-            raise SystemExit("warmd did not start")
-
-    def ctl(self, *args, timeout=60):
-        return cli.run(self.sock, *args, timeout=timeout)
-
-    def status(self, model):
-        rc, out, err = self.ctl("--json", "status", model)
-        return json.loads(out) if rc == 0 else {"error": err}
-
-    def infer(self, model, inputs, timeout=30):
-        """POST /v2/models/MODEL/infer: (HTTP status, parsed body)."""
-        body = json.dumps({"inputs": inputs}).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v2/models/{model}/infer", data=body,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            check(False, "warmd stopped within 30 s of SIGTERM")
-
-    def tail(self):
-        return open(self.log).read()[-3000:]
+def warmd_with(work, repo, runtimes, extra=()):
+    return Warmd(checks, warmd, cli, work, repo, runtimes, extra)
 
 
-def manifest(directory, **fields):
-    os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, "warm.json"), "w") as f:
-        json.dump(fields, f)
+def iris_repo(repo):
+    """repo/iris/1: a LogisticRegression on iris in a warm.json model; the classifier and data."""
+    X, y = load_iris(return_X_y=True)
+    clf = LogisticRegression(max_iter=500).fit(X, y)
+    os.makedirs(os.path.join(repo, "iris", "1"))
+    joblib.dump(clf, os.path.join(repo, "iris", "1", "model.joblib"))
+    manifest(os.path.join(repo, "iris", "1"), type="sklearn", path="model.joblib")
+    return clf, X, y
 
 
 def outputs_by_name(body):
@@ -134,11 +94,7 @@ def serves_packages(work):
     """warm-pyruntime behind warmd: answers equal to the packages', sizes measured, capacity, the
     host's dense models unaffected, and a killed runtime."""
     repo = os.path.join(work, "repo")
-    X, y = load_iris(return_X_y=True)
-    clf = LogisticRegression(max_iter=500).fit(X, y)
-    os.makedirs(os.path.join(repo, "iris", "1"))
-    joblib.dump(clf, os.path.join(repo, "iris", "1", "model.joblib"))
-    manifest(os.path.join(repo, "iris", "1"), type="sklearn", path="model.joblib")
+    clf, X, y = iris_repo(repo)
     reg = RandomForestRegressor(n_estimators=20, random_state=3).fit(X[:, :3], X[:, 3])
     os.makedirs(os.path.join(repo, "petal", "1", "files"))
     joblib.dump(reg, os.path.join(repo, "petal", "1", "files", "forest.joblib"))
@@ -150,7 +106,7 @@ def serves_packages(work):
              key={"input_dtype": "FP32"})
     cli.make_model(os.path.join(repo, "dense", "1"), "4,3", 5)
 
-    d = Warmd(work, repo, [f"py=grpc-exec:{pyruntime} --capacity 256MiB"])
+    d = warmd_with(work, repo, [f"py=grpc-exec:{pyruntime} --capacity 256MiB"])
     try:
         for name in ("iris", "petal", "boost", "dense"):
             rc, out, err = d.ctl("register", name, name)
@@ -246,11 +202,7 @@ def follows_unseen_restart(work):
     and warmd, told by the bridge, loads them again instead of sending requests to ids the new
     process never loaded."""
     repo = os.path.join(work, "repo")
-    X, y = load_iris(return_X_y=True)
-    clf = LogisticRegression(max_iter=500).fit(X, y)
-    os.makedirs(os.path.join(repo, "iris", "1"))
-    joblib.dump(clf, os.path.join(repo, "iris", "1", "model.joblib"))
-    manifest(os.path.join(repo, "iris", "1"), type="sklearn", path="model.joblib")
+    iris_repo(repo)
     address = "unix:" + os.path.join(work, "py.sock")
     os.makedirs(work, exist_ok=True)
 
@@ -259,7 +211,7 @@ def follows_unseen_restart(work):
                                 stdout=open(os.path.join(work, "py.log"), "a"), stderr=subprocess.STDOUT)
 
     runtime = start_runtime()
-    d = Warmd(os.path.join(work, "w"), repo, [f"py=grpc:{address}"])
+    d = warmd_with(os.path.join(work, "w"), repo, [f"py=grpc:{address}"])
     row = [{"name": "input", "datatype": "FP64", "shape": [1, 4], "data": [5.0, 3.4, 1.5, 0.2]}]
     try:
         d.ctl("register", "iris", "iris")
@@ -293,7 +245,7 @@ def resists_liars(work):
         manifest(directory, type="echo", path="weights.bin")
     row = [1.0, 2.0, 3.0, 4.0]
 
-    d = Warmd(os.path.join(work, "liar"), repo,
+    d = warmd_with(os.path.join(work, "liar"), repo,
               [f"liar=grpc-exec:/usr/bin/python3 {liar} --schemas {build}/schemas --lie-size --capacity {1 << 30}"])
     try:
         for i in range(4):
@@ -309,7 +261,7 @@ def resists_liars(work):
     finally:
         d.stop()
 
-    d = Warmd(os.path.join(work, "slow"), repo,
+    d = warmd_with(os.path.join(work, "slow"), repo,
               [f"slow=grpc-exec:/usr/bin/python3 {liar} --schemas {build}/schemas --slow-load 30 --capacity {1 << 30}"],
               extra=["--runtime-load-timeout", "2s"])
     try:

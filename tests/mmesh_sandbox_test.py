@@ -19,18 +19,16 @@ import os
 import pickle
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
-import urllib.error
-import urllib.request
 
 warmd, warmctl, root, build = sys.argv[1:5]
 sys.path.insert(0, os.path.join(root, "tests", "support"))
-from warm_cli import Checks, WarmCtl, free_port, wait_for  # noqa: E402
+from warm_cli import Checks, WarmCtl  # noqa: E402
+from warmd_process import Warmd, manifest  # noqa: E402
 
 try:
     import numpy as np
@@ -127,59 +125,6 @@ class Listener:
         self.sock.close()
 
 
-class Warmd:
-    """One warmd on a Unix socket and an HTTP port, with one --runtime spec and extra env."""
-
-    def __init__(self, work, repo, runtime, env):
-        os.makedirs(work, exist_ok=True)
-        self.sock = os.path.join(work, "warm.sock")
-        self.port = free_port()
-        self.log = os.path.join(work, "warmd.log")
-        args = [warmd, "--repo", repo, "--listen", "unix:" + self.sock, "--http",
-                f"127.0.0.1:{self.port}", "--state", os.path.join(work, "state"),
-                "--runtime", runtime]
-        self.proc = subprocess.Popen(args, stdout=open(self.log, "a"), stderr=subprocess.STDOUT,
-                                     env={**os.environ, **env})
-        if not wait_for(lambda: self.ctl("models")[0] == 0, 60):
-            print(open(self.log).read())
-            raise SystemExit("warmd did not start")
-
-    def ctl(self, *args, timeout=60):
-        return cli.run(self.sock, *args, timeout=timeout)
-
-    def status(self, model):
-        rc, out, err = self.ctl("--json", "status", model)
-        return json.loads(out) if rc == 0 else {"error": err}
-
-    def infer(self, model, inputs, timeout=60):
-        """POST /v2/models/MODEL/infer: (HTTP status, body text)."""
-        body = json.dumps({"inputs": inputs}).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v2/models/{model}/infer",
-                                     data=body, headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            check(False, "warmd stopped within 30 s of SIGTERM")
-
-    def tail(self):
-        return open(self.log).read()[-4000:]
-
-
-def manifest(directory, **fields):
-    os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, "warm.json"), "w") as f:
-        json.dump(fields, f)
-
-
 def launcher_env():
     """WARM_MMESH_READ for the launcher's package directory, unless the launcher declares it
     itself (a "# warm-mmesh-read:" line)."""
@@ -220,8 +165,8 @@ def run(work, confined):
 
     env = launcher_env()
     env["WARM_MMESH_CONFINE"] = "1" if confined else "0"
-    d = Warmd(os.path.join(work, "warmd"), repo, f"py=grpc-exec:{pyruntime} --capacity 256MiB",
-              env)
+    d = Warmd(checks, warmd, cli, os.path.join(work, "warmd"), repo,
+              [f"py=grpc-exec:{pyruntime} --capacity 256MiB"], env=env)
     report, text = {}, ""
     try:
         for name in ("iris", "hostile"):
@@ -233,7 +178,7 @@ def run(work, confined):
         check(code == 200, f"{label}: iris answers: {code} {body}\n{d.tail()}")
         if code == 200:
             got = {o["name"]: np.array(o["data"]).reshape(o["shape"])
-                   for o in json.loads(body)["outputs"]}
+                   for o in body["outputs"]}
             check(np.array_equal(got.get("predict"), clf.predict(rows)) and
                   np.allclose(got.get("predict_proba"), clf.predict_proba(rows), rtol=0, atol=1e-12),
                   f"{label}: iris answers as scikit-learn does: {got}")
@@ -241,7 +186,7 @@ def run(work, confined):
         code, body = d.infer("hostile", [{"name": "input", "datatype": "FP64", "shape": [1, 4],
                                           "data": [1, 2, 3, 4]}], timeout=120)
         st = d.status("hostile")
-        text = body + json.dumps(st)
+        text = json.dumps(body) + json.dumps(st)
         check(code != 200, f"{label}: the hostile pickle serves nothing: {code} {body}")
         at = text.find("HOSTILE ")
         if at >= 0:
