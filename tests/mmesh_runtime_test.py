@@ -279,6 +279,70 @@ def resists_liars(work):
         d.stop()
 
 
+def honours_runtime_limits(work):
+    """What a ModelMesh runtime's status and loads say, warmd does: a model's maxConcurrency (more
+    inferences wait in line), the runtime's modelLoadingTimeoutMs, and a capacity it changes (the
+    device follows it, evicting down to it: ModelMesh reads it only at start)."""
+    if not os.path.exists(liar):
+        print("mmesh_runtime_test: lying_runtime.py is not there; its part is skipped")
+        return
+    repo = os.path.join(work, "repo")
+    for i in range(3):
+        directory = os.path.join(repo, f"e{i}", "1")
+        os.makedirs(directory)
+        with open(os.path.join(directory, "weights.bin"), "wb") as f:
+            f.write(b"\1" * (16 << 20))
+        manifest(directory, type="echo", path="weights.bin")
+    row = [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]
+    capacity_file = os.path.join(work, "capacity")
+    with open(capacity_file, "w") as f:
+        f.write("1GiB")
+    d = warmd_with(os.path.join(work, "limits"), repo,
+                   [f"liar=grpc-exec:/usr/bin/python3 {liar} --schemas {build}/schemas "
+                    f"--max-concurrency 1 --infer-delay 0.2 --capacity-file {capacity_file}"])
+    try:
+        for i in range(3):
+            d.ctl("register", f"e{i}", f"e{i}")
+            code, body = d.infer(f"e{i}", row)
+            check(code == 200, f"e{i} loads on the runtime: {code} {body}")
+        # Four at once for a model whose runtime takes one at a time: all answered, none refused.
+        codes = []
+        threads = [threading.Thread(target=lambda: codes.append(d.infer("e0", row)))
+                   for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        check([c for c, _ in codes] == [200] * 4,
+              f"maxConcurrency 1: four requests at once wait in line, none refused: {codes}")
+        # The runtime shrinks: the device adopts its new capacity and evicts down to it.
+        with open(capacity_file, "w") as f:
+            f.write("40MiB")
+        shrunk = wait_for(lambda: device(d, "liar").get("capacity") == 40 << 20 and
+                          device(d, "liar").get("used", 1 << 40) <= 40 << 20, 20)
+        check(shrunk, f"a capacity the runtime lowers is adopted and evicted down to: "
+                      f"{device(d, 'liar')}")
+    finally:
+        d.stop()
+
+    d = warmd_with(os.path.join(work, "timeout"), repo,
+                   [f"slow=grpc-exec:/usr/bin/python3 {liar} --schemas {build}/schemas "
+                    f"--slow-load 30 --load-timeout-ms 1000"])
+    try:
+        d.ctl("register", "e0", "e0")
+        started = time.monotonic()
+        code, body = d.infer("e0", row)
+        took = time.monotonic() - started
+        check(code != 200 and took < 15,
+              f"the runtime's modelLoadingTimeoutMs gives up its 30 s load: {code} {body} "
+              f"after {took:.1f} s")
+        st = d.status("e0")
+        check("within the runtime's 1000 ms" in (st.get("last_error") or {}).get("message", ""),
+              f"the load is recorded failed for its timeout: {st.get('last_error')}")
+    finally:
+        d.stop()
+
+
 def main():
     with tempfile.TemporaryDirectory() as work:
         serves_packages(os.path.join(work, "a"))
@@ -286,6 +350,8 @@ def main():
         follows_unseen_restart(os.path.join(work, "c"))
     with tempfile.TemporaryDirectory() as work:
         resists_liars(os.path.join(work, "b"))
+    with tempfile.TemporaryDirectory() as work:
+        honours_runtime_limits(os.path.join(work, "d"))
     print("mmesh_runtime_test:", "ok" if not checks.failures else f"{checks.failures} failed")
     return 1 if checks.failures else 0
 

@@ -21,6 +21,14 @@ The flags are used by other tests: keep them stable.
   --loading-concurrency N  maxLoadingConcurrency (default 4)
   --start-delay S        seconds of STARTING before READY (default 0.5)
   --repo DIR             accepted and ignored (the real runtime's flag; also $WARM_RUNTIME_REPOS)
+  --capacity-file FILE   capacityInBytes read from FILE (a size, as --capacity) at every status,
+                         --capacity when it cannot be read: an orchestrator resizing the runtime
+  --load-timeout-ms N    modelLoadingTimeoutMs in runtimeStatus (default 0; not enforced here:
+                         the cache must give up a load that takes longer)
+  --max-concurrency N    limitModelConcurrency, and each load answers maxConcurrency N; an
+                         inference of a model that already runs N fails RESOURCE_EXHAUSTED (the
+                         cache must hold the rest back)
+  --infer-delay S        every inference takes S seconds
   Faults:
   --lie-size             every size answered (loadModel, modelSize) is 1 KiB, whatever is held
   --keep-after-unload    unloadModel answers OK and does nothing: the model stays held and served
@@ -70,6 +78,10 @@ def parse(argv):
     p.add_argument("--loading-concurrency", type=int, default=4)
     p.add_argument("--start-delay", type=float, default=0.5)
     p.add_argument("--repo", action="append", default=[])
+    p.add_argument("--capacity-file", default="")
+    p.add_argument("--load-timeout-ms", type=int, default=0)
+    p.add_argument("--max-concurrency", type=int, default=0)
+    p.add_argument("--infer-delay", type=float, default=0.0)
     p.add_argument("--lie-size", action="store_true")
     p.add_argument("--keep-after-unload", action="store_true")
     p.add_argument("--never-ready", action="store_true")
@@ -107,6 +119,7 @@ class Entry:
         self.size = 0
         self.cancelled = False
         self.loaded = False
+        self.running = 0  # inferences in progress
         self.done = threading.Event()
 
 
@@ -132,8 +145,17 @@ class Runtime:
             status = S.READY
             if self.o.ready_then_starting and now - first > 0.5:
                 status = S.STARTING
-        return S(status=status, capacityInBytes=self.o.capacity,
+        capacity = self.o.capacity
+        if self.o.capacity_file:
+            try:
+                with open(self.o.capacity_file) as f:
+                    capacity = parse_size(f.read().strip())
+            except (OSError, argparse.ArgumentTypeError):
+                pass
+        return S(status=status, capacityInBytes=capacity,
                  maxLoadingConcurrency=self.o.loading_concurrency,
+                 modelLoadingTimeoutMs=self.o.load_timeout_ms,
+                 limitModelConcurrency=self.o.max_concurrency > 0,
                  defaultModelSizeInBytes=1 << 20, runtimeVersion="lying_runtime 1")
 
     def _check_load(self, request, context):
@@ -156,7 +178,7 @@ class Runtime:
                 if self.o.double_load:
                     e.buffers.append(hold(n))
                     e.size += n
-                return self.mm.LoadModelResponse(sizeInBytes=self._reported(e))
+                return self._load_response(e)
             joining = e is not None
             if not joining:
                 e = self.entries[mid] = Entry()
@@ -164,7 +186,7 @@ class Runtime:
             e.done.wait()
             with self.lock:
                 if self.entries.get(mid) is e and e.loaded:
-                    return self.mm.LoadModelResponse(sizeInBytes=self._reported(e))
+                    return self._load_response(e)
             context.abort(self.grpc.StatusCode.CANCELLED, f"the load of {mid} was given up")
 
         def on_end():  # the call ended: answered, or cancelled by its client
@@ -188,7 +210,11 @@ class Runtime:
             e.done.set()
         if buf is None:
             context.abort(self.grpc.StatusCode.CANCELLED, f"the load of {mid} was cancelled")
-        return self.mm.LoadModelResponse(sizeInBytes=self._reported(e))
+        return self._load_response(e)
+
+    def _load_response(self, e):
+        return self.mm.LoadModelResponse(sizeInBytes=self._reported(e),
+                                         maxConcurrency=self.o.max_concurrency)
 
     def _reported(self, e):
         return LIE_BYTES if self.o.lie_size else e.size
@@ -238,7 +264,22 @@ class Runtime:
 
     def model_infer(self, request, context):
         mid = self._model_id(request.model_name, context)
-        self._loaded(mid, context)
+        e = self._loaded(mid, context)
+        with self.lock:
+            if self.o.max_concurrency and e.running >= self.o.max_concurrency:
+                context.abort(self.grpc.StatusCode.RESOURCE_EXHAUSTED,
+                              f"model {mid} already runs {e.running} inferences, its "
+                              f"maxConcurrency")
+            e.running += 1
+        try:
+            if self.o.infer_delay:
+                time.sleep(self.o.infer_delay)
+            return self._echo(mid, request, context)
+        finally:
+            with self.lock:
+                e.running -= 1
+
+    def _echo(self, mid, request, context):
         bad = self.grpc.StatusCode.INVALID_ARGUMENT
         if len(request.inputs) != 1:
             context.abort(bad, "echo takes one input, 'input' FP32 [-1, 4]")
