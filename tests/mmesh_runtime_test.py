@@ -18,6 +18,7 @@ import threading
 import time
 
 warmd, warmctl, root, build = sys.argv[1:5]
+root, build = os.path.abspath(root), os.path.abspath(build)  # runtime commands name them
 sys.path.insert(0, os.path.join(root, "tests", "support"))
 from warm_cli import Checks, WarmCtl, wait_for  # noqa: E402
 from warmd_process import Warmd, manifest  # noqa: E402

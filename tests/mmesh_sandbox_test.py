@@ -26,6 +26,7 @@ import tempfile
 import threading
 
 warmd, warmctl, root, build = sys.argv[1:5]
+root, build = os.path.abspath(root), os.path.abspath(build)  # runtime commands name them
 sys.path.insert(0, os.path.join(root, "tests", "support"))
 from warm_cli import Checks, WarmCtl  # noqa: E402
 from warmd_process import Warmd, manifest  # noqa: E402
