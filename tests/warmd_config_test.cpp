@@ -576,3 +576,18 @@ TEST_CASE(
   CHECK(!warm::warmd::served_models_for("", true, {"s3://models/prod"}, remote));
   CHECK(!warm::warmd::repository_models({"HTTPS://files.example/models"}));  // no lister given
 }
+
+TEST_CASE("config: a model runtime's memory slack from the file and the command line") {
+  parsed defaults;
+  CHECK(defaults.c.runtime_rss_slack == "64MiB");
+  parsed file;
+  REQUIRE(file.apply("runtime-rss-slack = \"4MiB\"\n"));
+  CHECK(file.c.runtime_rss_slack == "4MiB");
+  parsed flag;
+  const char* argv[] = {"warmd", "--runtime-rss-slack", "0"};
+  flag.app.parse(3, argv);
+  REQUIRE(flag.apply("runtime-rss-slack = \"4MiB\"\n"));
+  CHECK(flag.c.runtime_rss_slack == "0");
+  parsed bad;
+  REQUIRE_FALSE(bad.apply("runtime-rss-slack = 4\n"));
+}

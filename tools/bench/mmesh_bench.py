@@ -646,7 +646,8 @@ def part_zipf(b, a):
 
     t0 = time.monotonic()
     d = b.warmd("zipf-warmd", repo,
-                f"grpc-exec:{b.tool('warm-pyruntime')} --capacity {capacity}")
+                f"grpc-exec:{b.tool('warm-pyruntime')} --capacity {capacity}",
+                ["--runtime-rss-slack", a.zipf_rss_slack])
     # warmctl register, four at a time (--serve-repo would load every model's version at start,
     # to make it the name's default: 2,000 loads before the first request).
     import concurrent.futures
@@ -930,6 +931,9 @@ def main():
     p.add_argument("--zipf-size-hint", default="none",
                    help="zipf: warmctl register --size-hint (none; auto: twice the larger "
                         "measured size; or a size)")
+    p.add_argument("--zipf-rss-slack", default="64MiB",
+                   help="zipf: warmd --runtime-rss-slack (the runtime's memory beyond its models "
+                        "that is not charged)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--crash-kills", type=int, default=3)
     p.add_argument("--crash-threads", type=int, default=4)

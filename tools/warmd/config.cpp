@@ -116,6 +116,10 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
   app.add_option("--runtime-load-timeout", c.runtime_load_timeout,
                  "A model runtime's load not answered by then fails")
       ->capture_default_str();
+  app.add_option("--runtime-rss-slack", c.runtime_rss_slack,
+                 "Memory a model runtime may hold beyond its models before warmd charges the rest "
+                 "to its device")
+      ->capture_default_str();
   app.add_option("--runtime-start-timeout", c.runtime_start_timeout,
                  "How long warmd waits for each model runtime to be ready when it starts")
       ->capture_default_str();

@@ -27,6 +27,7 @@ struct config {
   // Model runtimes (docs/runtimes.md): NAME=COMMAND (started and supervised) or NAME=unix:PATH.
   std::vector<std::string> runtime;
   std::string runtime_load_timeout = "2m";    // a runtime's load not answered by then fails
+  std::string runtime_rss_slack = "64MiB";    // a runtime's memory beyond its models not charged
   std::string runtime_start_timeout = "15s";  // warmd waits this long for each runtime at start
   std::string policy = "kdf";
   std::uint32_t max_concurrent_loads = 2;

@@ -246,6 +246,8 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       r = string_list(c.runtime);
     else if (key == "runtime-load-timeout")
       r = string_value(c.runtime_load_timeout);
+    else if (key == "runtime-rss-slack")
+      r = string_value(c.runtime_rss_slack);
     else if (key == "runtime-start-timeout")
       r = string_value(c.runtime_start_timeout);
     else if (key == "listen")

@@ -280,6 +280,8 @@ expected<runtime_options> runtime_options_from(const config& c) {
 expected<void> attach_model_runtimes(const config& c, runtime_options& options) {
   auto load_timeout = parse_duration(c.runtime_load_timeout);
   if (!load_timeout) return bad("--runtime-load-timeout: " + load_timeout.error().message);
+  auto rss_slack = parse_bytes(c.runtime_rss_slack);
+  if (!rss_slack) return bad("--runtime-rss-slack: " + rss_slack.error().message);
   auto start_timeout = parse_duration(c.runtime_start_timeout);
   if (!start_timeout) return bad("--runtime-start-timeout: " + start_timeout.error().message);
   // warm-mmesh beside warmd bridges to runtimes that speak ModelMesh's interface (grpc: forms).
@@ -294,6 +296,7 @@ expected<void> attach_model_runtimes(const config& c, runtime_options& options) 
     if (!link) return bad("--runtime: " + link.error().message);
     link->load_timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(at_least_1ms(*load_timeout));
+    link->rss_slack = *rss_slack;
     link->start_timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(at_least_1ms(*start_timeout));
     auto name = link->name;
