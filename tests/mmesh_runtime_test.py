@@ -231,19 +231,24 @@ def follows_unseen_restart(work):
         runtime.kill()
 
 
+def echo_repo(repo, count, size):
+    """repo/e0 .. e{count-1}/1: echo models (lying_runtime's type) of `size` bytes each."""
+    for i in range(count):
+        directory = os.path.join(repo, f"e{i}", "1")
+        os.makedirs(directory)
+        with open(os.path.join(directory, "weights.bin"), "wb") as f:
+            f.write(b"\1" * size)
+        manifest(directory, type="echo", path="weights.bin")
+    return repo
+
+
 def resists_liars(work):
     """A runtime that under-reports sizes is charged for the memory it holds; a load it never
     finishes times out, fails the request and is recorded."""
     if not os.path.exists(liar):
         print("mmesh_runtime_test: lying_runtime.py is not there; its part is skipped")
         return
-    repo = os.path.join(work, "repo")
-    for i in range(4):
-        directory = os.path.join(repo, f"e{i}", "1")
-        os.makedirs(directory)
-        with open(os.path.join(directory, "weights.bin"), "wb") as f:
-            f.write(b"\1" * (32 << 20))
-        manifest(directory, type="echo", path="weights.bin")
+    repo = echo_repo(os.path.join(work, "repo"), 4, 32 << 20)
     row = [1.0, 2.0, 3.0, 4.0]
 
     d = warmd_with(os.path.join(work, "liar"), repo,
@@ -287,13 +292,7 @@ def honours_runtime_limits(work):
     if not os.path.exists(liar):
         print("mmesh_runtime_test: lying_runtime.py is not there; its part is skipped")
         return
-    repo = os.path.join(work, "repo")
-    for i in range(3):
-        directory = os.path.join(repo, f"e{i}", "1")
-        os.makedirs(directory)
-        with open(os.path.join(directory, "weights.bin"), "wb") as f:
-            f.write(b"\1" * (16 << 20))
-        manifest(directory, type="echo", path="weights.bin")
+    repo = echo_repo(os.path.join(work, "repo"), 3, 16 << 20)
     row = [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]
     capacity_file = os.path.join(work, "capacity")
     with open(capacity_file, "w") as f:

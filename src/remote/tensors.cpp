@@ -96,6 +96,15 @@ expected<std::vector<tensor>> read_tensors(capnp::List<remote::Tensor>::Reader i
   return out;
 }
 
+void write_infer_answer(const expected<std::vector<tensor>>& outputs,
+                        remote::ModelRuntime::InferResults::Builder out) {
+  if (!outputs) return write_error(outputs.error(), out.initError());
+  write_ok(out.initError());
+  auto list = out.initOutputs(static_cast<unsigned>(outputs->size()));
+  for (unsigned i = 0; i < outputs->size(); ++i)
+    write_tensor((*outputs)[i], list[i]);
+}
+
 void write_spec(const tensor_spec& spec, remote::TensorSpec::Builder out) {
   out.setName(spec.name);
   if (!spec.known) return;

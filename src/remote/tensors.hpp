@@ -28,6 +28,10 @@ void write_tensor(const tensor& t, remote::Tensor::Builder out);
 expected<tensor> read_tensor(remote::Tensor::Reader in);
 expected<std::vector<tensor>> read_tensors(capnp::List<remote::Tensor>::Reader in);
 
+// An inference's answer: its error, or ok and the outputs.
+void write_infer_answer(const expected<std::vector<tensor>>& outputs,
+                        remote::ModelRuntime::InferResults::Builder out);
+
 void write_spec(const tensor_spec& spec, remote::TensorSpec::Builder out);
 // invalid_argument for an unknown dtype or a rank past max_wire_rank; an empty dtype is an
 // undeclared tensor (known = false).

@@ -287,11 +287,7 @@ class bridge final : public remote::ModelRuntime::Server {
                                                         out.error().message),
                       results.initError());
                 }
-                if (!out) return write_error(out.error(), results.initError());
-                write_ok(results.initError());
-                auto list = results.initOutputs(static_cast<unsigned>(out->size()));
-                for (unsigned i = 0; i < out->size(); ++i)
-                  write_tensor((*out)[i], list[i]);
+                write_infer_answer(out, results);
               });
         });
   }

@@ -227,12 +227,7 @@ class runtime_server final : public remote::ModelRuntime::Server {
     };
     return on_worker<expected<std::vector<tensor>>>(inference_, std::move(work))
         .then([context](expected<std::vector<tensor>> outputs) mutable {
-          auto results = context.getResults();
-          if (!outputs) return write_error(outputs.error(), results.initError());
-          write_ok(results.initError());
-          auto list = results.initOutputs(static_cast<unsigned>(outputs->size()));
-          for (unsigned i = 0; i < outputs->size(); ++i)
-            write_tensor((*outputs)[i], list[i]);
+          write_infer_answer(outputs, context.getResults());
         });
   }
 
