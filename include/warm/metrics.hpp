@@ -92,6 +92,9 @@ struct runtime_metrics {
   // Inference requests by outcome: a hit ran on a loaded model, a miss waited for a load,
   // an error was answered with one (bad input, unknown model, failed load).
   counter requests_hit, requests_miss, requests_error;
+  // Seconds from an inference's arrival to its answer, for those answered with outputs (hits and
+  // misses alike; a miss's load wait included), by the runtime's clock.
+  histogram request_seconds{histogram::latency_bounds()};
   histogram cache_miss_wait{histogram::latency_bounds()};  // seconds a miss waited for its model
   histogram load_seconds{histogram::latency_bounds()};     // successful loads: read + copy
   histogram load_queue_wait{histogram::latency_bounds()};  // enqueue (or requeue) → load start
@@ -99,7 +102,8 @@ struct runtime_metrics {
   histogram batch_queue_delay{
       histogram::latency_bounds()};  // seconds a request queued for its pass
   counter loads_started;
-  counter load_failures;                                    // failed load attempts
+  counter load_failures;  // failed load attempts
+  counter load_bytes;     // bytes of the models successful loads installed
   histogram age_at_eviction{histogram::lifetime_bounds()};  // seconds resident, at eviction
   histogram importance_rebuild{histogram::rebuild_bounds()};
   gauge load_queue_length;  // loads queued, not yet started

@@ -162,8 +162,11 @@ struct queued_load {
 struct running_load {
   std::string model;
   std::string device;
-  std::string phase;  // "reserving" or "loading"
+  std::string phase;  // "reserving", "loading" or "settling"
   std::uint32_t attempt = 0;
+  std::uint32_t waiters = 0;  // requests waiting on it now
+  double elapsed_ms = 0;      // since it left the queue
+  std::uint64_t bytes = 0;    // what it is expected to take on its device
 };
 struct failure_info {
   std::string model;
@@ -252,9 +255,13 @@ struct model_event {
   std::string model;
   model_state previous = model_state::not_loaded;
   model_state state = model_state::not_loaded;
-  std::string device;                // where it is loaded or loading
+  std::string device;                // where it is loaded or loading, or the device it left
   std::optional<warm::error> error;  // LOADING_FAILED: why
-  std::uint64_t sequence = 0;        // increases by one per event of this runtime
+  // LOADED to NOT_LOADED: why it left its device, when known: "capacity" (evicted for room),
+  // "unload" (an operator), "replaced" (by a newer registration's copy), "lost" (with its model
+  // runtime's process); empty otherwise.
+  std::string reason;
+  std::uint64_t sequence = 0;  // increases by one per event of this runtime
 };
 
 // Completion callbacks: called exactly once, on an arbitrary warm thread; they must not block.

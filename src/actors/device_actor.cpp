@@ -120,7 +120,7 @@ void evict(self_ptr self, const std::vector<std::string>& victims) {
     auto slot = s.residents[model].slot;
     withdraw(self, model, eviction_reason::capacity);
     ++s.evictions;
-    self->send(owner, msg::slot_evicted{std::move(slot)});
+    self->send(owner, msg::slot_evicted{std::move(slot), eviction_reason::capacity});
   }
 }
 
@@ -161,7 +161,7 @@ void lose_models(self_ptr self, const device_event& e) {
         std::find(e.in_flight.begin(), e.in_flight.end(), host_id) != e.in_flight.end())
       lost.in_flight.push_back(model);  // its inference was running when the process died
     withdraw(self, model, eviction_reason::lost);
-    self->send(r.owner, msg::slot_evicted{r.slot});
+    self->send(r.owner, msg::slot_evicted{r.slot, eviction_reason::lost});
     lost.models.push_back(model);
   }
   for (auto& w : std::exchange(s.settling, {}))
@@ -289,7 +289,7 @@ device_actor::behavior_type device_behavior(self_ptr self,
           // A newer incarnation of the model (re-registered) replaces a stale copy.
           auto stale = s.residents[m.model];
           withdraw(self, m.model, eviction_reason::replaced);
-          self->send(stale.owner, msg::slot_evicted{stale.slot});
+          self->send(stale.owner, msg::slot_evicted{stale.slot, eviction_reason::replaced});
         }
         s.residents[m.model] =
             resident{slot, m.owner, 0, s.config.time->now(), m.predicted, measured};
@@ -303,7 +303,7 @@ device_actor::behavior_type device_behavior(self_ptr self,
         self->send(m.owner, msg::load_done{dev.name(), slot, m.seconds});
         if (lost_already) {
           withdraw(self, m.model, eviction_reason::lost);
-          self->send(m.owner, msg::slot_evicted{slot});
+          self->send(m.owner, msg::slot_evicted{slot, eviction_reason::lost});
           self->send(s.pool,
                      msg::models_lost{s.config.index,
                                       {m.model},

@@ -39,6 +39,7 @@ struct load_record {
   std::uint32_t waiters = 0;  // requests waiting on it, as the owner last told (inspection)
   bool cancelled = false;
   timestamp queued_at{};          // when it last entered the queue (metrics: queue wait)
+  timestamp started_at{};         // when it last left the queue (inspection: elapsed)
   std::optional<file_seen> file;  // as its last failed attempt saw it
   std::uint64_t measured = 0;     // what the model took when its charge could not be settled
 };
@@ -202,6 +203,7 @@ void dispatch(self_ptr self) {
     }
     r.device = std::get<std::size_t>(*chosen);
     r.at = phase::reserving;
+    r.started_at = now(self);
     ++s.running;
     self->request(s.devices[r.device], caf::infinite, msg::reserve{r.model, r.bytes})
         .then([self, who = r.who](msg::reserve_result& m) { on_reserved(self, who, m); },
@@ -272,6 +274,7 @@ void settle(self_ptr self, load_record& r, msg::load_result loaded);
 void install(self_ptr self, load_record& r, std::shared_ptr<weights> model, double seconds) {
   auto& s = self->state;
   s.metrics->load_seconds.observe(seconds);
+  s.metrics->load_bytes.add(r.bytes);
   s.failures.clear(r.model);
   self->send(s.devices[r.device],
              msg::install{r.model, r.owner, std::move(model), seconds, r.bytes});
@@ -522,7 +525,7 @@ loader_pool_actor::behavior_type loader_pool(self_ptr self,
                                r.at == phase::reserving ? "reserving"
                                : r.at == phase::loading ? "loading"
                                                         : "settling",
-                               r.attempts});
+                               r.attempts, r.waiters, ms(r.started_at), r.bytes});
         std::vector<failure_info> failures;
         for (auto& f : s.failures.snapshot(t))
           failures.push_back({f.model, f.device, f.error,

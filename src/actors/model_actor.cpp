@@ -84,8 +84,9 @@ struct model_state_data {
 
 using self_ptr = model_actor::stateful_pointer<model_state_data>;
 
-// Every transition goes through here, so watchers see each one.
-void set_state(self_ptr self, model_state next) {
+// Every transition goes through here, so watchers see each one. `reason`: why a loaded model
+// left its device (model_event::reason), else empty.
+void set_state(self_ptr self, model_state next, const char* reason = "") {
   auto& s = self->state;
   if (s.state == next) return;
   model_event e;
@@ -93,6 +94,7 @@ void set_state(self_ptr self, model_state next) {
   e.previous = s.state;
   e.state = next;
   e.device = s.device;
+  e.reason = reason;
   if (next == model_state::loading_failed) e.error = s.last_error;
   s.state = next;
   if (s.hub) self->send(s.hub, msg::state_changed{std::move(e)});
@@ -102,8 +104,9 @@ double ms_between(timestamp a, timestamp b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// Forgets the slot (evicted, withdrawn or unregistered); its uses stay counted.
-void drop_slot(self_ptr self) {
+// Forgets the slot (evicted, withdrawn or unregistered); its uses stay counted. `reason`: why,
+// when known (to_string(eviction_reason)), told to watchers.
+void drop_slot(self_ptr self, const char* reason = "") {
   auto& s = self->state;
   if (!s.slot) return;
   s.slot_uses_counted += s.slot->uses();
@@ -111,8 +114,8 @@ void drop_slot(self_ptr self) {
   s.routes->erase_slot(s.id, s.slot.get());
   s.slot.reset();
   s.slot_device = nullptr;
+  if (s.state == model_state::loaded) set_state(self, model_state::not_loaded, reason);
   s.device.clear();
-  if (s.state == model_state::loaded) set_state(self, model_state::not_loaded);
 }
 
 std::uint32_t waiter_count(const model_state_data& s) {
@@ -286,7 +289,7 @@ caf::result<void> on_unload(self_ptr self) {
                    "model '" + s.id + "' is loading for waiting requests; unload it once loaded"));
   if (s.load_pending) self->send(s.pool, msg::cancel_load{s.who()});
   if (s.slot) self->send(s.slot_device, msg::withdraw_slot{s.id, s.slot});
-  drop_slot(self);
+  drop_slot(self, to_string(eviction_reason::unload));
   return caf::unit;
 }
 
@@ -396,7 +399,7 @@ model_actor::behavior_type model_behavior(self_ptr self,
       [=](msg::unload_loaded&) -> caf::result<void> { return on_unload(self); },
       [=](msg::slot_evicted& m) {
         // Evicted by the device (for room, replaced by a newer registration's copy, or lost).
-        if (self->state.slot == m.slot) drop_slot(self);
+        if (self->state.slot == m.slot) drop_slot(self, to_string(m.reason));
       },
       [=](msg::forget_failure&) { forget_failure(self); },
       [=](msg::file_checked& m) { on_file_checked(self, m); },

@@ -21,8 +21,9 @@ struct acquired {
   std::string model;
   std::shared_ptr<serving_slot> slot;
   serving_slot::lease lease;
-  bool hit = false;    // no load was waited for
-  double wait_ms = 0;  // time from the request's arrival to the lease
+  bool hit = false;     // no load was waited for
+  double wait_ms = 0;   // time from the request's arrival to the lease
+  timestamp arrived{};  // when the request arrived (the runtime's clock): its latency's start
 };
 
 }  // namespace warm

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "http/console_routes.hpp"
 #include "http/v2_codec.hpp"
 
 namespace warm::http::front_detail {
@@ -26,8 +27,10 @@ request_class classify(std::uint64_t max_request_bytes, std::string_view method,
                        std::string_view target) {
   auto starts = [&](std::string_view prefix) { return target.substr(0, prefix.size()) == prefix; };
   request_class c;
-  c.max_body =
-      starts("/v2/repository/") ? control_body_limit(max_request_bytes) : max_request_bytes;
+  c.max_body = starts("/v2/repository/") ? control_body_limit(max_request_bytes)
+               : starts("/console/actions/")
+                   ? std::min(control_body_limit(max_request_bytes), max_action_body_bytes)
+                   : max_request_bytes;
   c.light =
       method == "GET" && (starts("/v2/health/") || target == "/metrics" || starts("/metrics?"));
   return c;
@@ -48,6 +51,17 @@ std::string allowed_methods(std::string_view path) {
       {"/v2/repository/models/*/load", "POST"},
       {"/v2/repository/models/*/unload", "POST"},
       {"/metrics", "GET, HEAD"},
+      {"/", "GET, HEAD"},
+      {"/console", "GET, HEAD"},
+      {"/console/index.html", "GET, HEAD"},
+      {"/console/console.js", "GET, HEAD"},
+      {"/console/console.css", "GET, HEAD"},
+      {"/console/feed", "GET, HEAD"},
+      {"/console/models", "GET, HEAD"},
+      {"/console/actions/load", "POST"},
+      {"/console/actions/unload", "POST"},
+      {"/console/actions/retry", "POST"},
+      {"/console/actions/move", "POST"},
   };
   auto matches = [&](std::string_view pattern) {
     std::string_view rest = path;

@@ -15,7 +15,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "console/monitor.hpp"
 #include "http/conn_gate.hpp"
+#include "http/console_routes.hpp"
 #include "http/decode_budget.hpp"
 #include "http/front_routes.hpp"
 #include "http/front_server.hpp"
@@ -40,6 +42,7 @@ struct front::impl {
   std::unique_ptr<socket_acceptor> listener;  // the front's listening socket and accept loop
   decode_budget decoding{std::max<std::uint64_t>(1, options.max_decoding_bytes)};
   gated_server server;
+  std::unique_ptr<console::monitor> console;  // while the console is served
   int port = 0;
   bool stopped = false;
   mutable std::mutex tls_mutex;
@@ -93,7 +96,8 @@ void front::impl::routes() {
   auto& s = server;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     std::chrono::seconds retry_after{0};
-    if (req.path.rfind("/v2/health/", 0) == 0 || authorized(req, retry_after))
+    if (req.path.rfind("/v2/health/", 0) == 0 || (console && console_public(req.path)) ||
+        authorized(req, retry_after))
       return httplib::Server::HandlerResponse::Unhandled;
     // A client without the token does not keep its connection: it holds nothing while it has none.
     res.set_header("Connection", "close");
@@ -207,6 +211,7 @@ void front::impl::routes() {
            reply_json(res, 200, "{}");
          }));
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
+  if (console) add_console_routes(s, rt, *console, options.request_timeout);
 }
 
 void front::impl::infer(const httplib::Request& req, const std::string& body,
@@ -345,6 +350,11 @@ expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options
   // httplib closes a kept-alive connection after 5 requests by default, and reconnect bursts cost
   // clients (docs/performance.md). Keep connections for as long as clients do.
   i->server.set_keep_alive_max_count(1u << 20);
+  if (i->options.console) {
+    console::monitor_options watched;
+    watched.cluster = i->options.cluster;
+    i->console = console::monitor::start(rt, std::move(watched));
+  }
   i->routes();
   std::string why;
   std::uint16_t bound = 0;
@@ -378,6 +388,7 @@ void front::stop() {
   impl_->listener->stop();
   if (!impl_->options.unix_path.empty()) ::unlink(impl_->options.unix_path.c_str());
   impl_->server.stop_gate();
+  impl_->console.reset();
 }
 
 expected<void> front::set_tls(std::shared_ptr<const net::tls_material> tls) {

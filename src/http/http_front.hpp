@@ -10,6 +10,7 @@
 //   POST /v2/repository/index       models with state and reason ({"ready": true} filters)
 //   POST /v2/repository/models/{m}/load | unload
 //   GET  /metrics                   Prometheus text (docs/metrics.md)
+//   GET  /, /console                the console (docs/console.md): page, feed, models, actions
 //
 // {m} is a model id or a vmodel id. Errors are {"error": "..."} with the status http_status()
 // gives: 400 bad input, 404 unknown model or route, 503 load failure, never 500 for a client's
@@ -31,6 +32,7 @@
 #include "http/v2_codec.hpp"
 #include "net/front_access.hpp"
 #include "warm/error.hpp"
+#include "warm/runtime_types.hpp"
 
 namespace warm {
 class runtime;
@@ -75,6 +77,11 @@ struct front_options : net::front_access {
   // More families for /metrics, in Prometheus text (each line ending in a newline), appended to
   // the runtime's: warmd's cluster counters. Called on an HTTP thread; may be empty.
   std::function<std::string()> extra_metrics;
+  // The console (docs/console.md): served at / and /console, with its feed and actions.
+  bool console = true;
+  // This instance's view of its cluster, for the console (warmd's cluster mode); empty when it
+  // runs alone. Called on an HTTP thread; must answer without blocking.
+  std::function<void(callback<cluster_info>)> cluster;
 };
 
 class front {

@@ -117,6 +117,9 @@ std::string prometheus_text(const runtime_metrics& m,
   w.sample({{"outcome", "hit"}}, as_double(m.requests_hit.value()));
   w.sample({{"outcome", "miss"}}, as_double(m.requests_miss.value()));
   w.sample({{"outcome", "error"}}, as_double(m.requests_error.value()));
+  w.family("warm_request_seconds", kind::histogram,
+           "Time from an inference's arrival to its answer (those answered with outputs).");
+  w.histogram({}, m.request_seconds.read());
   w.family("warm_cache_miss_wait_seconds", kind::histogram,
            "How long an inference that missed waited for its model.");
   w.histogram({}, m.cache_miss_wait.read());
@@ -134,6 +137,9 @@ std::string prometheus_text(const runtime_metrics& m,
   w.histogram({}, m.batch_queue_delay.read());
   w.family("warm_loads_started_total", kind::counter, "Load attempts started.");
   w.sample({}, as_double(m.loads_started.value()));
+  w.family("warm_load_bytes_total", kind::counter,
+           "Bytes of the models that successful loads installed on their devices.");
+  w.sample({}, as_double(m.load_bytes.value()));
   w.family("warm_load_failures_total", kind::counter,
            "Load attempts that failed (each retry counts).");
   w.sample({}, as_double(m.load_failures.value()));

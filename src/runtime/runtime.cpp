@@ -409,11 +409,16 @@ std::future<expected<void>> runtime::ensure_loaded(const std::string& id, bool s
 
 namespace {
 
-// Counts an answered inference by outcome (and a miss's wait) before handing it over.
-void count_outcome(runtime_metrics& m, const expected<infer_result>& result) {
+// Counts an answered inference by outcome (and a miss's wait, and the latency of one answered
+// with outputs: from `arrived` to now, by the runtime's clock) before handing it over.
+void count_outcome(runtime_metrics& m, const clock& time, const expected<infer_result>& result,
+                   timestamp arrived) {
   if (!result) {
     m.requests_error.add();
-  } else if (result->cache_hit) {
+    return;
+  }
+  m.request_seconds.observe(std::chrono::duration<double>(time.now() - arrived).count());
+  if (result->cache_hit) {
     m.requests_hit.add();
   } else {
     m.requests_miss.add();
@@ -426,8 +431,9 @@ void count_outcome(runtime_metrics& m, const expected<infer_result>& result) {
 void submit_batched(runtime_impl& impl, std::shared_ptr<acquired> held, infer_request request,
                     callback<infer_result> done) {
   auto rows = check_leased(held->lease, request);
-  auto counted = [metrics = impl.metrics, done = std::move(done)](expected<infer_result> result) {
-    count_outcome(*metrics, result);
+  auto counted = [metrics = impl.metrics, time = impl.time, arrived = held->arrived,
+                  done = std::move(done)](expected<infer_result> result) {
+    count_outcome(*metrics, *time, result, arrived);
     done(std::move(result));
   };
   if (!rows) {
@@ -450,7 +456,7 @@ void submit_inference(runtime_impl& impl, std::shared_ptr<acquired> held, infer_
     auto answer = [impl, held, task](expected<infer_result> result) {
       held->lease.reset();  // before the callback: the model may be unloaded from here on
       held->slot.reset();
-      count_outcome(*impl->metrics, result);
+      count_outcome(*impl->metrics, *impl->time, result, held->arrived);
       task->second(std::move(result));
     };
     auto batch = check_leased(held->lease, task->first);
@@ -495,6 +501,7 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
         held->slot = lease.share();
         held->lease = std::move(lease);
         held->hit = true;
+        held->arrived = now;
         return submit_inference(i, std::move(held), std::move(request), std::move(done));
       }
       answered = batch ? run_checked(std::move(lease), served, request, *batch, true, 0)
@@ -502,7 +509,7 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
     }
   }
   if (answered) {
-    count_outcome(*i.metrics, *answered);
+    count_outcome(*i.metrics, *i.time, *answered, now);
     return done(std::move(*answered));
   }
   // A miss another instance of the cluster may serve (runtime_options::miss_handler).
@@ -515,16 +522,17 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
       std::move(request), std::move(done));
   auto target = shared->first.target;
   auto* impl = impl_.get();
-  caf::anon_send(i.registry,
-                 msg::use_model{target, use_kind::wait, now, [impl, shared](expected<acquired> a) {
-                                  if (!a) {
-                                    impl->metrics->requests_error.add();
-                                    return shared->second(std::move(a).error());
-                                  }
-                                  submit_inference(*impl, std::make_shared<acquired>(std::move(*a)),
-                                                   std::move(shared->first),
-                                                   std::move(shared->second));
-                                }});
+  caf::anon_send(
+      i.registry,
+      msg::use_model{target, use_kind::wait, now, [impl, shared, now](expected<acquired> a) {
+                       if (!a) {
+                         impl->metrics->requests_error.add();
+                         return shared->second(std::move(a).error());
+                       }
+                       a->arrived = now;
+                       submit_inference(*impl, std::make_shared<acquired>(std::move(*a)),
+                                        std::move(shared->first), std::move(shared->second));
+                     }});
 }
 
 std::future<expected<infer_result>> runtime::infer(infer_request request) {

@@ -303,6 +303,12 @@ int main(int argc, char** argv) {
       auto* cluster = forwarding->load();  // HTTP stops before the cluster goes
       return cluster ? cluster->metrics_text() : std::string();
     };
+  if (http_options && !c.cluster.empty())
+    http_options->cluster = [forwarding](warm::callback<warm::cluster_info> done) {
+      auto* cluster = forwarding->load();  // none until joined: shown as alone
+      if (!cluster) return done(warm::cluster_info{});
+      cluster->info(std::move(done));
+    };
 #endif
   if (http_options) {
     auto started = warm::http::front::start(**rt, std::move(*http_options));

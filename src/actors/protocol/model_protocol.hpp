@@ -55,6 +55,7 @@ struct unload_loaded {};
 // current one.
 struct slot_evicted {
   std::shared_ptr<serving_slot> slot;
+  eviction_reason reason = eviction_reason::capacity;  // told to watchers (model_event::reason)
 };
 // From the registry, an operator's retry (request; answered with void): leave LOADING_FAILED for
 // NOT_LOADED, forget the error and the fail-fast deadline, and have the pool forget its records
