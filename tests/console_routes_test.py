@@ -3,13 +3,14 @@
 assets with their security headers; the feed's devices, residents in eviction order, events
 (loaded, evicted for room, unloaded, failed) and series with their rates and latency; the models'
 pages; the four actions; every refusal (unknown parameters, malformed and oversized bodies,
-methods, unknown models); and, with --token-file, the page open and every data route and action
-closed without the token.
+methods, unknown models); with --token-file, the page open and every data route and action
+closed without the token; with --no-console, none of it.
 
 Usage: console_routes_test.py WARMD WARMCTL SOURCE_ROOT.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -113,6 +114,14 @@ def main():
             with_token(t, "s3cret-console-token")
         finally:
             t.stop()
+        n = Server(os.path.join(tmp, "c"), repo, ["--no-console"])
+        try:
+            for path in ["/", "/console", "/console/console.js", "/console/feed"]:
+                status = http(n.port, "GET", path)[0]
+                check(status == 404, f"--no-console: GET {path} is {status}, not 404")
+            check(http(n.port, "GET", "/v2")[0] == 200, "--no-console keeps the V2 routes")
+        finally:
+            n.stop()
     print(f"console_routes_test: {checks.failures} failure(s)")
     sys.exit(1 if checks.failures else 0)
 
@@ -128,7 +137,8 @@ def plain(s, size):
           f"the page's Content-Security-Policy: {csp!r}")
     check(headers.get("X-Content-Type-Options") == "nosniff", "nosniff on the page")
     check(b"/console/console.js" in body, "the page loads its script from warmd")
-    check(b"http://" not in body and b"https://" not in body, "the page names no other site")
+    check(not re.search(rb"""(src|href|action)\s*=\s*["']?(https?:)?//""", body),
+          "the page loads nothing from another site")
     for path, kind in [("/console", "text/html"), ("/console/console.js", "text/javascript"),
                        ("/console/console.css", "text/css")]:
         status, headers, body = http(port, "GET", path)

@@ -112,7 +112,7 @@ void front::impl::routes() {
                encode_error("authentication required: send \"Authorization: Bearer TOKEN\""));
     return httplib::Server::HandlerResponse::Handled;
   });
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;       // a handler's own error
     if (current_request_over_limit()) {  // its body's rest is unread: the connection closes
       res.set_header("Connection", "close");
@@ -120,7 +120,8 @@ void front::impl::routes() {
     }
     if (res.status ==
         404) {  // a path a route has, with another method, is 405 naming the methods it takes
-      if (auto allow = allowed_methods(req.path); !allow.empty()) {
+      const bool console_path = req.path == "/" || req.path.rfind("/console", 0) == 0;
+      if (auto allow = allowed_methods(req.path); !allow.empty() && (console || !console_path)) {
         res.set_header("Allow", allow);
         return reply_json(res, 405,
                           encode_error("method " + req.method + " is not allowed on " + req.path +

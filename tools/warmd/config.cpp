@@ -246,6 +246,8 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
       ->check(CLI::Range(1, 1024));
   app.add_flag("--metrics-per-model", c.metrics_per_model,
                "Add per-model series to /metrics (one per model)");
+  app.add_flag("--no-console", c.no_console,
+               "Serve no console on the HTTP front (docs/console.md); the V2 routes stay");
   app.add_option("--cluster", c.cluster,
                  "Join a cluster coordinated by etcd at these client URLs (http://HOST:PORT, "
                  "comma-separated)")

@@ -61,6 +61,7 @@ struct config {
   std::string grpc;                        // HOST:PORT of the KServe V2 gRPC front; empty = none
   std::uint32_t http_threads = 32;
   bool metrics_per_model = false;
+  bool no_console = false;  // the HTTP front serves no console (docs/console.md)
   std::string request_timeout = "5m";
   std::string http_header_timeout =
       "10s";                              // a request head must arrive whole within this, else 408

@@ -411,6 +411,10 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       auto v = integer();
       if (!v || *v < 1 || *v > 1024) return bad(key, "an integer from 1 to 1024");
       if (!given(key)) c.http_threads = static_cast<std::uint32_t>(*v);
+    } else if (key == "console") {
+      auto v = boolean();
+      if (!v) return bad(key, "true or false");
+      if (!given("no-console")) c.no_console = !*v;
     } else if (key == "metrics-per-model") {
       auto v = boolean();
       if (!v) return bad(key, "true or false");

@@ -115,6 +115,7 @@ expected<front_plan> plan_fronts(const config& c) {
     http_options->limits.max_tensor_bytes = *tensor_bytes;
     http_options->threads = c.http_threads;
     http_options->per_model_metrics = c.metrics_per_model;
+    http_options->console = !c.no_console;
     http_options->request_timeout = at_least_1ms(*request_timeout);
     http_options->header_timeout = at_least_1ms(*header_timeout);
     http_options->body_timeout = at_least_1ms(*body_timeout);
