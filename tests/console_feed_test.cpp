@@ -113,6 +113,8 @@ TEST_CASE("a state change is named for an operator") {
   CHECK(from_model_event(e, 1).reason == "capacity");
   e.reason = "unload";
   CHECK(model_event_kind(e) == "unloaded");
+  e.reason = "";  // a served model's old version retired
+  CHECK(model_event_kind(e) == "unloaded");
   CHECK(from_model_event(e, 1).reason.empty());
   e.previous = model_state::queued;
   CHECK(model_event_kind(e) == "cancelled");

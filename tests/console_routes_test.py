@@ -11,6 +11,7 @@ Usage: console_routes_test.py WARMD WARMCTL SOURCE_ROOT.
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,8 @@ class Server:
         os.makedirs(work, exist_ok=True)
         self.sock = os.path.join(work, "warm.sock")
         self.repo = repo
+        self.token_file = next((extra[i + 1] for i, a in enumerate(extra) if a == "--token-file"),
+                               None)
         self.port = free_port()
         self.log = os.path.join(work, "warmd.log")
         self.proc = subprocess.Popen(
@@ -109,7 +112,9 @@ def main():
         with open(token_file, "w") as f:
             f.write("s3cret-console-token\n")
         os.chmod(token_file, 0o600)
-        t = Server(os.path.join(tmp, "b"), repo, ["--token-file", token_file])
+        # Served models too: a new version directory moves m1's default version, an event.
+        t = Server(os.path.join(tmp, "b"), repo,
+                   ["--token-file", token_file, "--serve-repo", "--version-settle", "0s"])
         try:
             with_token(t, "s3cret-console-token")
         finally:
@@ -285,6 +290,20 @@ def with_token(s, token):
           "an action without the token is 401")
     status, _, body = http(port, "POST", "/console/actions/load", {"model": "nobody"}, token=token)
     check(status == 404, f"an action with the token reaches the runtime: {status} {body}")
+
+    def version_events():
+        _, feed = get_json(port, "/console/feed", token=token)
+        return [e for e in feed.get("events", []) if e["kind"] == "version" and e["model"] == "m1"]
+    first = wait_for(lambda: [e for e in version_events() if e["to"] == "1"], 10)
+    check(first, f"m1 serving version 1 is an event: {version_events()}")
+    # Written beside the repository and renamed in whole (--version-settle 0s takes it at once).
+    staged = os.path.join(os.path.dirname(s.repo), "m1-v2")
+    shutil.copytree(os.path.join(s.repo, "m1", "1"), staged)
+    os.rename(staged, os.path.join(s.repo, "m1", "2"))
+    wait_for(lambda: version_events()[0]["to"] == "2", 15)
+    moved = version_events()
+    check(bool(moved) and moved[0]["from"] == "1" and moved[0]["to"] == "2",
+          f"m1's default version moving from 1 to 2 is an event: {version_events()}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ std::string model_event_kind(const model_event& e) {
     case model_state::not_found:
       return "unregistered";
     case model_state::not_loaded:
-      if (e.previous == model_state::loaded) return e.reason == "unload" ? "unloaded" : "evicted";
+      if (e.previous == model_state::loaded)
+        return e.reason.empty() || e.reason == "unload" ? "unloaded" : "evicted";
       if (e.previous == model_state::loading_failed) return "retry";
       return "cancelled";
   }

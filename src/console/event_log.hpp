@@ -26,8 +26,9 @@ struct event {
 };
 
 // What a state change means to an operator: the kind above. A LOADED model becoming NOT_LOADED
-// was "unloaded" for the reason "unload" and "evicted" otherwise; a queued or loading one that
-// becomes NOT_LOADED was "cancelled".
+// was "evicted" for a reason of the device's (capacity, replaced, lost) and "unloaded" otherwise
+// (an operator, a served model's version retired); a queued or loading one that becomes
+// NOT_LOADED was "cancelled"; a failed one, "retry".
 std::string model_event_kind(const model_event& e);
 
 // The event of a state change, at `unix_seconds`.
