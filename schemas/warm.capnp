@@ -190,6 +190,9 @@ struct RunningLoad {
   device @1 :Text;             # the device it goes to
   phase @2 :Text;              # "reserving" (making room: evictions) or "loading" (copying)
   attempt @3 :UInt32;          # which attempt this is, from 1
+  waiters @4 :UInt32;          # requests waiting on it now
+  elapsedMs @5 :Float64;       # since it left the queue
+  bytes @6 :UInt64;            # what it is expected to take on its device
 }
 
 struct FailureRecord {
@@ -249,11 +252,13 @@ struct ModelEvent {
   model @0 :Text;              # the model id
   previous @1 :ModelState;     # the state it left
   state @2 :ModelState;        # the state it entered
-  device @3 :Text;             # where it is loaded or loading; empty otherwise
+  device @3 :Text;             # where it is loaded or loading, or the device it left
   error @4 :Status;            # LOADING_FAILED: why
   sequence @5 :UInt64;         # increases by one per event on this server
   missed @6 :UInt64;           # events of this watch dropped just before this one (the watcher
                                # fell behind by more than the server queues); 0 when none
+  reason @7 :Text;             # LOADED to NOT_LOADED: why it left its device, when known:
+                               # "capacity", "unload", "replaced" or "lost"; empty otherwise
 }
 
 struct VersionStatus {

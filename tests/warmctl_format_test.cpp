@@ -80,6 +80,11 @@ TEST_CASE("event lines name the transition, device and error") {
   e.device = "host";
   e.sequence = 7;
   CHECK(event_line(e) == "#7 m LOADING -> LOADED on host");
+  model_event evicted = e;
+  evicted.previous = model_state::loaded;
+  evicted.state = model_state::not_loaded;
+  evicted.reason = "capacity";
+  CHECK(event_line(evicted) == "#7 m LOADED -> NOT_LOADED from host (capacity)");
 }
 
 TEST_CASE("--json output survives a message that is not UTF-8: bad bytes become U+FFFD") {

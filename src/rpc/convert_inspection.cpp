@@ -49,6 +49,9 @@ void to_capnp(const inspection& s, Inspection::Builder out) {
     running[i].setDevice(to_text(s.running[i].device));
     running[i].setPhase(to_text(s.running[i].phase));
     running[i].setAttempt(s.running[i].attempt);
+    running[i].setWaiters(s.running[i].waiters);
+    running[i].setElapsedMs(s.running[i].elapsed_ms);
+    running[i].setBytes(s.running[i].bytes);
   }
   auto failures = out.initFailures(static_cast<unsigned>(s.failures.size()));
   for (unsigned i = 0; i < s.failures.size(); ++i) {
@@ -113,8 +116,8 @@ inspection from_capnp(Inspection::Reader s) {
     out.queue.push_back(
         {to_std(q.getModel()), q.getWaiting(), q.getAgeMs(), q.getAttempts(), q.getWaiters()});
   for (auto r : s.getRunning())
-    out.running.push_back(
-        {to_std(r.getModel()), to_std(r.getDevice()), to_std(r.getPhase()), r.getAttempt()});
+    out.running.push_back({to_std(r.getModel()), to_std(r.getDevice()), to_std(r.getPhase()),
+                           r.getAttempt(), r.getWaiters(), r.getElapsedMs(), r.getBytes()});
   for (auto f : s.getFailures()) {
     failure_info o;
     o.model = to_std(f.getModel());
@@ -166,6 +169,7 @@ void to_capnp(const model_event& e, ModelEvent::Builder out) {
   out.setDevice(to_text(e.device));
   to_capnp(e.error, out.initError());
   out.setSequence(e.sequence);
+  out.setReason(to_text(e.reason));
 }
 
 model_event from_capnp(ModelEvent::Reader e) {
@@ -176,6 +180,7 @@ model_event from_capnp(ModelEvent::Reader e) {
   out.device = to_std(e.getDevice());
   out.error = optional_error(e.getError());
   out.sequence = e.getSequence();
+  out.reason = to_std(e.getReason());
   return out;
 }
 

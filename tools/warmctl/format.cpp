@@ -55,8 +55,13 @@ json queue_json(const inspection& s) {
                       {"attempts", q.attempts},
                       {"waiters", q.waiters}});
   for (const auto& r : s.running)
-    running.push_back(
-        {{"model", r.model}, {"device", r.device}, {"phase", r.phase}, {"attempt", r.attempt}});
+    running.push_back({{"model", r.model},
+                       {"device", r.device},
+                       {"phase", r.phase},
+                       {"attempt", r.attempt},
+                       {"waiters", r.waiters},
+                       {"elapsed_ms", r.elapsed_ms},
+                       {"bytes", r.bytes}});
   return {
       {"queue", queued}, {"running", running}, {"max_concurrent_loads", s.max_concurrent_loads}};
 }
@@ -135,9 +140,10 @@ void print_queue(std::ostream& out, const inspection& s) {
            std::to_string(l.attempts), std::to_string(l.waiters)});
   q.print(out);
   out << "running loads (max " << s.max_concurrent_loads << "):\n";
-  table r({"MODEL", "DEVICE", "PHASE", "ATTEMPT"});
+  table r({"MODEL", "DEVICE", "PHASE", "ATTEMPT", "WAITERS", "ELAPSED"});
   for (const auto& l : s.running)
-    r.add({l.model, l.device, l.phase, std::to_string(l.attempt)});
+    r.add({l.model, l.device, l.phase, std::to_string(l.attempt), std::to_string(l.waiters),
+           fixed(l.elapsed_ms) + "ms"});
   r.print(out);
 }
 
@@ -280,7 +286,8 @@ json to_json(const infer_result& r) {
 
 json to_json(const model_event& e) {
   return {{"sequence", e.sequence},      {"model", e.model},   {"previous", to_string(e.previous)},
-          {"state", to_string(e.state)}, {"device", e.device}, {"error", nullable_error(e.error)}};
+          {"state", to_string(e.state)}, {"device", e.device}, {"error", nullable_error(e.error)},
+          {"reason", e.reason}};
 }
 
 json to_json(const inspection& s) {
@@ -533,7 +540,9 @@ void print_cluster(std::ostream& out, const cluster_info& c) {
 std::string event_line(const model_event& e) {
   std::string line = "#" + std::to_string(e.sequence) + " " + e.model + " " +
                      state_text(e.previous) + " -> " + state_text(e.state);
-  if (!e.device.empty()) line += " on " + e.device;
+  const bool left = e.previous == model_state::loaded && e.state != model_state::loaded;
+  if (!e.device.empty()) line += (left ? " from " : " on ") + e.device;
+  if (!e.reason.empty()) line += " (" + e.reason + ")";
   if (e.error) line += " (" + e.error->to_string() + ")";
   return line;
 }
