@@ -19,7 +19,7 @@ namespace warm::console {
 // Bounds of one answer.
 inline constexpr std::size_t max_residents = 2000;      // per device; per cluster instance list
 inline constexpr std::size_t max_list = 500;            // queue, running loads, failures
-inline constexpr std::size_t max_events = 200;          // events per feed answer
+inline constexpr std::size_t max_events = 1000;         // events per feed answer: all kept
 inline constexpr std::uint32_t max_models_page = 5000;  // rows per models page
 
 // The state a feed answer draws, taken at one moment (console::monitor::feed).
