@@ -9,7 +9,9 @@ import sys
 
 TYPES = {
     ".html": "text/html; charset=utf-8",
-    ".js": "text/javascript; charset=utf-8",
+    # Not text/javascript: httplib compresses text/* (with brotli's slowest level for browsers);
+    # served from loopback or a LAN, the page is faster uncompressed.
+    ".js": "application/javascript; charset=utf-8",
     ".css": "text/css; charset=utf-8",
 }
 

@@ -88,8 +88,9 @@
 
   const pad2 = (n) => String(n).padStart(2, '0');
 
+  // Seconds as text; a negative count (idle_seconds of a model never used) is a dash.
   function fmtSecs(s) {
-    if (!isNum(s)) return '–';
+    if (!isNum(s) || s < 0) return '–';
     if (s < 60) return s.toFixed(s < 10 ? 1 : 0) + ' s';
     const m = Math.floor(s / 60);
     if (m < 60) return `${m}m ${pad2(Math.floor(s % 60))}s`;
@@ -754,6 +755,7 @@
     const fresh = list(f.events).filter((e) => S.eventsLast === null || e.seq > S.eventsLast);
     if (isNum(f.events_last)) S.eventsLast = Math.max(S.eventsLast || 0, f.events_last);
     if (fresh.length === 0) return;
+    applyStateEvents(fresh);
     S.events = fresh.concat(S.events).slice(0, MAX_EVENTS);
     const ol = $('events');
     const frag = document.createDocumentFragment();
@@ -807,7 +809,7 @@
   ];
   const ACTION_BUTTONS = [['load', 'Load'], ['unload', 'Unload'], ['retry', 'Retry']];
 
-  const M = { idx: {}, rows: [], view: [], loaded: false, sortKey: 'id', sortDir: 1, filter: '',
+  const M = { idx: {}, rows: [], byId: new Map(), view: [], loaded: false, sortKey: 'id', sortDir: 1, filter: '',
               state: null, device: null, stateOpts: [], deviceOpts: [], pool: [],
               viewDirty: false, raf: 0, error: '' };
 
@@ -841,10 +843,29 @@
     return 5000;
   }
 
+  // A state change in the feed's events moves its model's row at once, between the (slower)
+  // refreshes of the whole list. `fresh` is newest first; applied oldest first.
+  function applyStateEvents(fresh) {
+    if (!M.loaded || M.idx.state === undefined) return;
+    let changed = false;
+    for (let i = fresh.length - 1; i >= 0; i--) {
+      const e = fresh[i];
+      const row = e.kind === 'version' ? undefined : M.byId.get(str(e.model));
+      if (!row || !KNOWN_STATES.has(str(e.to))) continue;
+      row[M.idx.state] = str(e.to);
+      if (M.idx.device !== undefined) {
+        row[M.idx.device] = e.to === 'LOADED' || e.to === 'LOADING' ? str(e.device) : '';
+      }
+      changed = true;
+    }
+    if (changed) scheduleModels(true);
+  }
+
   function setModels(columns, rows) {
     M.idx = {};
     columns.forEach((name, i) => { M.idx[name] = i; });
     M.rows = rows;
+    M.byId = new Map(rows.map((r) => [str(r[M.idx.id]), r]));
     M.loaded = true;
     updateSelects();
     M.viewDirty = true;
