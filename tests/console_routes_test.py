@@ -144,7 +144,7 @@ def plain(s, size):
     check(b"/console/console.js" in body, "the page loads its script from warmd")
     check(not re.search(rb"""(src|href|action)\s*=\s*["']?(https?:)?//""", body),
           "the page loads nothing from another site")
-    for path, kind in [("/console", "text/html"), ("/console/console.js", "text/javascript"),
+    for path, kind in [("/console", "text/html"), ("/console/console.js", "application/javascript"),
                        ("/console/console.css", "text/css")]:
         status, headers, body = http(port, "GET", path)
         check(status == 200 and headers.get("Content-Type", "").startswith(kind) and body,

@@ -414,7 +414,8 @@ class Page:
         found = self.evaluate(f"""(() => {{
             const el = document.querySelector({json.dumps(selector)});
             if (!el) return {{why: "no element matches"}};
-            el.scrollIntoView({{block: "center", inline: "center"}});
+            // Instant, whatever the page's scroll-behavior: the centre is read right after.
+            el.scrollIntoView({{block: "center", inline: "center", behavior: "instant"}});
             const r = el.getBoundingClientRect();
             if (r.width === 0 || r.height === 0) return {{why: "it has no size (hidden?)"}};
             const x = r.left + r.width / 2, y = r.top + r.height / 2;
