@@ -401,6 +401,14 @@ def main():
         me = [i for i in c["instances"] if i["self"]] if c else []
         check(len(me) == 1 and me[0]["name"] == "a" and me[0]["address"] == "unix:" + socks["a"] and
               me[0]["capacity"] == 64 << 20 and me[0]["loading_threads"] == 2, f"a's record: {me}")
+        # The console's feed on a: the cluster, every instance, a as itself.
+        feed = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{HTTP_PORT}/console/feed",
+                                                 timeout=10).read())
+        fc = feed.get("cluster") or {}
+        check(fc.get("name") == "t" and fc.get("instance") == "a" and fc.get("joined") and
+              sorted(i["name"] for i in fc.get("instances", [])) == ["a", "b", "c"] and
+              [i["name"] for i in fc["instances"] if i["self"]] == ["a"],
+              f"the console's feed shows the cluster: {fc}")
         rc, out, _ = ctl(socks["b"], "inspect", "cluster")
         check(rc == 0 and "cluster t, instance b (joined), 3 instance(s) live" in out and "b *" in out,
               f"inspect cluster as text: {out}")
