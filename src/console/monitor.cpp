@@ -187,11 +187,15 @@ expected<std::string> monitor::feed(const feed_query& q) {
 }
 
 expected<std::string> monitor::models(const models_query& q) {
+  // One more than the page: whether there is a next page is known without a request for it.
   auto listed =
-      wait_for(impl_->rt.list_models(q.after, q.limit), impl_->options.timeout, "the runtime");
+      wait_for(impl_->rt.list_models(q.after, q.limit + 1), impl_->options.timeout, "the runtime");
   if (!listed) return listed.error();
   std::optional<std::string> next;
-  if (listed->size() >= q.limit && !listed->empty()) next = listed->back().id;
+  if (listed->size() > q.limit) {
+    listed->resize(q.limit);
+    next = listed->back().id;
+  }
   return encode_models(*listed, next);
 }
 

@@ -45,7 +45,7 @@ class monitor {
 
   // The feed's JSON for `q`; the runtime's error (timeout, unavailable) when it did not answer.
   expected<std::string> feed(const feed_query& q);
-  // A models page's JSON for `q`.
+  // A models page's JSON for `q`: `next` only when more models follow.
   expected<std::string> models(const models_query& q);
 
   struct impl;

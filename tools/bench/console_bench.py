@@ -2,7 +2,8 @@
 """The console with many models, in headless chromium (docs/benchmarks.md, "The console with
 10,000 models"). warmd serves N registered models (one small dense file linked into N version
 directories) on a host device that holds a few hundred of them, with a seeded Zipf request mix
-running in the background so that the page has loads, evictions, events and series to draw.
+running in the background so that the page has loads, evictions, events and series to draw
+(--traffic-threads 0 stops it before the page is measured).
 
 Each round opens the page in a fresh browser profile (nothing cached) and reads:
   first_render_ms  from navigation start to the models table drawn with the whole list
@@ -65,11 +66,15 @@ def main():
     ap.add_argument("--models", type=int, default=10000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--warmup-seconds", type=float, default=20)
+    ap.add_argument("--traffic-threads", type=int, default=2,
+                    help="client threads sending the Zipf mix while the page is measured (0: quiet)")
     ap.add_argument("--bin", default=os.path.join(HERE, "..", "..", "build"))
     ap.add_argument("--screenshot")
+    ap.add_argument("--with-runtime", action="store_true",
+                    help="a second device: build/warm-runtime, holding as many models as the host")
     a = ap.parse_args()
     warmd, warmctl = os.path.join(a.bin, "warmd"), os.path.join(a.bin, "warmctl")
-    out = {"models": a.models, "rounds": []}
+    out = {"models": a.models, "traffic_threads": a.traffic_threads, "rounds": []}
     with tempfile.TemporaryDirectory(prefix="console-bench-") as tmp:
         width = 64
         src = os.path.join(tmp, "src")
@@ -85,7 +90,9 @@ def main():
         sock, port = os.path.join(tmp, "warm.sock"), free_port()
         proc = subprocess.Popen(
             [warmd, "--repo", repo, "--listen", "unix:" + sock, "--http", f"127.0.0.1:{port}",
-             "--state", os.path.join(tmp, "state"), "--device", f"host:{size * 300}"],
+             "--state", os.path.join(tmp, "state"), "--device", f"host:{size * 300}"] +
+            (["--runtime", f"runtime={os.path.join(a.bin, 'warm-runtime')} --capacity {size * 300}"]
+             if a.with_runtime else []),
             stdout=open(os.path.join(tmp, "warmd.log"), "w"), stderr=subprocess.STDOUT)
         try:
             if not wait_for(lambda: subprocess.run([warmctl, "--connect", "unix:" + sock, "models"],
@@ -98,10 +105,14 @@ def main():
             out["register_seconds"] = round(time.monotonic() - t0, 2)
             stop = threading.Event()
             workers = [threading.Thread(target=zipf_traffic, args=(port, names, width, stop, s))
-                       for s in range(2)]
+                       for s in range(max(a.traffic_threads, 1))]
             for w in workers:
                 w.start()
             time.sleep(a.warmup_seconds)
+            if a.traffic_threads == 0:  # the page's data made, then measured on a quiet machine
+                stop.set()
+                for w in workers:
+                    w.join()
             try:
                 for r in range(a.rounds):
                     out["rounds"].append(round_in_browser(port, a.models))

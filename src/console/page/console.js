@@ -747,9 +747,10 @@
 
   // Events ------------------------------------------------------------------------------
 
-  const MAX_EVENTS = 1000;
-  const EVENT_KINDS = new Set(['queued', 'loading', 'loaded', 'evicted', 'unloaded', 'failed',
-                               'unregistered', 'version']);
+  const MAX_EVENTS = 1000;   // kept, as warmd keeps them
+  const SHOWN_EVENTS = 200;  // drawn: a thousand list items cost the first view a third of a second
+  const EVENT_KINDS = new Set(['queued', 'loading', 'loaded', 'evicted', 'unloaded', 'cancelled',
+                               'retry', 'failed', 'unregistered', 'version']);
 
   function mergeEvents(f) {
     const fresh = list(f.events).filter((e) => S.eventsLast === null || e.seq > S.eventsLast);
@@ -759,10 +760,10 @@
     S.events = fresh.concat(S.events).slice(0, MAX_EVENTS);
     const ol = $('events');
     const frag = document.createDocumentFragment();
-    for (const e of fresh) frag.append(eventItem(e));
+    for (const e of fresh.slice(0, SHOWN_EVENTS)) frag.append(eventItem(e));
     ol.insertBefore(frag, ol.firstChild);
-    while (ol.childElementCount > MAX_EVENTS) ol.lastElementChild.remove();
-    setText($('events-count'), `${fmtInt(ol.childElementCount)} kept`);
+    while (ol.childElementCount > SHOWN_EVENTS) ol.lastElementChild.remove();
+    setText($('events-count'), `newest ${fmtInt(ol.childElementCount)} of ${fmtInt(S.events.length)}`);
   }
 
   function eventItem(e) {
