@@ -146,8 +146,8 @@ TEST_CASE("the feed bounds its lists and computes what is reserved") {
     s.state.queue.push_back({"q" + std::to_string(i), true, 1.0, 0, 2});
   s.state.running.push_back({"r", "host", "loading", 1, 3, 85.0, 4096});
   s.state.registered_models = 10000;
-  s.hits = 3;
-  s.misses = 1;
+  s.counters.hits = 3;
+  s.counters.misses = 1;
   std::vector<event> events(max_events + 7);
   auto j = json::parse(encode_feed(s, {}, events, 42));
   const auto& dev = j["devices"][0];

@@ -138,6 +138,7 @@ expected<models_query> parse_models_query(const query_params& params) {
 std::string encode_feed(const snapshot& s, const std::vector<point>& points,
                         const std::vector<event>& events, std::uint64_t events_last) {
   const auto& st = s.state;
+  const auto& c = s.counters;
   std::uint64_t loaded = 0;
   for (const auto& d : st.devices)
     loaded += d.resident.size();
@@ -146,14 +147,14 @@ std::string encode_feed(const snapshot& s, const std::vector<point>& points,
   out["totals"] = json{{"registered", st.registered_models},
                        {"vmodels", st.vmodels},
                        {"loaded", loaded},
-                       {"requests", s.hits + s.misses + s.errors},
-                       {"hits", s.hits},
-                       {"misses", s.misses},
-                       {"errors", s.errors},
-                       {"loads", s.loads},
-                       {"load_failures", s.load_failures},
-                       {"evictions", s.evictions},
-                       {"load_bytes", s.load_bytes}};
+                       {"requests", c.hits + c.misses + c.errors},
+                       {"hits", c.hits},
+                       {"misses", c.misses},
+                       {"errors", c.errors},
+                       {"loads", c.loads},
+                       {"load_failures", c.load_failures},
+                       {"evictions", c.evictions},
+                       {"load_bytes", c.load_bytes}};
   out["devices"] = bounded_array(st.devices, st.devices.size(), encode_device);
   const auto& t = st.tier;
   out["tier"] = json{{"open", t.open},         {"capacity", t.capacity},  {"used", t.used},

@@ -28,9 +28,7 @@ struct snapshot {
   double uptime_seconds = 0;
   inspection state;
   std::optional<cluster_info> cluster;  // none: not in a cluster
-  // The runtime's counters at the moment.
-  std::uint64_t hits = 0, misses = 0, errors = 0, loads = 0, load_failures = 0, evictions = 0,
-                load_bytes = 0;
+  reading counters;                     // the runtime's instruments at the moment
 };
 
 using query_params = std::vector<std::pair<std::string, std::string>>;

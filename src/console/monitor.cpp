@@ -126,16 +126,8 @@ struct monitor::impl {
       auto c = wait_for(std::move(answered), options.timeout, "the cluster");
       if (c) s.cluster = std::move(*c);
     }
-    const auto& m = rt.metrics();
-    s.hits = m.requests_hit.value();
-    s.misses = m.requests_miss.value();
-    s.errors = m.requests_error.value();
-    s.loads = m.loads_started.value();
-    s.load_failures = m.load_failures.value();
-    for (const auto& d : m.devices)
-      s.evictions += d.evictions[static_cast<int>(eviction_reason::capacity)].value();
-    s.load_bytes = m.load_bytes.value();
-    s.unix_seconds = unix_now();
+    s.counters = read_instruments(rt.metrics(), unix_now(), monotonic_now());
+    s.unix_seconds = s.counters.unix_seconds;
     s.uptime_seconds = monotonic_now() - started;
     return s;
   }

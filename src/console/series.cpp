@@ -13,6 +13,7 @@ reading read_instruments(const runtime_metrics& m, double unix_seconds, double m
   r.misses = m.requests_miss.value();
   r.errors = m.requests_error.value();
   r.loads = m.loads_started.value();
+  r.load_failures = m.load_failures.value();
   for (const auto& d : m.devices)
     r.evictions += d.evictions[static_cast<int>(eviction_reason::capacity)].value();
   r.load_bytes = m.load_bytes.value();

@@ -18,10 +18,11 @@ struct reading {
   double unix_seconds = 0;
   double monotonic_seconds = 0;
   std::uint64_t hits = 0, misses = 0, errors = 0;
-  std::uint64_t loads = 0;       // load attempts started
-  std::uint64_t evictions = 0;   // evictions for room, every device
-  std::uint64_t load_bytes = 0;  // bytes successful loads installed
-  histogram::reading latency;    // warm_request_seconds
+  std::uint64_t loads = 0;          // load attempts started
+  std::uint64_t load_failures = 0;  // load attempts that failed
+  std::uint64_t evictions = 0;      // evictions for room, every device
+  std::uint64_t load_bytes = 0;     // bytes successful loads installed
+  histogram::reading latency;       // warm_request_seconds
 };
 
 // Reads the instruments now (relaxed loads; any thread).
