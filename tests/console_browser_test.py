@@ -4,7 +4,8 @@ tests/support/browser.py) against a real warmd with a token (docs/console.md):
 
 - the page asks for the token, takes it, and then shows the device and every registered model;
 - it loads with no console error, no exception and no failed request but the 401 that made it ask
-  for the token, and every request it makes goes to warmd itself;
+  for the token (none at all in a tab that holds the token), and every request it makes goes to
+  warmd itself;
 - a model loaded behind its back shows as LOADED within 2 s;
 - a model whose id is markup (`<svg><b>id`) and a failure whose error carries
   `<img src=x onerror=alert(1)>` (its directory's name) show as text: no element is made of them
@@ -93,6 +94,14 @@ def main():
                 # Any dialog or alert() would be script the page's data ran.
                 page.add_init_script("window.alert = () => { window.__alerted = true; };")
                 in_browser(page, port, ctl)
+                # A tab that already holds the token: not one failed request, not even a 401.
+                held = browser.new_page()
+                held.add_init_script(f"sessionStorage.setItem('warm.token', {json.dumps(TOKEN)});")
+                held.goto(f"http://127.0.0.1:{port}/")
+                check(waited(held, "window.warmConsole && window.warmConsole.ready", 10),
+                      "a tab holding the token is ready")
+                time.sleep(1.5)
+                check(held.errors() == [], f"a tab holding the token has no errors: {held.errors()}")
         finally:
             proc.terminate()
             proc.wait(timeout=30)
