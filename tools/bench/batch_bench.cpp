@@ -12,11 +12,25 @@
 //   p99_us_on/off       99th percentile latency over every request of the phase kind
 //   p99_ratio           p99_us_on / p99_us_off (the target: no worse than 2)
 //   rows_per_pass       mean rows of the batched passes
+// And the ceiling batching works toward, measured in the same rounds on a device of its own with
+// the same model: `threads` threads (as many as the runtime's inference threads) each calling
+// device::infer in a loop, at batch 1 and at max_batch, with no runtime between (three more phases
+// a round, as long as the runtime's: the run takes 2.5 times --seconds):
+//   threads                  inference threads (the runtime's, and the ceiling's)
+//   exec_rows_per_s_1        rows per second at batch 1, median over rounds
+//   exec_rows_per_s_max      rows per second at max_batch, median over rounds
+//   ceiling                  exec_rows_per_s_max / exec_rows_per_s_1
+//   of_ceiling               ratio / ceiling: the share of the ceiling batching reaches
+//   exec_batch_clients       clients / threads rows (at most max_batch): the largest passes the
+//                            clients can fill when every thread runs one
+//   exec_rows_per_s_clients  rows per second at exec_batch_clients, median over rounds
+//   ceiling_clients          exec_rows_per_s_clients / exec_rows_per_s_1
 // A request that fails, or a phase without answers, exits non-zero.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +39,7 @@
 
 #include "benches.hpp"
 #include "warm/dense_model.hpp"
+#include "warm/device.hpp"
 #include "warm/model_writer.hpp"
 #include "warm/runtime.hpp"
 
@@ -64,6 +79,42 @@ phase_result run_phase(runtime& rt, const std::string& model, const tensor& inpu
   return merge_tallies(tallies, start, seconds);
 }
 
+// `threads` threads each running `model` on `dev` at `batch` rows in a loop for `seconds`, with no
+// runtime between; rows per second, all threads together.
+expected<double> exec_phase(device& dev, const dense_resident& model, std::uint64_t width,
+                            std::uint64_t batch, unsigned threads, double seconds) {
+  std::vector<std::uint64_t> calls(threads);
+  std::vector<std::optional<error>> failed(threads);
+  std::vector<std::thread> running;
+  const auto input = random_input(width, 5);
+  const auto* row = reinterpret_cast<const float*>(input.data.data());
+  const auto start = clock_type::now();
+  const auto deadline = start + std::chrono::duration_cast<clock_type::duration>(
+                                    std::chrono::duration<double>(seconds));
+  for (unsigned t = 0; t < threads; ++t)
+    running.emplace_back([&, t] {
+      std::vector<float> in, out;
+      for (std::uint64_t r = 0; r < batch; ++r)
+        in.insert(in.end(), row, row + width);
+      while (clock_type::now() < deadline) {
+        if (auto r = dev.infer(model, in.data(), in.size(), batch, out); !r) {
+          failed[t] = r.error();
+          return;
+        }
+        ++calls[t];
+      }
+    });
+  for (auto& th : running)
+    th.join();
+  for (auto& f : failed)
+    if (f) return *f;
+  const double elapsed = std::chrono::duration<double>(clock_type::now() - start).count();
+  std::uint64_t total = 0;
+  for (auto c : calls)
+    total += c;
+  return static_cast<double>(total * batch) / elapsed;
+}
+
 }  // namespace
 
 int run_batch(const batch_options& options) {
@@ -89,6 +140,8 @@ int run_batch(const batch_options& options) {
                                                        4 * dense_data_bytes(options.layers)))};
   ro.repositories = {repo.string()};
   ro.state_dir = (dir.path() / "state").string();
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  ro.inference_threads = threads;  // the runtime's default, named: the ceiling runs as many
   ro.inline_inference_limit =
       (256 * 256 + 256) * 16;  // warmd's default: these hits run on the inference threads
   auto created = runtime::create(ro);
@@ -103,11 +156,35 @@ int run_batch(const batch_options& options) {
       return fail(std::string(id) + ": " + r.error().to_string());
   }
 
+  // The ceiling's own copy of the model, on a device of its own (the runtime's blas_threads, 1,
+  // holds for it too: the setting is process-wide).
+  auto file = open_model_file((repo / "batched" / "1" / model_file_name).string());
+  if (!file) return fail(file.error().to_string());
+  auto spec = parse_device_spec(options.device);
+  if (!spec) return fail(spec.error().to_string());
+  spec->capacity = file->spec.data_bytes + (std::uint64_t{64} << 20);
+  auto dev = make_device(*spec);
+  if (!dev) return fail(dev.error().to_string());
+  auto resident = (*dev)->load(*file);
+  if (!resident) return fail(resident.error().to_string());
+  const auto clients_batch = std::min<std::uint64_t>(
+      options.max_batch, (static_cast<std::uint64_t>(options.clients) + threads - 1) / threads);
+
   const auto input = random_input(options.layers.front(), 3);
   const double phase_seconds = options.seconds / (2.0 * options.rounds);
-  std::vector<double> rps_on, rps_off, lat_on, lat_off;
+  std::vector<double> rps_on, rps_off, lat_on, lat_off, exec_1, exec_max, exec_clients;
   const auto passes_before = rt.metrics().batch_rows.read();
   for (int round = 0; round < options.rounds; ++round) {
+    // The ceiling's phases first, in rotated order, each as long as a runtime phase.
+    const std::vector<std::pair<std::uint64_t, std::vector<double>*>> execs{
+        {1, &exec_1}, {options.max_batch, &exec_max}, {clients_batch, &exec_clients}};
+    for (const auto& [rows, into] : rotated_order(execs, round)) {
+      auto rate =
+          exec_phase(**dev, **resident, options.layers.front(), rows, threads, phase_seconds);
+      if (!rate)
+        return fail("exec at batch " + std::to_string(rows) + ": " + rate.error().to_string());
+      into->push_back(*rate);
+    }
     for (int k = 0; k < 2; ++k) {
       const bool on = (k + round) % 2 == 0;
       auto phase = run_phase(rt, on ? "batched" : "plain", input, options.clients, phase_seconds);
@@ -123,12 +200,14 @@ int run_batch(const batch_options& options) {
   const double on = median(rps_on), off = median(rps_off);
   const double p99_on = percentile(lat_on, 99), p99_off = percentile(lat_off, 99);
   const auto pass_count = passes.count - passes_before.count;
+  const double e1 = median(exec_1), emax = median(exec_max), eclients = median(exec_clients);
+  const double ratio = off > 0 ? on / off : 0.0, ceiling = e1 > 0 ? emax / e1 : 0.0;
   nlohmann::ordered_json out{
       {"scenario", "batch"},
       {"device", options.device},
       {"rps_on", on},
       {"rps_off", off},
-      {"ratio", off > 0 ? on / off : 0.0},
+      {"ratio", ratio},
       {"p99_us_on", p99_on},
       {"p99_us_off", p99_off},
       {"p99_ratio", p99_off > 0 ? p99_on / p99_off : 0.0},
@@ -141,7 +220,15 @@ int run_batch(const batch_options& options) {
       {"max_queue_delay_us", options.max_queue_delay.count()},
       {"layers", options.layers},
       {"rounds", options.rounds},
-      {"seconds", options.seconds}};
+      {"seconds", options.seconds},
+      {"threads", threads},
+      {"exec_rows_per_s_1", e1},
+      {"exec_rows_per_s_max", emax},
+      {"ceiling", ceiling},
+      {"of_ceiling", ceiling > 0 ? ratio / ceiling : 0.0},
+      {"exec_batch_clients", clients_batch},
+      {"exec_rows_per_s_clients", eclients},
+      {"ceiling_clients", e1 > 0 ? eclients / e1 : 0.0}};
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }
