@@ -29,17 +29,6 @@ namespace warm {
 std::size_t requests_to_run(const std::vector<std::uint64_t>& rows,
                             std::chrono::microseconds waited, const batching_options& options);
 
-// How many of the `planned` requests (requests_to_run's answer for `rows`) one of `passes` passes
-// of the model takes, when `queued_rows` rows are queued in all and the others run `running_rows`:
-// a fair share of the model's work, ceil((queued_rows + running_rows) / passes) rows, at least the
-// first request. The rest waits for the model's other passes, each back for the queue when it
-// ends: so one pass does not take what arrived while the others ran and leave them the few that
-// come next (with threads to spare, the caller starts another pass for the rest). Unchanged with
-// one pass, or with preferred sizes (the planned size is one of them).
-std::size_t fair_share(const std::vector<std::uint64_t>& rows, std::size_t planned,
-                       std::uint64_t queued_rows, std::uint64_t running_rows, unsigned passes,
-                       const batching_options& options);
-
 // invalid: a preferred size of 0 or over max_batch, more than max_preferred_sizes of them, a
 // zero max_queue while batching, or a setting past its limit below; the message names the field.
 // Empty when valid. Every registration is checked so, whoever made it (a client, a served-models
