@@ -5,6 +5,7 @@
 #include "core/batch_plan.hpp"
 
 using warm::batching_options;
+using warm::fair_share;
 using warm::requests_to_run;
 using us = std::chrono::microseconds;
 
@@ -58,6 +59,29 @@ TEST_CASE(
   CHECK(requests_to_run({2, 2, 2, 1}, us(0), o) == 3);  // 6 formed: now, the 1 left queued
   CHECK(requests_to_run({1, 1, 1}, us(100), o) == 3);   // no preferred prefix: all of it
   CHECK(requests_to_run({3, 3, 2}, us(0), o) == 3);     // full (8) beats preferred (6)
+}
+
+TEST_CASE("several passes of a model each take a fair share of its rows, at least one request") {
+  const std::vector<std::uint64_t> ones(30, 1);
+  auto o = opts(32, 0);
+  // 30 queued, another pass runs 2: 16 rows each.
+  CHECK(fair_share(ones, 30, 30, 2, 2, o) == 16);
+  CHECK(fair_share(ones, 30, 30, 3, 2, o) == 17);  // 33 rows: rounded up
+  CHECK(fair_share(ones, 30, 30, 0, 3, o) == 10);  // a third drain just started
+  // The other pass runs as many or more: what is planned runs whole.
+  CHECK(fair_share(ones, 14, 14, 16, 2, o) == 14);
+  // One pass alone, one request planned, or preferred sizes: the plan stands.
+  CHECK(fair_share(ones, 30, 30, 0, 1, o) == 30);
+  CHECK(fair_share({5, 1}, 1, 6, 30, 2, o) == 1);
+  CHECK(fair_share(ones, 30, 30, 2, 2, opts(32, 0, {30})) == 30);
+  // With a delay the plan stands: what a cut left would not be full, and would wait for more.
+  CHECK(fair_share(ones, 30, 30, 2, 2, opts(32, 1)) == 30);
+  CHECK(fair_share(ones, 8, 8, 1, 2, opts(8, 60'000'000)) == 8);
+  // Rows, not requests: a share of 8 holds 3 + 4; a first request over the share runs anyway.
+  CHECK(fair_share({3, 4, 2, 5}, 4, 14, 2, 2, o) == 2);
+  CHECK(fair_share({12, 1}, 2, 13, 1, 2, o) == 1);
+  // Only the planned prefix is ever taken, whatever the share.
+  CHECK(fair_share(ones, 4, 30, 100, 2, o) == 4);
 }
 
 TEST_CASE("batching options are checked") {

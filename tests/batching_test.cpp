@@ -5,14 +5,17 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "gpu/host_device.hpp"
 #include "support/runtime_fixture.hpp"
 #include "warm/model_repository.hpp"
 #include "warm/model_writer.hpp"
@@ -285,6 +288,74 @@ TEST_CASE("concurrent clients of a batched model each get their own rows (random
   CHECK(wrong == 0);
   auto passes = f.rt->metrics().batch_rows.read();
   CHECK(passes.sum >= 600);  // every request of "a" ran in a batched pass
+}
+
+TEST_CASE(
+    "while another pass runs, a freed thread takes a fair share of the queue, not all of it") {
+  // Each pass waits at the device for a permit; the rows of every pass are recorded on entry.
+  struct turnstile {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::vector<std::uint64_t> passes;  // rows of each pass, in the order they reached the device
+    int permits = 0;                    // -1: open
+  };
+  auto gate = std::make_shared<turnstile>();
+  auto passes_seen = [gate] {
+    std::lock_guard<std::mutex> lock(gate->mutex);
+    return gate->passes.size();
+  };
+  auto permit = [gate](int n) {
+    std::lock_guard<std::mutex> lock(gate->mutex);
+    gate->permits = n < 0 ? -1 : gate->permits + n;
+    gate->changed.notify_all();
+  };
+  test::runtime_fixture f({"a"}, {"host:64KiB"}, 2, [gate](runtime_options& o) {
+    batching(32, 0us)(o);
+    o.inference_threads = 2;
+    o.make_device = [gate](const device_spec& spec) -> expected<std::unique_ptr<device>> {
+      host_device_hooks hooks;
+      hooks.before_run = [gate](std::uint64_t rows) {
+        std::unique_lock<std::mutex> lock(gate->mutex);
+        gate->passes.push_back(rows);
+        gate->changed.notify_all();
+        gate->changed.wait(lock, [&] { return gate->permits != 0; });
+        if (gate->permits > 0) --gate->permits;
+      };
+      return make_host_device(*spec.capacity, "host", std::move(hooks));
+    };
+  });
+  f.register_all();
+  REQUIRE(f.rt->ensure_loaded("a", true).get());
+  std::vector<std::future<expected<infer_result>>> answers;
+  // Two passes of one row, one on each inference thread, held at the device.
+  answers.push_back(f.rt->infer({"a", {rows_input(0, 1)}}));
+  REQUIRE(test::eventually([&] { return passes_seen() == 1; }));
+  answers.push_back(f.rt->infer({"a", {rows_input(1, 1)}}));
+  REQUIRE(test::eventually([&] { return passes_seen() == 2; }));
+  // 30 more queue behind them (both threads are busy).
+  for (int k = 2; k < 32; ++k)
+    answers.push_back(f.rt->infer({"a", {rows_input(k, 1)}}));
+  // One pass ends; its thread takes half of the 31 rows queued or running (16), not all 30: the
+  // other thread, back soon, takes the rest.
+  permit(1);
+  REQUIRE(test::eventually([&] { return passes_seen() == 3; }));
+  permit(-1);
+  for (auto& a : answers) {
+    REQUIRE(a.wait_for(10s) == std::future_status::ready);
+    CHECK(a.get());
+  }
+  // What follows depends on which thread the open gate wakes first (16 + 14, or 16 + 8 + 6, ...):
+  // every row ran once, in passes no larger than the first share.
+  std::lock_guard<std::mutex> lock(gate->mutex);
+  REQUIRE(gate->passes.size() >= 4);
+  CHECK(std::vector<std::uint64_t>(gate->passes.begin(), gate->passes.begin() + 3) ==
+        std::vector<std::uint64_t>{1, 1, 16});
+  std::uint64_t rows = 0;
+  for (auto r : gate->passes) {
+    CHECK(r <= 16);
+    rows += r;
+  }
+  CHECK(rows == 32);
 }
 
 TEST_CASE("batching options are checked when the runtime starts") {

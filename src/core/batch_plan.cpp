@@ -39,6 +39,21 @@ std::size_t requests_to_run(const std::vector<std::uint64_t>& rows,
   return preferred_prefix > 0 ? preferred_prefix : ends.size();
 }
 
+std::size_t fair_share(const std::vector<std::uint64_t>& rows, std::size_t planned,
+                       std::uint64_t queued_rows, std::uint64_t running_rows, unsigned passes,
+                       const batching_options& options) {
+  if (passes <= 1 || planned <= 1 || options.max_queue_delay.count() != 0 ||
+      !options.preferred_batch.empty())
+    return planned;
+  const auto total = queued_rows + running_rows;
+  const auto share = total / passes + (total % passes != 0);
+  std::size_t n = 1;
+  std::uint64_t sum = rows.front();
+  while (n < planned && n < rows.size() && sum + rows[n] <= share)
+    sum += rows[n++];
+  return n;
+}
+
 std::string check_batching(const batching_options& options) {
   if (!options.enabled()) return {};
   if (options.preferred_batch.size() > max_preferred_sizes)

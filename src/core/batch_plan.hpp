@@ -29,6 +29,19 @@ namespace warm {
 std::size_t requests_to_run(const std::vector<std::uint64_t>& rows,
                             std::chrono::microseconds waited, const batching_options& options);
 
+// How many of the `planned` requests (requests_to_run's answer for `rows`) one of `passes`
+// concurrent passes of a model takes, when `queued_rows` rows are queued in all and its other
+// passes run `running_rows`: a fair share of the model's work, ceil((queued_rows + running_rows) /
+// passes) rows, and at least the first request. The rest waits for the model's other passes (each
+// is back at the queue when it ends, and with a thread to spare the caller starts one more), so a
+// pass does not take everything that arrived while the others ran and leave them the few that
+// come next. Only without a delay (max_queue_delay 0), where what is left is ready to run at once:
+// with a delay, a cut batch would wait for more. Unchanged, too, with one pass or preferred sizes
+// (the planned size is one of them).
+std::size_t fair_share(const std::vector<std::uint64_t>& rows, std::size_t planned,
+                       std::uint64_t queued_rows, std::uint64_t running_rows, unsigned passes,
+                       const batching_options& options);
+
 // invalid: a preferred size of 0 or over max_batch, more than max_preferred_sizes of them, a
 // zero max_queue while batching, or a setting past its limit below; the message names the field.
 // Empty when valid. Every registration is checked so, whoever made it (a client, a served-models

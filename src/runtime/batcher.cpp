@@ -105,6 +105,7 @@ void batcher::submit(std::shared_ptr<acquired> held, infer_request request, std:
     }
     const auto now = std::chrono::steady_clock::now();
     q->items.push_back(item{std::move(held), std::move(request), rows, std::move(done), now});
+    q->queued_rows += rows;
     // Like a model instance that is free: a thread not running this model's passes starts a pass
     // now, when the plan says one is ready (a running drain plans again before it ends).
     if (q->drains >= work_.threads()) return;
@@ -135,13 +136,22 @@ void batcher::drain(const std::shared_ptr<queue>& shared) {
       }
       n = ready(q, now);  // stopping: nothing waits any more
     }
+    thread_local std::vector<std::uint64_t> rows;
+    rows.clear();
+    for (std::size_t k = 0; k < n; ++k)
+      rows.push_back(q.items[k].rows);
+    n = fair_share(rows, n, q.queued_rows, q.running_rows, q.drains, q.options);
     std::deque<item> batch;
+    std::uint64_t taken = 0;
     for (std::size_t k = 0; k < n; ++k) {
       metrics_.batch_queue_delay.observe(
           std::chrono::duration<double>(now - q.items.front().queued).count());
+      taken += q.items.front().rows;
       batch.push_back(std::move(q.items.front()));
       q.items.pop_front();
     }
+    q.queued_rows -= taken;
+    q.running_rows += taken;
     // A backlog past this batch: another drain serves it on another thread meanwhile.
     const bool help = !q.items.empty() && q.drains < work_.threads() && ready(q, now) > 0;
     if (help) ++q.drains;
@@ -149,6 +159,7 @@ void batcher::drain(const std::shared_ptr<queue>& shared) {
     if (help) work_.submit([this, shared] { drain(shared); });
     run(batch);
     lock.lock();
+    q.running_rows -= taken;
   }
 }
 

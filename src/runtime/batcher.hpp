@@ -5,8 +5,11 @@
 // runtime's inference threads: it runs that batch as one inference of all its rows, answers each
 // request with its own rows, and goes on while batches are ready. While more than one batch is
 // queued, another drain starts, up to one per inference thread, so a backlog is served by every
-// core. A batch that waits for more requests (max_queue_delay) waits on the batcher's timer
-// thread, never on an inference thread: when the delay ends, the timer starts a drain.
+// core. Without a delay, while several drains serve a model, each takes a fair share of its work
+// (batch_plan's fair_share): one drain does not take everything that arrived while the others
+// ran. A batch that
+// waits for more requests (max_queue_delay) waits on the batcher's timer thread, never on an
+// inference thread: when the delay ends, the timer starts a drain.
 //
 // Each model is batched with the runtime's default options or the options its registration set
 // (set_model_options). Past max_queue queued requests a request is refused at once with
@@ -76,6 +79,8 @@ class batcher {
     std::mutex mutex;
     batching_options options;
     std::deque<item> items;
+    std::uint64_t queued_rows = 0;    // the rows of `items`
+    std::uint64_t running_rows = 0;   // rows the drains took and have not answered yet
     unsigned drains = 0;              // drain tasks running: at most one an inference thread
     std::optional<time_point> armed;  // the timer's deadline for this queue, if one is set
     bool retired = false;             // dropped from queues_: submit must look again
