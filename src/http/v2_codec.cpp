@@ -9,6 +9,7 @@
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
+#include "http/float_text.hpp"
 #include "http/v2_elements.hpp"
 #include "http/v2_fast.hpp"
 #include "http/v2_parse.hpp"
@@ -224,26 +225,27 @@ expected<tensor> decode_input(const json& in, std::size_t index, data_values* da
   return t;
 }
 
-// The most a float takes as written below ("-1.17549435e-38": sign, 9 digits, point, exponent),
-// with room to spare, and its separator.
-constexpr std::size_t max_float_chars = 24;
+// The most a float takes as written below, with its separator, and the room its writer may
+// scribble past the text (float_text.hpp).
+constexpr std::size_t max_float_chars = float_text_max + 1;
 
-// Writes `value` at `at` (max_float_chars bytes free) and answers the end: the shortest text
-// that reads back as the same float (std::to_chars's, which fmt writes with Dragonbox in less
-// than two thirds of the time), or null for NaN and the infinities, which JSON lacks. Negative
-// zero is "-0.0": JSON parsers read "-0" as the integer 0 and lose the sign.
+// Writes `value` at `at` (float_text_room bytes free) and answers the end: the shortest text
+// that reads back as the same float (float_text.hpp: std::to_chars's digits, in a third of fmt's
+// time), or null for NaN and the infinities, which JSON lacks. Negative zero is "-0.0": JSON
+// parsers read "-0" as the integer 0 and lose the sign.
 char* write_float(char* at, float value) {
   if (!std::isfinite(value)) return std::copy_n("null", 4, at);
   if (value == 0 && std::signbit(value)) return std::copy_n("-0.0", 4, at);
-  return fmt::format_to(at, FMT_COMPILE("{}"), value);
+  return write_shortest(at, value);
 }
 
 // Appends `values` (FP32 bytes) as a JSON array's elements, written in place: the string grows
-// once by the most they can take and is cut back to what they took.
+// once by the most they can take (and the writer's scratch room) and is cut back to what they
+// took.
 void append_floats(std::string& out, const std::vector<std::byte>& values) {
   std::size_t n = values.size() / sizeof(float);
   std::size_t start = out.size();
-  out.resize(start + n * max_float_chars);
+  out.resize(start + n * max_float_chars + float_text_room);
   char* at = out.data() + start;
   for (std::size_t i = 0; i < n; ++i) {
     float v;
