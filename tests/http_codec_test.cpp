@@ -230,6 +230,14 @@ TEST_CASE("responses, metadata and errors are JSON clients can read back") {
   CHECK(o["data"][1].get<float>() == -2.5f);
   CHECK(o["data"][2].is_null());  // NaN has no JSON form
   CHECK(json::parse(encode_infer_response(r, "")).count("id") == 0);
+  // The wait as the JSON library writes a double: 0.0 for a hit, as written for any other.
+  CHECK(encode_infer_response(r, "").find("\"warm_load_wait_ms\":0.0}") != std::string::npos);
+  for (double waited : {-0.0, 12.5, 1e-7, 250.0}) {
+    r.load_wait_ms = waited;
+    CHECK(encode_infer_response(r, "").find("\"warm_load_wait_ms\":" + json(waited).dump() + "}") !=
+          std::string::npos);
+  }
+  r.load_wait_ms = 0;
 
   model_metadata meta;
   meta.id = "m";

@@ -69,6 +69,10 @@ struct connection {
   clock::time_point head_at;     // its head was complete: the body deadline counts from here
   clock::time_point reading_at;  // the gate began reading the body: the rate rule counts from here
   bool expect_continue = false;  // the client waits for 100 Continue before it sends the body
+  // Its socket's addresses as httplib asks for them on every request, looked up on the first
+  // (a socket's addresses do not change); port -1: not looked up yet.
+  std::string remote_ip, local_ip;
+  int remote_port = -1, local_port = -1;
 };
 
 // One read or write that never waits.
@@ -183,11 +187,17 @@ class gate_stream final : public httplib::Stream {
     }
   }
 
+  // The connection's addresses, looked up once per connection (two system calls and two
+  // inet_ntop a request otherwise).
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    address(::getpeername, ip, port);
+    if (c_.remote_port < 0) address(::getpeername, c_.remote_ip, c_.remote_port);
+    ip = c_.remote_ip;
+    port = c_.remote_port;
   }
   void get_local_ip_and_port(std::string& ip, int& port) const override {
-    address(::getsockname, ip, port);
+    if (c_.local_port < 0) address(::getsockname, c_.local_ip, c_.local_port);
+    ip = c_.local_ip;
+    port = c_.local_port;
   }
   socket_t socket() const override { return c_.fd; }
 

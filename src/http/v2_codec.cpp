@@ -426,7 +426,11 @@ std::string encode_infer_response(const infer_result& result, const std::string&
   }
   out += ",\"parameters\":{\"warm_cache_hit\":";
   out += result.cache_hit ? "true" : "false";
-  out += ",\"warm_load_wait_ms\":" + dump(result.load_wait_ms) + "},\"outputs\":[";
+  out += ",\"warm_load_wait_ms\":";
+  // A hit waited for nothing: the text the JSON library writes for 0.0, without building a value.
+  out += result.load_wait_ms == 0 && !std::signbit(result.load_wait_ms) ? "0.0"
+                                                                        : dump(result.load_wait_ms);
+  out += "},\"outputs\":[";
   for (std::size_t i = 0; i < result.outputs.size(); ++i) {
     const auto& t = result.outputs[i];
     if (i) out += ',';
