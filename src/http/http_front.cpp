@@ -21,6 +21,7 @@
 #include "http/decode_budget.hpp"
 #include "http/front_routes.hpp"
 #include "http/front_server.hpp"
+#include "http/infer_wait.hpp"
 #include "net/front_access.hpp"
 #include "net/listen.hpp"
 #include "net/login_limiter.hpp"
@@ -239,7 +240,7 @@ void front::impl::infer(const httplib::Request& req, const std::string& body,
   auto decoded = decode_infer_request(body, options.limits, json_length);
   if (!decoded) return reply_error(res, decoded.error());
   decoded->request.target = target.empty() ? std::string(req.matches[1]) : std::move(target);
-  auto result = wait(rt.infer(std::move(decoded->request)), options.request_timeout);
+  auto result = infer_and_wait(rt, std::move(decoded->request), options.request_timeout);
   if (!result) return reply_error(res, result.error());
   if (auto chosen = v2::select_outputs(*result, decoded->outputs); !chosen)
     return reply_error(res, chosen.error());
