@@ -563,6 +563,17 @@ TEST_CASE("the fast path keeps several requested outputs in order with their own
 }
 
 TEST_CASE("the fast path declines what it cannot tell apart, and the general parser decides") {
+  // A shape whose elements the body is too short to hold: left to the general parser (which
+  // names the count), before the fast path sizes a tensor for it.
+  const std::string huge =
+      R"({"inputs":[{"name":"a","shape":[16000000],"datatype":"FP32","data":[1,2]}]})";
+  CHECK_FALSE(fast_decode_infer_request(huge, nullptr, {}));
+  auto refused = decode_infer_request(huge);
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message, Catch::Contains("needs 16000000"));
+  // The shortest body that holds its shape's numbers is still the fast path's.
+  CHECK(
+      fast_path_takes(R"({"inputs":[{"name":"a","shape":[3],"datatype":"FP32","data":[1,2,3]}]})"));
   // "-0" in a shape is nlohmann's signed integer (refused) but simdjson's 0.
   CHECK_FALSE(
       fast_path_takes(R"({"inputs":[{"name":"a","shape":[-0,2],"datatype":"FP32","data":[]}]})"));

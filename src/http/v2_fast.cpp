@@ -57,20 +57,23 @@ bool number(dom::element e, float& out) {
   return true;
 }
 
-// Appends `data`'s numbers, row-major, flattening nested arrays; false on anything else or past
-// `max_count` numbers.
-bool flatten(dom::array data, int depth, std::vector<float>& out, std::uint64_t max_count) {
+// Writes `data`'s numbers, row-major, flattening nested arrays, as floats into `out` from
+// element `n` on (advancing it); false on anything else or past `max_count` numbers (`out` holds
+// max_count floats).
+bool flatten(dom::array data, int depth, std::byte* out, std::uint64_t& n,
+             std::uint64_t max_count) {
   for (dom::element e : data) {
     if (e.type() == element_type::ARRAY) {
       dom::array inner;
       if (depth >= max_data_depth || e.get_array().get(inner) ||
-          !flatten(inner, depth + 1, out, max_count))
+          !flatten(inner, depth + 1, out, n, max_count))
         return false;
       continue;
     }
     float v;
-    if (out.size() >= max_count || !number(e, v)) return false;
-    out.push_back(v);
+    if (n >= max_count || !number(e, v)) return false;
+    std::memcpy(out + n * sizeof(float), &v, sizeof v);
+    ++n;
   }
   return true;
 }
@@ -79,8 +82,9 @@ bool boolean(dom::element e, bool& out) {
   return e.type() == element_type::BOOL && !e.get_bool().get(out);
 }
 
-// An input object; `binary` as fast_decode_infer_request's.
-std::optional<tensor> input(dom::object in, std::string_view* binary, const decode_limits& limits) {
+// An input object; `binary` as fast_decode_infer_request's; `json_bytes`: the JSON's length.
+std::optional<tensor> input(dom::object in, std::string_view* binary, const decode_limits& limits,
+                            std::size_t json_bytes) {
   std::string_view name, datatype;
   dom::array shape, data;
   bool has_name = false, has_datatype = false, has_shape = false, has_data = false,
@@ -131,11 +135,13 @@ std::optional<tensor> input(dom::object in, std::string_view* binary, const deco
     binary->remove_prefix(binary_size);
     return t;
   }
-  std::vector<float> values;
-  values.reserve(count);
-  if (!flatten(data, 1, values, count) || values.size() != count) return std::nullopt;
-  t.data.resize(values.size() * sizeof(float));
-  std::memcpy(t.data.data(), values.data(), t.data.size());
+  // Straight into the tensor's bytes, once the JSON is long enough to hold `count` numbers (each a
+  // digit and a comma at least): a short body naming a huge shape is left to the general parser,
+  // and never makes this one fill memory for it.
+  if (count > (json_bytes + 1) / 2) return std::nullopt;
+  t.data.resize(count * sizeof(float));
+  std::uint64_t written = 0;
+  if (!flatten(data, 1, t.data.data(), written, count) || written != count) return std::nullopt;
   return t;
 }
 
@@ -190,7 +196,7 @@ std::optional<v2_request> fast_decode_infer_request(std::string_view json,
   for (dom::element e : inputs) {
     dom::object in;
     if (e.get_object().get(in)) return std::nullopt;
-    auto t = input(in, binary ? &*binary : nullptr, limits);
+    auto t = input(in, binary ? &*binary : nullptr, limits, json.size());
     if (!t) return std::nullopt;
     out.request.inputs.push_back(std::move(*t));
   }
