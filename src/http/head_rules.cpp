@@ -1,7 +1,6 @@
 #include "http/conn_gate.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,11 +26,17 @@ head_scan scan_head(std::string_view bytes, const head_limits& limits, head_prog
 
 namespace {
 
+// ASCII's lower case, whatever the C locale says (HTTP's names and tokens are ASCII); inline, where
+// std::tolower is a call per byte.
+char ascii_lower(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
 // Whether `line` is a header line named `name` (lower case), matched without regard to case.
 bool names(std::string_view line, std::string_view name) {
   if (line.size() <= name.size() || line[name.size()] != ':') return false;
   for (std::size_t i = 0; i < name.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(line[i])) != name[i]) return false;
+    if (ascii_lower(line[i]) != name[i]) return false;
   return true;
 }
 
@@ -52,7 +57,7 @@ bool is_100_continue(std::string_view line) {
   auto value = value_of(line, "expect");
   if (value.size() != expected.size()) return false;
   for (std::size_t i = 0; i < value.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(value[i])) != expected[i]) return false;
+    if (ascii_lower(value[i]) != expected[i]) return false;
   return true;
 }
 
