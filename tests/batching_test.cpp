@@ -51,6 +51,47 @@ auto batching(std::uint64_t max_batch, std::chrono::microseconds delay,
   };
 }
 
+// Holds every pass at the device until permitted, recording its rows on arrival.
+struct pass_gate {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::uint64_t> passes;  // rows of each pass, in the order they reached the device
+  int permits = 0;                    // -1: open
+
+  std::size_t seen() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return passes.size();
+  }
+  std::vector<std::uint64_t> rows() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return passes;
+  }
+  // Lets n more passes through; n < 0 opens the gate until close().
+  void permit(int n) {
+    std::lock_guard<std::mutex> lock(mutex);
+    permits = n < 0 ? -1 : permits + n;
+    changed.notify_all();
+  }
+  void close() {
+    std::lock_guard<std::mutex> lock(mutex);
+    permits = 0;
+  }
+  // Makes `o`'s devices host devices that pass through this gate.
+  void install(runtime_options& o) {
+    o.make_device = [this](const device_spec& spec) -> expected<std::unique_ptr<device>> {
+      host_device_hooks hooks;
+      hooks.before_run = [this](std::uint64_t rows) {
+        std::unique_lock<std::mutex> lock(mutex);
+        passes.push_back(rows);
+        changed.notify_all();
+        changed.wait(lock, [&] { return permits != 0; });
+        if (permits > 0) --permits;
+      };
+      return make_host_device(*spec.capacity, "host", std::move(hooks));
+    };
+  }
+};
+
 }  // namespace
 
 TEST_CASE("requests that waited for a cold load share one pass, each answered with its own rows") {
@@ -292,37 +333,13 @@ TEST_CASE("concurrent clients of a batched model each get their own rows (random
 
 TEST_CASE(
     "while another pass runs, a freed thread takes a fair share of the queue, not all of it") {
-  // Each pass waits at the device for a permit; the rows of every pass are recorded on entry.
-  struct turnstile {
-    std::mutex mutex;
-    std::condition_variable changed;
-    std::vector<std::uint64_t> passes;  // rows of each pass, in the order they reached the device
-    int permits = 0;                    // -1: open
-  };
-  auto gate = std::make_shared<turnstile>();
-  auto passes_seen = [gate] {
-    std::lock_guard<std::mutex> lock(gate->mutex);
-    return gate->passes.size();
-  };
-  auto permit = [gate](int n) {
-    std::lock_guard<std::mutex> lock(gate->mutex);
-    gate->permits = n < 0 ? -1 : gate->permits + n;
-    gate->changed.notify_all();
-  };
+  auto gate = std::make_shared<pass_gate>();
+  auto passes_seen = [gate] { return gate->seen(); };
+  auto permit = [gate](int n) { gate->permit(n); };
   test::runtime_fixture f({"a"}, {"host:64KiB"}, 2, [gate](runtime_options& o) {
     batching(32, 0us)(o);
     o.inference_threads = 2;
-    o.make_device = [gate](const device_spec& spec) -> expected<std::unique_ptr<device>> {
-      host_device_hooks hooks;
-      hooks.before_run = [gate](std::uint64_t rows) {
-        std::unique_lock<std::mutex> lock(gate->mutex);
-        gate->passes.push_back(rows);
-        gate->changed.notify_all();
-        gate->changed.wait(lock, [&] { return gate->permits != 0; });
-        if (gate->permits > 0) --gate->permits;
-      };
-      return make_host_device(*spec.capacity, "host", std::move(hooks));
-    };
+    gate->install(o);
   });
   f.register_all();
   REQUIRE(f.rt->ensure_loaded("a", true).get());
@@ -346,12 +363,12 @@ TEST_CASE(
   }
   // What follows depends on which thread the open gate wakes first (16 + 14, or 16 + 8 + 6, ...):
   // every row ran once, in passes no larger than the first share.
-  std::lock_guard<std::mutex> lock(gate->mutex);
-  REQUIRE(gate->passes.size() >= 4);
-  CHECK(std::vector<std::uint64_t>(gate->passes.begin(), gate->passes.begin() + 3) ==
+  const auto passes = gate->rows();
+  REQUIRE(passes.size() >= 4);
+  CHECK(std::vector<std::uint64_t>(passes.begin(), passes.begin() + 3) ==
         std::vector<std::uint64_t>{1, 1, 16});
   std::uint64_t rows = 0;
-  for (auto r : gate->passes) {
+  for (auto r : passes) {
     CHECK(r <= 16);
     rows += r;
   }
@@ -367,4 +384,110 @@ TEST_CASE("batching options are checked when the runtime starts") {
   REQUIRE_FALSE(refused);
   CHECK(refused.error().code == errc::invalid_argument);
   CHECK(refused.error().message == "batching: preferred batch size 9 is outside 1..8");
+}
+
+TEST_CASE("without batching settings, the waiters of a cold load and a backlog share passes") {
+  // Reference answers: the same requests, one pass each, with automatic batching off.
+  test::runtime_fixture plain({"a"}, {"host:64KiB"}, 2,
+                              [](runtime_options& o) { o.auto_batch = 0; });
+  plain.register_all();
+  std::vector<std::vector<float>> reference;
+  for (int k = 0; k < 12; ++k) {
+    auto r = plain.rt->infer({"a", {rows_input(k, 1)}}).get();
+    REQUIRE(r);
+    reference.push_back(floats_of(r->outputs.front()));
+  }
+  CHECK(plain.rt->metrics().batch_rows.read().count == 0);  // off: no pass is a batched one
+
+  auto gate = std::make_shared<pass_gate>();
+  test::runtime_fixture f({"a"}, {"host:64KiB"}, 2, [gate](runtime_options& o) {
+    o.inference_threads = 2;  // the defaults otherwise: auto_batch 32, every hit inline
+    gate->install(o);
+  });
+  f.register_all();
+  f.loader->hold();
+  std::vector<std::future<expected<infer_result>>> answers;
+  for (int k = 0; k < 12; ++k)
+    answers.push_back(f.rt->infer({"a", {rows_input(k, 1)}}));
+  REQUIRE(test::eventually([&] { return f.loader->loads_of("a") == 1; }));
+  f.loader->open_gate();
+  // The first waiters start a pass on each thread at once (no delay); held there, the rest queue
+  // behind them (each holding its lease) and share what follows.
+  REQUIRE(test::eventually([&] {
+    auto st = f.rt->status("a").get();
+    return gate->seen() == 2 && st && st->in_flight == 12;
+  }));
+  gate->permit(-1);
+  for (int k = 0; k < 12; ++k) {
+    INFO("request " << k);
+    REQUIRE(answers[k].wait_for(20s) == std::future_status::ready);
+    auto r = answers[k].get();
+    REQUIRE(r);
+    CHECK_FALSE(r->cache_hit);
+    auto got = floats_of(r->outputs.front());
+    REQUIRE(got.size() == reference[k].size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      CHECK(got[i] == Approx(reference[k][i]).epsilon(1e-5));
+  }
+  auto passes = gate->rows();
+  CHECK(passes.size() <= 4);  // 1 + 1, then the ten queued in one or two passes
+  std::uint64_t rows = 0;
+  for (auto r : passes)
+    rows += r;
+  CHECK(rows == 12);
+  CHECK(f.rt->metrics().batch_rows.read().sum == 12);
+
+  // A hit the caller runs itself is never queued: it runs alone, at once, on this thread.
+  const auto before = gate->seen();
+  const auto batched = f.rt->metrics().batch_rows.read().count;
+  REQUIRE(f.rt->infer({"a", {rows_input(0, 1)}}).get());
+  CHECK(gate->seen() == before + 1);
+  CHECK(f.rt->metrics().batch_rows.read().count == batched);
+}
+
+TEST_CASE(
+    "automatic batching: hits over the inline limit queue; a registration's max_batch 0 and "
+    "auto_batch 0 keep a model out") {
+  auto gate = std::make_shared<pass_gate>();
+  test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2, [gate](runtime_options& o) {
+    o.inference_threads = 1;
+    o.inline_inference_limit = 0;  // every hit goes to the inference thread
+    gate->install(o);
+  });
+  model_info never("b");
+  never.batching = batching_options{};  // its own settings: max_batch 0, never batched
+  REQUIRE(f.rt->register_model("a", model_info("a"), true, true).get());
+  REQUIRE(f.rt->register_model("b", never, true, true).get());
+  // Hold the thread with one pass of "a", queue nine hits of each model behind it.
+  const auto seen = gate->seen();
+  std::vector<std::future<expected<infer_result>>> a, b;
+  a.push_back(f.rt->infer({"a", {rows_input(0, 1)}}));
+  REQUIRE(test::eventually([&] { return gate->seen() == seen + 1; }));
+  for (int k = 1; k < 10; ++k) {
+    a.push_back(f.rt->infer({"a", {rows_input(k, 1)}}));
+    b.push_back(f.rt->infer({"b", {rows_input(k, 1)}}));
+  }
+  gate->permit(-1);
+  for (auto* list : {&a, &b})
+    for (auto& r : *list) {
+      REQUIRE(r.wait_for(20s) == std::future_status::ready);
+      CHECK(r.get());
+    }
+  auto passes = gate->rows();
+  passes.erase(passes.begin(), passes.begin() + static_cast<std::ptrdiff_t>(seen));
+  // "a": 1, then its nine queued hits in one pass; "b": nine passes of one row.
+  CHECK(std::count(passes.begin(), passes.end(), 9u) == 1);
+  CHECK(std::count(passes.begin(), passes.end(), 1u) == 10);
+  CHECK(passes.size() == 11);
+  CHECK(f.rt->metrics().batch_rows.read().sum == 10);
+}
+
+TEST_CASE("auto_batch is checked when the runtime starts") {
+  runtime_options o;
+  o.repositories = {"."};
+  o.auto_batch = 65537;
+  auto refused = runtime::create(o);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == errc::invalid_argument);
+  CHECK(refused.error().message == "auto_batch is over 65536");
 }

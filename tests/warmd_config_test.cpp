@@ -405,20 +405,24 @@ TEST_CASE("config: dynamic batching from the file and the command line, with its
   CHECK(defaults.c.max_batch == 0);  // off
   CHECK(defaults.c.max_queue_delay == "0");
   CHECK(defaults.c.batch_queue == 1024);
+  CHECK(defaults.c.auto_batch == 32);  // automatic batching on
   parsed file;
   REQUIRE(
       file.apply("max-batch = 64\nmax-queue-delay = \"500us\"\npreferred-batch = [16, "
-                 "64]\nbatch-queue = 9\n"));
+                 "64]\nbatch-queue = 9\nauto-batch = 0\n"));
   CHECK(file.c.max_batch == 64);
+  CHECK(file.c.auto_batch == 0);
   CHECK(warm::warmd::parse_duration(file.c.max_queue_delay).value() ==
         std::chrono::microseconds(500));
   CHECK(file.c.preferred_batch == std::vector<std::uint64_t>{16, 64});
   CHECK(file.c.batch_queue == 9);
   parsed flag;
-  const char* argv[] = {"warmd", "--max-batch", "8", "--preferred-batch", "2,4"};
-  flag.app.parse(5, argv);
-  REQUIRE(flag.apply("max-batch = 64\npreferred-batch = [16]\n"));
+  const char* argv[] = {"warmd", "--max-batch",  "8", "--preferred-batch",
+                        "2,4",   "--auto-batch", "64"};
+  flag.app.parse(7, argv);
+  REQUIRE(flag.apply("max-batch = 64\npreferred-batch = [16]\nauto-batch = 4\n"));
   CHECK(flag.c.max_batch == 8);
+  CHECK(flag.c.auto_batch == 64);
   CHECK(flag.c.preferred_batch == std::vector<std::uint64_t>{2, 4});
   struct refusal {
     const char* text;
@@ -427,6 +431,8 @@ TEST_CASE("config: dynamic batching from the file and the command line, with its
   for (auto [text, message] : std::vector<refusal>{
            {"max-batch = 65537\n", "key \"max-batch\" must be an integer from 0 to 65536 (line 1)"},
            {"max-batch = -1\n", "key \"max-batch\" must be an integer from 0 to 65536 (line 1)"},
+           {"auto-batch = 65537\n",
+            "key \"auto-batch\" must be an integer from 0 to 65536 (line 1)"},
            {"batch-queue = 0\n",
             "key \"batch-queue\" must be an integer from 1 to 1048576 (line 1)"},
            {"\npreferred-batch = [4, 0]\n",

@@ -93,6 +93,13 @@ struct runtime_options {
   // registered without its own (model_info::batching); off by default. For a model that batches,
   // a hit is queued for its model's next pass on the inference threads instead of running inline.
   batching_options batching;
+  // Automatic batching, while `batching` is off, of every model with a batch dimension that runs
+  // in this process and whose registration sets no batching of its own: the inferences that go to
+  // the inference threads anyway (the waiters of a cold load, a backlog of hits over
+  // inline_inference_limit) share passes of up to this many rows, with no delay (what is queued
+  // runs as soon as a thread is free). Hits run on the caller's thread are never queued. 0 or 1:
+  // off. At most 65536.
+  std::uint64_t auto_batch = 32;
   std::uint32_t blas_threads =
       1;  // host threads per inference (BLAS, libtorch; process-wide), 0 = leave as is
   std::shared_ptr<const clock> time;     // default: the steady clock

@@ -9,8 +9,17 @@
 
 namespace warm {
 
-batcher::batcher(batching_options defaults, executor& work, runtime_metrics& metrics)
+batching_options batcher::automatic_options(std::uint64_t max_batch) {
+  batching_options o;
+  o.max_batch = max_batch;
+  o.max_queue = max_queue_limit;  // the inference threads' own queue refuses nothing
+  return o;
+}
+
+batcher::batcher(batching_options defaults, std::uint64_t automatic, executor& work,
+                 runtime_metrics& metrics)
     : defaults_(std::move(defaults)),
+      automatic_(automatic_options(automatic)),
       work_(work),
       metrics_(metrics),
       any_batched_(defaults_.enabled()) {
@@ -24,12 +33,19 @@ batcher::~batcher() {
 bool batcher::batches(const std::string& model) const {
   if (!any_batched_.load(std::memory_order_acquire)) return false;
   std::lock_guard<std::mutex> lock(queues_mutex_);
+  auto it = overrides_.find(model);
+  return (it == overrides_.end() ? defaults_ : it->second).enabled();
+}
+
+bool batcher::batches_queued(const std::string& model) const {
+  if (!any_batched_.load(std::memory_order_acquire) && !automatic_.enabled()) return false;
+  std::lock_guard<std::mutex> lock(queues_mutex_);
   return options_of(model).enabled();
 }
 
 const batching_options& batcher::options_of(const std::string& model) const {
-  auto it = overrides_.find(model);
-  return it == overrides_.end() ? defaults_ : it->second;
+  if (auto it = overrides_.find(model); it != overrides_.end()) return it->second;
+  return defaults_.enabled() ? defaults_ : automatic_;
 }
 
 void batcher::set_model_options(const std::string& model, std::optional<batching_options> options) {
@@ -231,18 +247,19 @@ void batcher::stop() {
 }
 
 // Runs `batch` in passes, one per run of requests leased on the same slot (a reload between two
-// requests gives them different weights), and answers each request with its rows. A pass joins
-// each input's rows in request order (every input's first dimension is the batch: the model's io
-// is batched) and splits each output's rows back the same way.
+// requests gives them different weights) within the model's largest batch, and answers each request
+// with its rows. A pass joins each input's rows in request order (every input's first dimension is
+// the batch: the model's io is batched) and splits each output's rows back the same way.
 void batcher::run(std::deque<item>& batch) {
   while (!batch.empty()) {
     auto& lease = batch.front().held->lease;
+    // Each request is within the model's largest batch (checked when it was queued); so is a pass.
+    const auto limit = lease.model().max_batch();
     std::size_t n = 1;
-    while (n < batch.size() && &batch[n].held->lease.slot() == &lease.slot())
-      ++n;
-    std::uint64_t rows = 0;
-    for (std::size_t k = 0; k < n; ++k)
-      rows += batch[k].rows;
+    std::uint64_t rows = batch.front().rows;
+    while (n < batch.size() && &batch[n].held->lease.slot() == &lease.slot() &&
+           batch[n].rows <= limit - rows)
+      rows += batch[n++].rows;
 
     expected<std::vector<tensor>> ran = std::vector<tensor>{};
     if (n == 1) {

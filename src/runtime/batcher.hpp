@@ -12,8 +12,13 @@
 // inference thread: when the delay ends, the timer starts a drain.
 //
 // Each model is batched with the runtime's default options or the options its registration set
-// (set_model_options). Past max_queue queued requests a request is refused at once with
-// `unavailable`. A queue that empties is dropped, so queues exist only for models in use.
+// (set_model_options): such a model's every inference goes through submit. A model with neither
+// (the runtime's off, its registration silent) is batched automatically when `automatic` > 1: the
+// inferences that go to the inference threads anyway (the waiters of a cold load, hits too heavy
+// for the caller's thread) are queued, in passes of up to `automatic` rows with no delay and a
+// bound that refuses nothing the threads would have taken; hits the caller runs itself are not.
+// Past max_queue queued requests a request is refused at once with `unavailable`. A queue that
+// empties is dropped, so queues exist only for models in use.
 #pragma once
 
 #include <atomic>
@@ -42,14 +47,21 @@ class batcher {
   // outlive the batcher's last drain: call stop(), then destroy `work` (which runs what is
   // queued), then the batcher. Destroyed without stop(), requests still queued are dropped
   // unanswered (their callbacks destroyed).
-  batcher(batching_options defaults, executor& work, runtime_metrics& metrics);
+  batcher(batching_options defaults, std::uint64_t automatic, executor& work,
+          runtime_metrics& metrics);
   ~batcher();
   batcher(const batcher&) = delete;
   batcher& operator=(const batcher&) = delete;
 
-  // Whether `model`'s inferences go through submit (its options batch). Lock-free while no model
-  // is batched.
+  // Whether every inference of `model` goes through submit, a hit the caller could run included:
+  // the runtime's options or its own batch it. Lock-free while no model is so batched.
   bool batches(const std::string& model) const;
+  // Whether `model`'s inferences bound for the inference threads go through submit: batches(), or
+  // automatic batching covers it.
+  bool batches_queued(const std::string& model) const;
+
+  // The options of a model batched automatically.
+  static batching_options automatic_options(std::uint64_t max_batch);
 
   // Queues `request` (inputs checked: `rows` rows for the leased model) to run on `held`'s lease.
   // `done` is called once: with the request's own rows, or an error (the pass failed, or the
@@ -87,7 +99,9 @@ class batcher {
   };
 
   std::shared_ptr<queue> queue_of(const std::string& model);
-  const batching_options& options_of(const std::string& model) const;  // queues_mutex_ held
+  // The options `model` is batched with: its own, the defaults, or the automatic ones (disabled
+  // when none batch it); queues_mutex_ held.
+  const batching_options& options_of(const std::string& model) const;
   // How many of q's requests run now (batch_plan); q.mutex held.
   std::size_t ready(const queue& q, time_point now) const;
   // Makes the timer start a drain of `q` at `deadline` (or sooner); q.mutex held. False once the
@@ -103,6 +117,7 @@ class batcher {
   std::multimap<time_point, std::shared_ptr<queue>> stop_timer();
 
   const batching_options defaults_;
+  const batching_options automatic_;  // enabled() when automatic batching is on
   executor& work_;
   runtime_metrics& metrics_;
 

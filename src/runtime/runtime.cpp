@@ -94,6 +94,9 @@ expected<void> check_options(const runtime_options& o) {
     return make_error(errc::invalid_argument, "version_settle may not be negative");
   if (auto why = check_batching(o.batching); !why.empty())
     return make_error(errc::invalid_argument, "batching: " + why);
+  if (o.auto_batch > max_batch_limit)
+    return make_error(errc::invalid_argument,
+                      "auto_batch is over " + std::to_string(max_batch_limit));
   return {};
 }
 
@@ -182,8 +185,8 @@ expected<std::unique_ptr<runtime>> runtime::create(runtime_options options) {
   impl->tier = remote->tier;
   impl->fetcher = std::move(remote->fetcher);
 
-  impl->batcher =
-      std::make_unique<warm::batcher>(options.batching, *impl->executor, *impl->metrics);
+  impl->batcher = std::make_unique<warm::batcher>(options.batching, options.auto_batch,
+                                                  *impl->executor, *impl->metrics);
   loader_pool_config pool;
   pool.metrics = impl->metrics;
   pool.devices = impl->devices;
@@ -448,7 +451,11 @@ void submit_batched(runtime_impl& impl, std::shared_ptr<acquired> held, infer_re
 // before `done` is called (execute), the slot reference right after.
 void submit_inference(runtime_impl& impl, std::shared_ptr<acquired> held, infer_request request,
                       callback<infer_result> done) {
-  if (impl.batcher->batches(held->model) && held->lease.model().io().batched)
+  // Automatic batching only where a pass runs in this process: the batcher calls the blocking
+  // run(), and a model runtime's inference would hold an inference thread while it works.
+  const auto& m = held->lease.model();
+  if (m.io().batched && (m.host_id().empty() ? impl.batcher->batches_queued(held->model)
+                                             : impl.batcher->batches(held->model)))
     return submit_batched(impl, std::move(held), std::move(request), std::move(done));
   auto task = std::make_shared<std::pair<infer_request, callback<infer_result>>>(std::move(request),
                                                                                  std::move(done));

@@ -2,7 +2,8 @@
 //
 // One runtime serves two copies of the same model (1024 -> 1024 -> 1024 by default, 8 MiB of
 // weights, loaded before timing): "batched" registered with its own batching options
-// (--max-batch, --max-queue-delay), "plain" with none (the runtime's default: not batched). Both
+// (--max-batch, --max-queue-delay), "plain" with max_batch 0 (never batched, not even
+// automatically). Both
 // run on the runtime's inference threads (the hit-path inline limit is warmd's), so the two
 // phases differ in batching alone. `clients` threads each send batch-1 inferences in a closed
 // loop (the next request when the last is answered), at one model per phase; phases alternate,
@@ -151,7 +152,9 @@ int run_batch(const batch_options& options) {
   batched.batching = batching_options{};
   batched.batching->max_batch = options.max_batch;
   batched.batching->max_queue_delay = options.max_queue_delay;
-  for (auto [id, info] : {std::pair{"batched", batched}, std::pair{"plain", model_info("plain")}}) {
+  model_info plain("plain");
+  plain.batching = batching_options{};  // max_batch 0: never batched, automatically or not
+  for (auto [id, info] : {std::pair{"batched", batched}, std::pair{"plain", plain}}) {
     if (auto r = rt.register_model(id, info, true, true).get(); !r)
       return fail(std::string(id) + ": " + r.error().to_string());
   }

@@ -12,7 +12,8 @@ expected<std::unique_ptr<runtime>> single_model_runtime(const scratch_dir& dir,
                                                         const std::string& id,
                                                         const std::vector<std::uint64_t>& layers,
                                                         std::string* model_path,
-                                                        const batching_options& batching) {
+                                                        const batching_options& batching,
+                                                        std::optional<std::uint64_t> auto_batch) {
   auto path = (dir.path() / "repo" / id / "1" / model_file_name).string();
   if (auto r = write_dense_model(path, {layers, activation::relu, 1}); !r)
     return std::move(r).error();
@@ -24,6 +25,7 @@ expected<std::unique_ptr<runtime>> single_model_runtime(const scratch_dir& dir,
   options.repositories = {(dir.path() / "repo").string()};
   options.state_dir = (dir.path() / "state").string();
   options.batching = batching;
+  if (auto_batch) options.auto_batch = *auto_batch;
   auto created = runtime::create(options);
   if (!created) return created;
   if (auto r = (*created)->register_model(id, {id}).get(); !r) return std::move(r).error();

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -42,6 +43,7 @@ struct coldstorm_options {
   std::string kind =
       "ensure";  // "ensure": ensureLoaded(sync) requests; "infer": batch-1 inferences
   std::uint64_t max_batch = 0;  // the runtime's dynamic batching (0: off), for --kind infer
+  std::optional<std::uint64_t> auto_batch;  // the runtime's automatic batching; none: its default
 };
 // `coldstorm`: N concurrent inferences (callback API) at one registered, unloaded model. Reports
 // how many loads ran (1 is the contract), the load time and when the last answer arrived;
@@ -228,12 +230,12 @@ class scratch_dir {
 
 // A runtime over `dir`/repo holding one registered dense model `id` with these layer widths, on a
 // host device with room for it (at least 1 GiB). *model_path gets the model file's path;
-// `batching` is the runtime's (off by default).
-expected<std::unique_ptr<runtime>> single_model_runtime(const scratch_dir& dir,
-                                                        const std::string& id,
-                                                        const std::vector<std::uint64_t>& layers,
-                                                        std::string* model_path = nullptr,
-                                                        const batching_options& batching = {});
+// `batching` is the runtime's (off by default), `auto_batch` its automatic batching (none: the
+// runtime's default).
+expected<std::unique_ptr<runtime>> single_model_runtime(
+    const scratch_dir& dir, const std::string& id, const std::vector<std::uint64_t>& layers,
+    std::string* model_path = nullptr, const batching_options& batching = {},
+    std::optional<std::uint64_t> auto_batch = std::nullopt);
 // single_model_runtime with the model loaded (ensure_loaded, sync): every call on it is a hit.
 expected<std::unique_ptr<runtime>> loaded_single_model_runtime(
     const scratch_dir& dir, const std::string& id, const std::vector<std::uint64_t>& layers,

@@ -59,7 +59,8 @@ int run_coldstorm(const coldstorm_options& options) {
   batching.max_batch = options.max_batch;
   batching.max_queue =
       std::max<std::uint64_t>(1024, options.requests);  // the whole storm may queue
-  auto created = single_model_runtime(dir, id, options.layers, nullptr, batching);
+  auto created =
+      single_model_runtime(dir, id, options.layers, nullptr, batching, options.auto_batch);
   if (!created) return fail(created.error().to_string());
   auto& rt = *created;
 
@@ -111,21 +112,23 @@ int run_coldstorm(const coldstorm_options& options) {
   auto [first, last] = std::minmax_element(answered_at.begin(), answered_at.end());
   double last_ms = ms_between(t0, *last);
   double load_ms = st->loads.mean_ms;
-  nlohmann::ordered_json out{{"scenario", "coldstorm"},
-                             {"kind", options.kind},
-                             {"max_batch", options.max_batch},
-                             {"requests", options.requests},
-                             {"loads", st->loads.count},
-                             {"answered", options.requests - errors.load()},
-                             {"errors", errors.load()},
-                             {"load_ms", load_ms},
-                             {"last_answer_ms", last_ms},
-                             {"ratio", load_ms > 0 ? last_ms / load_ms : 0.0},
-                             {"layers", options.layers},
-                             {"issue_ms", ms_between(t0, issued)},
-                             {"first_answer_ms", ms_between(t0, *first)},
-                             {"hits", hits.load()},
-                             {"infer_ms", percentile(infer_ms, 50)}};
+  nlohmann::ordered_json out{
+      {"scenario", "coldstorm"},
+      {"kind", options.kind},
+      {"max_batch", options.max_batch},
+      {"auto_batch", options.auto_batch ? *options.auto_batch : runtime_options{}.auto_batch},
+      {"requests", options.requests},
+      {"loads", st->loads.count},
+      {"answered", options.requests - errors.load()},
+      {"errors", errors.load()},
+      {"load_ms", load_ms},
+      {"last_answer_ms", last_ms},
+      {"ratio", load_ms > 0 ? last_ms / load_ms : 0.0},
+      {"layers", options.layers},
+      {"issue_ms", ms_between(t0, issued)},
+      {"first_answer_ms", ms_between(t0, *first)},
+      {"hits", hits.load()},
+      {"infer_ms", percentile(infer_ms, 50)}};
   std::printf("%s\n", out.dump().c_str());
   if (errors.load() != 0)
     return fail(std::to_string(errors.load()) + " requests failed; first: " + first_error);

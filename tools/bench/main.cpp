@@ -79,6 +79,11 @@ int main(int argc, char** argv) {
       ->add_option("--max-batch", coldstorm.max_batch, "Dynamic batching: rows per pass (0: off)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65536));
+  coldstorm_cmd
+      ->add_option("--auto-batch", coldstorm.auto_batch,
+                   "Automatic batching while --max-batch is 0: rows per pass (0: off; default: "
+                   "the runtime's)")
+      ->check(CLI::Range(0, 65536));
   coldstorm_cmd->callback([&] {
     auto widths = warm::parse_widths(coldstorm_layers);
     if (!widths) {

@@ -234,6 +234,12 @@ void add_options(CLI::App& app, config& c, std::string& config_file) {
                  "Dynamic batching: requests queued per model before refusing")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--auto-batch", c.auto_batch,
+                 "Automatic batching while --max-batch is 0: inferences queued for the inference "
+                 "threads (cold-load waiters, a backlog) share passes of up to this many rows, "
+                 "with no delay (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65536));
   app.add_option("--http", c.http,
                  "Serve KServe V2 HTTP and /metrics on HOST:PORT (loopback unless --allow-remote) "
                  "or unix:PATH (mode 0600, no token)");

@@ -75,6 +75,9 @@ struct config {
   std::string max_queue_delay = "0";           // how long a batch that is not full waits for more
   std::vector<std::uint64_t> preferred_batch;  // batch sizes run as soon as formed
   std::uint64_t batch_queue = 1024;            // requests queued per model; past it: unavailable
+  // Automatic batching while max_batch is 0 (runtime_options::auto_batch): the inferences queued
+  // for the inference threads share passes of up to this many rows, with no delay; 0: off.
+  std::uint64_t auto_batch = 32;
   // The policies' tuning (docs/policies.md; defaults as in warm::policy_options).
   std::string rescore_period = "1s";    // the importance scorer's rebuild period
   std::string iam_rate = "ewma";        // iam's request-rate estimator: ewma or window

@@ -356,12 +356,13 @@ expected<void> apply_config_text(std::string_view text, const std::string& name,
       auto v = integer();
       if (!v || *v < 1) return bad(key, "a positive integer");
       if (!given(key)) c.max_models = static_cast<std::uint64_t>(*v);
-    } else if (key == "max-batch" || key == "batch-queue") {
+    } else if (key == "max-batch" || key == "batch-queue" || key == "auto-batch") {
       const bool queue = key == "batch-queue";
       auto v = integer();
       if (!v || *v < (queue ? 1 : 0) || *v > (queue ? (1 << 20) : 65536))
         return bad(key, queue ? "an integer from 1 to 1048576" : "an integer from 0 to 65536");
-      if (!given(key)) (queue ? c.batch_queue : c.max_batch) = static_cast<std::uint64_t>(*v);
+      auto& into = queue ? c.batch_queue : key == "auto-batch" ? c.auto_batch : c.max_batch;
+      if (!given(key)) into = static_cast<std::uint64_t>(*v);
     } else if (key == "preferred-batch") {
       auto* list = node.as_array();
       if (!list) return bad(key, "an array of integers from 1 to 65536");

@@ -268,6 +268,7 @@ expected<runtime_options> runtime_options_from(const config& c) {
       std::chrono::duration_cast<std::chrono::microseconds>(*queue_delay);
   options.batching.preferred_batch = c.preferred_batch;
   options.batching.max_queue = c.batch_queue;
+  options.auto_batch = c.auto_batch;
   auto poll = parse_duration(c.poll_seconds);
   if (!poll) return bad("--poll-seconds: " + poll.error().message);
   if (*poll < std::chrono::milliseconds(1)) return bad("--poll-seconds must be at least 0.001");
