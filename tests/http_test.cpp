@@ -153,6 +153,9 @@ TEST_CASE("infer loads on demand, then hits; nested and flat data agree with the
   REQUIRE(again);
   auto hit = json::parse(again->body);
   CHECK(hit["parameters"]["warm_cache_hit"] == true);
+  // One Content-Type, naming the charset (so that httplib does not compress the answer).
+  CHECK(again->get_header_value("Content-Type") == "application/json; charset=utf-8");
+  CHECK(again->get_header_value_count("Content-Type") == 1);
   CHECK(hit["outputs"] == body["outputs"]);
 
   // The HTTP request's rows are all 0.25 and all 1.25: the same two rows sent to the runtime

@@ -9,12 +9,18 @@ namespace warm::http::front_detail {
 
 using json = nlohmann::json;
 
+void set_body(httplib::Response& res, std::string body, const char* content_type) {
+  res.body = std::move(body);
+  res.headers.erase("Content-Type");  // every one, whatever its case (httplib's headers map)
+  res.set_header("Content-Type", content_type);
+}
+
 void reply_json(httplib::Response& res, int status, std::string body) {
   res.status = status;
   // With the charset named, httplib does not compress the answer for a client that accepts
   // gzip or brotli: compressing costs far more CPU than loopback or LAN bytes (brotli's default
   // level took a second for a 350 KB console page of models).
-  res.set_content(std::move(body), "application/json; charset=utf-8");
+  set_body(res, std::move(body), "application/json; charset=utf-8");
 }
 
 void reply_error(httplib::Response& res, const warm::error& e) {

@@ -252,7 +252,7 @@ void front::impl::infer(const httplib::Request& req, const std::string& body,
   auto answer = encode_infer_response(*result, decoded->id, binary, &header_bytes);
   res.status = 200;
   res.set_header(json_length_header, std::to_string(header_bytes));
-  res.set_content(std::move(answer), "application/octet-stream");
+  set_body(res, std::move(answer), "application/octet-stream");
 }
 
 void front::impl::metadata(const httplib::Request& req, httplib::Response& res) {
@@ -313,7 +313,7 @@ void front::impl::metrics(httplib::Response& res) {
   res.status = 200;
   auto text = prometheus_text(rt.metrics(), rt.devices(), p);
   if (options.extra_metrics) text += options.extra_metrics();
-  res.set_content(std::move(text), "text/plain; version=0.0.4; charset=utf-8");
+  set_body(res, std::move(text), "text/plain; version=0.0.4; charset=utf-8");
 }
 
 expected<std::unique_ptr<front>> front::start(runtime& rt, front_options options) {
