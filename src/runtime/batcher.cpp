@@ -176,6 +176,13 @@ void batcher::drain(const std::shared_ptr<queue>& shared) {
     run(batch);
     lock.lock();
     q.running_rows -= taken;
+    // While other work waits for the threads (another model's passes or inferences), this
+    // model's next pass waits its turn behind it: a steady backlog does not hold a thread.
+    if (!q.items.empty() && work_.others_waiting()) {
+      lock.unlock();
+      work_.submit([this, shared] { drain(shared); });
+      return;
+    }
   }
 }
 

@@ -3,13 +3,13 @@
 // Each model with a request queued has a queue. A request joins it with its lease (checked inputs
 // only). Whenever batch_plan says the queue holds a batch to run now, a drain task runs on the
 // runtime's inference threads: it runs that batch as one inference of all its rows, answers each
-// request with its own rows, and goes on while batches are ready. While more than one batch is
-// queued, another drain starts, up to one per inference thread, so a backlog is served by every
-// core. Without a delay, while several drains serve a model, each takes a fair share of its work
-// (batch_plan's fair_share): one drain does not take everything that arrived while the others
-// ran. A batch that
-// waits for more requests (max_queue_delay) waits on the batcher's timer thread, never on an
-// inference thread: when the delay ends, the timer starts a drain.
+// request with its own rows, and goes on while batches are ready (behind any other task waiting
+// for the threads: it submits itself again rather than hold its thread from them). While more than
+// one batch is queued, another drain starts, up to one per inference thread, so a backlog is served
+// by every core. Without a delay, while several drains serve a model, each takes a fair share of
+// its work (batch_plan's fair_share): one drain does not take everything that arrived while the
+// others ran. A batch that waits for more requests (max_queue_delay) waits on the batcher's timer
+// thread, never on an inference thread: when the delay ends, the timer starts a drain.
 //
 // Each model is batched with the runtime's default options or the options its registration set
 // (set_model_options): such a model's every inference goes through submit. A model with neither

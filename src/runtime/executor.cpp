@@ -27,6 +27,11 @@ void executor::submit(std::function<void()> task) {
   ready_.notify_one();
 }
 
+bool executor::others_waiting() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !tasks_.empty();
+}
+
 void executor::run() {
   for (;;) {
     std::function<void()> task;

@@ -27,6 +27,10 @@ class executor {
 
   unsigned threads() const { return static_cast<unsigned>(threads_.size()); }
 
+  // Whether tasks wait for a thread: a task that could go on (a batcher's drain) goes to the back
+  // of the line instead, so one model's backlog does not hold the threads from the others.
+  bool others_waiting();
+
  private:
   void run();
 
