@@ -32,14 +32,14 @@ batcher::~batcher() {
 
 bool batcher::batches(const std::string& model) const {
   if (!any_batched_.load(std::memory_order_acquire)) return false;
-  std::lock_guard<std::mutex> lock(queues_mutex_);
+  std::shared_lock<std::shared_mutex> lock(queues_mutex_);
   auto it = overrides_.find(model);
   return (it == overrides_.end() ? defaults_ : it->second).enabled();
 }
 
 bool batcher::batches_queued(const std::string& model) const {
   if (!any_batched_.load(std::memory_order_acquire) && !automatic_.enabled()) return false;
-  std::lock_guard<std::mutex> lock(queues_mutex_);
+  std::shared_lock<std::shared_mutex> lock(queues_mutex_);
   return options_of(model).enabled();
 }
 
@@ -49,7 +49,7 @@ const batching_options& batcher::options_of(const std::string& model) const {
 }
 
 void batcher::set_model_options(const std::string& model, std::optional<batching_options> options) {
-  std::lock_guard<std::mutex> lock(queues_mutex_);
+  std::lock_guard<std::shared_mutex> lock(queues_mutex_);
   if (auto it = overrides_.find(model); it != overrides_.end()) {
     batched_overrides_ -= it->second.enabled();
     overrides_.erase(it);
@@ -66,7 +66,12 @@ void batcher::set_model_options(const std::string& model, std::optional<batching
 }
 
 std::shared_ptr<batcher::queue> batcher::queue_of(const std::string& model) {
-  std::lock_guard<std::mutex> lock(queues_mutex_);
+  {
+    // Most requests find their model's queue: readers do not wait for one another.
+    std::shared_lock<std::shared_mutex> lock(queues_mutex_);
+    if (auto it = queues_.find(model); it != queues_.end()) return it->second;
+  }
+  std::lock_guard<std::shared_mutex> lock(queues_mutex_);
   auto& q = queues_[model];
   if (!q) {
     q = std::make_shared<queue>();
@@ -160,8 +165,6 @@ void batcher::drain(const std::shared_ptr<queue>& shared) {
     std::deque<item> batch;
     std::uint64_t taken = 0;
     for (std::size_t k = 0; k < n; ++k) {
-      metrics_.batch_queue_delay.observe(
-          std::chrono::duration<double>(now - q.items.front().queued).count());
       taken += q.items.front().rows;
       batch.push_back(std::move(q.items.front()));
       q.items.pop_front();
@@ -173,6 +176,8 @@ void batcher::drain(const std::shared_ptr<queue>& shared) {
     if (help) ++q.drains;
     lock.unlock();
     if (help) work_.submit([this, shared] { drain(shared); });
+    for (const auto& i : batch)
+      metrics_.batch_queue_delay.observe(std::chrono::duration<double>(now - i.queued).count());
     run(batch);
     lock.lock();
     q.running_rows -= taken;
@@ -189,7 +194,7 @@ void batcher::drain(const std::shared_ptr<queue>& shared) {
 void batcher::retire_if_idle(const std::shared_ptr<queue>& q, std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   {
-    std::lock_guard<std::mutex> queues_lock(queues_mutex_);
+    std::lock_guard<std::shared_mutex> queues_lock(queues_mutex_);
     lock.lock();
     if (!q->items.empty() || q->drains > 0 || q->retired) return;
     q->retired = true;

@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -121,7 +122,7 @@ class batcher {
   executor& work_;
   runtime_metrics& metrics_;
 
-  mutable std::mutex queues_mutex_;  // before any queue's mutex, when both are held
+  mutable std::shared_mutex queues_mutex_;  // before any queue's mutex, when both are held
   std::unordered_map<std::string, std::shared_ptr<queue>> queues_;  // models with requests queued
   std::unordered_map<std::string, batching_options> overrides_;     // per-model options
   std::size_t batched_overrides_ = 0;                               // overrides that batch

@@ -429,22 +429,30 @@ void count_outcome(runtime_metrics& m, const clock& time, const expected<infer_r
   }
 }
 
-// Queues a held lease's inference for its model's next batched pass (inputs checked here: a
-// refused request is answered at once, its lease given back first).
+// Queues a held lease's inference, its inputs checked (`rows` rows), for its model's next batched
+// pass.
 void submit_batched(runtime_impl& impl, std::shared_ptr<acquired> held, infer_request request,
-                    callback<infer_result> done) {
-  auto rows = check_leased(held->lease, request);
+                    std::uint64_t rows, callback<infer_result> done) {
   auto counted = [metrics = impl.metrics, time = impl.time, arrived = held->arrived,
                   done = std::move(done)](expected<infer_result> result) {
     count_outcome(*metrics, *time, result, arrived);
     done(std::move(result));
   };
+  impl.batcher->submit(std::move(held), std::move(request), rows, std::move(counted));
+}
+
+// submit_batched for inputs not checked yet: a refused request is answered at once, its lease
+// given back first.
+void check_and_submit_batched(runtime_impl& impl, std::shared_ptr<acquired> held,
+                              infer_request request, callback<infer_result> done) {
+  auto rows = check_leased(held->lease, request);
   if (!rows) {
     held->lease.reset();
     held->slot.reset();
-    return counted(std::move(rows).error());
+    count_outcome(*impl.metrics, *impl.time, rows.error(), held->arrived);
+    return done(std::move(rows).error());
   }
-  impl.batcher->submit(std::move(held), std::move(request), *rows, std::move(counted));
+  submit_batched(impl, std::move(held), std::move(request), *rows, std::move(done));
 }
 
 // Runs a held lease's inference on the executor and answers from there. The lease is released
@@ -456,7 +464,7 @@ void submit_inference(runtime_impl& impl, std::shared_ptr<acquired> held, infer_
   const auto& m = held->lease.model();
   if (m.io().batched && (m.host_id().empty() ? impl.batcher->batches_queued(held->model)
                                              : impl.batcher->batches(held->model)))
-    return submit_batched(impl, std::move(held), std::move(request), std::move(done));
+    return check_and_submit_batched(impl, std::move(held), std::move(request), std::move(done));
   auto task = std::make_shared<std::pair<infer_request, callback<infer_result>>>(std::move(request),
                                                                                  std::move(done));
   impl.executor->submit([impl = &impl, held = std::move(held), task = std::move(task)] {
@@ -499,8 +507,8 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
       // Inputs are checked once, here: a refused request is answered at once, whatever its size.
       auto batch = check_leased(lease, request);
       const auto& m = lease.model();
-      if (batch && ((i.batcher->batches(served) && m.io().batched) ||
-                    m.cost(*batch) > i.options.inline_inference_limit)) {
+      const bool batched = batch && m.io().batched && i.batcher->batches(served);
+      if (batched || (batch && m.cost(*batch) > i.options.inline_inference_limit)) {
         // Batched, or too heavy for the caller's thread: the lease travels with the task, and a
         // reference to the slot with it (the guard covers this thread only).
         auto held = std::make_shared<acquired>();
@@ -509,6 +517,8 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
         held->lease = std::move(lease);
         held->hit = true;
         held->arrived = now;
+        if (batched)
+          return submit_batched(i, std::move(held), std::move(request), *batch, std::move(done));
         return submit_inference(i, std::move(held), std::move(request), std::move(done));
       }
       answered = batch ? run_checked(std::move(lease), served, request, *batch, true, 0)

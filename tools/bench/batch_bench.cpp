@@ -26,7 +26,19 @@
 //                            clients can fill when every thread runs one
 //   exec_rows_per_s_clients  rows per second at exec_batch_clients, median over rounds
 //   ceiling_clients          exec_rows_per_s_clients / exec_rows_per_s_1
+// Where the time goes, from the process's CPU time and context switches (getrusage) over each
+// phase, clients and runtime together, medians over rounds:
+//   cpu_us_per_request_on/off     CPU time per answered request (both cores' worth)
+//   exec_cpu_us_per_row_1/clients CPU time per row of the ceiling's phases at batch 1 and at
+//                                 exec_batch_clients rows
+//   overhead_us_on/off            what a request costs beyond its rows' arithmetic:
+//                                 cpu_us_per_request_on - exec_cpu_us_per_row_clients, and
+//                                 cpu_us_per_request_off - exec_cpu_us_per_row_1
+//   switches_per_request_on/off   context switches (voluntary and not) per answered request
+//   idle_on/off                   the share of the cores' time the process did not use
 // A request that fails, or a phase without answers, exits non-zero.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -48,6 +60,29 @@ namespace warm::bench {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+
+// The process's CPU time (user + system, seconds) and context switches so far.
+struct usage {
+  double cpu = 0;
+  double switches = 0;
+};
+usage usage_now() {
+  rusage r{};
+  ::getrusage(RUSAGE_SELF, &r);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return {seconds(r.ru_utime) + seconds(r.ru_stime),
+          static_cast<double>(r.ru_nvcsw) + static_cast<double>(r.ru_nivcsw)};
+}
+
+// What a phase used: CPU seconds and switches between `before` and now, and the wall seconds.
+struct phase_usage {
+  double cpu = 0, switches = 0, wall = 0;
+};
+phase_usage used_since(const usage& before, clock_type::time_point start) {
+  auto now = usage_now();
+  return {now.cpu - before.cpu, now.switches - before.switches,
+          std::chrono::duration<double>(clock_type::now() - start).count()};
+}
 
 // `clients` closed-loop threads against `model` for `seconds`.
 phase_result run_phase(runtime& rt, const std::string& model, const tensor& input, int clients,
@@ -176,21 +211,37 @@ int run_batch(const batch_options& options) {
   const auto input = random_input(options.layers.front(), 3);
   const double phase_seconds = options.seconds / (2.0 * options.rounds);
   std::vector<double> rps_on, rps_off, lat_on, lat_off, exec_1, exec_max, exec_clients;
+  std::vector<double> cpu_on, cpu_off, cpu_row_1, cpu_row_clients, switches_on, switches_off,
+      idle_on, idle_off;
   const auto passes_before = rt.metrics().batch_rows.read();
   for (int round = 0; round < options.rounds; ++round) {
     // The ceiling's phases first, in rotated order, each as long as a runtime phase.
     const std::vector<std::pair<std::uint64_t, std::vector<double>*>> execs{
         {1, &exec_1}, {options.max_batch, &exec_max}, {clients_batch, &exec_clients}};
     for (const auto& [rows, into] : rotated_order(execs, round)) {
+      const auto before = usage_now();
+      const auto start = clock_type::now();
       auto rate =
           exec_phase(**dev, **resident, options.layers.front(), rows, threads, phase_seconds);
       if (!rate)
         return fail("exec at batch " + std::to_string(rows) + ": " + rate.error().to_string());
       into->push_back(*rate);
+      const auto used = used_since(before, start);
+      if (into == &exec_1) cpu_row_1.push_back(1e6 * used.cpu / (*rate * used.wall));
+      if (into == &exec_clients) cpu_row_clients.push_back(1e6 * used.cpu / (*rate * used.wall));
     }
     for (int k = 0; k < 2; ++k) {
       const bool on = (k + round) % 2 == 0;
+      const auto before = usage_now();
+      const auto start = clock_type::now();
       auto phase = run_phase(rt, on ? "batched" : "plain", input, options.clients, phase_seconds);
+      const auto used = used_since(before, start);
+      const double answered = phase.rps * used.wall;
+      if (answered > 0) {
+        (on ? cpu_on : cpu_off).push_back(1e6 * used.cpu / answered);
+        (on ? switches_on : switches_off).push_back(used.switches / answered);
+        (on ? idle_on : idle_off).push_back(1 - used.cpu / (used.wall * threads));
+      }
       if (phase.failures)
         return fail(std::to_string(phase.failures) + " requests failed; first: " + phase.failure);
       if (phase.latencies_us.empty()) return fail("a phase had no answers");
@@ -231,7 +282,17 @@ int run_batch(const batch_options& options) {
       {"of_ceiling", ceiling > 0 ? ratio / ceiling : 0.0},
       {"exec_batch_clients", clients_batch},
       {"exec_rows_per_s_clients", eclients},
-      {"ceiling_clients", e1 > 0 ? eclients / e1 : 0.0}};
+      {"ceiling_clients", e1 > 0 ? eclients / e1 : 0.0},
+      {"cpu_us_per_request_on", median(cpu_on)},
+      {"cpu_us_per_request_off", median(cpu_off)},
+      {"exec_cpu_us_per_row_1", median(cpu_row_1)},
+      {"exec_cpu_us_per_row_clients", median(cpu_row_clients)},
+      {"overhead_us_on", median(cpu_on) - median(cpu_row_clients)},
+      {"overhead_us_off", median(cpu_off) - median(cpu_row_1)},
+      {"switches_per_request_on", median(switches_on)},
+      {"switches_per_request_off", median(switches_off)},
+      {"idle_on", median(idle_on)},
+      {"idle_off", median(idle_off)}};
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }
