@@ -418,7 +418,19 @@ std::string encode_infer_response(const infer_result& result, const std::string&
 std::string encode_infer_response(const infer_result& result, const std::string& id,
                                   const std::vector<bool>& binary, std::size_t* json_length) {
   auto is_binary = [&](std::size_t i) { return i < binary.size() && binary[i]; };
-  std::string out = "{\"model_name\":";
+  // Room for the whole answer at once (an estimate: a JSON element takes at most
+  // max_float_chars, a name is written once), so that it is not copied as it grows.
+  std::size_t room = 256 + result.model.size() + id.size();
+  for (std::size_t i = 0; i < result.outputs.size(); ++i) {
+    const auto& t = result.outputs[i];
+    room += 128 + t.name.size() + 24 * t.shape.size();
+    const auto size = dtype_size(t.type);
+    room += is_binary(i) ? t.data.size()
+                         : (size ? t.data.size() / size : 0) * max_float_chars + float_text_room;
+  }
+  std::string out;
+  out.reserve(room);
+  out = "{\"model_name\":";
   append_string(out, result.model);
   if (!id.empty()) {
     out += ",\"id\":";

@@ -121,6 +121,7 @@ std::optional<tensor> input(dom::object in, std::string_view* binary, const deco
   if (shape.size() > max_dimensions) return std::nullopt;
   const std::uint64_t max_count = limits.max_tensor_bytes / sizeof(float);
   std::uint64_t count = 1;
+  t.shape.reserve(shape.size());
   for (dom::element d : shape) {
     std::uint64_t dim = 0;
     if (!positive_integer(d, dim) || count > max_count / dim) return std::nullopt;
