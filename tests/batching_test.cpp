@@ -18,6 +18,7 @@
 
 #include "gpu/host_device.hpp"
 #include "support/runtime_fixture.hpp"
+#include "warm/model_loader.hpp"
 #include "warm/model_repository.hpp"
 #include "warm/model_writer.hpp"
 
@@ -77,17 +78,21 @@ struct pass_gate {
     std::lock_guard<std::mutex> lock(mutex);
     permits = 0;
   }
+  // What a pass calls on arrival: records its rows, then waits for a permit.
+  std::function<void(std::uint64_t)> hook() {
+    return [this](std::uint64_t rows) {
+      std::unique_lock<std::mutex> lock(mutex);
+      passes.push_back(rows);
+      changed.notify_all();
+      changed.wait(lock, [&] { return permits != 0; });
+      if (permits > 0) --permits;
+    };
+  }
   // Makes `o`'s devices host devices that pass through this gate.
   void install(runtime_options& o) {
     o.make_device = [this](const device_spec& spec) -> expected<std::unique_ptr<device>> {
       host_device_hooks hooks;
-      hooks.before_run = [this](std::uint64_t rows) {
-        std::unique_lock<std::mutex> lock(mutex);
-        passes.push_back(rows);
-        changed.notify_all();
-        changed.wait(lock, [&] { return permits != 0; });
-        if (permits > 0) --permits;
-      };
+      hooks.before_run = hook();
       return make_host_device(*spec.capacity, "host", std::move(hooks));
     };
   }
@@ -527,4 +532,116 @@ TEST_CASE("a model's backlog of passes waits its turn behind other work for the 
   auto passes = gate->rows();
   passes.erase(passes.begin(), passes.begin() + static_cast<std::ptrdiff_t>(seen));
   CHECK(passes == std::vector<std::uint64_t>{1, 1, 2, 2});
+}
+
+namespace {
+
+// A batched model with a dynamic inner dimension: input [-1, -1] F32, output [-1, 1], each row's
+// sum. Holds every pass at `gate` until permitted.
+class row_sums final : public resident_model {
+ public:
+  row_sums(std::unique_ptr<resident_model> inner, std::shared_ptr<pass_gate> gate)
+      : resident_model(inner->owner(), io_of()), inner_(std::move(inner)), gate_(std::move(gate)) {}
+  static model_io io_of() {
+    model_io io;
+    io.batched = true;
+    io.inputs = {{"input", dtype::f32, {-1, -1}}};
+    io.outputs = {{"sum", dtype::f32, {-1, 1}}};
+    return io;
+  }
+  std::uint64_t bytes() const override { return inner_->bytes(); }
+  std::uint64_t cost(std::uint64_t batch) const override { return batch; }
+  expected<std::vector<tensor>> run(const std::vector<tensor>& inputs,
+                                    std::uint64_t batch) const override {
+    gate_->hook()(batch);
+    const auto& in = inputs.front();
+    const auto width = in.shape.back();
+    if (in.shape.front() != batch || in.data.size() != batch * width * sizeof(float))
+      return make_error(errc::invalid_argument, "rows and bytes disagree");
+    tensor out;
+    out.name = "sum";
+    out.type = dtype::f32;
+    out.shape = {batch, 1};
+    out.data.resize(batch * sizeof(float));
+    for (std::uint64_t r = 0; r < batch; ++r) {
+      float sum = 0;
+      for (std::uint64_t c = 0; c < width; ++c) {
+        float v;
+        std::memcpy(&v, in.data.data() + (r * width + c) * sizeof(float), sizeof v);
+        sum += v;
+      }
+      std::memcpy(out.data.data() + r * sizeof(float), &sum, sizeof sum);
+    }
+    return std::vector<tensor>{std::move(out)};
+  }
+
+ private:
+  std::unique_ptr<resident_model> inner_;
+  std::shared_ptr<pass_gate> gate_;
+};
+
+class row_sums_loader final : public model_loader {
+ public:
+  explicit row_sums_loader(std::shared_ptr<pass_gate> gate) : gate_(std::move(gate)) {}
+  expected<std::unique_ptr<resident_model>> load(device& dev, const model_location& where,
+                                                 memory_reservation reservation,
+                                                 load_stats* stats) override {
+    auto loaded = files_.load(dev, where, std::move(reservation), stats);
+    if (!loaded) return loaded;
+    return std::unique_ptr<resident_model>(std::make_unique<row_sums>(std::move(*loaded), gate_));
+  }
+
+ private:
+  std::shared_ptr<pass_gate> gate_;
+  file_loader files_;
+};
+
+// One row of `width` values k, k + 1, ...: its sum is width * k + width * (width - 1) / 2.
+tensor row_of(std::uint64_t width, float k) {
+  tensor t;
+  t.name = "input";
+  t.type = dtype::f32;
+  t.shape = {1, width};
+  std::vector<float> values(width);
+  for (std::uint64_t c = 0; c < width; ++c)
+    values[c] = k + static_cast<float>(c);
+  t.data.resize(width * sizeof(float));
+  std::memcpy(t.data.data(), values.data(), t.data.size());
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("requests with different inner dimensions never share a pass") {
+  auto gate = std::make_shared<pass_gate>();
+  test::runtime_fixture f({"a"}, {"host:64KiB"}, 2, [gate](runtime_options& o) {
+    o.inference_threads = 1;
+    o.inline_inference_limit = 0;  // hits go to the thread, automatically batched
+    o.loader = std::make_shared<row_sums_loader>(gate);
+  });
+  gate->permit(-1);
+  f.register_all(true);
+  REQUIRE(f.rt->ensure_loaded("a", true).get());
+  gate->close();
+  const auto seen = gate->seen();
+  std::vector<std::future<expected<infer_result>>> answers;
+  const std::vector<std::uint64_t> widths{2, 2, 2, 3, 3, 2};
+  answers.push_back(f.rt->infer({"a", {row_of(widths[0], 0)}}));  // held at the model
+  REQUIRE(test::eventually([&] { return gate->seen() == seen + 1; }));
+  for (std::size_t k = 1; k < widths.size(); ++k)
+    answers.push_back(f.rt->infer({"a", {row_of(widths[k], static_cast<float>(k))}}));
+  gate->permit(-1);
+  for (std::size_t k = 0; k < widths.size(); ++k) {
+    INFO("request " << k);
+    REQUIRE(answers[k].wait_for(20s) == std::future_status::ready);
+    auto r = answers[k].get();
+    REQUIRE(r);
+    REQUIRE(r->outputs.front().shape == std::vector<std::uint64_t>{1, 1});
+    const auto w = static_cast<float>(widths[k]);
+    CHECK(floats_of(r->outputs.front()).front() == w * static_cast<float>(k) + w * (w - 1) / 2);
+  }
+  // The held row, then 2 + 2 joined, 3 + 3 joined, and the last alone.
+  auto passes = gate->rows();
+  passes.erase(passes.begin(), passes.begin() + static_cast<std::ptrdiff_t>(seen));
+  CHECK(passes == std::vector<std::uint64_t>{1, 2, 2, 1});
 }

@@ -258,10 +258,28 @@ void batcher::stop() {
   }
 }
 
+namespace {
+
+// Whether two checked requests' inputs can be joined row by row: the same types and the same
+// dimensions past the first (a model with dynamic inner dimensions may be sent different ones).
+bool joinable(const infer_request& a, const infer_request& b) {
+  if (a.inputs.size() != b.inputs.size()) return false;
+  for (std::size_t i = 0; i < a.inputs.size(); ++i) {
+    const auto &x = a.inputs[i], &y = b.inputs[i];
+    if (x.type != y.type || x.shape.size() != y.shape.size() || x.shape.empty() ||
+        !std::equal(x.shape.begin() + 1, x.shape.end(), y.shape.begin() + 1))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 // Runs `batch` in passes, one per run of requests leased on the same slot (a reload between two
-// requests gives them different weights) within the model's largest batch, and answers each request
-// with its rows. A pass joins each input's rows in request order (every input's first dimension is
-// the batch: the model's io is batched) and splits each output's rows back the same way.
+// requests gives them different weights) whose inputs can be joined, within the model's largest
+// batch, and answers each request with its rows. A pass joins each input's rows in request order
+// (every input's first dimension is the batch: the model's io is batched) and splits each output's
+// rows back the same way.
 void batcher::run(std::deque<item>& batch) {
   while (!batch.empty()) {
     auto& lease = batch.front().held->lease;
@@ -270,7 +288,7 @@ void batcher::run(std::deque<item>& batch) {
     std::size_t n = 1;
     std::uint64_t rows = batch.front().rows;
     while (n < batch.size() && &batch[n].held->lease.slot() == &lease.slot() &&
-           batch[n].rows <= limit - rows)
+           batch[n].rows <= limit - rows && joinable(batch.front().request, batch[n].request))
       rows += batch[n++].rows;
 
     expected<std::vector<tensor>> ran = std::vector<tensor>{};
