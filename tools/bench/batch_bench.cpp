@@ -13,6 +13,7 @@
 //   p99_us_on/off       99th percentile latency over every request of the phase kind
 //   p99_ratio           p99_us_on / p99_us_off (the target: no worse than 2)
 //   rows_per_pass       mean rows of the batched passes
+//   passes_up_to_rows   the share of the batched passes with at most 1, 2, 4, ... rows
 // And the ceiling batching works toward, measured in the same rounds on a device of its own with
 // the same model: `threads` threads (as many as the runtime's inference threads) each calling
 // device::infer in a loop, at batch 1 and at max_batch, with no runtime between (three more phases
@@ -151,6 +152,21 @@ expected<double> exec_phase(device& dev, const dense_resident& model, std::uint6
   return static_cast<double>(total * batch) / elapsed;
 }
 
+// The share of the batched passes between two readings that had at most each bound's rows
+// ({"1": ..., "2": ..., "4": ...}, up to max_batch).
+nlohmann::ordered_json passes_up_to(const histogram::reading& before,
+                                    const histogram::reading& after) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  const auto count = after.count - before.count;
+  for (std::size_t b = 0; b < after.upper_bounds.size() && count > 0; ++b) {
+    out[std::to_string(static_cast<std::uint64_t>(after.upper_bounds[b]))] =
+        static_cast<double>(after.cumulative[b] - before.cumulative[b]) /
+        static_cast<double>(count);
+    if (after.cumulative[b] - before.cumulative[b] == count) break;
+  }
+  return out;
+}
+
 }  // namespace
 
 int run_batch(const batch_options& options) {
@@ -269,6 +285,7 @@ int run_batch(const batch_options& options) {
       {"p50_us_off", percentile(lat_off, 50)},
       {"rows_per_pass",
        pass_count ? (passes.sum - passes_before.sum) / static_cast<double>(pass_count) : 0.0},
+      {"passes_up_to_rows", passes_up_to(passes_before, passes)},
       {"clients", options.clients},
       {"max_batch", options.max_batch},
       {"max_queue_delay_us", options.max_queue_delay.count()},
