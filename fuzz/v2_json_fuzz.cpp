@@ -4,8 +4,7 @@
 // back through encode_infer_response. Every body the front writes must be valid JSON, and no
 // exception may escape. Differential: whatever the simdjson fast path accepts, the general parser
 // must decode to the very same request — for the body as it is, and split at its first NUL byte
-// into JSON and binary tensor data (the binary extension); and whatever the plain decoder
-// (v2_plain.hpp) accepts, both others decode to the very same request too.
+// into JSON and binary tensor data (the binary extension).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -17,7 +16,6 @@
 #include "fuzz_check.hpp"
 #include "http/v2_codec.hpp"
 #include "http/v2_fast.hpp"
-#include "http/v2_plain.hpp"
 #include "warm/runtime.hpp"
 
 namespace {
@@ -66,18 +64,6 @@ void check_fast_path(std::string_view json, const std::string_view* binary,
   FUZZ_CHECK(same(*fast, *general));
 }
 
-// The plain decoder's answer, when it gives one, is the fast path's and the general parser's.
-void check_plain(std::string_view json, const warm::http::decode_limits& limits) {
-  auto plain = warm::http::plain_decode_infer_request(json, limits);
-  if (!plain) return;
-  auto fast = warm::http::fast_decode_infer_request(json, nullptr, limits);
-  FUZZ_CHECK(fast.has_value());
-  FUZZ_CHECK(same(*plain, *fast));
-  auto general = warm::http::decode_infer_request_general(json, nullptr, limits);
-  FUZZ_CHECK(general.has_value());
-  FUZZ_CHECK(same(*plain, *general));
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -85,7 +71,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   warm::http::decode_limits limits;
   limits.max_tensor_bytes = max_tensor_bytes;
   check_fast_path(body, nullptr, limits);
-  check_plain(body, limits);
   if (auto nul = body.find('\0'); nul != std::string_view::npos) {
     auto binary = body.substr(nul + 1);
     check_fast_path(body.substr(0, nul), &binary, limits);

@@ -13,7 +13,6 @@
 #include "http/v2_elements.hpp"
 #include "http/v2_fast.hpp"
 #include "http/v2_parse.hpp"
-#include "http/v2_plain.hpp"
 #include "v2/v2_common.hpp"
 
 namespace warm::http {
@@ -353,8 +352,6 @@ expected<v2_request> decode_infer_request(std::string_view body, const decode_li
     body = body.substr(0, *json_length);
   }
   const std::string_view* binary_part = binary ? &*binary : nullptr;
-  if (!binary_part)
-    if (auto plain = plain_decode_infer_request(body, limits)) return std::move(*plain);
   if (auto fast = fast_decode_infer_request(body, binary_part, limits)) return std::move(*fast);
   return decode_infer_request_general(body, binary_part, limits);
 }
