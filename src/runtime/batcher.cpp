@@ -320,17 +320,21 @@ void batcher::run(std::deque<item>& batch) {
       batch[k].held->lease.reset();
       batch[k].held->slot.reset();
     }
+    // Every answer is made before the first is given: a woken client that takes this core then
+    // holds up no other answer's copying, and the pass's clients are woken back to back.
+    std::vector<std::pair<callback<infer_result>, expected<infer_result>>> answers;
+    answers.reserve(n);
     std::uint64_t first_row = 0;
     for (std::size_t k = 0; k < n; ++k) {
-      auto done = std::move(batch.front().done);
       auto held = std::move(batch.front().held);
       const auto own = batch.front().rows;
+      answers.emplace_back(std::move(batch.front().done), infer_result{});
       batch.pop_front();
       if (!ran) {
-        done(ran.error());
+        answers.back().second = ran.error();
         continue;
       }
-      infer_result result;
+      auto& result = *answers.back().second;
       if (n == 1) {
         result.outputs = std::move(*ran);
       } else {
@@ -348,11 +352,12 @@ void batcher::run(std::deque<item>& batch) {
         }
       }
       first_row += own;
-      result.model = held->model;
+      result.model = std::move(held->model);
       result.cache_hit = held->hit;
       result.load_wait_ms = held->wait_ms;
-      done(std::move(result));
     }
+    for (auto& [done, answer] : answers)
+      done(std::move(answer));
   }
 }
 
