@@ -441,46 +441,30 @@ void submit_batched(runtime_impl& impl, std::shared_ptr<acquired> held, infer_re
   impl.batcher->submit(std::move(held), std::move(request), rows, std::move(counted));
 }
 
-// submit_batched for inputs not checked yet: a refused request is answered at once, its lease
-// given back first.
-void check_and_submit_batched(runtime_impl& impl, std::shared_ptr<acquired> held,
-                              infer_request request, callback<infer_result> done) {
-  auto rows = check_leased(held->lease, request);
-  if (!rows) {
-    held->lease.reset();
-    held->slot.reset();
-    count_outcome(*impl.metrics, *impl.time, rows.error(), held->arrived);
-    return done(std::move(rows).error());
-  }
-  submit_batched(impl, std::move(held), std::move(request), *rows, std::move(done));
-}
-
-// Runs a held lease's inference on the executor and answers from there. The lease is released
-// before `done` is called (execute), the slot reference right after.
+// Runs a held lease's inference, its inputs checked (`rows` rows): in its model's next batched
+// pass, or on the executor, answering from there. The lease is released before `done` is called
+// (execute), the slot reference right after.
 void submit_inference(runtime_impl& impl, std::shared_ptr<acquired> held, infer_request request,
-                      callback<infer_result> done) {
+                      std::uint64_t rows, callback<infer_result> done) {
   // Automatic batching only where a pass runs in this process: the batcher calls the blocking
   // run(), and a model runtime's inference would hold an inference thread while it works.
   const auto& m = held->lease.model();
   if (m.io().batched && (m.host_id().empty() ? impl.batcher->batches_queued(held->model)
                                              : impl.batcher->batches(held->model)))
-    return check_and_submit_batched(impl, std::move(held), std::move(request), std::move(done));
+    return submit_batched(impl, std::move(held), std::move(request), rows, std::move(done));
   auto task = std::make_shared<std::pair<infer_request, callback<infer_result>>>(std::move(request),
                                                                                  std::move(done));
-  impl.executor->submit([impl = &impl, held = std::move(held), task = std::move(task)] {
+  impl.executor->submit([impl = &impl, held = std::move(held), task = std::move(task), rows] {
     auto answer = [impl, held, task](expected<infer_result> result) {
       held->lease.reset();  // before the callback: the model may be unloaded from here on
       held->slot.reset();
       count_outcome(*impl->metrics, *impl->time, result, held->arrived);
       task->second(std::move(result));
     };
-    auto batch = check_leased(held->lease, task->first);
-    if (!batch) return answer(std::move(batch).error());
     // The model answers when it is done: at once for warm's own devices, later (from a model
     // runtime's link) for a model in another process, this thread free meanwhile.
     held->lease.model().run_then(
-        task->first.inputs, *batch,
-        [held, task, answer, rows = *batch](expected<std::vector<tensor>> ran) {
+        task->first.inputs, rows, [held, task, answer, rows](expected<std::vector<tensor>> ran) {
           ran = checked_outputs(std::move(ran), held->lease.model().io(), held->model,
                                 rows);  // the lease holds it
           if (!ran) return answer(std::move(ran).error());
@@ -492,6 +476,20 @@ void submit_inference(runtime_impl& impl, std::shared_ptr<acquired> held, infer_
           answer(std::move(result));
         });
   });
+}
+
+// submit_inference for a lease a miss waited for: the inputs are checked against the model it
+// got, and a refused request is answered at once, its lease given back first.
+void check_and_submit(runtime_impl& impl, std::shared_ptr<acquired> held, infer_request request,
+                      callback<infer_result> done) {
+  auto rows = check_leased(held->lease, request);
+  if (!rows) {
+    held->lease.reset();
+    held->slot.reset();
+    count_outcome(*impl.metrics, *impl.time, rows.error(), held->arrived);
+    return done(std::move(rows).error());
+  }
+  submit_inference(impl, std::move(held), std::move(request), *rows, std::move(done));
 }
 
 }  // namespace
@@ -519,7 +517,7 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
         held->arrived = now;
         if (batched)
           return submit_batched(i, std::move(held), std::move(request), *batch, std::move(done));
-        return submit_inference(i, std::move(held), std::move(request), std::move(done));
+        return submit_inference(i, std::move(held), std::move(request), *batch, std::move(done));
       }
       answered = batch ? run_checked(std::move(lease), served, request, *batch, true, 0)
                        : expected<infer_result>(std::move(batch).error());
@@ -547,7 +545,7 @@ void runtime::infer(infer_request request, callback<infer_result> done) {
                          return shared->second(std::move(a).error());
                        }
                        a->arrived = now;
-                       submit_inference(*impl, std::make_shared<acquired>(std::move(*a)),
+                       check_and_submit(*impl, std::make_shared<acquired>(std::move(*a)),
                                         std::move(shared->first), std::move(shared->second));
                      }});
 }
