@@ -107,14 +107,15 @@ int run_hol(const hol_options& options);
 
 struct http_options {
   std::vector<std::uint64_t> layers{256, 256};
-  double seconds = 5.0;  // total, split evenly over rounds x 2 phases
+  double seconds = 5.0;  // total, split evenly over rounds x 3 phases
   int connections = 8;   // client threads (one keep-alive httplib::Client each) per phase
-  int rounds = 4;        // interleaved warm / baseline rounds; medians reported
+  int rounds = 4;        // interleaved warm / baseline / work rounds; medians reported
   bool binary = false;   // the binary tensor data extension both ways instead of JSON data
 };
 // `http`: batch-1 KServe V2 inference over HTTP (warm::http::front over a runtime with one loaded
-// model) vs a bare httplib::Server answering warm's pre-encoded response. ratio = the median over
-// rounds of warm_rps / baseline_rps.
+// model) vs a bare httplib::Server answering warm's pre-encoded response, and vs one that decodes,
+// runs the model on a device directly and encodes (the work baseline). ratio = the median over
+// rounds of warm_rps / baseline_rps, work_ratio that of warm_rps / work_rps.
 int run_http(const http_options& options);
 
 struct rollout_options {

@@ -7,21 +7,26 @@
 //             (a cache hit) and encodes the V2 JSON answer;
 //   baseline  a bare httplib::Server whose POST handler reads the body and answers a fixed,
 //             pre-encoded V2 response: the very bytes warm answered to the same request (so the
-//             same size), with no decoding, model or encoding behind it — the floor HTTP sets.
-// Then `rounds` times, interleaved (warm, baseline, baseline, warm, ...: each side runs first in
-// every other round, so neither always gets the quieter machine), a phase of
-// seconds / (2 x rounds) per server: `connections` client threads, each with its own keep-alive
-// httplib::Client (connected one after another and warmed up by one call before the phase's clock
-// starts: httplib listens with a backlog of 5, and a burst of connects overflows it), POST
-// /v2/models/{m}/infer with the same pre-built batch-1 V2 JSON body in a closed loop (one call
-// outstanding per connection). Every call is timed. A phase's requests/s counts the 200 answers
-// that arrived before its deadline over its length (as wrk does), so one connection stalled past
-// the deadline costs only its own share. Any answer other than 200 (or no answer) is an error and
-// makes the exit status non-zero; each warm phase checks, on every connection's warm-up call,
-// that the answer says "warm_cache_hit":true. Reported: the medians over rounds of warm's
-// requests/s (rps) and of the baseline's, ratio = the median over rounds of
-// warm_rps / baseline_rps (each pair saw the same machine state), and p50/p99/max of all warm
-// calls (the baseline's as baseline_*). Clients and servers share the machine's cores.
+//             same size), with no decoding, model or encoding behind it — the floor HTTP sets;
+//   work      a bare httplib::Server whose POST handler does the work any V2 server must: decodes
+//             the body with warm's decoder, runs the same model file directly on a device of its
+//             own (device::infer, no runtime between) and encodes the answer with warm's encoder,
+//             byte for byte warm's answer (checked once). warm against it is what warm's front,
+//             gate and runtime cost on top of the codec and the arithmetic.
+// Then `rounds` times, interleaved (the three servers' order rotated each round, so none always
+// gets the quieter machine), a phase of seconds / (3 x rounds) per server: `connections` client
+// threads, each with its own keep-alive httplib::Client (connected one after another and warmed up
+// by one call before the phase's clock starts: httplib listens with a backlog of 5, and a burst of
+// connects overflows it), POST /v2/models/{m}/infer with the same pre-built batch-1 V2 JSON body in
+// a closed loop (one call outstanding per connection). Every call is timed. A phase's requests/s
+// counts the 200 answers that arrived before its deadline over its length (as wrk does), so one
+// connection stalled past the deadline costs only its own share. Any answer other than 200 (or no
+// answer) is an error and makes the exit status non-zero; each warm phase checks, on every
+// connection's warm-up call, that the answer says "warm_cache_hit":true. Reported: the medians over
+// rounds of warm's requests/s (rps), the baseline's and the work baseline's, ratio = the median
+// over rounds of warm_rps / baseline_rps and work_ratio that of warm_rps / work_rps (each round's
+// phases saw the same machine state), and p50/p99/max of all warm calls (the baselines' as
+// baseline_*, work_*). Clients and servers share the machine's cores.
 // --binary sends the input and asks for the output in the V2 binary tensor data extension
 // (Inference-Header-Content-Length) instead of JSON numbers; the baseline replays that answer.
 // WARM_BENCH_VERBOSE=1 prints every phase's requests/s to stderr.
@@ -42,6 +47,8 @@
 
 #include "benches.hpp"
 #include "http/http_front.hpp"
+#include "http/v2_codec.hpp"
+#include "warm/device.hpp"
 #include "warm/runtime.hpp"
 
 namespace warm::bench {
@@ -114,6 +121,81 @@ class baseline_server {
 
  private:
   std::string answer_;
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = -1;
+};
+
+// The work baseline: decodes each POST to the infer path, runs `model` on `dev` and encodes the
+// answer as warm's front does (src/http/http_front.cpp), with nothing else between.
+class work_server {
+ public:
+  work_server(std::string model_name, device& dev, const dense_resident& model, int threads)
+      : model_name_(std::move(model_name)), dev_(dev), model_(model) {
+    server_.new_task_queue = [threads] {
+      return new httplib::ThreadPool(static_cast<std::size_t>(threads));
+    };
+    server_.set_tcp_nodelay(true);
+    server_.set_keep_alive_max_count(1u << 20);
+    server_.Post(R"(/v2/models/([^/]+)/infer)",
+                 [this](const httplib::Request& req, httplib::Response& res) { infer(req, res); });
+  }
+  int start() {
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    if (port_ > 0) thread_ = std::thread([this] { server_.listen_after_bind(); });
+    return port_;
+  }
+  ~work_server() {
+    if (!thread_.joinable()) return;
+    for (int i = 0; i < 5000 && !server_.is_running(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    server_.stop();
+    thread_.join();
+  }
+
+ private:
+  void infer(const httplib::Request& req, httplib::Response& res) {
+    std::optional<std::size_t> json_length;
+    if (req.has_header("Inference-Header-Content-Length"))
+      json_length = std::stoul(req.get_header_value("Inference-Header-Content-Length"));
+    auto decoded = http::decode_infer_request(req.body, {}, json_length);
+    if (!decoded || decoded->request.inputs.size() != 1) {
+      res.status = 400;
+      return;
+    }
+    const auto& input = decoded->request.inputs.front();
+    infer_result result;
+    result.model = model_name_;
+    result.cache_hit = true;
+    thread_local std::vector<float> out;
+    const auto rows = input.shape.front();
+    if (!dev_.infer(model_, reinterpret_cast<const float*>(input.data.data()),
+                    input.data.size() / sizeof(float), rows, out)) {
+      res.status = 500;
+      return;
+    }
+    tensor output{model_.io().outputs.front().name,
+                  dtype::f32,
+                  {rows, out.size() / rows},
+                  std::vector<std::byte>(out.size() * sizeof(float))};
+    std::memcpy(output.data.data(), out.data(), output.data.size());
+    result.outputs.push_back(std::move(output));
+    const auto binary = http::binary_outputs(*decoded, 1);
+    res.status = 200;
+    if (!binary.front()) {
+      res.body = http::encode_infer_response(result, decoded->id);
+      res.set_header("Content-Type", "application/json; charset=utf-8");
+      return;
+    }
+    std::size_t header_bytes = 0;
+    res.body = http::encode_infer_response(result, decoded->id, binary, &header_bytes);
+    res.set_header("Inference-Header-Content-Length", std::to_string(header_bytes));
+    res.set_header("Content-Type", "application/octet-stream");
+  }
+
+  std::string model_name_;
+  device& dev_;
+  const dense_resident& model_;
   httplib::Server server_;
   std::thread thread_;
   int port_ = -1;
@@ -197,9 +279,19 @@ int run_http(const http_options& options) {
 
   scratch_dir dir("http");
   const std::string id = "http";
-  auto created = loaded_single_model_runtime(dir, id, options.layers);
+  std::string model_path;
+  auto created = loaded_single_model_runtime(dir, id, options.layers, &model_path);
   if (!created) return fail(created.error().to_string());
   auto& rt = *created;
+  // The work baseline's copy of the model, on a host device of its own.
+  auto file = open_model_file(model_path);
+  if (!file) return fail(file.error().to_string());
+  device_spec work_spec;
+  work_spec.capacity = file->spec.data_bytes + (std::uint64_t{64} << 20);
+  auto work_device = make_device(work_spec);
+  if (!work_device) return fail(work_device.error().to_string());
+  auto work_model = (*work_device)->load(*file);
+  if (!work_model) return fail(work_model.error().to_string());
 
   const int threads = options.connections + 2;  // one per keep-alive connection, and spare
   http::front_options front_options;
@@ -230,61 +322,90 @@ int run_http(const http_options& options) {
                        : "no answer"));
     }
     baseline_server baseline(reference->body, threads);
-    const int baseline_port = baseline.start();
-    if (baseline_port <= 0) {
+    work_server work(id, **work_device, **work_model, threads);
+    const int baseline_port = baseline.start(), work_port = work.start();
+    if (baseline_port <= 0 || work_port <= 0) {
       (*front)->stop();
-      return fail("baseline server: cannot bind 127.0.0.1");
+      return fail("baseline servers: cannot bind 127.0.0.1");
+    }
+    // The work baseline must answer what warm answers, or it does other work.
+    httplib::Client work_probe("127.0.0.1", work_port);
+    work_probe.set_read_timeout(std::chrono::seconds(10));
+    auto work_reference = work_probe.Post(path, headers, body, "application/json");
+    if (!work_reference || work_reference->status != 200 ||
+        work_reference->body != reference->body) {
+      (*front)->stop();
+      return fail("work baseline: its answer differs from warm's");
     }
 
-    const double phase_seconds = options.seconds / (2.0 * options.rounds);
-    std::vector<double> warm_rps, baseline_rps, ratios, warm_latencies, baseline_latencies;
-    std::uint64_t errors = 0, baseline_errors = 0;
+    enum class side { warm, baseline, work };
+    const double phase_seconds = options.seconds / (3.0 * options.rounds);
+    struct side_tally {
+      std::vector<double> rps, latencies;
+      std::uint64_t errors = 0;
+    };
+    side_tally tally[3];
+    std::vector<double> ratios, work_ratios;
     for (int round = 0; round < options.rounds; ++round) {
-      double round_warm = 0, round_base = 0;
-      for (bool warm_phase : rotated_order<bool>({true, false}, round)) {
-        auto result = run_phase(warm_phase, warm_phase ? (*front)->port() : baseline_port,
-                                options.connections, phase_seconds, path, body, headers);
+      double round_rps[3] = {0, 0, 0};
+      for (side phase : rotated_order<side>({side::warm, side::baseline, side::work}, round)) {
+        const bool warm_phase = phase == side::warm;
+        const int port = warm_phase                ? (*front)->port()
+                         : phase == side::baseline ? baseline_port
+                                                   : work_port;
+        auto result =
+            run_phase(warm_phase, port, options.connections, phase_seconds, path, body, headers);
+        const char* name = warm_phase ? "warm" : phase == side::baseline ? "baseline" : "work";
         if (!result.failure.empty())
-          std::fprintf(stderr, "warm-bench http: %s: %s\n", warm_phase ? "warm" : "baseline",
-                       result.failure.c_str());
+          std::fprintf(stderr, "warm-bench http: %s: %s\n", name, result.failure.c_str());
         if (result.missed) {
           std::fprintf(stderr, "warm-bench http: a warm answer was not a cache hit\n");
           rc = 1;
         }
         if (std::getenv("WARM_BENCH_VERBOSE"))
-          std::fprintf(stderr, "round %d %s %.0f rps\n", round, warm_phase ? "warm" : "baseline",
-                       result.rps);
-        auto& latencies = warm_phase ? warm_latencies : baseline_latencies;
-        latencies.insert(latencies.end(), result.latencies_us.begin(), result.latencies_us.end());
-        (warm_phase ? errors : baseline_errors) += result.failures;
-        (warm_phase ? warm_rps : baseline_rps).push_back(result.rps);
-        (warm_phase ? round_warm : round_base) = result.rps;
+          std::fprintf(stderr, "round %d %s %.0f rps\n", round, name, result.rps);
+        auto& t = tally[static_cast<int>(phase)];
+        t.latencies.insert(t.latencies.end(), result.latencies_us.begin(),
+                           result.latencies_us.end());
+        t.errors += result.failures;
+        t.rps.push_back(result.rps);
+        round_rps[static_cast<int>(phase)] = result.rps;
       }
-      ratios.push_back(round_base > 0 ? round_warm / round_base : 0);
+      ratios.push_back(round_rps[1] > 0 ? round_rps[0] / round_rps[1] : 0);
+      work_ratios.push_back(round_rps[2] > 0 ? round_rps[0] / round_rps[2] : 0);
     }
-    if (errors > 0 || baseline_errors > 0) rc = 1;
+    for (const auto& t : tally)
+      if (t.errors > 0) rc = 1;
+    auto& warm_tally = tally[0];
+    auto& base_tally = tally[1];
+    auto& work_tally = tally[2];
 
     nlohmann::ordered_json out{{"scenario", "http"},
-                               {"rps", median(warm_rps)},
-                               {"p50_us", percentile(warm_latencies, 50)},
-                               {"p99_us", percentile(warm_latencies, 99)},
-                               {"errors", errors},
-                               {"baseline_rps", median(baseline_rps)},
+                               {"rps", median(warm_tally.rps)},
+                               {"p50_us", percentile(warm_tally.latencies, 50)},
+                               {"p99_us", percentile(warm_tally.latencies, 99)},
+                               {"errors", warm_tally.errors},
+                               {"baseline_rps", median(base_tally.rps)},
                                {"ratio", median(ratios)},
+                               {"work_rps", median(work_tally.rps)},
+                               {"work_ratio", median(work_ratios)},
                                {"connections", options.connections},
                                {"binary", options.binary},
                                {"seconds", options.seconds},
-                               {"max_us", percentile(warm_latencies, 100)},
-                               {"baseline_p50_us", percentile(baseline_latencies, 50)},
-                               {"baseline_p99_us", percentile(baseline_latencies, 99)},
-                               {"baseline_max_us", percentile(baseline_latencies, 100)},
-                               {"baseline_errors", baseline_errors},
+                               {"max_us", percentile(warm_tally.latencies, 100)},
+                               {"baseline_p50_us", percentile(base_tally.latencies, 50)},
+                               {"baseline_p99_us", percentile(base_tally.latencies, 99)},
+                               {"baseline_max_us", percentile(base_tally.latencies, 100)},
+                               {"baseline_errors", base_tally.errors},
+                               {"work_p50_us", percentile(work_tally.latencies, 50)},
+                               {"work_p99_us", percentile(work_tally.latencies, 99)},
+                               {"work_errors", work_tally.errors},
                                {"request_bytes", body.size()},
                                {"response_bytes", reference->body.size()},
                                {"layers", options.layers},
                                {"rounds", options.rounds}};
     std::printf("%s\n", out.dump().c_str());
-  }                  // the baseline server stops here
+  }                  // the baseline servers stop here
   (*front)->stop();  // the front before the runtime it borrows
   front->reset();
   rt.reset();
