@@ -224,7 +224,9 @@ int main(int argc, char** argv) {
   warm::bench::http_options http;
   std::string http_layers = "256,256";
   auto* http_cmd = app.add_subcommand(
-      "http", "KServe V2 inference over HTTP vs a bare httplib server (docs/performance.md)");
+      "http",
+      "KServe V2 inference over HTTP vs bare httplib servers, with and without the model work "
+      "(docs/performance.md)");
   http_cmd->add_option("--connections", http.connections, "Concurrent keep-alive connections")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
