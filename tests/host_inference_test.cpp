@@ -6,6 +6,7 @@
 #include <random>
 #include <sstream>
 
+#include "gpu/host_device.hpp"
 #include "support/test_files.hpp"
 #include "warm/device.hpp"
 #include "warm/model_writer.hpp"
@@ -55,6 +56,25 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
+// The largest relative error (against max(1, |expected|)) of `batch` random rows run on `dev`.
+double worst_error(warm::device& dev, const warm::dense_resident& resident,
+                   const warm::dense_spec& spec, const char* data, std::uint64_t batch,
+                   std::mt19937& rng) {
+  std::uniform_real_distribution<float> uniform(-2, 2);
+  std::vector<float> input(batch * spec.layers.front().in);
+  for (auto& v : input)
+    v = uniform(rng);
+  std::vector<float> output;
+  REQUIRE(dev.infer(resident, input.data(), input.size(), batch, output));
+  auto expected = reference(spec, data, input, batch);
+  REQUIRE(output.size() == expected.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < output.size(); ++i)
+    worst =
+        std::max(worst, std::abs(output[i] - expected[i]) / std::max(1.0, std::abs(expected[i])));
+  return worst;
+}
+
 }  // namespace
 
 TEST_CASE("host inference matches a double-precision reference") {
@@ -62,7 +82,6 @@ TEST_CASE("host inference matches a double-precision reference") {
   auto dev =
       warm::make_device(warm::device_spec{warm::device_spec::kind::host, 0, 64ull << 20}).value();
   std::mt19937 rng(1234);
-  std::uniform_real_distribution<float> uniform(-2, 2);
   const std::vector<std::vector<std::uint64_t>> shapes{
       {1, 1}, {8, 3}, {64, 32, 10}, {100, 257, 33, 7}, {256, 256}, {17, 128, 128, 128, 5}};
   int model_index = 0;
@@ -81,23 +100,44 @@ TEST_CASE("host inference matches a double-precision reference") {
       // 9, 15 and 33 are padded to a multiple of four rows for the sgemm.
       for (std::uint64_t batch : {1, 2, 5, 9, 15, 16, 33, 64}) {
         INFO("model " << path << " batch " << batch);
-        std::vector<float> input(batch * widths.front());
-        for (auto& v : input)
-          v = uniform(rng);
-        std::vector<float> output;
-        REQUIRE(dev->infer(**resident, input.data(), input.size(), batch, output));
-        auto expected = reference(model->spec, data, input, batch);
-        REQUIRE(output.size() == expected.size());
-        double worst = 0;
-        for (std::size_t i = 0; i < output.size(); ++i) {
-          double err = std::abs(output[i] - expected[i]) / std::max(1.0, std::abs(expected[i]));
-          worst = std::max(worst, err);
-        }
-        CHECK(worst <= 1e-5);
+        CHECK(worst_error(*dev, **resident, model->spec, data, batch, rng) <= 1e-5);
       }
     }
   }
   CHECK(dev->used() == 0);
+}
+
+TEST_CASE("a batch runs row by row or as one padded sgemm, layer by layer") {
+  // Layers that stay in the caches run up to 6 rows one sgemv each, larger layers up to 3; every
+  // sgemm runs on the batch padded to a multiple of four rows.
+  CHECK(warm::host_row_by_row_limit(std::uint64_t{8} << 20) == 6);
+  CHECK(warm::host_row_by_row_limit((std::uint64_t{8} << 20) + 1) == 3);
+  CHECK(warm::host_padded_rows(1) == 4);
+  CHECK(warm::host_padded_rows(8) == 8);
+  CHECK(warm::host_padded_rows(9) == 12);
+
+  // 64 -> 2304 -> 1024 -> 8: the 9 MiB middle layer runs as an sgemm from 4 rows while the
+  // small layers either side still run row by row (up to 6), so a padded sgemm takes its input
+  // from a row-by-row layer and hands its output to one that writes the caller's rows.
+  warm::test::temp_dir dir;
+  auto path = dir / "mixed.safetensors";
+  const std::vector<std::uint64_t> widths{64, 2304, 1024, 8};
+  REQUIRE(warm::write_dense_model(path, {widths, warm::activation::relu, 7}));
+  auto model = warm::open_model_file(path);
+  REQUIRE(model);
+  REQUIRE(model->spec.layers[1].in * model->spec.layers[1].out * sizeof(float) >
+          (std::uint64_t{8} << 20));
+  auto dev =
+      warm::make_device(warm::device_spec{warm::device_spec::kind::host, 0, 64ull << 20}).value();
+  auto resident = dev->load(*model);
+  REQUIRE(resident);
+  auto file = slurp(path);
+  const char* data = file.data() + model->header.data_offset;
+  std::mt19937 rng(99);
+  for (std::uint64_t batch = 1; batch <= 9; ++batch) {
+    INFO("batch " << batch);
+    CHECK(worst_error(*dev, **resident, model->spec, data, batch, rng) <= 1e-5);
+  }
 }
 
 TEST_CASE("inference rejects wrong input sizes, batches and foreign models") {

@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -162,18 +163,12 @@ class host_device final : public device {
     if (hooks_.before_run) hooks_.before_run(batch);
     const auto& spec = model.spec();
     const auto* base = static_cast<const char*>(model.weights().address());
-    // A few rows go faster one sgemv each: OpenBLAS's sgemm packs the whole weight matrix on
-    // every call, a fixed cost of about five matrix-vector products (1024x1024 on one core: 61 us
-    // per sgemv row; sgemm 330 us at 4 rows, 437 us at 8, 955 us at 32).
-    constexpr std::uint64_t gemv_rows = 8;  // batches up to this size run row by row
-    // Its x86-64 kernels take the batch four rows at a time, and the one, two or three rows left
-    // over cost another pass over the packed weights each (1024x1024: 589 us at 16 rows, 856 us
-    // at 15, 955 us at 32, 1229 us at 31). So an sgemm runs on the batch padded with zero rows to
-    // a multiple of four, and the padding's results are dropped: a 15-row pass costs a 16-row one.
-    constexpr std::uint64_t gemm_row_multiple = 4;
-    const bool by_rows = batch <= gemv_rows;
-    const std::uint64_t rows =
-        by_rows ? batch : (batch + gemm_row_multiple - 1) / gemm_row_multiple * gemm_row_multiple;
+    auto row_by_row = [&](const dense_layer& layer) {
+      return batch <= host_row_by_row_limit(layer.in * layer.out * sizeof(float));
+    };
+    // Every activation buffer holds `rows` rows: the padded batch once any layer runs an sgemm.
+    const bool any_sgemm = !std::all_of(spec.layers.begin(), spec.layers.end(), row_by_row);
+    const std::uint64_t rows = any_sgemm ? host_padded_rows(batch) : batch;
     // Two ping-pong activation buffers per thread, reused across calls so the hit path allocates
     // nothing. A request larger than the retained limit gets buffers that die with the call, so
     // one huge batch does not pin memory to a thread forever.
@@ -186,18 +181,22 @@ class host_device final : public device {
       return scratch[which].data();
     };
     const float* x = input;
-    if (rows > batch) {  // padded into the buffer the first layer reads and does not write
-      const auto in = spec.layers.front().in;
-      float* padded = buffer(1, rows * in);
-      std::memcpy(padded, input, batch * in * sizeof(float));
-      std::memset(padded + batch * in, 0, (rows - batch) * in * sizeof(float));
-      x = padded;
-    }
+    float* x_buffer = nullptr;      // x when it is one of the buffers (all `rows` rows of it)
+    bool x_padded = rows == batch;  // whether x's rows past the batch are there and finite
     for (std::size_t i = 0; i < spec.layers.size(); ++i) {
       const auto& layer = spec.layers[i];
       const bool last = i + 1 == spec.layers.size();
+      const bool by_rows = row_by_row(layer);
+      if (!by_rows && !x_padded) {  // zero rows after the batch's, for the sgemm
+        if (!x_buffer) {            // the input: copied into the buffer this layer does not write
+          x_buffer = buffer(1 - i % 2, rows * layer.in);
+          std::memcpy(x_buffer, input, batch * layer.in * sizeof(float));
+          x = x_buffer;
+        }
+        std::memset(x_buffer + batch * layer.in, 0, (rows - batch) * layer.in * sizeof(float));
+      }
       // The last layer writes the caller's output, unless its rows are padded.
-      float* y = last && rows == batch ? output : buffer(i % 2, rows * layer.out);
+      float* y = last && (by_rows || rows == batch) ? output : buffer(i % 2, rows * layer.out);
       const auto* w = reinterpret_cast<const float*>(base + layer.weight_offset);
       const auto* b = reinterpret_cast<const float*>(base + layer.bias_offset);
       // y[rows, out] = x[rows, in] · w[out, in]^T
@@ -213,7 +212,8 @@ class host_device final : public device {
       // rows come to, they change nothing and are never read back.
       add_bias_activate(y, b, batch, layer.out, last ? activation::none : spec.activation);
       if (y != output && last) std::memcpy(output, y, batch * layer.out * sizeof(float));
-      x = y;
+      x = x_buffer = y;
+      x_padded = !by_rows;  // an sgemm wrote every row; row by row, the batch's alone
     }
     return {};
   }
@@ -224,6 +224,16 @@ class host_device final : public device {
 };
 
 }  // namespace
+
+std::uint64_t host_row_by_row_limit(std::uint64_t weight_bytes) {
+  constexpr std::uint64_t cached_weight_bytes = std::uint64_t{8} << 20;
+  return weight_bytes > cached_weight_bytes ? 3 : 6;
+}
+
+std::uint64_t host_padded_rows(std::uint64_t batch) {
+  constexpr std::uint64_t multiple = 4;
+  return (batch + multiple - 1) / multiple * multiple;
+}
 
 void set_host_blas_threads(int threads) {
   openblas_set_num_threads(threads < 1 ? 1 : threads);
