@@ -53,32 +53,12 @@ auto batching(std::uint64_t max_batch, std::chrono::microseconds delay,
   };
 }
 
-// Makes `o`'s devices host devices that join any two rows in a pass, as a GPU would: the tiny
-// test models would otherwise run passes under 7 rows request by request (their layers run a few
-// rows one sgemv each, so joining them gains nothing).
-void joining_host(runtime_options& o) {
-  o.make_device = [](const device_spec& spec) -> expected<std::unique_ptr<device>> {
-    host_device_hooks hooks;
-    hooks.least_joined_rows = 2;
-    return make_host_device(*spec.capacity, "host", std::move(hooks));
-  };
-}
-
-auto joining_batching(std::uint64_t max_batch, std::chrono::microseconds delay,
-                      std::uint64_t max_queue = 1024) {
-  return [=](runtime_options& o) {
-    batching(max_batch, delay, max_queue)(o);
-    joining_host(o);
-  };
-}
-
 // Holds every pass at the device until permitted, recording its rows on arrival.
 struct pass_gate {
   std::mutex mutex;
   std::condition_variable changed;
-  std::vector<std::uint64_t> passes;    // rows of each pass, in the order they reached the device
-  int permits = 0;                      // -1: open
-  std::uint64_t least_joined_rows = 2;  // the devices' (host_device_hooks); 0: the host's own
+  std::vector<std::uint64_t> passes;  // rows of each pass, in the order they reached the device
+  int permits = 0;                    // -1: open
 
   std::size_t seen() {
     std::lock_guard<std::mutex> lock(mutex);
@@ -113,7 +93,6 @@ struct pass_gate {
     o.make_device = [this](const device_spec& spec) -> expected<std::unique_ptr<device>> {
       host_device_hooks hooks;
       hooks.before_run = hook();
-      hooks.least_joined_rows = least_joined_rows;
       return make_host_device(*spec.capacity, "host", std::move(hooks));
     };
   }
@@ -161,7 +140,7 @@ TEST_CASE("requests that waited for a cold load share one pass, each answered wi
 }
 
 TEST_CASE("a batch that is not full waits the delay; past max_queue a request is refused at once") {
-  test::runtime_fixture f({"a"}, {"host:64KiB"}, 2, joining_batching(8, 300ms, 2));
+  test::runtime_fixture f({"a"}, {"host:64KiB"}, 2, batching(8, 300ms, 2));
   f.register_all();
   REQUIRE(f.rt->ensure_loaded("a", true).get());
   auto start = std::chrono::steady_clock::now();
@@ -190,7 +169,7 @@ TEST_CASE("a batch that is not full waits the delay; past max_queue a request is
 TEST_CASE("a batch waiting for its delay holds no inference thread; stopping answers it") {
   // One inference thread: a wait held on it would keep "b"'s full batch from running for 60 s.
   test::runtime_fixture f({"a", "b"}, {"host:64KiB"}, 2, [](runtime_options& o) {
-    joining_batching(8, 60s)(o);
+    batching(8, 60s)(o);
     o.inference_threads = 1;
   });
   f.register_all();
@@ -233,7 +212,7 @@ TEST_CASE("rows leased before a reload and rows leased after it never share a pa
   // Passes of 2 rows, a long delay: the first request waits in the queue on the old weights'
   // lease while the model is unloaded and loaded again from the new file; the second, leased on
   // the new weights, fills the batch.
-  test::runtime_fixture f({"a"}, {"host:64KiB"}, 2, joining_batching(2, 60s));
+  test::runtime_fixture f({"a"}, {"host:64KiB"}, 2, batching(2, 60s));
   f.register_all();
   REQUIRE(f.rt->ensure_loaded("a", true).get());
   auto before = f.rt->infer({"a", {rows_input(0, 1)}});
@@ -255,7 +234,7 @@ TEST_CASE("rows leased before a reload and rows leased after it never share a pa
 TEST_CASE("a model's own batching options replace the defaults, and outlive a restart") {
   // Defaults: passes of 4 rows. "a" batches by 2, "b" not at all, "c" by the defaults. The delay
   // is long: a pass runs when full, so the passes do not depend on when the requests arrive.
-  test::runtime_fixture f({"a", "b", "c"}, {"host:64KiB"}, 3, joining_batching(4, 60s));
+  test::runtime_fixture f({"a", "b", "c"}, {"host:64KiB"}, 3, batching(4, 60s));
   batching_options by_two;
   by_two.max_batch = 2;
   by_two.max_queue_delay = 60s;
@@ -309,7 +288,7 @@ TEST_CASE("concurrent clients of a batched model each get their own rows (random
   INFO("seed " << seed);
   std::printf("batching_test: seed %u\n", seed);
   // "a" batches by up to 4 rows, no delay; "plain" is the same file, never batched: the reference.
-  test::runtime_fixture f({"a"}, {"host:64KiB"}, 2, joining_batching(4, 0us));
+  test::runtime_fixture f({"a"}, {"host:64KiB"}, 2, batching(4, 0us));
   model_info plain("a");
   plain.batching = batching_options{};
   REQUIRE(f.rt->register_model("a", model_info("a"), true, true).get());
@@ -553,54 +532,6 @@ TEST_CASE("a model's backlog of passes waits its turn behind other work for the 
   auto passes = gate->rows();
   passes.erase(passes.begin(), passes.begin() + static_cast<std::ptrdiff_t>(seen));
   CHECK(passes == std::vector<std::uint64_t>{1, 1, 2, 2});
-}
-
-TEST_CASE("rows the host would run one by one anyway are not joined: each is answered at once") {
-  // The test model (16 -> 8) runs up to 6 rows one sgemv each: a pass of 6 would cost what six
-  // passes of 1 cost, so the batcher runs them one by one; 7 rows make one pass.
-  auto gate = std::make_shared<pass_gate>();
-  gate->least_joined_rows = 0;  // the host's own rule
-  test::runtime_fixture f({"a"}, {"host:64KiB"}, 2, [gate](runtime_options& o) {
-    batching(32, 0us)(o);
-    o.inference_threads = 1;
-    o.inline_inference_limit = 0;  // every hit goes to the inference thread
-    gate->install(o);
-  });
-  f.register_all();
-  REQUIRE(f.rt->ensure_loaded("a", true).get());
-  const auto seen = gate->seen();
-  // `queued` requests behind one held at the gate; returns the held one's answer first.
-  auto behind_one = [&](int queued) {
-    std::vector<std::future<expected<infer_result>>> answers;
-    const auto before = gate->seen();
-    answers.push_back(f.rt->infer({"a", {rows_input(0, 1)}}));
-    REQUIRE(test::eventually([&] { return gate->seen() == before + 1; }));
-    for (int k = 1; k <= queued; ++k)  // hits: queued before infer() returns
-      answers.push_back(f.rt->infer({"a", {rows_input(k, 1)}}));
-    return answers;
-  };
-
-  auto six = behind_one(6);
-  gate->permit(2);  // the held pass, then the first of the six alone
-  REQUIRE(six[1].wait_for(20s) == std::future_status::ready);
-  REQUIRE(test::eventually([&] { return gate->seen() == seen + 3; }));  // the second, held
-  for (int k = 2; k <= 6; ++k)
-    CHECK(six[k].wait_for(0s) == std::future_status::timeout);
-  gate->permit(-1);
-  for (auto& r : six) {
-    REQUIRE(r.wait_for(20s) == std::future_status::ready);
-    CHECK(r.get());
-  }
-  gate->close();
-  auto seven = behind_one(7);
-  gate->permit(-1);
-  for (auto& r : seven) {
-    REQUIRE(r.wait_for(20s) == std::future_status::ready);
-    CHECK(r.get());
-  }
-  auto passes = gate->rows();
-  passes.erase(passes.begin(), passes.begin() + static_cast<std::ptrdiff_t>(seen));
-  CHECK(passes == std::vector<std::uint64_t>{1, 1, 1, 1, 1, 1, 1, 1, 7});
 }
 
 namespace {

@@ -134,10 +134,6 @@ class resident_model {
   virtual std::uint64_t bytes() const = 0;
   // The largest batch one inference may take (batched models).
   virtual std::uint64_t max_batch() const { return UINT64_MAX; }
-  // The fewest rows for which one pass costs less than a pass per request (2: any two). A batcher
-  // runs the requests of a smaller pass one by one, each answered as its own ends: joined, they
-  // would cost as much and every answer would wait for the last row.
-  virtual std::uint64_t least_joined_rows() const { return 2; }
   // About how many multiply-adds an inference of `batch` rows costs (saturating): small ones run
   // on the caller's thread (runtime_options::inline_inference_limit).
   virtual std::uint64_t cost(std::uint64_t batch) const = 0;
@@ -188,7 +184,6 @@ class dense_resident final : public resident_model {
   const device_buffer& weights() const { return *weights_; }
   std::uint64_t bytes() const override { return weights_->size(); }
   std::uint64_t max_batch() const override;
-  std::uint64_t least_joined_rows() const override;
   std::uint64_t cost(std::uint64_t batch) const override;
   expected<std::vector<tensor>> run(const std::vector<tensor>& inputs,
                                     std::uint64_t batch) const override;
@@ -265,12 +260,6 @@ class device {
   // Sets the one listener for device_events (nullptr: none), called from any thread; it must not
   // block. Devices that report nothing ignore it.
   virtual void watch(std::function<void(const device_event&)> listener) { (void)listener; }
-  // resident_model::least_joined_rows of `model`, resident here: the fewest rows its pass on this
-  // device runs faster than as separate inferences. 2 unless the backend knows better.
-  virtual std::uint64_t least_joined_rows(const dense_resident& model) const {
-    (void)model;
-    return 2;
-  }
 
   // Charges `bytes` to the budget and allocates them. model_too_large when bytes exceed the
   // capacity (it can never fit), capacity_exhausted when they do not fit now; on failure the

@@ -84,10 +84,6 @@ std::uint64_t dense_resident::max_batch() const {
   return max_activation_elements / spec_.widest();
 }
 
-std::uint64_t dense_resident::least_joined_rows() const {
-  return device_->least_joined_rows(*this);
-}
-
 std::uint64_t dense_resident::cost(std::uint64_t batch) const {
   auto parameters = spec_.parameters();
   if (parameters != 0 && batch > UINT64_MAX / parameters) return UINT64_MAX;

@@ -158,16 +158,6 @@ class host_device final : public device {
     return std::make_unique<direct_target>(destination);
   }
 
-  // Rows joined in one pass run faster only once a layer runs them as one sgemm; below that,
-  // every layer runs them one sgemv each, as separate inferences would.
-  std::uint64_t least_joined_rows(const dense_resident& model) const override {
-    if (hooks_.least_joined_rows) return hooks_.least_joined_rows;
-    std::uint64_t least = UINT64_MAX;
-    for (const auto& layer : model.spec().layers)
-      least = std::min(least, host_row_by_row_limit(layer.in * layer.out * sizeof(float)) + 1);
-    return least == UINT64_MAX ? 2 : least;
-  }
-
   expected<void> run(const dense_resident& model, const float* input, std::uint64_t batch,
                      float* output) override {
     if (hooks_.before_run) hooks_.before_run(batch);

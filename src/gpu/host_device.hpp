@@ -21,9 +21,6 @@ struct host_device_hooks {
   // Runs on the freeing thread before each buffer's memory is freed; may block, as a slow munmap
   // or cudaFree would.
   std::function<void()> before_free;
-  // The fewest rows a model's pass joins (resident_model::least_joined_rows); 0: what the host's
-  // arithmetic says. Tests of the batcher's mechanics use 2, as a GPU's would be.
-  std::uint64_t least_joined_rows = 0;
 };
 
 // How the host device runs a layer of `batch` rows. One cblas_sgemv per row while the batch is at

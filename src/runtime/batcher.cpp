@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -163,12 +162,6 @@ void batcher::drain(const std::shared_ptr<queue>& shared) {
     for (std::size_t k = 0; k < n; ++k)
       rows.push_back(q.items[k].rows);
     n = fair_share(rows, n, q.queued_rows, q.running_rows, q.drains, q.options);
-    // Too few rows to run faster joined: one request, as an unbatched inference runs, and the
-    // rest stay queued for whichever thread frees first (not run one by one after it here).
-    if (n > 1 &&
-        std::accumulate(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(n),
-                        std::uint64_t{0}) < q.items.front().held->lease.model().least_joined_rows())
-      n = 1;
     std::deque<item> batch;
     std::uint64_t taken = 0;
     for (std::size_t k = 0; k < n; ++k) {
@@ -284,8 +277,7 @@ bool joinable(const infer_request& a, const infer_request& b) {
 
 // Runs `batch` in passes, one per run of requests leased on the same slot (a reload between two
 // requests gives them different weights) whose inputs can be joined, within the model's largest
-// batch and of at least its least_joined_rows (a shorter run goes request by request), and
-// answers each request with its rows. A pass joins each input's rows in request order
+// batch, and answers each request with its rows. A pass joins each input's rows in request order
 // (every input's first dimension is the batch: the model's io is batched) and splits each output's
 // rows back the same way.
 void batcher::run(std::deque<item>& batch) {
@@ -298,12 +290,6 @@ void batcher::run(std::deque<item>& batch) {
     while (n < batch.size() && &batch[n].held->lease.slot() == &lease.slot() &&
            batch[n].rows <= limit - rows && joinable(batch.front().request, batch[n].request))
       rows += batch[n++].rows;
-    // Too few rows to run faster joined: the first runs alone and is answered at once, and the
-    // rest follow the same way (each its own pass).
-    if (n > 1 && rows < lease.model().least_joined_rows()) {
-      n = 1;
-      rows = batch.front().rows;
-    }
 
     expected<std::vector<tensor>> ran = std::vector<tensor>{};
     if (n == 1) {
