@@ -88,21 +88,18 @@ bool is_hit(const std::string& body) {
   return body.find("\"warm_cache_hit\":true") != std::string::npos;
 }
 
-// The baseline server: answers every POST to the infer path with `answer`, on its own thread.
-class baseline_server {
+// An httplib server on a free loopback port with `handler` for every POST to the infer path, the
+// same pool size and the same settings as http::front::start (TCP_NODELAY, unlimited keep-alive),
+// listening on its own thread from start() until destroyed.
+class loopback_server {
  public:
-  baseline_server(std::string answer, int threads) : answer_(std::move(answer)) {
+  loopback_server(int threads, httplib::Server::Handler handler) {
     server_.new_task_queue = [threads] {
       return new httplib::ThreadPool(static_cast<std::size_t>(threads));
     };
-    // The same httplib settings as http::front::start: TCP_NODELAY and unlimited keep-alive.
     server_.set_tcp_nodelay(true);
     server_.set_keep_alive_max_count(1u << 20);
-    server_.Post(R"(/v2/models/([^/]+)/infer)",
-                 [this](const httplib::Request&, httplib::Response& res) {
-                   res.status = 200;
-                   res.set_content(answer_, "application/json");
-                 });
+    server_.Post(R"(/v2/models/([^/]+)/infer)", std::move(handler));
   }
   // The bound port, or -1.
   int start() {
@@ -110,7 +107,7 @@ class baseline_server {
     if (port_ > 0) thread_ = std::thread([this] { server_.listen_after_bind(); });
     return port_;
   }
-  ~baseline_server() {
+  ~loopback_server() {
     if (!thread_.joinable()) return;
     // httplib's stop() does nothing until listen_after_bind() has marked the server running.
     for (int i = 0; i < 5000 && !server_.is_running(); ++i)
@@ -120,10 +117,25 @@ class baseline_server {
   }
 
  private:
-  std::string answer_;
   httplib::Server server_;
   std::thread thread_;
   int port_ = -1;
+};
+
+// The baseline server: answers every POST to the infer path with `answer`.
+class baseline_server {
+ public:
+  baseline_server(std::string answer, int threads)
+      : answer_(std::move(answer)),
+        server_(threads, [this](const httplib::Request&, httplib::Response& res) {
+          res.status = 200;
+          res.set_content(answer_, "application/json");
+        }) {}
+  int start() { return server_.start(); }
+
+ private:
+  std::string answer_;
+  loopback_server server_;  // last: stopped before what its handler uses goes
 };
 
 // The work baseline: decodes each POST to the infer path, runs `model` on `dev` and encodes the
@@ -131,27 +143,12 @@ class baseline_server {
 class work_server {
  public:
   work_server(std::string model_name, device& dev, const dense_resident& model, int threads)
-      : model_name_(std::move(model_name)), dev_(dev), model_(model) {
-    server_.new_task_queue = [threads] {
-      return new httplib::ThreadPool(static_cast<std::size_t>(threads));
-    };
-    server_.set_tcp_nodelay(true);
-    server_.set_keep_alive_max_count(1u << 20);
-    server_.Post(R"(/v2/models/([^/]+)/infer)",
-                 [this](const httplib::Request& req, httplib::Response& res) { infer(req, res); });
-  }
-  int start() {
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    if (port_ > 0) thread_ = std::thread([this] { server_.listen_after_bind(); });
-    return port_;
-  }
-  ~work_server() {
-    if (!thread_.joinable()) return;
-    for (int i = 0; i < 5000 && !server_.is_running(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    server_.stop();
-    thread_.join();
-  }
+      : model_name_(std::move(model_name)),
+        dev_(dev),
+        model_(model),
+        server_(threads,
+                [this](const httplib::Request& req, httplib::Response& res) { infer(req, res); }) {}
+  int start() { return server_.start(); }
 
  private:
   void infer(const httplib::Request& req, httplib::Response& res) {
@@ -196,9 +193,7 @@ class work_server {
   std::string model_name_;
   device& dev_;
   const dense_resident& model_;
-  httplib::Server server_;
-  std::thread thread_;
-  int port_ = -1;
+  loopback_server server_;  // last: stopped before what its handler uses goes
 };
 
 // `connections` threads, each with its own keep-alive client to 127.0.0.1:`port`, POSTing `body`
